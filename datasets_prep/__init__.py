@@ -1,0 +1,1 @@
+"""Dataset formatters and offline data for GRPO lessons."""

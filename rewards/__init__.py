@@ -1,0 +1,1 @@
+"""grpo-kit reward functions (filled in by the rewards work)."""
