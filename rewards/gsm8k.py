@@ -1,0 +1,191 @@
+"""The course's GSM8K reward set (LLM Course ch. 12.6, Unsloth practice), pitfalls fixed, scales kept.
+
+The completion is expected in the ``XML_COT_FORMAT`` layout::
+
+    <reasoning>
+    ...
+    </reasoning>
+    <answer>
+    ...
+    </answer>
+
+Defaults keep the course's scales: correctness 2.0, int 0.5, strict 0.5, soft 0.5, xmlcount 4 × 0.125,
+so the maximum total is 4.0 and correctness outweighs all format rewards together.
+
+Fixed pitfalls (each has a test that fails on the course's code, ``tests/rewards/test_course_pitfalls.py``):
+
+* All five read ``completion[0]["content"]``: they crash on standard-format ``list[str]`` completions
+  and read the first message, not the last assistant message. → :func:`~rewards.completion_text`.
+* ``soft_format_reward_func`` / ``strict_format_reward_func`` lack ``re.DOTALL``: multi-line
+  reasoning (i.e. real reasoning) never earns the format reward. → multi-line accepted.
+* The format rewards and ``xmlcount`` pay for empty tags (``<reasoning>\\n\\n</reasoning>…``): a reward
+  hack. → a section must contain non-blank text to earn its tags.
+* ``count_xml``: when the completion ends right at ``</answer>`` (usual: EOS follows it) the
+  ``"\\n</answer>\\n"`` split finds nothing and it subtracts 0.001 × the length of the **whole** text,
+  so longer reasoning is punished; and with no trailing text it *adds* 0.001. Trailing text was also
+  charged twice. → 0.001 per character after ``</answer>`` (one newline free), charged once.
+* ``int_reward_func`` uses ``str.isdigit``: ``-3`` is rejected while ``"²"`` (a superscript) passes.
+  → an ASCII integer with optional sign (also U+2212 minus) and thousands commas; ``72.0`` counts.
+* ``correctness_reward_func`` compares strings: ``72.0``≠``72``, ``1,000``≠``1000``, ``−3``≠``-3``.
+  → exact numeric equality (:func:`~rewards._text.parse_number`), string equality for non-numbers.
+  It also prints every batch (the data, too) and needs a ``prompts`` argument. → silent, needs only ``answer``.
+* The 12.4 ``problem_reward`` calls an undefined ``extract_final_answer`` inside a bare ``except:``,
+  so every completion silently scores 0.0. → :func:`correctness_reward` (reads ``answer``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ._text import completion_texts, extract_hash_answer, extract_xml_answer, parse_number, require_column
+
+__all__ = [
+    "correctness_reward",
+    "int_reward",
+    "soft_format_reward",
+    "strict_format_reward",
+    "xmlcount_reward",
+]
+
+_XML_TAGS = ("<reasoning>", "</reasoning>", "<answer>", "</answer>")
+
+
+def _between(text: str, start: str, end: str) -> str | None:
+    i = text.find(start)
+    if i == -1:
+        return None
+    j = text.find(end, i + len(start))
+    return None if j == -1 else text[i + len(start) : j]
+
+
+def _count_xml(text: str, per_tag: float, per_trailing_char: float) -> float:
+    count = 0.0
+    reasoning = _between(text, "<reasoning>\n", "\n</reasoning>")
+    if reasoning is not None and not reasoning.isspace() and reasoning:
+        if text.count("<reasoning>\n") == 1:
+            count += per_tag
+        if text.count("\n</reasoning>\n") == 1:
+            count += per_tag
+    answer = _between(text, "\n<answer>\n", "\n</answer>")
+    if answer is not None and not answer.isspace() and answer:
+        if text.count("\n<answer>\n") == 1:
+            count += per_tag
+        if text.count("\n</answer>") == 1:
+            count += per_tag
+            trailing = len(text) - text.rindex("\n</answer>") - len("\n</answer>")
+            if trailing and text.endswith("\n", len(text) - trailing, len(text) - trailing + 1):
+                trailing -= 1  # the layout's own final newline is free
+            count -= trailing * per_trailing_char
+    return count
+
+
+def xmlcount_reward(completions: Sequence, **kwargs) -> list[float]:
+    r"""0.125 for each of ``<reasoning>\n``, ``\n</reasoning>\n``, ``\n<answer>\n``, ``\n</answer>`` present
+    exactly once around a non-blank section, minus 0.001 per character after ``</answer>\n``."""
+    texts = completion_texts(completions, "xmlcount_reward")
+    return [_count_xml(t, 0.125, 0.001) for t in texts]
+
+
+def _sections_ok(reasoning: str, answer: str) -> bool:
+    if not reasoning.strip() or not answer.strip():
+        return False
+    return not any(tag in reasoning or tag in answer for tag in _XML_TAGS)
+
+
+def _soft_ok(text: str) -> bool:
+    # String scanning (linear) rather than a lazy DOTALL regex that backtracks on tag-stuffed text.
+    body = text.lstrip()
+    if not body.startswith("<reasoning>"):
+        return False
+    end_reasoning = body.find("</reasoning>")
+    if end_reasoning == -1:
+        return False
+    rest = body[end_reasoning + len("</reasoning>") :].lstrip()
+    if not rest.startswith("<answer>"):
+        return False
+    end_answer = rest.find("</answer>")
+    if end_answer == -1:
+        return False
+    return _sections_ok(body[len("<reasoning>") : end_reasoning], rest[len("<answer>") : end_answer])
+
+
+def soft_format_reward(completions: Sequence, **kwargs) -> list[float]:
+    """0.5 when the completion starts with ``<reasoning>…</reasoning>`` then ``<answer>…</answer>`` (any
+    whitespace between, trailing text allowed — ``xmlcount_reward`` charges for it), sections non-blank,
+    multi-line accepted."""
+    texts = completion_texts(completions, "soft_format_reward")
+    return [0.5 if _soft_ok(t) else 0.0 for t in texts]
+
+
+_STRICT = re.compile(r"<reasoning>\n(.+?)\n</reasoning>\n<answer>\n(.+?)\n</answer>\n", re.DOTALL)
+
+
+def _strict_ok(text: str) -> bool:
+    if not (text.startswith("<reasoning>\n") and text.endswith("\n</answer>\n")):
+        return False  # cheap rejection before the regex
+    if text.count("</reasoning>") != 1 or text.count("<answer>") != 1:
+        return False  # one of each, so the lazy groups below cannot backtrack across tags
+    match = _STRICT.fullmatch(text)
+    return match is not None and _sections_ok(match.group(1), match.group(2))
+
+
+def strict_format_reward(completions: Sequence, **kwargs) -> list[float]:
+    r"""0.5 for exactly ``<reasoning>\n…\n</reasoning>\n<answer>\n…\n</answer>\n`` (the course's
+    ``XML_COT_FORMAT``), sections non-blank; multi-line reasoning and answers accepted."""
+    texts = completion_texts(completions, "strict_format_reward")
+    return [0.5 if _strict_ok(t) else 0.0 for t in texts]
+
+
+def _is_integer_answer(answer: str) -> bool:
+    value = parse_number(answer)
+    return value is not None and value.denominator == 1
+
+
+def int_reward(completions: Sequence, **kwargs) -> list[float]:
+    """0.5 when the ``<answer>`` is an integer: ``72``, ``-3``, ``−3`` (U+2212), ``1,000``, ``72.0``;
+    not ``3.5``, ``²`` or ``seventy``."""
+    texts = completion_texts(completions, "int_reward")
+    return [0.5 if _is_integer_answer(extract_xml_answer(t)) else 0.0 for t in texts]
+
+
+def _gold_value(gold) -> str | None:
+    if gold is None:
+        return None
+    if not isinstance(gold, str):
+        gold = str(gold)
+    if "####" in gold:  # a raw GSM8K solution was passed instead of the prepared answer
+        gold = extract_hash_answer(gold)
+    gold = gold.strip() if gold is not None else ""
+    return gold or None
+
+
+def correctness_reward(completions: Sequence, answer: Sequence | None = None, **kwargs) -> list[float | None]:
+    """2.0 when the ``<answer>`` equals the dataset's ``answer`` column, else 0.0; ``None`` when the gold
+    answer is missing (the row is skipped, as TRL does for unparseable solutions).
+
+    Numbers compare by exact value (``72.0`` = ``72``, ``1,000`` = ``1000``, ``−3`` = ``-3``); other
+    answers by stripped string equality. A raw GSM8K solution (``… #### 72``) is accepted as gold.
+    """
+    texts = completion_texts(completions, "correctness_reward")
+    golds = require_column(
+        answer,
+        "answer",
+        "correctness_reward",
+        len(texts),
+        hint="(datasets_prep.load_gsm8k prepares it from the GSM8K solution.)",
+    )
+    rewards: list[float | None] = []
+    for text, raw_gold in zip(texts, golds):
+        gold = _gold_value(raw_gold)
+        if gold is None:
+            rewards.append(None)
+            continue
+        response = extract_xml_answer(text)
+        gold_number, response_number = parse_number(gold), parse_number(response)
+        if gold_number is not None:
+            correct = response_number is not None and response_number == gold_number
+        else:
+            correct = response != "" and response == gold
+        rewards.append(2.0 if correct else 0.0)
+    return rewards

@@ -1,0 +1,404 @@
+"""math-verify with a wall-clock bound that works in any thread, and a fast path for plain numbers.
+
+Why: math-verify bounds ``parse``/``verify`` with ``signal.alarm``, which only works in the main
+thread of the main interpreter. TRL therefore switches the timeouts *off* whenever its reward
+function runs in another thread, so one pathological completion can hang training forever.
+
+What we do instead, without changing a single verdict:
+
+1. **Fast path.** When the gold answer is a plain integer (GSM8K style) and the completion either has
+   no LaTeX environment at all (math-verify then extracts nothing: verdict 0.0) or exactly one
+   ``\\boxed{<integer>}`` with nothing math-verify could prefer after it, the verdict is integer
+   equality. This is derived from math-verify 0.9's extraction rules (see :func:`fast_verdict`) and
+   checked against math-verify itself in ``tests/rewards``.
+2. **Bounded slow path.** Everything else goes to worker processes (:mod:`rewards._verify_worker`)
+   that run TRL's exact ``parse``/``verify`` calls with math-verify's own timeouts disabled; the
+   parent waits at most ``timeout_s`` per completion and kills a worker that runs over (verdict 0.0,
+   what TRL's signal timeout gives in the main thread). Workers are plain subprocesses, so this works
+   from threads, from processes, and from notebooks, and never imports sympy into the caller.
+3. **Process pool.** Big batches of slow-path completions are spread over several workers.
+4. **Verdict cache.** math-verify is deterministic; a repeated (completion, gold) pair, common inside
+   a GRPO group, is answered from a bounded LRU cache (timeouts are never cached).
+
+POSIX only (the scheduler waits on the workers' pipes with select), like math-verify's own timeout.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import math
+import os
+import re
+import select
+import subprocess
+import sys
+import threading
+import time
+from collections import OrderedDict, deque
+from dataclasses import dataclass
+
+__all__ = [
+    "MathVerifyPool",
+    "VerifyResult",
+    "configure",
+    "fast_verdict",
+    "plain_int_gold",
+    "verify_batch",
+    "warm_up",
+]
+
+DEFAULT_TIMEOUT_S = 10.0  # per completion: TRL's main-thread budget is parse 10 s + verify 5 s
+STARTUP_TIMEOUT_S = 120.0  # importing sympy in a fresh worker on a busy machine
+PARALLEL_MIN_JOBS = 8  # below this, one worker (a second one costs ~1 s of imports)
+
+# A canonical integer written as math-verify's ExprExtractionConfig reads it: parse("72") == [72, "72"].
+_PLAIN_INT = re.compile(r"-?(?:0|[1-9]\d{0,14})")
+_BOXED_INT = re.compile(r"\\boxed\{(-?(?:0|[1-9]\d{0,14}))\}")
+# Any of these can open a LaTeX environment that math-verify's answer extraction could match.
+_ENV_MARKERS = ("$", "[", "\\(", "\\frac")
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    """One verdict with the strings TRL logs through ``log_extra``."""
+
+    reward: float | None
+    gold_parsed: str
+    answer_parsed: str
+
+
+def plain_int_gold(solution: str) -> int | None:
+    """The gold value when ``solution`` is a canonical integer string, else ``None`` (use math-verify)."""
+    if isinstance(solution, str) and _PLAIN_INT.fullmatch(solution):
+        return int(solution)
+    return None
+
+
+def fast_verdict(content: str, gold: int) -> VerifyResult | None:
+    """TRL's verdict for a plain-integer gold answer when it follows from math-verify's rules alone.
+
+    The answer extraction TRL uses is LaTeX-only with ``try_extract_without_anchor=False`` and
+    ``boxed_match_priority=0``: every pattern needs ``\\boxed{`` or a LaTeX environment (``$``, ``\\[``,
+    ``\\(``, `` [..] ``, ``\\frac``). So
+
+    - no ``\\boxed{`` and none of those markers → nothing is extracted → verdict 0.0;
+    - no environment markers, exactly one ``\\boxed{`` holding a canonical integer and no ``}`` after
+      it → the only priority-0 match is that ``\\boxed{n}`` (the greedy ``\\boxed{.+}`` stops at the
+      last ``}``), it parses to ``Integer(n)``, and ``verify`` compares integers exactly.
+
+    Returns ``None`` when the completion needs the real math-verify.
+    """
+    has_env = any(marker in content for marker in _ENV_MARKERS)
+    boxes = content.count("\\boxed{")
+    gold_str = f"[{gold}, '{gold}']"
+    if not has_env and boxes == 0:
+        return VerifyResult(0.0, gold_str, "[unparseable]")
+    if has_env or boxes != 1:
+        return None
+    start = content.find("\\boxed{")
+    match = _BOXED_INT.match(content, start)
+    if match is None or "}" in content[match.end() :]:
+        return None
+    value = int(match.group(1))
+    return VerifyResult(float(value == gold), gold_str, f"[{value}, '{value}']")
+
+
+_TIMED_OUT = VerifyResult(0.0, "[timeout]", "[timeout]")
+
+
+class _Worker:
+    """One ``python -m rewards._verify_worker`` process and the bytes read from it so far."""
+
+    def __init__(self) -> None:
+        package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = package_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "rewards._verify_worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            close_fds=True,
+        )
+        self.fd = self.proc.stdout.fileno()
+        self.buffer = b""
+        self.ready = False
+
+    def send(self, content: str, solution: str) -> bool:
+        try:
+            self.proc.stdin.write(json.dumps([content, solution]).encode("ascii") + b"\n")
+            self.proc.stdin.flush()
+            return True
+        except (BrokenPipeError, OSError, ValueError):
+            return False
+
+    def read_lines(self) -> list[bytes] | None:
+        """Lines now available; ``None`` at end of file (the worker died)."""
+        chunk = os.read(self.fd, 1 << 16)
+        if not chunk:
+            return None
+        self.buffer += chunk
+        *lines, self.buffer = self.buffer.split(b"\n")
+        return lines
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        try:
+            self.proc.kill()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+
+class MathVerifyPool:
+    """A pool of math-verify worker processes with a per-completion wall-clock bound.
+
+    ``run`` may be called from any thread, concurrently; idle workers are reused across calls.
+    """
+
+    def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S, max_workers: int | None = None) -> None:
+        if not timeout_s > 0:
+            raise ValueError(f"timeout_s must be > 0 seconds, got {timeout_s!r}")
+        self.timeout_s = float(timeout_s)
+        self.max_workers = max(1, max_workers or min(os.cpu_count() or 1, 8))
+        self._idle: list[_Worker] = []
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+
+    # -- worker bookkeeping -------------------------------------------------------------------
+    def _checkout(self, n: int) -> list[_Worker]:
+        with self._lock:
+            if self._pid != os.getpid():  # forked: those workers belong to the parent process
+                self._idle, self._pid = [], os.getpid()
+            taken = []
+            while self._idle and len(taken) < n:
+                worker = self._idle.pop()
+                if worker.alive():
+                    taken.append(worker)
+                else:
+                    worker.kill()
+        return taken + [_Worker() for _ in range(n - len(taken))]
+
+    def _checkin(self, workers: list[_Worker]) -> None:
+        with self._lock:
+            for worker in workers:
+                if worker.alive() and len(self._idle) < self.max_workers and self._pid == os.getpid():
+                    self._idle.append(worker)
+                else:
+                    worker.kill()
+
+    def close(self) -> None:
+        """Stop the idle workers (they also exit on their own when this process ends)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.kill()
+
+    # -- the scheduler ------------------------------------------------------------------------
+    def run(self, jobs: list[tuple[str, str]]) -> list[VerifyResult]:
+        """Verdicts for ``(completion_text, solution)`` pairs, each bounded by ``timeout_s``.
+
+        Jobs only go to workers that are ready; a worker still importing math-verify joins in when
+        it is, so a cold start never counts against a job's time bound.
+        """
+        if not jobs:
+            return []
+        n_workers = 1 if len(jobs) < PARALLEL_MIN_JOBS else min(self.max_workers, math.ceil(len(jobs) / 4))
+        results: list[VerifyResult | None] = [None] * len(jobs)
+        pending = deque(range(len(jobs)))
+        attempts = [0] * len(jobs)
+        free: list[_Worker] = []
+        starting: dict[int, tuple[_Worker, float]] = {}  # fd -> (worker, startup deadline)
+        busy: dict[int, tuple[_Worker, int, float]] = {}  # fd -> (worker, job index, deadline)
+        spawned = 0
+
+        def add(worker: _Worker) -> None:
+            if worker.ready:
+                free.append(worker)
+            else:
+                starting[worker.fd] = (worker, time.monotonic() + STARTUP_TIMEOUT_S)
+
+        for worker in self._checkout(n_workers):
+            add(worker)
+        try:
+            while pending or busy:
+                while free and pending:
+                    worker, index = free.pop(), pending.popleft()
+                    attempts[index] += 1
+                    if worker.send(*jobs[index]):
+                        busy[worker.fd] = (worker, index, time.monotonic() + self.timeout_s)
+                        continue
+                    worker.kill()  # died while idle (killed from outside): retry the job once
+                    if attempts[index] < 2:
+                        pending.appendleft(index)
+                    else:
+                        results[index] = _TIMED_OUT
+                if pending and not (free or busy or starting):
+                    if spawned >= 2 * n_workers + 2:  # workers cannot start here at all
+                        for index in pending:
+                            results[index] = _TIMED_OUT
+                        break
+                    spawned += 1
+                    add(_Worker())
+                    continue
+                if not (busy or (pending and starting)):
+                    continue
+                watched = list(busy) + (list(starting) if pending else [])
+                deadlines = [d for _, _, d in busy.values()] + [d for _, d in starting.values()]
+                wait = max(0.0, min(deadlines) - time.monotonic())
+                readable, _, _ = select.select(watched, [], [], wait)
+                for fd in readable:
+                    worker = busy[fd][0] if fd in busy else starting[fd][0]
+                    lines = worker.read_lines()
+                    if lines is None:  # crashed (e.g. killed for memory): same verdict as a timeout
+                        worker.kill()
+                        if fd in busy:
+                            results[busy.pop(fd)[1]] = _TIMED_OUT
+                        else:
+                            starting.pop(fd)
+                        continue
+                    for line in lines:
+                        message = json.loads(line)
+                        if message == "ready":
+                            worker.ready = True
+                            if fd in starting:
+                                del starting[fd]
+                                free.append(worker)
+                        elif fd in busy:
+                            _, index, _ = busy.pop(fd)
+                            results[index] = VerifyResult(*message)
+                            free.append(worker)
+                now = time.monotonic()
+                for fd, (worker, index, deadline) in list(busy.items()):
+                    if now >= deadline:
+                        del busy[fd]
+                        worker.kill()
+                        results[index] = _TIMED_OUT
+                for fd, (worker, deadline) in list(starting.items()):
+                    if now >= deadline:
+                        del starting[fd]
+                        worker.kill()
+        finally:
+            for worker, _, _ in busy.values():  # only on an exception: their replies are lost
+                worker.kill()
+            self._checkin(free + [worker for worker, _ in starting.values()])
+        return [r if r is not None else _TIMED_OUT for r in results]
+
+    def warm_up(self, workers: int | None = None) -> None:
+        """Start ``workers`` (default ``max_workers``) worker processes now and wait until they are ready."""
+        n = self.max_workers if workers is None else max(1, min(workers, self.max_workers))
+        pool = self._checkout(n)
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        try:
+            for worker in pool:
+                while not worker.ready and time.monotonic() < deadline:
+                    readable, _, _ = select.select([worker.fd], [], [], deadline - time.monotonic())
+                    lines = worker.read_lines() if readable else []
+                    if lines is None:
+                        break
+                    worker.ready = worker.ready or b'"ready"' in lines
+        finally:
+            self._checkin(pool)
+
+
+_default_pool: MathVerifyPool | None = None
+_default_lock = threading.Lock()
+
+
+def _pool() -> MathVerifyPool:
+    global _default_pool
+    with _default_lock:
+        if _default_pool is None:
+            _default_pool = MathVerifyPool()
+            atexit.register(_default_pool.close)
+        return _default_pool
+
+
+def configure(timeout_s: float | None = None, max_workers: int | None = None) -> MathVerifyPool:
+    """Set the per-completion time bound and the number of worker processes of the shared pool."""
+    global _default_pool
+    old = _pool()
+    new = MathVerifyPool(
+        timeout_s=old.timeout_s if timeout_s is None else timeout_s,
+        max_workers=old.max_workers if max_workers is None else max_workers,
+    )
+    with _default_lock:
+        _default_pool = new
+        atexit.register(new.close)
+    old.close()
+    return new
+
+
+# math-verify is deterministic, so a slow-path verdict can be reused: GRPO groups often repeat a
+# completion (low temperature, short answers). Timeouts are not cached: they depend on the machine.
+_CACHE_SIZE = 8192
+_CACHE_MAX_CHARS = 4096
+_cache: OrderedDict[tuple[str, str], VerifyResult] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def _cached(key: tuple[str, str]) -> VerifyResult | None:
+    with _cache_lock:
+        result = _cache.get(key)
+        if result is not None:
+            _cache.move_to_end(key)
+        return result
+
+
+def _remember(key: tuple[str, str], result: VerifyResult) -> None:
+    if result is _TIMED_OUT or len(key[0]) + len(key[1]) > _CACHE_MAX_CHARS:
+        return
+    with _cache_lock:
+        _cache[key] = result
+        if len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+
+
+def warm_up(workers: int | None = None) -> None:
+    """Start the shared pool's worker processes ahead of time (each imports sympy: ~1-3 s, once)."""
+    _pool().warm_up(workers)
+
+
+def clear_cache() -> None:
+    """Forget the remembered math-verify verdicts (benchmarks measure cold runs)."""
+    with _cache_lock:
+        _cache.clear()
+
+
+def verify_batch(
+    contents: list[str], solutions: list, pool: MathVerifyPool | None = None
+) -> list[VerifyResult]:
+    """TRL ``accuracy_reward`` verdicts for each (completion text, gold solution) pair, bounded in time."""
+    results: list[VerifyResult | None] = [None] * len(contents)
+    slow: dict[tuple[str, str], list[int]] = {}  # each distinct pair goes to math-verify once
+    for i, (content, solution) in enumerate(zip(contents, solutions)):
+        if solution is None:
+            results[i] = VerifyResult(None, "[unparseable]", "[skipped]")
+            continue
+        gold = plain_int_gold(solution)
+        fast = fast_verdict(content, gold) if gold is not None else None
+        if fast is None:
+            fast = _cached((content, solution))
+        if fast is None:
+            slow.setdefault((content, solution), []).append(i)
+        else:
+            results[i] = fast
+    if slow:
+        keys = list(slow)
+        for key, result in zip(keys, (pool or _pool()).run(keys)):
+            _remember(key, result)
+            for i in slow[key]:
+                results[i] = result
+    return results  # type: ignore[return-value]

@@ -1,0 +1,137 @@
+"""rewards.lint and the grpo-kit-reward-lint entry point."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import rewards
+from rewards.lint import Finding, LintReport, main
+
+HERE = Path(__file__).resolve().parent
+
+
+def ours():
+    return [
+        rewards.accuracy_reward,
+        rewards.reasoning_accuracy_reward,
+        rewards.think_format_reward,
+        rewards.get_soft_overlong_punishment,  # factories are built with their lint defaults
+        rewards.get_repetition_penalty_reward,
+        rewards.get_cosine_scaled_reward,
+        rewards.length_reward,
+        rewards.length_reward(20, unit="chars"),
+        rewards.format_reward,
+        rewards.xmlcount_reward,
+        rewards.soft_format_reward,
+        rewards.strict_format_reward,
+        rewards.int_reward,
+        rewards.correctness_reward,
+        rewards.combine(rewards.correctness_reward, rewards.int_reward, rewards.xmlcount_reward),
+    ]
+
+
+@pytest.mark.parametrize("fn", ours(), ids=lambda f: getattr(f, "__name__", repr(f)))
+def test_lint_of_our_functions_is_clean(fn):
+    report = rewards.lint(fn, verbose=False)
+    assert isinstance(report, LintReport) and all(isinstance(f, Finding) for f in report)
+    assert report.ok, str(report)
+
+
+def test_think_format_reward_empty_tags_are_acknowledged_not_hidden():
+    report = rewards.lint(rewards.think_format_reward, verbose=False)
+    assert report.ok
+    assert [f.check for f, _ in report.acknowledged] == ["empty-tags"]
+    assert "acknowledged" in str(report)
+
+
+def test_lint_route_needs_its_column_and_is_clean_with_it():
+    fn = rewards.route("task", {"math": rewards.accuracy_reward, "gsm8k": rewards.correctness_reward})
+    assert rewards.lint(fn, verbose=False).checks() == {"missing-column"}
+    assert rewards.lint(fn, columns={"task": "gsm8k"}, verbose=False).ok
+
+
+def test_lint_reports_exceptions_nan_types_lengths_and_prints_it(capsys):
+    def broken(completions, **kwargs):
+        out = []
+        for c in completions:
+            text = c if isinstance(c, str) else c[-1]["content"]
+            if not text:
+                raise ValueError("empty")
+            out.append(math.nan if "\n" in text else "1" if "72" in text else 0.0)
+            if "\\boxed" in text:
+                out.append(0.0)  # one value too many
+        return out
+
+    report = rewards.lint(broken)
+    assert {"exception", "nan", "wrong-type", "wrong-length"} <= report.checks()
+    printed = capsys.readouterr().out
+    assert "reward lint: broken" in printed and "ValueError: empty" in printed
+
+
+def test_lint_reports_slow_and_hanging_functions_without_hanging_itself():
+    def slow(completions, **kwargs):
+        time.sleep(0.05)
+        return [0.0] * len(completions)
+
+    assert "slow" in rewards.lint(slow, slow_s=0.01, verbose=False).checks()
+
+    def hangs(completions, **kwargs):
+        text = completions[0] if completions and isinstance(completions[0], str) else ""
+        if text == "":
+            time.sleep(5)
+        return [float(len(text) % 3) for _ in completions]
+
+    start = time.monotonic()
+    report = rewards.lint(hangs, hang_s=0.3, verbose=False)
+    assert "hang" in report.checks()
+    assert time.monotonic() - start < 30
+
+
+def test_lint_accepts_async_functions():
+    async def async_format(completions, **kwargs):
+        await asyncio.sleep(0)
+        return rewards.format_reward(completions)
+
+    assert rewards.lint(async_format, verbose=False).ok
+
+
+def test_lint_chars_vs_tokens_is_silenced_by_declaring_the_unit():
+    def by_chars(completions, **kwargs):
+        return [-abs(50.0 - len(rewards.completion_text(c))) for c in completions]
+
+    assert "chars-vs-tokens" in rewards.lint(by_chars, verbose=False).checks()
+    by_chars.length_unit = "chars"
+    assert "chars-vs-tokens" not in rewards.lint(by_chars, verbose=False).checks()
+
+
+def test_cli_main_exit_status(capsys):
+    assert main(["rewards:format_reward", "rewards:length_reward"]) == 0
+    assert "reward lint: format_reward — clean" in capsys.readouterr().out
+    assert main(["course_original:reward_format"]) == 1  # tests/rewards is on sys.path under pytest
+    assert "dotall" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["no_colon_here"])
+
+
+def test_console_script_runs():
+    script = shutil.which("grpo-kit-reward-lint") or str(Path(sys.executable).parent / "grpo-kit-reward-lint")
+    if not Path(script).exists():
+        pytest.skip("grpo-kit-reward-lint is not installed (pip install -e .)")
+    result = subprocess.run(
+        [script, "course_original:reward_len", "rewards:int_reward"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=HERE,
+        timeout=300,
+    )
+    assert result.returncode == 1
+    assert "chars-vs-tokens" in result.stdout and "reward lint: int_reward — clean" in result.stdout
