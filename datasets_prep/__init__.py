@@ -1,1 +1,37 @@
-"""Dataset formatters and offline data for GRPO lessons."""
+"""Dataset formatters and offline data for GRPO lessons.
+
+Every loader returns a ``datasets.Dataset`` with a ``prompt`` column, from ``source`` =
+``None`` (the Hub id), a Hub id, a local directory, a ``.jsonl``/``.json``/``.parquet``/``.csv``
+file, or raw rows already loaded (a ``datasets.Dataset`` or ``list[dict]``)::
+
+    from datasets_prep import load_gsm8k, synthetic_gsm8k
+    train = load_gsm8k("train", source=synthetic_gsm8k(64, seed=0))   # prompt (conversational), answer
+
+``datasets`` is imported lazily, inside the loaders; importing this package is cheap.
+"""
+
+from datasets_prep.chat import is_conversational_prompt, prompt_to_text
+from datasets_prep.deepmath import format_deepmath_row, load_deepmath
+from datasets_prep.gsm8k import SYSTEM_PROMPT, XML_COT_FORMAT, check_gsm8k_row, format_gsm8k_row, load_gsm8k
+from datasets_prep.hub import hub_available
+from datasets_prep.smoltldr import check_smoltldr_row, load_smoltldr
+from datasets_prep.sources import load_raw
+from datasets_prep.synthetic import synthetic_gsm8k, synthetic_tldr
+
+__all__ = [
+    "SYSTEM_PROMPT",
+    "XML_COT_FORMAT",
+    "check_gsm8k_row",
+    "check_smoltldr_row",
+    "format_deepmath_row",
+    "format_gsm8k_row",
+    "hub_available",
+    "is_conversational_prompt",
+    "load_deepmath",
+    "load_gsm8k",
+    "load_raw",
+    "load_smoltldr",
+    "prompt_to_text",
+    "synthetic_gsm8k",
+    "synthetic_tldr",
+]

@@ -1,0 +1,154 @@
+"""Resolve a dataset ``source`` to raw rows (a ``datasets.Dataset``).
+
+A ``source`` is one of:
+
+* ``None`` -- the dataset's Hub id (e.g. ``openai/gsm8k``);
+* a Hub id ``org/name``;
+* a local directory (``Dataset.save_to_disk`` output, or data files that ``load_dataset`` reads,
+  such as ``train.jsonl`` / ``data/train-00000-of-00001.parquet``);
+* a ``.jsonl`` / ``.json`` / ``.parquet`` / ``.csv`` file (all its rows; ``split`` is not used);
+* rows already loaded: a ``datasets.Dataset``, a ``DatasetDict`` (``split`` picks one) or a
+  ``list[dict]`` (e.g. ``synthetic_gsm8k(64)``).
+
+Without the Hub (``HF_HUB_OFFLINE=1`` or no network) a Hub id still works when the dataset is in
+the local ``datasets`` cache; otherwise the error lists every other option, including the
+synthetic generators. ``datasets`` is imported lazily, inside the functions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from datasets_prep.hub import hub_available, offline_by_env
+
+FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
+_HUB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def _options(name: str, columns: str, synthetic: str | None) -> str:
+    lines = [
+        (
+            f"Options for {name}: source=<path to a .jsonl/.json/.parquet/.csv file with columns {columns}>, "
+            "source=<a local directory (save_to_disk output or data files)>, "
+            "source=<rows already loaded: a datasets.Dataset or a list of dicts>"
+        )
+    ]
+    if synthetic:
+        lines.append(f", or offline data that needs no download: source={synthetic}")
+    lines.append(". With network, unset HF_HUB_OFFLINE to use the Hub.")
+    return "".join(lines)
+
+
+@contextlib.contextmanager
+def _datasets_offline():
+    """Make ``datasets`` read its cache without touching the network (it decides at import time)."""
+    from datasets import config
+
+    previous = config.HF_HUB_OFFLINE
+    config.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        config.HF_HUB_OFFLINE = previous
+
+
+def _pick_split(data, split: str, where: str):
+    from datasets import DatasetDict
+
+    if isinstance(data, DatasetDict):
+        if split not in data:
+            raise ValueError(f"{where} has no split {split!r}; it has {sorted(data)}. Pass split=<one of them>.")
+        return data[split]
+    return data
+
+
+def load_raw(
+    source: Any,
+    *,
+    split: str,
+    hub_id: str,
+    hub_config: str | None = None,
+    name: str,
+    columns: str,
+    synthetic: str | None = None,
+):
+    """Raw rows of a dataset from ``source`` (see the module docstring) -> ``datasets.Dataset``.
+
+    ``name``, ``columns`` and ``synthetic`` only shape error messages: the dataset's display name,
+    the columns its raw schema needs, and the synthetic generator call that can replace it.
+    """
+    import datasets
+
+    options = _options(name, columns, synthetic)
+    if source is None:
+        source = hub_id
+    if isinstance(source, datasets.Dataset):
+        return source
+    if isinstance(source, datasets.DatasetDict):
+        return _pick_split(source, split, "The DatasetDict passed as source")
+    if isinstance(source, (datasets.IterableDataset, datasets.IterableDatasetDict)):
+        raise TypeError(
+            f"{name}: streaming (Iterable) datasets are not supported as source; load a map-style dataset "
+            "(streaming=False) or pass a list of dicts."
+        )
+    if isinstance(source, Sequence) and not isinstance(source, (str, bytes)):
+        rows = list(source)
+        if not rows:
+            raise ValueError(f"{name}: the list of rows passed as source is empty. " + options)
+        for index, row in enumerate(rows):
+            if not isinstance(row, dict):
+                raise TypeError(
+                    f"{name}: source row {index} is a {type(row).__name__}, not a dict; pass a list of dicts "
+                    f"with columns {columns}."
+                )
+        return datasets.Dataset.from_list(rows)
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(f"{name}: source must be None, a string or path, a Dataset or a list of dicts; got "
+                        f"{type(source).__name__}. " + options)
+
+    text = os.fspath(source)
+    path = Path(text).expanduser()
+    suffix = path.suffix.lower()
+    if path.is_file():
+        if suffix not in FILE_BUILDERS:
+            raise ValueError(
+                f"{name}: {path} has the extension {suffix or '(none)'!r}; supported files are "
+                f"{', '.join(FILE_BUILDERS)}. " + options
+            )
+        return datasets.load_dataset(FILE_BUILDERS[suffix], data_files=str(path), split="train")
+    if path.is_dir():
+        if (path / "state.json").is_file() or (path / "dataset_dict.json").is_file():
+            return _pick_split(datasets.load_from_disk(str(path)), split, str(path))
+        try:
+            loaded = datasets.load_dataset(str(path))
+        except Exception as error:  # no data files it understands
+            raise ValueError(f"{name}: cannot read a dataset from the directory {path} ({error}). " + options) from error
+        return _pick_split(loaded, split, str(path))
+    looks_like_path = suffix in FILE_BUILDERS or text.startswith((".", "/", "~")) or text.count("/") >= 2
+    if looks_like_path:
+        raise FileNotFoundError(f"{name}: no such file or directory: {path}. " + options)
+    if not _HUB_ID_RE.match(text):
+        raise ValueError(f"{name}: {text!r} is neither an existing path nor a Hub id 'org/name'. " + options)
+    return _load_hub(text, split, hub_config if text == hub_id else None, name, options)
+
+
+def _load_hub(repo_id: str, split: str, config_name: str | None, name: str, options: str):
+    import datasets
+
+    if hub_available():
+        return datasets.load_dataset(repo_id, config_name, split=split)
+    # No Hub: the local `datasets` cache is the only place it can come from.
+    try:
+        with _datasets_offline():
+            return datasets.load_dataset(repo_id, config_name, split=split)
+    except Exception as error:
+        why = "HF_HUB_OFFLINE is set" if offline_by_env() else "the Hub is not reachable"
+        raise OSError(
+            f"{name}: cannot load {repo_id!r}: {why} and it is not in the local datasets cache "
+            f"({type(error).__name__}). " + options
+        ) from error

@@ -1,0 +1,53 @@
+"""Models: a name, path or alias -> ``(model, tokenizer)`` ready for GRPO.
+
+* :func:`load_model` -- alias ``smollm2-135m-instruct`` (:data:`DEFAULT_MODEL`, the embedded
+  default), a ``.gguf`` file, a local directory or a Hub id; LoRA (peft) and 4-bit QLoRA
+  (bitsandbytes, CUDA only) options; every argument checked before any weights are read.
+* :func:`tiny_model` -- a random 2-layer Llama with the SmolLM2 tokenizer, for fast tests.
+* :func:`embedded_model_dir` -- the embedded default as a plain HF directory (for TRL, vLLM, export).
+* :func:`gguf_to_hf_dir` / :func:`strip_gguf_quantizer` -- GGUF -> trainable, savable model, cached.
+
+Every tokenizer comes back with ``padding_side="left"``, a pad token and a chat template.
+
+Modules: ``loading`` (resolution, checks, ``load_model``), ``embedded`` (the default model),
+``gguf`` (conversion), ``cache`` (the cache directory, locked atomic writes), ``tokenizer``,
+``tiny``.
+"""
+
+from datasets_prep.hub import hub_available
+from grpo_kit.models.cache import cache_dir, cached_hub_snapshot
+from grpo_kit.models.embedded import (
+    ALIASES,
+    DEFAULT_MODEL,
+    EMBEDDED_GGUF_NAME,
+    EMBEDDED_HUB_ID,
+    embedded_gguf_path,
+    embedded_model_dir,
+    smollm2_tokenizer,
+)
+from grpo_kit.models.gguf import gguf_to_hf_dir, gguf_tokenizer_dir, strip_gguf_quantizer
+from grpo_kit.models.loading import check_lora, load_model, resolve_model
+from grpo_kit.models.tiny import tiny_model
+from grpo_kit.models.tokenizer import CHATML_TEMPLATE, prepare_tokenizer
+
+__all__ = [
+    "ALIASES",
+    "CHATML_TEMPLATE",
+    "DEFAULT_MODEL",
+    "EMBEDDED_GGUF_NAME",
+    "EMBEDDED_HUB_ID",
+    "cache_dir",
+    "cached_hub_snapshot",
+    "check_lora",
+    "embedded_gguf_path",
+    "embedded_model_dir",
+    "gguf_to_hf_dir",
+    "gguf_tokenizer_dir",
+    "hub_available",
+    "load_model",
+    "prepare_tokenizer",
+    "resolve_model",
+    "smollm2_tokenizer",
+    "strip_gguf_quantizer",
+    "tiny_model",
+]

