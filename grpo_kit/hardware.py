@@ -1,0 +1,126 @@
+"""Which device and which precision a training run uses.
+
+The rule (the course's most common failure is getting it wrong on a free Colab T4):
+
+* CUDA GPU with compute capability >= 8.0 (Ampere: A100, A10G, RTX 30xx and newer) -> bf16.
+* Older CUDA GPU (T4 = 7.5, V100 = 7.0) -> fp16. ``torch.cuda.is_bf16_supported()`` answers *yes*
+  on a T4, because bf16 is emulated there; emulated bf16 trains several times slower, so we look at
+  the compute capability instead.
+* CPU (and Apple MPS) -> fp32: mixed precision on CPU is slow or unsupported for training.
+
+Everything here is a pure function of (device, capability) so it can be tested without a GPU;
+``detect_*`` functions read the real machine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "Precision",
+    "choose_precision",
+    "cuda_available",
+    "detect_cuda_capability",
+    "detect_precision",
+    "require_cuda",
+    "supports_bf16",
+]
+
+# bf16 tensor cores arrived with Ampere (sm_80); below that bf16 is emulated.
+BF16_MIN_CAPABILITY = (8, 0)
+
+
+@dataclass(frozen=True)
+class Precision:
+    """The precision choice for one run.
+
+    device: "cuda", "mps" or "cpu".
+    dtype: the name of the torch dtype to load weights in ("bfloat16", "float16", "float32").
+    bf16 / fp16: the TrainingArguments/GRPOConfig flags (mixed precision); both False means fp32.
+    reason: one sentence a user can read to see why this was chosen.
+    """
+
+    device: str
+    dtype: str
+    bf16: bool
+    fp16: bool
+    reason: str
+
+    def trainer_kwargs(self) -> dict[str, bool]:
+        """GRPOConfig/TrainingArguments precision flags. Both are always given explicitly: TRL's
+        config sets ``bf16=True`` when neither is set, which a T4 cannot run natively."""
+        kwargs = {"bf16": self.bf16, "fp16": self.fp16}
+        if self.device == "cpu":
+            kwargs["use_cpu"] = True
+        return kwargs
+
+    @property
+    def torch_dtype(self):
+        import torch
+
+        return getattr(torch, self.dtype)
+
+
+def supports_bf16(capability: tuple[int, int] | None) -> bool:
+    """True only for native bf16: CUDA compute capability >= 8.0."""
+    return capability is not None and tuple(capability) >= BF16_MIN_CAPABILITY
+
+
+def choose_precision(device: str, capability: tuple[int, int] | None = None) -> Precision:
+    """Pure rule: device ("cuda" | "mps" | "cpu") and, for CUDA, its compute capability -> Precision."""
+    if device not in ("cuda", "mps", "cpu"):
+        raise ValueError(f"unknown device {device!r}; use 'cuda', 'mps' or 'cpu'.")
+    if device == "cuda":
+        if capability is None:
+            raise ValueError("choose_precision('cuda') needs the GPU's compute capability, e.g. (7, 5) for a T4.")
+        name = f"sm_{capability[0]}{capability[1]}"
+        if supports_bf16(capability):
+            return Precision("cuda", "bfloat16", True, False, f"CUDA {name} has native bf16 (compute capability >= 8.0).")
+        return Precision(
+            "cuda", "float16", False, True,
+            f"CUDA {name} has no native bf16 (needs compute capability >= 8.0; "
+            "torch.cuda.is_bf16_supported() may still say yes through emulation), so fp16 is used.",
+        )
+    if device == "mps":
+        return Precision("mps", "float32", False, False, "Apple MPS: fp32 (mixed precision training is unreliable there).")
+    return Precision("cpu", "float32", False, False, "CPU: fp32 (mixed precision does not speed up CPU training).")
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def detect_cuda_capability(device_index: int = 0) -> tuple[int, int] | None:
+    """The compute capability of a visible CUDA GPU, or None without CUDA."""
+    if not cuda_available():
+        return None
+    import torch
+
+    return tuple(torch.cuda.get_device_capability(device_index))
+
+
+def detect_precision(device: str | None = None) -> Precision:
+    """The precision for this machine (or for ``device`` when given: "cpu" forces fp32 on a GPU box)."""
+    import torch
+
+    if device is None:
+        if torch.cuda.is_available():
+            device = "cuda"
+        elif getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            device = "mps"
+        else:
+            device = "cpu"
+    if device == "cuda":
+        capability = detect_cuda_capability()
+        if capability is None:
+            raise RuntimeError("device='cuda' was asked for, but torch sees no CUDA GPU; use device='cpu'.")
+        return choose_precision("cuda", capability)
+    return choose_precision(device)
+
+
+def require_cuda(feature: str, fix: str) -> None:
+    """Raise a RuntimeError naming ``feature`` and the ``fix`` when no CUDA GPU is visible."""
+    if not cuda_available():
+        raise RuntimeError(f"{feature} needs a CUDA GPU, and torch sees none on this machine. {fix}")

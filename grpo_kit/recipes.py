@@ -1,0 +1,493 @@
+"""Named, documented GRPO configurations shared by the three training paths.
+
+A :class:`Recipe` says *what* to train (model, dataset, rewards, adapter, quantization) and *how*
+(``training``: a dict whose keys are TRL ``GRPOConfig`` field names, so the same dict feeds
+``GRPOConfig(**training)`` in the TRL and Unsloth paths and, through :func:`to_loop_config`, the
+standalone loop's ``GRPOLoopConfig``, which uses the same names where they mean the same thing).
+
+    >>> from grpo_kit.recipes import get_recipe
+    >>> r = get_recipe("smoltldr-length", small=True, learning_rate=1e-5)
+    >>> r.name, r.training["learning_rate"]
+    ('smoltldr-length-small', 1e-05)
+
+Recipes are named after what they teach (ARCHITECTURE.md). Course numbers refer to the Hugging
+Face LLM course, chapter 12 (see /work/shared/reference/llm-course-ch12-grpo-practice.ru.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "RECIPES",
+    "LoraSettings",
+    "Recipe",
+    "RewardSpec",
+    "UnslothSettings",
+    "get_recipe",
+    "grpo_config_field_names",
+    "list_recipes",
+    "to_loop_config",
+]
+
+# GRPOConfig / TrainingArguments fields that older tutorials (the course targets TRL 0.14) still use
+# and that the pinned TRL 1.15 / transformers 5.17 no longer accept, with the fix for each.
+RETIRED_TRAINING_FIELDS: dict[str, str] = {
+    "max_prompt_length": (
+        "GRPOConfig no longer truncates prompts (the field was removed in TRL 1.x). Drop it; keep prompts "
+        "short in the dataset, and bound the total length with max_completion_length (Unsloth: max_seq_length)."
+    ),
+    "warmup_ratio": (
+        "transformers 5 removed warmup_ratio; use warmup_steps with a float in [0, 1), e.g. warmup_steps=0.1 "
+        "for 10% of the steps."
+    ),
+    "num_generation": "the field is spelled num_generations (the course's typo).",
+    "model_id": "the Hub repo name field is hub_model_id.",
+    "evaluation_strategy": "use eval_strategy.",
+    "use_transformers_paged": "use use_transformers_continuous_batching.",
+}
+
+# Loaders in datasets_prep, by the name a recipe uses.
+DATASET_LOADERS = {"smoltldr": "load_smoltldr", "gsm8k": "load_gsm8k", "deepmath": "load_deepmath"}
+# Raw-row generators for dataset_source="synthetic" (offline, CPU-sized runs and tests).
+SYNTHETIC_ROWS = {"smoltldr": "synthetic_tldr", "gsm8k": "synthetic_gsm8k"}
+
+
+@dataclass(frozen=True)
+class RewardSpec:
+    """One reward function of a recipe.
+
+    name: a function exported by ``rewards`` (TRL contract ``fn(completions, **kwargs)``), or a
+        factory such as ``length_reward`` that ``kwargs`` are passed to.
+    weight: its weight in the weighted sum (TRL's ``reward_weights``, in the same order).
+    kwargs: arguments for a factory (``length_reward(ideal_length=50)``); empty for plain functions.
+    """
+
+    name: str
+    weight: float = 1.0
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def build(self, tokenizer: Any = None) -> Callable:
+        """The callable reward function (a factory is called with ``kwargs``)."""
+        import rewards
+
+        try:
+            fn = getattr(rewards, self.name)
+        except AttributeError:
+            known = sorted(n for n in dir(rewards) if not n.startswith("_"))
+            raise ValueError(f"unknown reward function {self.name!r}; rewards exports: {', '.join(known)}") from None
+        if self.kwargs:
+            kwargs = dict(self.kwargs)
+            if kwargs.get("unit") == "tokens" and "tokenizer" not in kwargs:
+                kwargs["tokenizer"] = tokenizer
+            return fn(**kwargs)
+        return fn
+
+
+@dataclass(frozen=True)
+class LoraSettings:
+    """A LoRA adapter (peft ``LoraConfig`` names).
+
+    r: the adapter rank. lora_alpha: scale numerator (the update is scaled by lora_alpha / r).
+    lora_dropout: dropout on the adapter input. target_modules: "all-linear" (every linear layer
+    except the output head) or a list of module names such as ["q_proj", "v_proj"].
+    """
+
+    r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.0
+    target_modules: str | tuple[str, ...] = "all-linear"
+
+    def to_peft_config(self):
+        """A ``peft.LoraConfig`` for causal-LM training."""
+        from peft import LoraConfig
+
+        targets = self.target_modules if isinstance(self.target_modules, str) else list(self.target_modules)
+        return LoraConfig(
+            task_type="CAUSAL_LM", r=self.r, lora_alpha=self.lora_alpha,
+            lora_dropout=self.lora_dropout, target_modules=targets,
+        )
+
+
+@dataclass(frozen=True)
+class UnslothSettings:
+    """Arguments only the Unsloth path uses (``FastLanguageModel.from_pretrained``/``get_peft_model``).
+
+    max_seq_length: prompt + completion tokens Unsloth and its vLLM engine reserve.
+    fast_inference: generate with vLLM inside the training process.
+    gpu_memory_utilization: the share of GPU memory vLLM may take (lower it on out-of-memory).
+    use_gradient_checkpointing: "unsloth" is Unsloth's offloading variant (longer contexts).
+    random_state: the seed Unsloth uses for the adapter init.
+    """
+
+    max_seq_length: int = 1024
+    fast_inference: bool = True
+    gpu_memory_utilization: float = 0.6
+    use_gradient_checkpointing: str | bool = "unsloth"
+    random_state: int = 3407
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A named GRPO configuration.
+
+    name: the recipe's name (what it teaches).
+    description: one paragraph for ``grpo-kit train --help`` and the docs.
+    model: a ``grpo_kit.models`` alias ("smollm2-135m-instruct"), a Hub id or a local path.
+    dataset: which ``datasets_prep`` loader builds the prompts: "smoltldr", "gsm8k" or "deepmath".
+    dataset_source: the loader's ``source``: None = the dataset's Hub id; "synthetic" = generated
+        raw rows (offline; smoltldr and gsm8k only); otherwise a Hub id, a local dir or a data file.
+    dataset_size: keep only this many rows (None = all). For "synthetic" it is the number generated.
+    dataset_split: the split to load.
+    rewards: the reward functions and their weights, in order.
+    lora: the LoRA adapter, or None for full fine-tuning.
+    quantization: None, "4bit" (QLoRA, bitsandbytes NF4) or "8bit". Needs CUDA.
+    unsloth: settings only the Unsloth path reads.
+    training: GRPOConfig fields (TRL names). ``output_dir`` is chosen by the caller, not here.
+    """
+
+    name: str
+    description: str
+    model: str
+    dataset: str
+    dataset_source: str | None = None
+    dataset_size: int | None = None
+    dataset_split: str = "train"
+    rewards: tuple[RewardSpec, ...] = ()
+    lora: LoraSettings | None = field(default_factory=LoraSettings)
+    quantization: str | None = None
+    unsloth: UnslothSettings = field(default_factory=UnslothSettings)
+    training: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.dataset not in DATASET_LOADERS:
+            raise ValueError(f"recipe {self.name!r}: unknown dataset {self.dataset!r}; use one of {sorted(DATASET_LOADERS)}")
+        if self.dataset_source == "synthetic" and self.dataset not in SYNTHETIC_ROWS:
+            raise ValueError(
+                f"recipe {self.name!r}: dataset_source='synthetic' exists for {sorted(SYNTHETIC_ROWS)} only; "
+                "point dataset_source at a local file instead."
+            )
+        if self.quantization not in (None, "4bit", "8bit"):
+            raise ValueError(f"recipe {self.name!r}: quantization must be None, '4bit' or '8bit', not {self.quantization!r}")
+        if not self.rewards:
+            raise ValueError(f"recipe {self.name!r}: give at least one reward function in rewards=")
+        if "reward_weights" in self.training:
+            raise ValueError(
+                f"recipe {self.name!r}: put weights on each RewardSpec(weight=...), not in training['reward_weights']."
+            )
+        # GRPOConfig field names are checked by validate() (it imports trl, which takes seconds).
+
+    def validate(self) -> Recipe:
+        """Check ``training`` against the installed GRPOConfig; returns self."""
+        check_training_fields(self.training, where=f"recipe {self.name!r}")
+        return self
+
+    @property
+    def reward_names(self) -> list[str]:
+        return [spec.name for spec in self.rewards]
+
+    @property
+    def reward_weights(self) -> list[float]:
+        return [float(spec.weight) for spec in self.rewards]
+
+    def build_reward_funcs(self, tokenizer: Any = None) -> list[Callable]:
+        """The reward callables, in the order of ``reward_weights``."""
+        return [spec.build(tokenizer) for spec in self.rewards]
+
+    def load_dataset(self, source: Any = None, *, size: int | None = None):
+        """The training prompts: a ``datasets.Dataset`` with a ``prompt`` column (datasets_prep loaders).
+
+        ``source`` overrides ``dataset_source`` (same meanings); ``size`` overrides ``dataset_size``.
+        """
+        import datasets_prep
+
+        source = self.dataset_source if source is None else source
+        size = self.dataset_size if size is None else size
+        if source == "synthetic":
+            make_rows = getattr(datasets_prep, SYNTHETIC_ROWS[self.dataset])
+            source = make_rows(size or 64, seed=0)
+        loader = getattr(datasets_prep, DATASET_LOADERS[self.dataset])
+        dataset = loader(split=self.dataset_split, source=source)
+        if size is not None and len(dataset) > size:
+            dataset = dataset.select(range(size))
+        return dataset
+
+    def grpo_training(self) -> dict[str, Any]:
+        """``training`` plus the reward weights, ready for ``GRPOConfig(output_dir=..., **...)``."""
+        return {**dict(self.training), "reward_weights": self.reward_weights}
+
+    def replace(self, **changes: Any) -> Recipe:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+
+@functools.lru_cache(maxsize=1)
+def grpo_config_field_names() -> frozenset[str]:
+    """Every field the installed TRL's GRPOConfig accepts (TrainingArguments' included)."""
+    from trl import GRPOConfig
+
+    return frozenset(f.name for f in dataclasses.fields(GRPOConfig) if f.init)
+
+
+def check_training_fields(training: Mapping[str, Any], *, where: str = "training") -> None:
+    """Raise ValueError for keys GRPOConfig would reject: retired names get their fix, typos a suggestion."""
+    valid = grpo_config_field_names()
+    for key in training:
+        if key in RETIRED_TRAINING_FIELDS and key not in valid:
+            raise ValueError(f"{where}: {key!r} is not accepted by the installed TRL/transformers: "
+                             f"{RETIRED_TRAINING_FIELDS[key]}")
+        if key not in valid:
+            close = difflib.get_close_matches(key, sorted(valid), n=3)
+            hint = f" Did you mean {', '.join(close)}?" if close else ""
+            raise ValueError(f"{where}: {key!r} is not a GRPOConfig field.{hint} "
+                             "See `python -c \"from trl import GRPOConfig; help(GRPOConfig)\"` for the list.")
+
+
+# --- the recipes ---------------------------------------------------------------------------------
+
+_GSM8K_REWARDS = (
+    # Course 12.6 passes the five functions without reward_weights (all 1.0); the magnitudes live in
+    # the functions: correctness 2.0, int 0.5, the two formats 0.5 each, xmlcount up to 0.5 -> max 4.
+    RewardSpec("xmlcount_reward", 1.0),
+    RewardSpec("soft_format_reward", 1.0),
+    RewardSpec("strict_format_reward", 1.0),
+    RewardSpec("int_reward", 1.0),
+    RewardSpec("correctness_reward", 1.0),
+)
+
+_SMOLTLDR_DESCRIPTION = (
+    "Course 12.5: teach SmolLM2-135M-Instruct to write ~50-character TL;DR summaries of Reddit posts "
+    "with a single length reward (-|50 - len(completion)|), LoRA r=16 on all linear layers. "
+    "The course's max_prompt_length=512 is gone from TRL 1.x and its optim='adamw_8bit' needs a GPU, "
+    "so this recipe uses adamw_torch and runs anywhere (slowly on CPU; see smoltldr-length-small)."
+)
+
+_RECIPE_LIST = [
+    Recipe(
+        name="smoltldr-length",
+        description=_SMOLTLDR_DESCRIPTION,
+        model="smollm2-135m-instruct",
+        dataset="smoltldr",
+        rewards=(RewardSpec("length_reward", 1.0, {"ideal_length": 50, "unit": "chars"}),),
+        lora=LoraSettings(r=16, lora_alpha=32, target_modules="all-linear"),
+        training={
+            "learning_rate": 2e-5,
+            "per_device_train_batch_size": 8,
+            "gradient_accumulation_steps": 2,
+            "num_generations": 8,
+            "max_completion_length": 96,
+            "num_train_epochs": 1,
+            "optim": "adamw_torch",
+            "logging_steps": 1,
+            "remove_unused_columns": False,
+        },
+    ),
+    Recipe(
+        name="smoltldr-length-small",
+        description=(
+            "smoltldr-length sized for a 2-core CPU (a few minutes, offline): the embedded SmolLM2-135M, "
+            "32 synthetic TL;DR prompts, 4 completions of <= 48 tokens per prompt, 12 steps."
+        ),
+        model="smollm2-135m-instruct",
+        dataset="smoltldr",
+        dataset_source="synthetic",
+        dataset_size=32,
+        rewards=(RewardSpec("length_reward", 1.0, {"ideal_length": 50, "unit": "chars"}),),
+        lora=LoraSettings(r=16, lora_alpha=32, target_modules="all-linear"),
+        training={
+            "learning_rate": 2e-5,
+            "per_device_train_batch_size": 4,
+            "gradient_accumulation_steps": 1,
+            "num_generations": 4,
+            "max_completion_length": 48,
+            "max_steps": 12,
+            "optim": "adamw_torch",
+            "logging_steps": 1,
+            "save_steps": 6,
+            "gradient_checkpointing": False,  # TRL turns it on by default; it only slows a 135M model on CPU
+            "remove_unused_columns": False,
+        },
+    ),
+    Recipe(
+        name="gsm8k-unsloth",
+        description=(
+            "Course 12.6: Gemma-3-1B-it in 4-bit QLoRA (r=32) with Unsloth + vLLM on one GPU, GSM8K with the "
+            "five rewards (xmlcount, soft/strict format, int, correctness). The course's per-device batch of 1 "
+            "is raised to num_generations=6 (Unsloth does this itself; plain TRL needs it written down), "
+            "max_prompt_length=256 is gone from TRL 1.x, so max_completion_length = 1024 - 256."
+        ),
+        model="unsloth/gemma-3-1b-it",
+        dataset="gsm8k",
+        rewards=_GSM8K_REWARDS,
+        lora=LoraSettings(
+            r=32, lora_alpha=32,
+            target_modules=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
+        ),
+        quantization="4bit",
+        unsloth=UnslothSettings(max_seq_length=1024, gpu_memory_utilization=0.6, random_state=3407),
+        training={
+            "learning_rate": 5e-6,
+            "adam_beta1": 0.9,
+            "adam_beta2": 0.99,
+            "weight_decay": 0.1,
+            "warmup_steps": 0.1,  # transformers 5: a float < 1 is a ratio (the course's warmup_ratio=0.1)
+            "lr_scheduler_type": "cosine",
+            "optim": "paged_adamw_8bit",
+            "logging_steps": 1,
+            "per_device_train_batch_size": 6,
+            "gradient_accumulation_steps": 1,
+            "num_generations": 6,
+            "max_completion_length": 768,
+            "max_steps": 250,
+            "save_steps": 250,
+            "max_grad_norm": 0.1,
+        },
+    ),
+    Recipe(
+        name="gsm8k-cpu",
+        description=(
+            "The gsm8k-unsloth rewards and optimizer settings on the embedded SmolLM2-135M and 64 synthetic "
+            "GSM8K problems, sized for a CPU: LoRA r=16, 4 completions of <= 64 tokens, 10 steps. A 135M model "
+            "rarely solves the problems; watch the format rewards rise first."
+        ),
+        model="smollm2-135m-instruct",
+        dataset="gsm8k",
+        dataset_source="synthetic",
+        dataset_size=64,
+        rewards=_GSM8K_REWARDS,
+        lora=LoraSettings(r=16, lora_alpha=32, target_modules="all-linear"),
+        training={
+            "learning_rate": 2e-5,
+            "adam_beta1": 0.9,
+            "adam_beta2": 0.99,
+            "weight_decay": 0.1,
+            "warmup_steps": 0.1,
+            "lr_scheduler_type": "cosine",
+            "optim": "adamw_torch",
+            "logging_steps": 1,
+            "per_device_train_batch_size": 4,
+            "gradient_accumulation_steps": 1,
+            "num_generations": 4,
+            "max_completion_length": 64,
+            "max_steps": 10,
+            "save_steps": 5,
+            "max_grad_norm": 0.1,
+            "gradient_checkpointing": False,
+        },
+    ),
+    Recipe(
+        name="deepmath-accuracy",
+        description=(
+            "TRL's GRPO quick start: Qwen2.5-0.5B-Instruct, full fine-tuning, math-verify accuracy_reward on "
+            "trl-lib/DeepMath-103K with GRPOConfig defaults (8 completions per prompt). Meant for GPUs "
+            "(the TRL docs run it with torchrun on 8 GPUs for about a day)."
+        ),
+        model="Qwen/Qwen2.5-0.5B-Instruct",
+        dataset="deepmath",
+        rewards=(RewardSpec("accuracy_reward", 1.0),),
+        lora=None,
+        training={"logging_steps": 10},
+    ),
+]
+
+RECIPES: dict[str, Recipe] = {recipe.name: recipe for recipe in _RECIPE_LIST}
+# Recipes with a CPU-sized sibling reachable through get_recipe(name, small=True).
+SMALL_VARIANTS = {"smoltldr-length": "smoltldr-length-small", "gsm8k-unsloth": "gsm8k-cpu"}
+
+DEFAULT_RECIPE = "smoltldr-length-small"
+
+
+def list_recipes() -> list[tuple[str, str]]:
+    """(name, description) of every recipe."""
+    return [(r.name, r.description) for r in RECIPES.values()]
+
+
+_RECIPE_FIELDS = {f.name for f in dataclasses.fields(Recipe)} - {"name", "training"}
+
+
+def get_recipe(name: str, *, small: bool = False, **overrides: Any) -> Recipe:
+    """The recipe called ``name`` with ``overrides`` applied.
+
+    Overrides are Recipe fields (``model="..."``, ``dataset_source="data.jsonl"``, ``lora=None``,
+    ``lora={"r": 8}`` to change some LoRA fields) or GRPOConfig fields, which go into ``training``
+    (``learning_rate=1e-5``, ``max_steps=3``). ``small=True`` picks the CPU-sized sibling.
+    """
+    if isinstance(name, Recipe):
+        recipe = name
+    else:
+        if name not in RECIPES:
+            close = difflib.get_close_matches(str(name), list(RECIPES), n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"unknown recipe {name!r}.{hint} Recipes: {', '.join(RECIPES)}")
+        recipe = RECIPES[name]
+    if small:
+        if recipe.name.endswith("-small") or recipe.name in SMALL_VARIANTS.values():
+            pass
+        elif recipe.name in SMALL_VARIANTS:
+            recipe = RECIPES[SMALL_VARIANTS[recipe.name]]
+        else:
+            raise ValueError(
+                f"recipe {recipe.name!r} has no small variant; small=True works for {', '.join(SMALL_VARIANTS)}."
+            )
+    if not overrides:
+        return recipe
+
+    recipe_changes: dict[str, Any] = {}
+    training = dict(recipe.training)
+    valid_training = grpo_config_field_names()
+    for key, value in overrides.items():
+        if key in _RECIPE_FIELDS:
+            recipe_changes[key] = value
+        elif key in valid_training or key in RETIRED_TRAINING_FIELDS:
+            training[key] = value
+        else:
+            close = difflib.get_close_matches(key, sorted(_RECIPE_FIELDS | valid_training), n=3)
+            hint = f" Did you mean {', '.join(close)}?" if close else ""
+            raise ValueError(
+                f"unknown override {key!r} for recipe {recipe.name!r}.{hint} Recipe fields: "
+                f"{', '.join(sorted(_RECIPE_FIELDS))}; any GRPOConfig field (learning_rate, max_steps, ...) "
+                "goes into training."
+            )
+    if isinstance(recipe_changes.get("lora"), Mapping):
+        recipe_changes["lora"] = dataclasses.replace(recipe.lora or LoraSettings(), **recipe_changes["lora"])
+    if isinstance(recipe_changes.get("unsloth"), Mapping):
+        recipe_changes["unsloth"] = dataclasses.replace(recipe.unsloth, **recipe_changes["unsloth"])
+    if "rewards" in recipe_changes:
+        recipe_changes["rewards"] = tuple(
+            RewardSpec(r) if isinstance(r, str) else r for r in recipe_changes["rewards"]
+        )
+    return dataclasses.replace(recipe, training=training, **recipe_changes).validate()
+
+
+def to_loop_config(recipe: Recipe | str, **overrides: Any):
+    """A ``grpo_kit.loop.GRPOLoopConfig`` from the recipe's training fields with the same names.
+
+    GRPOConfig fields the standalone loop has no counterpart for (``optim``, ``lr_scheduler_type``,
+    ...) are left out with a warning that names them; ``overrides`` are applied last and must be
+    GRPOLoopConfig fields.
+    """
+    from grpo_kit.loop import GRPOLoopConfig
+
+    recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
+    loop_fields = {f.name for f in dataclasses.fields(GRPOLoopConfig) if f.init}
+    unknown = sorted(set(overrides) - loop_fields)
+    if unknown:
+        raise ValueError(f"{', '.join(unknown)} are not GRPOLoopConfig fields; choose from {', '.join(sorted(loop_fields))}")
+    values = recipe.grpo_training()
+    kept = {k: v for k, v in values.items() if k in loop_fields}
+    dropped = sorted(k for k in values if k not in loop_fields)
+    if dropped:
+        warnings.warn(
+            f"recipe {recipe.name!r}: the standalone loop has no {', '.join(dropped)}; they are ignored "
+            "(use --loop trl for the full GRPOConfig).",
+            UserWarning,
+            stacklevel=2,
+        )
+    kept.update(overrides)
+    return GRPOLoopConfig(**kept)

@@ -1,0 +1,166 @@
+"""Recipes: the course's numbers, overrides, clear errors, and the bridge to the standalone loop."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import pytest
+
+from grpo_kit.recipes import (
+    RECIPES,
+    LoraSettings,
+    Recipe,
+    RewardSpec,
+    get_recipe,
+    grpo_config_field_names,
+    to_loop_config,
+)
+
+
+def test_every_recipe_is_valid_for_the_pinned_grpo_config():
+    from trl import GRPOConfig
+
+    for recipe in RECIPES.values():
+        recipe.validate()
+        # Every training dict really builds a GRPOConfig (TRL's own __post_init__ checks included),
+        # with the recipe's reward weights, on CPU.
+        config = GRPOConfig(output_dir="unused", use_cpu=True, bf16=False, **recipe.grpo_training())
+        assert config.reward_weights == recipe.reward_weights
+        assert config.generation_batch_size % config.num_generations == 0
+
+
+def test_smoltldr_length_is_course_12_5():
+    r = get_recipe("smoltldr-length")
+    assert r.model == "smollm2-135m-instruct"
+    assert r.lora == LoraSettings(r=16, lora_alpha=32, target_modules="all-linear")
+    assert r.reward_names == ["length_reward"] and r.rewards[0].kwargs["ideal_length"] == 50
+    t = r.training
+    assert (t["learning_rate"], t["num_generations"], t["max_completion_length"]) == (2e-5, 8, 96)
+    assert "max_prompt_length" not in t  # retired in TRL 1.x
+
+
+def test_small_variant_is_reachable_and_cpu_sized():
+    small = get_recipe("smoltldr-length", small=True)
+    assert small is RECIPES["smoltldr-length-small"]
+    assert small.dataset_source == "synthetic" and small.quantization is None
+    t = small.training
+    assert t["max_steps"] * t["per_device_train_batch_size"] * t["max_completion_length"] <= 12 * 4 * 48
+    assert "8bit" not in t["optim"]
+    assert get_recipe("gsm8k-unsloth", small=True).name == "gsm8k-cpu"
+    with pytest.raises(ValueError, match="no small variant"):
+        get_recipe("deepmath-accuracy", small=True)
+
+
+def test_gsm8k_unsloth_is_course_12_6():
+    r = get_recipe("gsm8k-unsloth")
+    assert r.model == "unsloth/gemma-3-1b-it" and r.quantization == "4bit"
+    assert r.lora.r == 32 and r.lora.lora_alpha == 32
+    assert r.reward_names == ["xmlcount_reward", "soft_format_reward", "strict_format_reward",
+                              "int_reward", "correctness_reward"]
+    assert r.reward_weights == [1.0] * 5  # the course passes no reward_weights
+    t = r.training
+    expected = {"learning_rate": 5e-6, "adam_beta1": 0.9, "adam_beta2": 0.99, "weight_decay": 0.1,
+                "warmup_steps": 0.1, "lr_scheduler_type": "cosine", "optim": "paged_adamw_8bit",
+                "max_steps": 250, "num_generations": 6, "max_grad_norm": 0.1}
+    assert {k: t[k] for k in expected} == expected
+    # The course's max_prompt_length=256 is gone; the completion keeps the rest of max_seq_length=1024.
+    assert t["max_completion_length"] == r.unsloth.max_seq_length - 256
+
+
+def test_gsm8k_cpu_uses_the_same_rewards_on_the_embedded_model():
+    cpu, gpu = get_recipe("gsm8k-cpu"), get_recipe("gsm8k-unsloth")
+    assert cpu.rewards == gpu.rewards
+    assert cpu.model == "smollm2-135m-instruct" and cpu.dataset_source == "synthetic"
+    assert cpu.quantization is None and "8bit" not in cpu.training["optim"]
+
+
+def test_deepmath_accuracy_is_trl_quick_start():
+    r = get_recipe("deepmath-accuracy")
+    assert (r.model, r.dataset, r.reward_names, r.lora) == (
+        "Qwen/Qwen2.5-0.5B-Instruct", "deepmath", ["accuracy_reward"], None)
+
+
+def test_overrides_go_to_recipe_fields_or_training():
+    base = get_recipe("gsm8k-cpu")
+    r = get_recipe("gsm8k-cpu", learning_rate=1e-5, max_steps=3, model="tiny", lora={"r": 4})
+    assert r.training["learning_rate"] == 1e-5 and r.training["max_steps"] == 3
+    assert r.model == "tiny" and r.lora.r == 4 and r.lora.lora_alpha == base.lora.lora_alpha
+    assert base.training["learning_rate"] == 2e-5  # the registry is not mutated
+    assert get_recipe("gsm8k-cpu", lora=None).lora is None
+
+
+def test_unknown_recipe_lists_the_recipes():
+    with pytest.raises(ValueError) as err:
+        get_recipe("smoltldr-lenght")
+    message = str(err.value)
+    assert "smoltldr-length" in message and all(name in message for name in RECIPES)
+
+
+def test_unknown_override_names_the_options():
+    with pytest.raises(ValueError, match="learning_rate") as err:
+        get_recipe("smoltldr-length", learning_rat=1e-5)
+    assert "Recipe fields" in str(err.value) and "dataset_source" in str(err.value)
+
+
+@pytest.mark.parametrize(("field", "fix"), [
+    ("max_prompt_length", "max_completion_length"),
+    ("warmup_ratio", "warmup_steps"),
+    ("num_generation", "num_generations"),
+])
+def test_retired_fields_name_the_fix(field, fix):
+    with pytest.raises(ValueError, match=fix):
+        get_recipe("smoltldr-length", **{field: 1})
+
+
+def test_training_keys_are_grpo_config_fields():
+    names = grpo_config_field_names()
+    assert {"num_generations", "max_completion_length", "loss_type", "learning_rate"} <= names
+    assert "max_prompt_length" not in names  # what the retired-field message relies on
+
+
+def test_recipe_rejects_bad_construction():
+    base = RECIPES["gsm8k-cpu"]
+    with pytest.raises(ValueError, match="quantization"):
+        dataclasses.replace(base, quantization="3bit")
+    with pytest.raises(ValueError, match="synthetic"):
+        dataclasses.replace(base, dataset="deepmath", dataset_source="synthetic")
+    with pytest.raises(ValueError, match="RewardSpec"):
+        dataclasses.replace(base, training={"reward_weights": [1.0]})
+    with pytest.raises(ValueError, match="reward"):
+        Recipe(name="x", description="", model="m", dataset="gsm8k")
+
+
+def test_reward_functions_are_built_from_the_rewards_library():
+    import rewards
+
+    funcs = get_recipe("gsm8k-cpu").build_reward_funcs()
+    assert funcs == [rewards.xmlcount_reward, rewards.soft_format_reward, rewards.strict_format_reward,
+                     rewards.int_reward, rewards.correctness_reward]
+    length = get_recipe("smoltldr-length").build_reward_funcs()[0]
+    # The factory got ideal_length=50 in characters: a 50-character completion scores the maximum, 0.
+    assert length(["x" * 50, "x" * 40]) == [0.0, -10.0]
+    with pytest.raises(ValueError, match="unknown reward function"):
+        RewardSpec("no_such_reward").build()
+
+
+def test_synthetic_datasets_load_offline_with_prompts():
+    tldr = get_recipe("smoltldr-length-small").load_dataset()
+    assert len(tldr) == 32 and isinstance(tldr[0]["prompt"], str)
+    gsm = get_recipe("gsm8k-cpu").load_dataset(size=8)
+    assert len(gsm) == 8 and gsm[0]["prompt"][-1]["role"] == "user" and gsm[0]["answer"].lstrip("-").isdigit()
+
+
+def test_to_loop_config_keeps_same_named_fields_and_says_what_it_drops():
+    recipe = get_recipe("gsm8k-cpu")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        config = to_loop_config(recipe, max_steps=2)
+    for name in ("learning_rate", "num_generations", "max_completion_length", "per_device_train_batch_size",
+                 "weight_decay", "lr_scheduler_type", "max_grad_norm"):
+        assert getattr(config, name) == recipe.training[name]
+    assert config.reward_weights == recipe.reward_weights and config.max_steps == 2
+    dropped = [str(w.message) for w in caught if "standalone loop has no" in str(w.message)]
+    assert dropped and "optim" in dropped[0]
+    with pytest.raises(ValueError, match="GRPOLoopConfig"):
+        to_loop_config(recipe, use_vllm=True)
