@@ -1,0 +1,236 @@
+"""Our standalone loop vs TRL's GRPOTrainer on the identical config, side by side, on CPU.
+
+    python benchmarks/bench_loop_vs_trl.py                                  # tiny random model, a few steps
+    python benchmarks/bench_loop_vs_trl.py --model smollm2-135m-instruct    # the embedded real model
+    python benchmarks/bench_loop_vs_trl.py --practicum --minutes 10         # course 12.5 on our loop
+
+Each side runs in its own subprocess (so its peak RSS is its own) on the same model, LoRA, prompts
+(``synthetic_tldr`` in smoltldr's schema), reward (course 12.5: length ideal 50 characters), G, lengths,
+learning rate, seed and thread count. TRL is configured to do the same work as the loop: fp32 (its
+default would be bf16), no gradient checkpointing (its default is on; the loop has none), no
+completion logging, no checkpoints. Seconds per step are measured the same way on both sides: wall
+time between consecutive optimizer-step ends, after ``--warmup`` steps. Model loading is excluded.
+
+``--practicum``: the course 12.5 shape (SmolLM2-135M-Instruct, LoRA r=16/alpha 32 on all linear layers,
+G=8, 96 new tokens, length reward with ideal 50 characters, ``synthetic_tldr`` prompts) on our loop for
+``--minutes`` of wall time, reporting how mean |length − 50| moves. See ``--help`` for the knobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+IDEAL_LENGTH = 50  # course 12.5: ideal completion length, in characters
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="tiny", help="'tiny' (random 2-layer Llama) or a load_model name/path")
+    p.add_argument("--steps", type=int, default=4, help="timed optimizer steps per side")
+    p.add_argument("--warmup", type=int, default=1, help="untimed steps first (allocator, caches)")
+    p.add_argument("--num-generations", type=int, default=4)
+    p.add_argument("--batch", type=int, default=8, help="per_device_train_batch_size (completions)")
+    p.add_argument("--max-completion-length", type=int, default=32)
+    p.add_argument("--prompts", type=int, default=32, help="synthetic_tldr rows")
+    p.add_argument("--lora-r", type=int, default=16)
+    p.add_argument("--learning-rate", type=float, default=2e-5)
+    p.add_argument("--threads", type=int, default=int(os.environ.get("BENCH_THREADS", "1")),
+                   help="torch threads for each side (1 on a shared machine; equal on both sides)")
+    p.add_argument("--practicum", action="store_true", help="course 12.5 on our loop for --minutes")
+    p.add_argument("--minutes", type=float, default=10.0)
+    p.add_argument("--practicum-lr", type=float, default=2e-4,
+                   help="course 12.5 uses 2e-5 for ~1 GPU-hour; a few CPU minutes need a larger LoRA step")
+    p.add_argument("--side", choices=["ours", "trl"], help=argparse.SUPPRESS)  # internal: one subprocess side
+    return p.parse_args(argv)
+
+
+# --------------------------------------------------------------------------------------------- shared setup
+
+
+def setup(args):
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from datasets_prep import load_smoltldr, synthetic_tldr
+    from grpo_kit.models import load_model, tiny_model
+    from rewards import length_reward
+
+    lora = {"r": args.lora_r, "lora_alpha": 2 * args.lora_r, "lora_dropout": 0.05, "target_modules": "all-linear"}
+    torch.manual_seed(0)
+    if args.model == "tiny":
+        model, tokenizer = tiny_model(seed=0, lora=lora)
+    else:
+        model, tokenizer = load_model(args.model, lora=lora)
+    dataset = load_smoltldr("train", source=synthetic_tldr(args.prompts, seed=0))
+    reward = length_reward(IDEAL_LENGTH, unit="chars")
+    return model, tokenizer, dataset, reward
+
+
+def common_settings(args, output_dir):
+    """Settings both sides get, under their shared (TRL) names."""
+    return {
+        "output_dir": output_dir, "max_steps": args.warmup + args.steps, "num_generations": args.num_generations,
+        "per_device_train_batch_size": args.batch, "gradient_accumulation_steps": 1,
+        "max_completion_length": args.max_completion_length, "learning_rate": args.learning_rate, "temperature": 1.0,
+        "beta": 0.0, "loss_type": "dapo", "seed": 0, "logging_steps": 1, "lr_scheduler_type": "linear", "max_grad_norm": 1.0,
+    }
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def clock() -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process): on a shared machine CPU time is the steadier measure."""
+    return time.perf_counter(), time.process_time()
+
+
+def report(step_ends: list[tuple[float, float]], warmup: int, extra: dict) -> None:
+    timed = step_ends[warmup:]  # step_ends[0] is the start; the first `warmup` steps are not timed
+    wall = [b[0] - a[0] for a, b in itertools.pairwise(timed)]
+    cpu = [b[1] - a[1] for a, b in itertools.pairwise(timed)]
+    print("BENCH_RESULT " + json.dumps({"step_seconds": wall, "step_cpu_seconds": cpu,
+                                        "peak_rss_mib": peak_rss_mib(), **extra}))
+
+
+# ------------------------------------------------------------------------------------------------ the sides
+
+
+def run_ours(args) -> None:
+    from grpo_kit.loop import GRPOLoopConfig, train
+
+    model, tokenizer, dataset, reward = setup(args)
+    step_ends = []
+    with tempfile.TemporaryDirectory() as out:
+        config = GRPOLoopConfig(**common_settings(args, out), save_steps=0, disable_tqdm=True)
+        step_ends.append(clock())
+        result = train(model, tokenizer, dataset, reward, config,
+                       callbacks=[lambda state, metrics: step_ends.append(clock())])
+    lengths = [r["completions/mean_length"] for r in result.log_history]
+    report(step_ends, args.warmup, {"mean_completion_tokens": sum(lengths) / len(lengths)})
+
+
+def run_trl(args) -> None:
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from grpo_kit.trl_path import ensure_logprob_kernel
+
+    ensure_logprob_kernel()  # CPU torch has no Triton; TRL's fused LM head needs this stand-in
+    model, tokenizer, dataset, reward = setup(args)
+    step_ends = [clock()]
+
+    class StepClock(TrainerCallback):
+        def on_step_end(self, *a, **k):
+            step_ends.append(clock())
+
+    with tempfile.TemporaryDirectory() as out:
+        config = GRPOConfig(
+            **common_settings(args, out), save_strategy="no", report_to="none", bf16=False, use_cpu=True,
+            gradient_checkpointing=False, disable_tqdm=True, dataloader_num_workers=0, log_completions=False,
+        )
+        trainer = GRPOTrainer(model=model, reward_funcs=reward, args=config, train_dataset=dataset,
+                              processing_class=tokenizer, callbacks=[StepClock()])
+        trainer.train()
+    lengths = [r["completions/mean_length"] for r in trainer.state.log_history if "completions/mean_length" in r]
+    report(step_ends, args.warmup, {"mean_completion_tokens": sum(lengths) / len(lengths)})
+
+
+# -------------------------------------------------------------------------------------------- side by side
+
+
+def run_side(args, side: str) -> dict:
+    cmd = [sys.executable, __file__, "--side", side, *sys.argv[1:]]
+    env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, check=False)
+    for line in proc.stdout.splitlines():
+        if line.startswith("BENCH_RESULT "):
+            return json.loads(line.removeprefix("BENCH_RESULT "))
+    raise RuntimeError(f"{side} side failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+
+
+def compare(args) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    results = {side: run_side(args, side) for side in ("trl", "ours")}
+    mean = {s: sum(r["step_seconds"]) / len(r["step_seconds"]) for s, r in results.items()}
+    table = Table(title=f"GRPO step on CPU — {args.model}, G={args.num_generations}, batch={args.batch}, "
+                        f"{args.max_completion_length} new tokens, LoRA r={args.lora_r}, {args.threads} thread(s)")
+    for col in ("", "TRL GRPOTrainer", "grpo_kit loop", "ours / TRL"):
+        table.add_column(col, justify="right")
+    table.add_row("s / step (mean)", f"{mean['trl']:.2f}", f"{mean['ours']:.2f}", f"{mean['ours'] / mean['trl']:.2f}×")
+    fastest = {s: min(r["step_seconds"]) for s, r in results.items()}
+    table.add_row("s / step (best)", f"{fastest['trl']:.2f}", f"{fastest['ours']:.2f}",
+                  f"{fastest['ours'] / fastest['trl']:.2f}×")
+    cpu = {s: sum(r["step_cpu_seconds"]) / len(r["step_cpu_seconds"]) for s, r in results.items()}
+    table.add_row("CPU s / step (mean)", f"{cpu['trl']:.2f}", f"{cpu['ours']:.2f}", f"{cpu['ours'] / cpu['trl']:.2f}×")
+    rss = {s: r["peak_rss_mib"] for s, r in results.items()}
+    table.add_row("peak RSS (MiB)", f"{rss['trl']:.0f}", f"{rss['ours']:.0f}", f"{rss['ours'] / rss['trl']:.2f}×")
+    tokens = {s: r["mean_completion_tokens"] for s, r in results.items()}
+    table.add_row("completion tokens", f"{tokens['trl']:.1f}", f"{tokens['ours']:.1f}", "")
+    Console().print(table)
+    print(json.dumps({"model": args.model, "results": results}))
+
+
+# ------------------------------------------------------------------------------------------------ practicum
+
+
+def practicum(args) -> None:
+    from grpo_kit.loop import GRPOLoopConfig, train
+
+    if args.model == "tiny":
+        args.model = "smollm2-135m-instruct"
+    args.lora_r = 16
+    model, tokenizer, dataset, reward = setup(args)
+    deadline = time.perf_counter() + args.minutes * 60
+
+    def stop_at_deadline(state, metrics):
+        if time.perf_counter() > deadline:
+            raise KeyboardInterrupt  # the loop's Ctrl-C path: saves a checkpoint and returns
+
+    with tempfile.TemporaryDirectory() as out:
+        # Course 12.5: batch 8, G 8, 96 new tokens. Changed for a few CPU minutes instead of a GPU-hour:
+        # gradient_accumulation_steps 1 (course: 2) for twice the optimizer steps, lr --practicum-lr (course: 2e-5).
+        config = GRPOLoopConfig(output_dir=out, max_steps=10_000, num_generations=8, per_device_train_batch_size=8,
+                                max_completion_length=96, learning_rate=args.practicum_lr, logging_steps=1,
+                                save_steps=0, seed=0, disable_tqdm=True, lr_scheduler_type="constant")
+        start = time.perf_counter()
+        result = train(model, tokenizer, dataset, reward, config, callbacks=[stop_at_deadline])
+        elapsed = time.perf_counter() - start
+    gaps = [-r["reward"] for r in result.log_history]  # reward = −|len − 50| → mean |len − 50| per step
+    k = max(1, min(3, len(gaps) // 3))
+    first, last = sum(gaps[:k]) / k, sum(gaps[-k:]) / k
+    print(f"practicum: {result.global_step} steps in {elapsed / 60:.1f} min "
+          f"({elapsed / max(result.global_step, 1):.1f} s/step), lr {args.practicum_lr}")
+    print(f"mean |length − {IDEAL_LENGTH}| (chars): first {k} steps {first:.1f} → last {k} steps {last:.1f} "
+          f"({100 * (first - last) / first:+.0f}% closer)")
+    print("per step:", " ".join(f"{g:.1f}" for g in gaps))
+    print("BENCH_RESULT " + json.dumps({"steps": result.global_step, "minutes": elapsed / 60, "gaps": gaps}))
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.side == "ours":
+        run_ours(args)
+    elif args.side == "trl":
+        run_trl(args)
+    elif args.practicum:
+        practicum(args)
+    else:
+        compare(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,205 @@
+"""Per-token log-probabilities and entropies of completion tokens, as TRL's GRPOTrainer computes them.
+
+GRPO never needs the full ``(B, L, V)`` distribution: only ``log π(o_t | q, o_<t)`` of the token that was
+actually sampled, at completion positions. This module mirrors the pinned TRL's
+``GRPOTrainer._get_per_token_logps_and_entropies`` (trl 1.15.0):
+
+* the logits are divided by the sampling ``temperature`` first, so the log-probs belong to the same
+  distribution the completions were sampled from;
+* ``selective_log_softmax``: ``logit[token] - logsumexp(logits)`` row by row, instead of materialising a
+  whole ``log_softmax`` over the vocabulary (same numbers, less memory);
+* positions whose attention mask is 0 (right padding after EOS, masked truncated completions) get
+  log-prob 0 and entropy 0, exactly as TRL's fused LM head returns them.
+
+TRL computes the same values with a fused, tiled LM-head kernel; we ask the model for the last
+``logits_to_keep + 1`` logits (transformers' ``logits_to_keep``) and do the arithmetic in the open.
+
+``entropy_mask`` mirrors ``GRPOTrainer.get_high_entropy_mask`` ("Beyond the 80/20 Rule",
+https://huggingface.co/papers/2506.01939): keep only the top-ρ quantile of tokens by entropy.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+__all__ = [
+    "entropy_from_logits",
+    "entropy_mask",
+    "per_token_logps",
+    "per_token_logps_grouped",
+    "selective_log_softmax",
+]
+
+
+def selective_log_softmax(logits: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``log_softmax(logits)[..., index]`` without materialising the log-softmax over the vocabulary.
+
+    ``logits`` (B, T, V), ``index`` (B, T) -> (B, T). Float32/64: ``x_i - logsumexp(x)`` one row at a
+    time (TRL's loop to keep peak memory low); half precision: row-wise ``log_softmax`` because
+    ``logsumexp`` is unstable in bfloat16 (TRL does the same).
+    """
+    if logits.dtype in (torch.float32, torch.float64):
+        selected = torch.gather(logits, dim=-1, index=index.unsqueeze(-1)).squeeze(-1)  # (B, T)
+        logsumexp = torch.stack([torch.logsumexp(row, dim=-1) for row in logits])  # (B, T)
+        return selected - logsumexp  # (B, T)
+    rows = []
+    for row_logits, row_index in zip(logits, index, strict=True):
+        row_logps = F.log_softmax(row_logits, dim=-1)  # (T, V)
+        rows.append(row_logps.gather(dim=-1, index=row_index.unsqueeze(-1)).squeeze(-1))  # (T,)
+    return torch.stack(rows)  # (B, T)
+
+
+def entropy_from_logits(logits: torch.Tensor, chunk_size: int = 128) -> torch.Tensor:
+    """Shannon entropy in nats of each position's distribution: ``(B, T, V) -> (B, T)``, in chunks."""
+    flat = logits.reshape(-1, logits.size(-1))  # (B*T, V)
+    chunks = []
+    for chunk in flat.split(chunk_size, dim=0):
+        logps = F.log_softmax(chunk, dim=-1)  # (c, V)
+        chunks.append(-(logps.exp() * logps).sum(-1))  # (c,)
+    return torch.cat(chunks).reshape(logits.shape[:-1])  # (B, T)
+
+
+def per_token_logps(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    logits_to_keep: int,
+    *,
+    temperature: float = 1.0,
+    compute_entropy: bool = False,
+    batch_size: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs (and optionally entropies) of the last ``logits_to_keep`` tokens of ``input_ids``.
+
+    Args:
+        model: a causal LM (plain or PEFT-wrapped) whose forward accepts ``logits_to_keep``.
+        input_ids: ``(B, P + T)`` prompt (left-padded) followed by completion (right-padded).
+        attention_mask: ``(B, P + T)``; 0 marks padding, whose log-prob and entropy come back as 0.
+        logits_to_keep: ``T``, the completion width.
+        temperature: the sampling temperature; logits are divided by it (TRL does the same).
+        compute_entropy: also return per-token entropies of the tempered distribution.
+        batch_size: forward this many rows at a time (memory); ``None`` = all at once.
+
+    Returns:
+        ``(logps (B, T), entropies (B, T) | None)``. Gradients flow through ``logps`` when enabled;
+        ``entropies`` are detached (TRL keeps their graph only for its optional entropy bonus).
+    """
+    if temperature <= 0:
+        raise ValueError(f"temperature must be positive (got {temperature}); use e.g. temperature=1.0.")
+    if input_ids.shape != attention_mask.shape:
+        raise ValueError(
+            f"input_ids {tuple(input_ids.shape)} and attention_mask {tuple(attention_mask.shape)} must have "
+            "the same shape; build both from the same padded prompt+completion batch."
+        )
+    if not 0 < logits_to_keep < input_ids.size(1):
+        raise ValueError(
+            f"logits_to_keep={logits_to_keep} must be in [1, sequence length - 1 = {input_ids.size(1) - 1}]: "
+            "it is the completion width, and at least one prompt token must precede it."
+        )
+    batch_size = batch_size or input_ids.size(0)
+    all_logps, all_entropies = [], []
+    for start in range(0, input_ids.size(0), batch_size):
+        ids = input_ids[start : start + batch_size]  # (b, L)
+        mask = attention_mask[start : start + batch_size]  # (b, L)
+        # One extra logit: the logit at position t predicts token t+1, so T completion tokens need the
+        # logits of the T positions before them.
+        logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=logits_to_keep + 1).logits  # (b, T+1, V)
+        logits = logits[:, :-1, :]  # (b, T, V) drop the prediction after the last token
+        if temperature != 1.0:
+            logits = logits / temperature
+        logps, entropies = _logps_from_logits(logits, ids[:, -logits_to_keep:], mask[:, -logits_to_keep:],
+                                              compute_entropy)  # (b, T), (b, T) | None
+        all_logps.append(logps)
+        if compute_entropy:
+            all_entropies.append(entropies)
+    logps = torch.cat(all_logps, dim=0)  # (B, T)
+    entropies = torch.cat(all_entropies, dim=0) if compute_entropy else None  # (B, T)
+    return logps, entropies
+
+
+def _logps_from_logits(
+    logits: torch.Tensor, completion_ids: torch.Tensor, completion_mask: torch.Tensor, compute_entropy: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(b, T, V)`` tempered logits of the positions *before* each completion token -> logps, entropies."""
+    keep = completion_mask != 0  # (b, T)
+    entropies = None
+    if logits.dtype in (torch.float32, torch.float64):
+        # log p(token) = z_token − logsumexp(z): selective_log_softmax's arithmetic in one call
+        logsumexp = torch.logsumexp(logits, dim=-1)  # (b, T)
+        logps = logits.gather(-1, completion_ids.unsqueeze(-1)).squeeze(-1) - logsumexp  # (b, T)
+        if compute_entropy:
+            with torch.no_grad():  # entropies only feed a metric and a mask: no graph, no extra memory
+                probs = torch.exp(logits - logsumexp.unsqueeze(-1))  # (b, T, V)
+                entropies = logsumexp - (probs * logits).sum(-1)  # (b, T) H = logsumexp(z) − Σ p·z
+    else:
+        logps = selective_log_softmax(logits, completion_ids)  # (b, T) bf16-safe path
+        if compute_entropy:
+            with torch.no_grad():
+                entropies = entropy_from_logits(logits)  # (b, T)
+    logps = logps.masked_fill(~keep, 0.0)
+    return logps, None if entropies is None else entropies.masked_fill(~keep, 0.0)
+
+
+def per_token_logps_grouped(
+    model: torch.nn.Module,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    completion_ids: torch.Tensor,
+    completion_mask: torch.Tensor,
+    num_generations: int,
+    *,
+    temperature: float = 1.0,
+    compute_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``per_token_logps`` for groups of completions that share a prompt, running each prompt only once.
+
+    ``prompt_ids``/``prompt_mask`` ``(B, P)`` hold the B *distinct* prompts; ``completion_ids``/``completion_mask``
+    ``(B*G, T)`` their G completions each, group by group. The prompt goes through the model once, its
+    key/value cache is repeated G times (autograd flows through the repeat into every completion's loss) and
+    the completions are scored on top of it. The result equals
+    ``per_token_logps(model, cat([prompt_ids.repeat_interleave(G), completion_ids]), …)`` (same positions, same
+    masks) up to float rounding, at a fraction of the cost when prompts are longer than completions.
+    (One difference under LoRA dropout: the G completions of a prompt share one dropout draw on the prompt.)
+    """
+    from transformers import DynamicCache
+
+    if temperature <= 0:
+        raise ValueError(f"temperature must be positive (got {temperature}); use e.g. temperature=1.0.")
+    G = num_generations
+    if completion_ids.size(0) != prompt_ids.size(0) * G or completion_ids.shape != completion_mask.shape:
+        raise ValueError(
+            f"{completion_ids.size(0)} completions for {prompt_ids.size(0)} prompts × num_generations={G}: pass "
+            "the distinct prompts and their completions group by group, with a mask of the completions' shape."
+        )
+    cache = DynamicCache(config=getattr(model, "config", None))
+    # The prompt pass: keys/values of every prompt position, and the logit that predicts completion token 0.
+    first = model(input_ids=prompt_ids, attention_mask=prompt_mask, past_key_values=cache, use_cache=True,
+                  logits_to_keep=1).logits[:, -1:, :]  # (B, 1, V)
+    cache.batch_repeat_interleave(G)
+    logits = first.repeat_interleave(G, dim=0)  # (N, 1, V)
+    if completion_ids.size(1) > 1:
+        attention_mask = torch.cat([prompt_mask.repeat_interleave(G, dim=0), completion_mask], dim=1)  # (N, P+T)
+        rest = model(input_ids=completion_ids[:, :-1], attention_mask=attention_mask[:, :-1], past_key_values=cache,
+                     use_cache=True).logits  # (N, T-1, V) predictions of completion tokens 1 … T-1
+        logits = torch.cat([logits, rest], dim=1)  # (N, T, V)
+    if temperature != 1.0:
+        logits = logits / temperature
+    return _logps_from_logits(logits, completion_ids, completion_mask, compute_entropy)
+
+
+def entropy_mask(entropies: torch.Tensor, mask: torch.Tensor, top_entropy_quantile: float) -> torch.Tensor:
+    """Boolean ``(B, T)`` mask of the tokens whose entropy is in the top ``top_entropy_quantile`` (ρ).
+
+    Mirrors TRL's ``get_high_entropy_mask(entropies, mask, threshold=1 - ρ)`` on one process: the
+    threshold is the ``1 - ρ`` quantile of the entropies of valid tokens; tokens at or above it are kept;
+    padding is always dropped. ρ = 1 keeps every valid token, ρ = 0 only the highest-entropy one(s).
+    """
+    if not 0.0 <= top_entropy_quantile <= 1.0:
+        raise ValueError(f"top_entropy_quantile must be in [0, 1] (got {top_entropy_quantile}); the paper uses 0.2.")
+    valid = entropies[mask.bool()].float()  # (n_valid,)
+    if valid.numel() == 0:
+        return torch.zeros_like(entropies, dtype=torch.bool)  # (B, T)
+    threshold = torch.quantile(valid, 1.0 - top_entropy_quantile)
+    masked_entropies = entropies * mask.float()  # (B, T)
+    return (masked_entropies >= threshold) & mask.bool()  # (B, T)

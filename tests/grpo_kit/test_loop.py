@@ -1,0 +1,325 @@
+"""The standalone loop: it learns, resumes bit for bit, validates early, logs TRL's names, never NaNs.
+
+Everything runs on ``tiny_model()`` (a random 2-layer Llama with the real SmolLM2 tokenizer).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from grpo_kit.logprobs import per_token_logps
+from grpo_kit.loop import GRPOLoopConfig, LoopState, train
+from grpo_kit.metrics_log import read_metrics
+from grpo_kit.models import tiny_model
+
+LORA = {"r": 8, "lora_alpha": 16, "lora_dropout": 0.0}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    # Tiny ops on a shared 2-core machine are ~50x faster single-threaded; results do not depend on it.
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def prompts(n: int = 8, conversational: bool = False) -> list[dict]:
+    if conversational:
+        return [{"prompt": [{"role": "user", "content": f"Question {i}?"}], "idx": i} for i in range(n)]
+    return [{"prompt": f"Question {i}:", "idx": i} for i in range(n)]
+
+
+def even_token_share(completion_ids, **kwargs):
+    return [sum(t % 2 == 0 for t in ids) / max(len(ids), 1) for ids in completion_ids]
+
+
+def small_config(tmp_path: Path, **overrides) -> GRPOLoopConfig:
+    settings = {"output_dir": str(tmp_path), "max_steps": 2, "num_generations": 4, "per_device_train_batch_size": 8,
+                    "max_completion_length": 6, "learning_rate": 1e-2, "logging_steps": 1, "save_steps": 0, "disable_tqdm": True}
+    settings.update(overrides)
+    return GRPOLoopConfig(**settings)
+
+
+# --- validation: before any model exists -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fix"),
+    [
+        ({"num_generations": 1}, "num_generations>=2"),
+        ({"num_generations": 3, "per_device_train_batch_size": 8}, "multiple of 3"),
+        ({"loss_type": "luspo"}, "importance_sampling_level='sequence'"),
+        ({"loss_type": "cispo"}, "set epsilon_high"),
+        ({"loss_type": "vespo", "importance_sampling_level": "sequence"}, "importance_sampling_level='token'"),
+        ({"loss_type": "ppo"}, "choose one of"),
+        ({"temperature": 0.0}, "temperature"),
+        ({"top_entropy_quantile": 1.5}, "top_entropy_quantile"),
+        ({"lr_scheduler_type": "warm"}, "lr_scheduler_type"),
+        ({"scale_rewards": "std"}, "scale_rewards"),
+    ],
+)
+def test_invalid_config_fails_before_model_load(overrides, fix):
+    settings = {"num_generations": 4, "per_device_train_batch_size": 8, **overrides}
+    with pytest.raises(ValueError, match=re.escape(fix)):
+        GRPOLoopConfig(**settings)
+
+
+def test_cispo_with_epsilon_high_is_accepted_and_true_false_scale_rewards_map():
+    assert GRPOLoopConfig(loss_type="cispo", epsilon_high=5.0).epsilon_high == 5.0
+    assert GRPOLoopConfig(scale_rewards=False).scale_rewards == "none"
+    assert GRPOLoopConfig(scale_rewards=True).scale_rewards == "group"
+
+
+def test_beta_without_lora_is_refused_before_sampling(tmp_path):
+    model, tokenizer = tiny_model(seed=0)
+    calls = []
+
+    def reward(completions, **kwargs):
+        calls.append(1)
+        return [0.0] * len(completions)
+
+    with pytest.raises(ValueError, match="Load it with LoRA"):
+        train(model, tokenizer, prompts(), reward, small_config(tmp_path, beta=0.04))
+    assert calls == []
+
+
+# --- learning ------------------------------------------------------------------------------------------
+
+
+def test_reward_for_one_token_rises(tmp_path):
+    """Reward = share of completion tokens equal to TARGET. The random tiny model samples among its top 10
+    tokens; TARGET is the one it samples most at the start (a few %). GRPO must make it common."""
+    torch.manual_seed(0)
+    model, tokenizer = tiny_model(seed=0)
+    data = prompts(8)
+    encoded = tokenizer([d["prompt"] for d in data], return_tensors="pt", padding=True)
+    with torch.no_grad():
+        sampled = model.generate(**encoded, do_sample=True, top_k=10, max_new_tokens=8, num_return_sequences=8,
+                                 pad_token_id=tokenizer.pad_token_id)[:, encoded["input_ids"].size(1):]
+    target, count = collections.Counter(sampled.flatten().tolist()).most_common(1)[0]
+    start_share = count / sampled.numel()
+
+    def prefers_target(completion_ids, **kwargs):
+        return [sum(t == target for t in ids) / len(ids) for ids in completion_ids]
+
+    config = small_config(tmp_path, max_steps=20, num_generations=8, per_device_train_batch_size=16,
+                          max_completion_length=8, learning_rate=3e-3, top_k=10, logging_steps=5,
+                          lr_scheduler_type="constant")
+    result = train(model, tokenizer, data, prefers_target, config)
+    rewards = [r["reward"] for r in result.log_history]
+    assert start_share < 0.1
+    assert rewards[-1] > 0.4, rewards  # from a few % to a clear majority of tokens in 20 steps
+    assert rewards[-1] > rewards[0] + 0.2, rewards
+
+
+# --- resume ---------------------------------------------------------------------------------------------
+
+
+class StopAfter:
+    """A callback that presses Ctrl-C right after optimizer step ``step``."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def __call__(self, state: LoopState, metrics: dict) -> None:
+        if state.global_step == self.step:
+            raise KeyboardInterrupt
+
+
+def test_killed_and_resumed_run_reproduces_the_losses_exactly(tmp_path):
+    # num_iterations=2 (reused generation batches + old log-probs), beta>0 (reference via disabled adapter),
+    # gradient accumulation, dropout in LoRA: every piece of state a resume has to restore.
+    settings = {"max_steps": 6, "num_iterations": 2, "beta": 0.04, "gradient_accumulation_steps": 2,
+                    "per_device_train_batch_size": 4, "learning_rate": 5e-3, "warmup_steps": 0.2}
+    lora = {**LORA, "lora_dropout": 0.1}
+
+    def run(out, callbacks=None, **extra):
+        torch.manual_seed(0)
+        model, tokenizer = tiny_model(seed=0, lora=lora)
+        return train(model, tokenizer, prompts(conversational=True), [even_token_share],
+                     small_config(out, **settings, **extra), callbacks=callbacks)
+
+    full = run(tmp_path / "full")
+    assert len(full.losses) == 6 and all(math.isfinite(x) for x in full.losses)
+
+    killed = run(tmp_path / "killed", callbacks=[StopAfter(3)], save_steps=2)
+    assert killed.interrupted and killed.global_step == 3
+    assert killed.last_checkpoint.name == "checkpoint-3"
+    assert (killed.last_checkpoint / "rollout.pt").exists()  # step 3 is mid-way through a reused batch
+    assert [killed.step_losses[s] for s in (1, 2, 3)] == full.losses[:3]
+
+    resumed = run(tmp_path / "killed", resume_from_checkpoint=True, save_steps=2)
+    assert not resumed.interrupted and sorted(resumed.step_losses) == [4, 5, 6]
+    assert [resumed.step_losses[s] for s in (4, 5, 6)] == full.losses[3:]  # exact, not approximate
+
+    from_periodic = run(tmp_path / "killed", resume_from_checkpoint=str(tmp_path / "killed" / "checkpoint-2"))
+    assert [from_periodic.step_losses[s] for s in (3, 4, 5, 6)] == full.losses[2:]
+
+    # Ctrl-C in the middle of step 5, while its generation batch is being scored: the prompts already drawn
+    # and the random numbers already used must not leak into the checkpoint of step 4.
+    def interrupting_reward(completion_ids, trainer_state, **kwargs):
+        if trainer_state.global_step == 4:
+            raise KeyboardInterrupt
+        return even_token_share(completion_ids)
+
+    def run_with(out, reward_fn, **extra):
+        torch.manual_seed(0)
+        model, tokenizer = tiny_model(seed=0, lora=lora)
+        reward_fn.__name__ = "even_token_share"  # the same metric names as the uninterrupted run
+        return train(model, tokenizer, prompts(conversational=True), [reward_fn], small_config(out, **settings,
+                                                                                                **extra))
+
+    mid_step = run_with(tmp_path / "mid", interrupting_reward, save_steps=100)
+    assert mid_step.interrupted and mid_step.last_checkpoint.name == "checkpoint-4"
+    after = run_with(tmp_path / "mid", lambda completion_ids, **kw: even_token_share(completion_ids),
+                     resume_from_checkpoint=True)
+    assert [after.step_losses[s] for s in (5, 6)] == full.losses[4:]
+
+    records = read_metrics(tmp_path / "killed" / "metrics.jsonl")
+    assert [r["step"] for r in records] == [1, 2, 3, 4, 5, 6]  # no duplicated steps after resuming
+    assert [r["loss"] for r in records] == [r["loss"] for r in read_metrics(tmp_path / "full" / "metrics.jsonl")]
+
+
+# --- logging --------------------------------------------------------------------------------------------
+
+
+def test_metrics_use_trls_names_and_a_reward_curve_is_drawn(tmp_path):
+    import trl.trainer.grpo_trainer as grpo_trainer_module
+
+    torch.manual_seed(0)
+    model, tokenizer = tiny_model(seed=0, lora=LORA)
+    config = small_config(tmp_path, beta=0.04, logging_steps=2, max_steps=2)
+    result = train(model, tokenizer, prompts(), [even_token_share], config)
+    records = read_metrics(tmp_path / "metrics.jsonl")
+    assert len(records) == 1 and records[0]["step"] == 2
+    names = set(records[0]) - {"step", "epoch"}
+    expected = {"reward", "reward_std", "rewards/even_token_share/mean", "rewards/even_token_share/std",
+                "frac_reward_zero_std", "completions/mean_length", "completions/clipped_ratio", "kl", "entropy",
+                "clip_ratio/region_mean", "clip_ratio/low_mean", "clip_ratio/high_mean", "loss", "grad_norm",
+                "learning_rate", "num_tokens"}
+    assert expected <= names
+    # Every name we log is spelled exactly as in the pinned TRL's GRPOTrainer (or Trainer's loss/grad_norm/...).
+    source = Path(grpo_trainer_module.__file__).read_text()
+    trainer_names = {"loss", "grad_norm", "learning_rate"}
+    for name in names - trainer_names:
+        literal = name if not name.startswith("rewards/") else "/mean" if name.endswith("/mean") else "/std"
+        assert f'"{literal}"' in source or f'/{literal.strip("/")}"' in source, name
+    assert records[0]["completions/clipped_ratio"] == 1.0  # the random model never says EOS in 6 tokens
+    assert records[0]["completions/mean_length"] == 6.0
+    png = result.reward_curve_png
+    assert png is not None and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0])["step"] == 2
+
+
+def test_reward_functions_get_trl_kwargs_columns_and_may_be_async(tmp_path):
+    seen = {}
+
+    def sync_reward(prompts, completions, completion_ids, trainer_state, idx, **kwargs):
+        seen["conversational"] = isinstance(completions[0], list) and completions[0][0]["role"] == "assistant"
+        seen["idx"] = idx
+        seen["step"] = trainer_state.global_step
+        seen["ids"] = all(isinstance(ids, list) for ids in completion_ids)
+        kwargs["log_metric"]("my_metric", 7.0)
+        return [float(i) for i in idx]
+
+    async def async_reward(completions, **kwargs):
+        return [1.0] * len(completions)
+
+    torch.manual_seed(0)
+    model, tokenizer = tiny_model(seed=0)
+    config = small_config(tmp_path, max_steps=1, reward_weights=[1.0, 0.5], shuffle_dataset=False)
+    result = train(model, tokenizer, prompts(conversational=True), [sync_reward, async_reward], config)
+    record = result.log_history[-1]
+    assert seen["conversational"] and seen["ids"] and seen["step"] == 0
+    assert seen["idx"] == [0, 0, 0, 0, 1, 1, 1, 1]  # each prompt's column repeated for its G completions
+    assert record["rewards/async_reward/mean"] == 1.0
+    assert record["reward"] == pytest.approx(0.5 + 0.5 * 1.0)
+    assert record["my_metric"] == 7.0
+
+
+# --- no NaN, whatever the rewards ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["all_none", "constant"])
+def test_degenerate_rewards_give_zero_advantage_not_nan(tmp_path, kind):
+    def reward(completions, **kwargs):
+        return [None if kind == "all_none" else 1.0] * len(completions)
+
+    torch.manual_seed(0)
+    model, tokenizer = tiny_model(seed=0, lora=LORA)
+    before = [p.detach().clone() for p in model.parameters() if p.requires_grad]
+    result = train(model, tokenizer, prompts(), reward, small_config(tmp_path, max_steps=1))
+    record = result.log_history[-1]
+    assert result.losses == [0.0]  # advantage 0 for every completion: nothing to learn, no NaN
+    assert record["grad_norm"] == 0.0
+    after = [p for p in model.parameters() if p.requires_grad]
+    assert all(torch.isfinite(p).all() for p in after)
+    if kind == "all_none":
+        assert record["reward"] is None  # TRL logs an all-NaN metric as None
+    else:
+        assert record["frac_reward_zero_std"] == 1.0 and record["reward"] == 1.0
+        assert all(torch.equal(a, b) for a, b in zip(before, after))
+
+
+@pytest.mark.parametrize("overrides", [
+    {"mask_truncated_completions": True},
+    {"top_entropy_quantile": 0.2},
+    # micro-batches smaller than a group: completions are shuffled one by one and scored row by row
+    {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 4},
+])
+def test_masking_options_run_without_nan(tmp_path, overrides):
+    torch.manual_seed(0)
+    model, tokenizer = tiny_model(seed=0, lora=LORA)
+    result = train(model, tokenizer, prompts(), [even_token_share], small_config(tmp_path, max_steps=1, **overrides))
+    assert all(math.isfinite(x) for x in result.losses)
+    if "mask_truncated_completions" in overrides:
+        # Every completion is truncated (no EOS within 6 tokens), so nothing is left to train on.
+        assert result.losses == [0.0] and result.log_history[-1]["grad_norm"] == 0.0
+    else:
+        assert result.log_history[-1]["grad_norm"] > 0
+
+
+# --- the reference policy is the base model, via disable_adapter ------------------------------------------
+
+
+def test_reference_logps_come_from_the_base_model_with_the_adapter_disabled(tmp_path):
+    torch.manual_seed(0)
+    model, tokenizer = tiny_model(seed=0, lora=LORA)
+    config = small_config(tmp_path, beta=0.04, max_steps=4, learning_rate=3e-2)
+    result = train(model, tokenizer, prompts(), [even_token_share], config)
+    assert result.log_history[0]["kl"] == pytest.approx(0.0, abs=1e-6)  # step 1: policy == reference
+    assert result.log_history[-1]["kl"] > 1e-4  # the adapter moved the policy away
+
+    ids = tokenizer(["Question 1: a b c d"], return_tensors="pt")["input_ids"]
+    mask = torch.ones_like(ids)
+    base, _ = tiny_model(seed=0)  # the same weights, never trained, no adapter at all
+    with torch.no_grad():
+        policy, _ = per_token_logps(model, ids, mask, 4)
+        with model.disable_adapter():
+            reference, _ = per_token_logps(model, ids, mask, 4)
+        untouched, _ = per_token_logps(base, ids, mask, 4)
+    assert not torch.allclose(policy, reference, atol=1e-4)
+    torch.testing.assert_close(reference, untouched)  # disabling the adapter gives back the base model
+
+
+def test_reward_curve_reads_trl_log_history_and_trainer_state(tmp_path):
+    from grpo_kit.plots import load_log_history, plot_reward_curve
+
+    history = [{"step": 1, "reward": -3.0, "reward_std": 1.0, "rewards/a/mean": -1.0, "rewards/b/mean": -2.0},
+               {"step": 2, "reward": -1.0, "reward_std": 0.5, "rewards/a/mean": -0.5, "rewards/b/mean": -0.5},
+               {"step": 2, "train_runtime": 12.0}]  # TRL's closing summary has no reward
+    png = plot_reward_curve(history, tmp_path / "list.png")
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    (tmp_path / "trainer_state.json").write_text(json.dumps({"log_history": history}))
+    assert load_log_history(tmp_path / "trainer_state.json") == history
+    assert plot_reward_curve(tmp_path, tmp_path / "dir.png").exists()  # a TRL checkpoint folder
+    with pytest.raises(ValueError, match="no logged 'reward'"):
+        plot_reward_curve([{"step": 1, "loss": 0.1}], tmp_path / "none.png")

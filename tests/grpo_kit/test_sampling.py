@@ -1,0 +1,118 @@
+"""The loop's sampler against transformers: the same warpers, the same greedy continuations, p_i frequencies."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from grpo_kit.models import tiny_model
+from grpo_kit.sampling import merged_lora, sample_completions, sample_next_token, warp_logits
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.mark.parametrize(
+    "warp", [{"temperature": 0.7}, {"top_k": 5}, {"top_p": 0.8}, {"min_p": 0.1}, {"temperature": 1.3, "top_k": 50,
+                                                                                    "top_p": 0.9, "min_p": 0.05}]
+)
+def test_warpers_match_transformers(warp):
+    from transformers import (
+        LogitsProcessorList,
+        MinPLogitsWarper,
+        TemperatureLogitsWarper,
+        TopKLogitsWarper,
+        TopPLogitsWarper,
+    )
+
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(6, 300, generator=g) * 3
+    theirs = LogitsProcessorList()  # generate's order: temperature, top-k, top-p, min-p
+    if "temperature" in warp:
+        theirs.append(TemperatureLogitsWarper(warp["temperature"]))
+    if "top_k" in warp:
+        theirs.append(TopKLogitsWarper(warp["top_k"]))
+    if "top_p" in warp:
+        theirs.append(TopPLogitsWarper(warp["top_p"]))
+    if "min_p" in warp:
+        theirs.append(MinPLogitsWarper(warp["min_p"]))
+    want = theirs(torch.zeros(6, 1, dtype=torch.long), logits.clone())
+    got = warp_logits(logits, **warp)
+    assert torch.equal(torch.isinf(got), torch.isinf(want))
+    torch.testing.assert_close(got[~torch.isinf(got)], want[~torch.isinf(want)])
+
+
+def test_sampled_frequencies_are_the_probabilities():
+    torch.manual_seed(0)
+    logits = torch.tensor([[0.0, 1.0, 2.0, float("-inf"), 3.0]]).repeat(100_000, 1)
+    counts = torch.bincount(sample_next_token(logits), minlength=5).float() / 100_000
+    torch.testing.assert_close(counts, logits[0].softmax(-1), atol=5e-3, rtol=0)
+    assert counts[3] == 0  # a filtered token is never drawn
+
+
+def test_greedy_sampling_equals_generate_with_shared_prefill():
+    """top_k=1 makes sampling greedy: every completion must equal `generate(do_sample=False)` on the
+    repeated, left-padded prompts — checks the shared prefill, cache expansion, positions and EOS padding."""
+    model, tokenizer = tiny_model(seed=0)
+    model.eval()
+    texts = ["Hi", "A much longer prompt with several more tokens in it"]
+    enc = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left")
+    G, new = 3, 12
+    eos = [tokenizer.eos_token_id]
+    ours = sample_completions(model, enc["input_ids"], enc["attention_mask"], num_generations=G, max_new_tokens=new,
+                              eos_token_ids=eos, pad_token_id=tokenizer.pad_token_id, top_k=1)
+    with torch.no_grad():
+        theirs = model.generate(input_ids=enc["input_ids"].repeat_interleave(G, 0),
+                                attention_mask=enc["attention_mask"].repeat_interleave(G, 0), do_sample=False,
+                                max_new_tokens=new, pad_token_id=tokenizer.pad_token_id, eos_token_id=eos)
+    theirs = theirs[:, enc["input_ids"].size(1):]
+    assert ours.shape == (len(texts) * G, new)
+    assert torch.equal(ours, theirs)
+    assert torch.equal(ours[0], ours[1]) and not torch.equal(ours[0], ours[G])  # groups share their prompt only
+
+
+def test_completions_pad_after_eos():
+    model, tokenizer = tiny_model(seed=0)
+    enc = tokenizer(["Hello"], return_tensors="pt")
+    torch.manual_seed(0)
+    # Declare the token greedy decoding emits second as EOS: every row must stop there and pad afterwards.
+    greedy = sample_completions(model, enc["input_ids"], enc["attention_mask"], num_generations=2, max_new_tokens=6,
+                                eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id, top_k=1)
+    stop = int(greedy[0, 1])
+    out = sample_completions(model, enc["input_ids"], enc["attention_mask"], num_generations=2, max_new_tokens=6,
+                             eos_token_ids=[stop], pad_token_id=tokenizer.pad_token_id, top_k=1)
+    first_stop = (greedy[0] == stop).nonzero()[0].item()
+    assert out.size(1) == first_stop + 1  # decoding ends once every row has emitted EOS
+    assert (out[:, first_stop] == stop).all()
+
+
+def test_merged_lora_samples_like_the_adapter_and_restores_the_weights():
+    model, tokenizer = tiny_model(seed=0, lora={"r": 4, "lora_dropout": 0.0})
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.2)  # an adapter that changes the greedy continuation
+    model.eval()
+    before = {name: (p, p.detach().clone()) for name, p in model.named_parameters()}
+    enc = tokenizer(["Hi", "A longer prompt"], return_tensors="pt", padding=True, padding_side="left")
+    kwargs = {"num_generations": 2, "max_new_tokens": 8, "eos_token_ids": [tokenizer.eos_token_id],
+                  "pad_token_id": tokenizer.pad_token_id, "top_k": 1}
+    adapter = sample_completions(model, enc["input_ids"], enc["attention_mask"], **kwargs)
+    with model.disable_adapter():
+        base = sample_completions(model, enc["input_ids"], enc["attention_mask"], **kwargs)
+    with merged_lora(model) as merged:
+        assert merged
+        fused = sample_completions(model, enc["input_ids"], enc["attention_mask"], **kwargs)
+    assert torch.equal(fused, adapter) and not torch.equal(adapter, base)
+    with pytest.raises(RuntimeError), merged_lora(model):
+        raise RuntimeError("interrupted while sampling")
+    for name, p in model.named_parameters():  # the very same tensors, bit for bit, adapter active again
+        assert p is before[name][0] and torch.equal(p, before[name][1]), name
+    plain, _ = tiny_model(seed=0)
+    with merged_lora(plain) as merged:
+        assert not merged
