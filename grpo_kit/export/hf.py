@@ -1,0 +1,157 @@
+"""Hugging Face exports: the LoRA adapter alone, or the base model with the adapter merged in (16-bit).
+
+Both write the tokenizer (and so its chat template) beside the weights — the course's
+``merge_and_unload`` recipe forgot it, and a model directory without its tokenizer cannot be chatted
+with, served or converted to GGUF. Both reload what they wrote and compare greedy tokens with the
+model in memory (:mod:`grpo_kit.export.verify`).
+
+The training model is never changed: merging happens on a deep copy (``merge_and_unload`` on the
+model itself would fold the adapter into the base weights and leave nothing to keep training).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any
+
+from grpo_kit.export.report import ExportReport, dir_size
+from grpo_kit.export.verify import TIE_TOLERANCE, compare_greedy, prompt_ids
+
+#: ``dtype`` names save_merged accepts -> torch dtype name ("16bit" is resolved by :func:`resolve_16bit`).
+DTYPE_NAMES = {
+    "16bit": "16bit", "bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16",
+    "fp32": "float32", "float32": "float32", "32bit": "float32",
+}
+
+
+def is_peft_model(model: Any) -> bool:
+    try:
+        from peft import PeftModel
+    except ImportError:  # pragma: no cover - peft is a train dependency
+        return False
+    return isinstance(model, PeftModel)
+
+
+def resolve_16bit() -> str:
+    """What ``dtype="16bit"`` means on this machine.
+
+    bfloat16 has float32's exponent range, so merged weights and activations cannot overflow, and it
+    loads and runs on any CPU with torch >= 2. The one place it is wrong is a CUDA GPU without native
+    bf16 (compute capability < 8, e.g. a T4: ``torch.cuda.is_bf16_supported()`` says yes there through
+    slow emulation), where float16 is what the GPU computes in — so float16 there, bfloat16 elsewhere.
+    Pass ``dtype="fp16"`` or ``"bf16"`` to choose yourself.
+    """
+    from grpo_kit.hardware import detect_cuda_capability, supports_bf16
+
+    capability = detect_cuda_capability()
+    if capability is not None and not supports_bf16(capability):
+        return "float16"
+    return "bfloat16"
+
+
+def _check_dtype(dtype: str) -> str:
+    if not isinstance(dtype, str) or dtype.lower() not in DTYPE_NAMES:
+        raise ValueError(f"dtype={dtype!r} is not an export precision; use one of {sorted(DTYPE_NAMES)} "
+                         "(\"16bit\" picks bf16, or fp16 on GPUs without native bf16).")
+    name = DTYPE_NAMES[dtype.lower()]
+    return resolve_16bit() if name == "16bit" else name
+
+
+def _prepare_out_dir(out_dir: str | os.PathLike, overwrite: bool) -> Path:
+    out = Path(out_dir)
+    if out.exists() and any(out.iterdir()) and not overwrite:
+        raise FileExistsError(f"{out} already exists and is not empty; pass overwrite=True or choose another folder.")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _strip_quantizer_state(model: Any) -> None:
+    """A model loaded from GGUF keeps transformers' GGUF quantizer state, which makes ``save_pretrained``
+    write a ``quantization_config`` that llama.cpp's converter and ``from_pretrained`` then trip over."""
+    if getattr(model, "hf_quantizer", None) is not None or hasattr(model.config, "quantization_config"):
+        quant = getattr(model.config, "quantization_config", None)
+        method = quant.get("quant_method") if isinstance(quant, dict) else getattr(quant, "quant_method", None)
+        if str(method).lower().endswith("gguf"):
+            from grpo_kit.models import strip_gguf_quantizer
+
+            strip_gguf_quantizer(model)
+
+
+def save_adapter(model: Any, tokenizer: Any, out_dir: str | os.PathLike, *, verify: bool = True,
+                 overwrite: bool = True) -> ExportReport:
+    """Save the LoRA adapter (``adapter_model.safetensors`` + ``adapter_config.json``) and the tokenizer.
+
+    Verification: the adapter files are loaded onto a clean copy of the base model
+    (``PeftModel.from_pretrained``) and must give the same greedy tokens as ``model``.
+    """
+    if not is_peft_model(model):
+        raise TypeError(f"save_adapter needs a peft model with a LoRA adapter, got {type(model).__name__}; "
+                        "for a fully fine-tuned model use save_merged (it saves the whole model).")
+    out = _prepare_out_dir(out_dir, overwrite)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    details: dict[str, Any] = {"files": sorted(p.name for p in out.iterdir())}
+    verified = False
+    if verify:
+        from peft import PeftModel
+
+        base = copy.deepcopy(model).unload()  # the base weights without any adapter layers
+        reloaded = PeftModel.from_pretrained(base, out)
+        ids = prompt_ids(tokenizer)
+        was_training = model.training
+        model.eval()
+        reloaded.eval()
+        try:
+            comparison = compare_greedy(model, reloaded, ids, tie_tolerance=TIE_TOLERANCE["float32"])
+        finally:
+            model.train(was_training)
+        details["greedy"] = comparison.as_dict()
+        verified = comparison.passed
+    return ExportReport("adapter", out, dir_size(out), verified, details)
+
+
+def save_merged(model: Any, tokenizer: Any, out_dir: str | os.PathLike, dtype: str = "16bit", *,
+                verify: bool = True, overwrite: bool = True) -> ExportReport:
+    """Merge the LoRA adapter into a copy of the base model and save it with its tokenizer.
+
+    dtype: "16bit" (bf16, or fp16 on a CUDA GPU without native bf16: :func:`resolve_16bit`), "bf16",
+        "fp16" or "fp32". A model without an adapter is saved as it is, in ``dtype``.
+
+    Verification: the saved directory is reloaded with ``AutoModelForCausalLM.from_pretrained`` (in
+    float32, as it would be loaded on a CPU for chatting) and must give the same greedy tokens as
+    ``model``, up to near-ties for 16-bit rounding (:mod:`grpo_kit.export.verify`).
+    """
+    import torch
+
+    torch_dtype = getattr(torch, _check_dtype(dtype))
+    out = _prepare_out_dir(out_dir, overwrite)
+    was_training = model.training
+    merged = copy.deepcopy(model)
+    if is_peft_model(merged):
+        merged = merged.merge_and_unload()
+    _strip_quantizer_state(merged)
+    merged = merged.to(torch_dtype)
+    merged.config.dtype = torch_dtype
+    merged.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    del merged
+
+    details: dict[str, Any] = {"dtype": str(torch_dtype).removeprefix("torch."), "files": sorted(p.name for p in out.iterdir())}
+    verified = False
+    if verify:
+        from transformers import AutoModelForCausalLM
+
+        reloaded = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
+        reloaded.to(next(model.parameters()).device)
+        ids = prompt_ids(tokenizer)
+        model.eval()
+        try:
+            tol = TIE_TOLERANCE["float32" if torch_dtype == torch.float32 else "16bit"]
+            comparison = compare_greedy(model, reloaded, ids, tie_tolerance=tol)
+        finally:
+            model.train(was_training)
+        details["greedy"] = comparison.as_dict()
+        verified = comparison.passed
+    return ExportReport("merged", out, dir_size(out), verified, details)

@@ -1,0 +1,143 @@
+"""`grpo-kit`: parsing, dispatch, errors before any model loads, a real 2-step run on the tiny model that
+writes every promised artifact, and Ctrl-C -> --resume in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from grpo_kit.cli import UsageError, main, parse_overrides, parse_value
+
+pytestmark = pytest.mark.xdist_group("cli")
+
+TINY = ["--set", "model=tiny", "--samples", "2"]
+
+
+def test_parse_values_and_overrides():
+    assert parse_value("1e-5") == 1e-5 and parse_value("8") == 8 and parse_value("true") is True
+    assert parse_value("None") is None and parse_value("[1, 2]") == [1, 2] and parse_value("tiny") == "tiny"
+    assert parse_overrides(["learning_rate=1e-5", "lora.r=8", "lora.lora_alpha=16", "model=tiny"]) == {
+        "learning_rate": 1e-5, "lora": {"r": 8, "lora_alpha": 16}, "model": "tiny"}
+    with pytest.raises(UsageError, match="KEY=VALUE"):
+        parse_overrides(["learning_rate"])
+    with pytest.raises(UsageError, match="lora"):
+        parse_overrides(["training.lr=1"])
+
+
+def test_recipes_lists_every_recipe(capsys):
+    from grpo_kit.recipes import RECIPES
+
+    assert main(["recipes"]) == 0
+    out = capsys.readouterr().out
+    for name in RECIPES:
+        assert name in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "fix"),
+    [
+        (["train", "--set", "learnin_rate=1e-5"], "learning_rate"),
+        (["train", "--recipe", "smoltldr-lenght"], "smoltldr-length"),
+        (["train", "--max-steps", "0"], "at least 1"),
+        (["train", "--loop", "unsloth"], "--loop trl"),
+        (["train", "--loop", "trl", "--set", "max_prompt_length=256"], "max_completion_length"),
+        (["train", "--set", "num_generations=3"], "num_generations"),
+    ],
+)
+def test_invalid_config_fails_before_the_model_loads(argv, fix, tmp_path, capsys, monkeypatch):
+    from grpo_kit import cli
+
+    def no_loading(recipe):  # the error must come first
+        raise AssertionError("the model was loaded before the configuration was checked")
+
+    monkeypatch.setattr(cli, "_load_model", no_loading)
+    assert main([*argv, "--output-dir", str(tmp_path / "run")]) == 2
+    out = capsys.readouterr().out.replace("\n", " ")
+    assert "error:" in out and fix in out
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """`grpo-kit train` on the tiny model for 2 steps (shared by the tests that read its folder)."""
+    run = tmp_path_factory.mktemp("cli") / "run"
+    status = main(["train", *TINY, "--max-steps", "2", "--output-dir", str(run)])
+    return run, status
+
+
+def test_train_tiny_two_steps_writes_every_artifact(tiny_run):
+    run, status = tiny_run
+    assert status == 0
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if "reward" in r] == [1, 2]
+    assert (run / "reward_curve.png").stat().st_size > 1000
+    assert (run / "adapter" / "adapter_model.safetensors").is_file()
+    assert (run / "adapter" / "tokenizer.json").is_file()
+    assert (run / "merged" / "model.safetensors").is_file() and (run / "merged" / "tokenizer.json").is_file()
+    samples = json.loads((run / "samples.json").read_text())
+    assert len(samples["samples"]) == 2 and samples["mean_reward_before"] is not None
+    assert "before" in (run / "samples.md").read_text()
+    summary = json.loads((run / "run.json").read_text())
+    assert summary["steps"] == 2 and summary["loop"] == "standalone"
+    assert [e["verified"] for e in summary["exports"]] == [True, True]
+
+
+def test_generate_and_export_read_a_run_folder(tiny_run, capsys, monkeypatch):
+    run, _ = tiny_run
+    assert main(["generate", str(run), "-n", "1", "--max-new-tokens", "4"]) == 0
+    assert "base model vs trained adapter" in capsys.readouterr().out
+    # a GGUF type the converter cannot write: a clear error naming what to install, not a traceback
+    monkeypatch.delenv("LLAMA_CPP_DIR", raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")  # no llama-quantize anywhere
+    assert main(["export", str(run), "--gguf", "q4_k_m"]) == 2
+    assert "llama-quantize" in capsys.readouterr().out.replace("\n", " ")
+
+
+def test_losses_and_rewards_lint_subcommands(capsys):
+    assert main(["losses", "--lengths", "4", "16", "--rewards", "1", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "dr_grpo" in out and "dapo" in out
+    assert main(["rewards", "lint", "rewards:think_format_reward"]) == 0
+    assert "think_format_reward" in capsys.readouterr().out
+    assert main(["rewards", "lint", "rewards:no_such_reward"]) != 0
+
+
+def _wait_for(path_glob: Path, pattern: str, proc: subprocess.Popen, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if list(path_glob.glob(pattern)):
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"run ended (exit {proc.returncode}) before {pattern} appeared:\n{proc.stdout.read()}")
+        time.sleep(0.2)
+    proc.kill()
+    raise AssertionError(f"{pattern} did not appear within {timeout} s")
+
+
+def test_ctrl_c_saves_a_checkpoint_that_resume_continues(tmp_path):
+    run = tmp_path / "run"
+    argv = [sys.executable, "-m", "grpo_kit.cli", "train", *TINY, "--samples", "0", "--no-merge",
+            "--max-steps", "4", "--set", "save_steps=1", "--set", "logging_steps=1", "--output-dir", str(run)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    _wait_for(run, "checkpoint-1", proc, timeout=300)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 130, out
+    assert "--resume" in out
+    done_steps = sorted(int(p.name.split("-")[1]) for p in run.glob("checkpoint-*"))
+    assert done_steps and done_steps[-1] < 4, out
+
+    resumed = subprocess.run([*argv, "--resume"], check=False, capture_output=True, text=True, env=env, timeout=600)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()
+             if "reward" in json.loads(line)]
+    assert steps == [1, 2, 3, 4]  # each step exactly once: continued, not restarted
+    assert json.loads((run / "run.json").read_text())["steps"] == 4

@@ -1,0 +1,179 @@
+"""Exports (adapter, merged 16-bit, GGUF) on real models, each checked by reloading it.
+
+The tiny model's LoRA is perturbed (B ≠ 0) so that merging really changes the weights, and its
+embedding is scaled up so that its greedy choices are decisive (a random 64-wide Llama otherwise has
+near-equal logits, and every comparison would pass as a "near-tie").
+
+GGUF conversion needs llama.cpp's converter, fetched once from PyPI (the llama-cpp-python sdist) and
+cached. CI reaches PyPI (it installs from it), so a failed download fails the test; it is skipped only
+where the environment declares itself offline with GRPO_KIT_OFFLINE=1 and no converter is cached.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+
+from grpo_kit.export import (
+    compare_greedy,
+    find_converter,
+    gguf_vocabulary_type,
+    prompt_ids,
+    resolve_16bit,
+    save_adapter,
+    save_gguf,
+    save_merged,
+)
+from grpo_kit.export.gguf import stage_for_conversion
+from grpo_kit.models import tiny_model
+
+pytestmark = pytest.mark.xdist_group("export")
+
+
+def _decisive_tiny(seed: int = 0):
+    """Tiny LoRA model whose adapter changes the output and whose logits are far from ties."""
+    model, tokenizer = tiny_model(seed=seed, lora={"r": 8, "lora_alpha": 16, "lora_dropout": 0.0})
+    gen = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.copy_(torch.randn(param.shape, generator=gen) * 0.5)
+            if "embed_tokens" in name:
+                param.mul_(25.0)  # tied with lm_head: logits spread out, greedy choices become decisive
+    return model.eval(), tokenizer
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return _decisive_tiny()
+
+
+@pytest.fixture(scope="module")
+def converter():
+    try:
+        return find_converter()
+    except Exception as error:  # decide below whether this may skip
+        if os.environ.get("GRPO_KIT_OFFLINE") == "1":
+            pytest.skip(f"GRPO_KIT_OFFLINE=1 and llama.cpp's converter is not cached: {error}")
+        raise
+
+
+def _base_weight(model):
+    return model.get_base_model().model.layers[0].self_attn.q_proj.base_layer.weight
+
+
+def test_adapter_roundtrip_gives_same_greedy_tokens(tiny, tmp_path):
+    model, tokenizer = tiny
+    report = save_adapter(model, tokenizer, tmp_path / "adapter")
+    assert report.verified
+    assert (tmp_path / "adapter" / "adapter_model.safetensors").is_file()
+    assert (tmp_path / "adapter" / "tokenizer.json").is_file()
+    greedy = report.details["greedy"]
+    assert greedy["first_mismatch"] is None and greedy["max_abs_logit_diff"] < 1e-4
+
+
+def test_merged_16bit_keeps_training_model_and_ships_tokenizer(tiny, tmp_path):
+    model, tokenizer = tiny
+    ids = prompt_ids(tokenizer)
+    with torch.no_grad():
+        logits_before = model(input_ids=ids).logits  # (1, T, V)
+    base_before = _base_weight(model).clone()
+
+    report = save_merged(model, tokenizer, tmp_path / "merged")  # "16bit" -> bf16 on CPU
+
+    assert report.verified, report.details
+    assert report.details["dtype"] == "bfloat16" == resolve_16bit()
+    out = tmp_path / "merged"
+    config = json.loads((out / "config.json").read_text())
+    assert config["dtype"] == "bfloat16" and "quantization_config" not in config
+    assert (out / "tokenizer.json").is_file()
+    chat_template = (out / "chat_template.jinja").read_text() if (out / "chat_template.jinja").is_file() else \
+        json.loads((out / "tokenizer_config.json").read_text()).get("chat_template", "")
+    assert "<|im_start|>" in chat_template
+
+    # the model in memory is untouched: still a LoRA model with the same base weights and outputs
+    assert hasattr(model, "peft_config")
+    assert torch.equal(_base_weight(model), base_before)
+    with torch.no_grad():
+        assert torch.equal(model(input_ids=ids).logits, logits_before)
+
+    # merging really folded the adapter in: the merged q_proj differs from the base one
+    from safetensors.torch import load_file
+
+    merged_q = load_file(out / "model.safetensors")["model.layers.0.self_attn.q_proj.weight"].float()
+    assert (merged_q - base_before).abs().max() > 1e-2
+    assert report.details["greedy"]["first_mismatch"] is None
+
+
+def test_fp32_merge_matches_adapter_logits(tiny, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    model, tokenizer = tiny
+    report = save_merged(model, tokenizer, tmp_path / "m32", dtype="fp32")
+    assert report.verified
+    reloaded = AutoModelForCausalLM.from_pretrained(tmp_path / "m32")
+    ids = prompt_ids(tokenizer)
+    with torch.no_grad():
+        torch.testing.assert_close(reloaded(input_ids=ids).logits, model(input_ids=ids).logits, atol=1e-4, rtol=1e-4)
+
+
+def test_verification_can_fail_on_a_different_model(tiny):
+    model, tokenizer = tiny
+    other, _ = _decisive_tiny(seed=7)
+    comparison = compare_greedy(model, other, prompt_ids(tokenizer), tie_tolerance=0.25)
+    assert comparison.first_mismatch is not None
+    assert not comparison.passed
+
+
+def test_bad_arguments_name_the_fix(tiny, tmp_path, monkeypatch):
+    model, tokenizer = tiny
+    with pytest.raises(ValueError, match="16bit"):
+        save_merged(model, tokenizer, tmp_path / "x", dtype="int3")
+    with pytest.raises(TypeError, match="save_merged"):
+        save_adapter(model.get_base_model(), tokenizer, tmp_path / "y")
+    monkeypatch.delenv("LLAMA_CPP_DIR", raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(ValueError, match="llama-quantize"):
+        save_gguf(model, tmp_path / "m.gguf", "q4_k_m", tokenizer=tokenizer)
+    with pytest.raises(ValueError, match="unknown GGUF type"):
+        save_gguf(model, tmp_path / "m.gguf", "q9_z", tokenizer=tokenizer)
+
+
+def test_staging_declares_byte_level_bpe(tmp_path):
+    # transformers' GGUF tokenizer marks byte-level BPE with byte_fallback; the converter would call it SentencePiece.
+    src = tmp_path / "src"
+    src.mkdir()
+    tok = {"model": {"type": "BPE", "byte_fallback": True, "vocab": {"a": 0}, "merges": []},
+           "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False},
+           "decoder": {"type": "Sequence", "decoders": [{"type": "ByteFallback"}]}}
+    (src / "tokenizer.json").write_text(json.dumps(tok))
+    (src / "config.json").write_text(json.dumps({"model_type": "llama", "quantization_config": {"quant_method": "gguf"}}))
+    (src / "model.safetensors").write_bytes(b"x")
+    staged = stage_for_conversion(src, tmp_path / "staged")
+    out = json.loads((staged / "tokenizer.json").read_text())
+    assert out["model"]["byte_fallback"] is False and out["decoder"]["type"] == "ByteLevel"
+    assert "quantization_config" not in json.loads((staged / "config.json").read_text())
+    assert (staged / "model.safetensors").resolve() == (src / "model.safetensors").resolve()
+
+
+def test_gguf_f16_tiny_roundtrip(tiny, converter, tmp_path):
+    model, tokenizer = tiny
+    report = save_gguf(model, tmp_path / "tiny-f16.gguf", "f16", tokenizer=tokenizer)
+    assert report.verified, report.details
+    assert gguf_vocabulary_type(report.path) == "gpt2"
+    assert report.details["checks"] == {"vocabulary_type": True, "tokenizer_ids": True, "greedy": True}
+    assert report.details["greedy"]["first_mismatch"] is None  # f16: the same greedy tokens
+
+
+@pytest.mark.slow
+def test_gguf_f16_embedded_model_roundtrip(converter, tmp_path):
+    from grpo_kit.models import embedded_model_dir
+
+    report = save_gguf(embedded_model_dir(), tmp_path / "smollm2-f16.gguf", "f16")
+    assert report.verified, report.details
+    assert report.details["vocabulary_type"] == "gpt2"
+    assert report.details["greedy"]["first_mismatch"] is None
+    assert 2.5e8 < report.size_bytes < 3.0e8  # 135M parameters x 2 bytes
