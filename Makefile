@@ -30,5 +30,9 @@ test: setup
 lint: setup
 	$(BIN)/ruff check rewards datasets_prep grpo_kit tests benchmarks
 
+# Re-export the marimo lessons to notebooks/ipynb/ (Colab); tests/test_notebooks.py fails on drift.
+notebooks: setup
+	$(BIN)/python scripts/export_notebooks.py
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

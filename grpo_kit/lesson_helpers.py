@@ -1,0 +1,156 @@
+"""Small glue the marimo lessons share: run buttons that scripts pass through, safe CLI args,
+and CPU/GPU settings.
+
+A lesson runs in four places: the marimo editor (interactive), ``python notebooks/<lesson>.py``
+(marimo's script mode), ``pytest`` (marimo runs the cells a ``test_*`` cell depends on) and
+Jupyter/Colab (the exported ``.ipynb``). Only the first has someone to press a button, so a heavy
+cell asks ``should_run(button)``: the button's value in the editor, ``True`` everywhere else.
+
+``marimo.cli_args()`` raises outside marimo's runtime (pytest, Jupyter); ``cli_args()`` here
+returns an empty mapping there instead.
+
+``LiveRewardCurve`` redraws the reward curve in the running cell's output after every logged step,
+for both training paths (a ``transformers.TrainerCallback`` for TRL, a ``cb(state, metrics)`` for the
+standalone loop).
+
+Nothing in this module imports torch at import time: it only needs marimo.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "LiveRewardCurve",
+    "cli_args",
+    "interactive",
+    "on_gpu",
+    "run_button",
+    "should_run",
+]
+
+
+def interactive() -> bool:
+    """True inside a running marimo editor/app session (someone can press buttons)."""
+    import marimo as mo
+
+    return bool(mo.running_in_notebook())
+
+
+def run_button(label: str, *, kind: str = "success") -> Any:
+    """A ``mo.ui.run_button`` with the lessons' look; pair it with ``should_run``."""
+    import marimo as mo
+
+    return mo.ui.run_button(label=label, kind=kind)
+
+
+def should_run(button: Any) -> bool:
+    """Whether a heavy cell gated by ``button`` runs now.
+
+    In the marimo editor: only after the button was pressed. In script mode, under pytest and in
+    Jupyter/Colab nobody can press it, so the cell runs (that is what lets CI run every lesson
+    top to bottom).
+    """
+    if not interactive():
+        return True
+    return bool(getattr(button, "value", False))
+
+
+def cli_args() -> Mapping[str, Any]:
+    """``mo.cli_args()`` where marimo's runtime provides it, an empty mapping elsewhere.
+
+    ``python notebooks/04_practicum_smollm2_trl.py --max-steps 50`` gives ``{"max-steps": "50"}``.
+    """
+    import marimo as mo
+
+    if not _has_marimo_context():  # pytest, Jupyter: mo.cli_args() would raise ContextNotInitializedError
+        return {}
+    args = mo.cli_args()
+    return {key: args.get(key) for key in args.keys()}  # noqa: SIM118 (CLIArgs is not a dict)
+
+
+def _has_marimo_context() -> bool:
+    """Whether marimo's runtime context exists (editor, app or script mode), without catching everything."""
+    from marimo._runtime.context import ContextNotInitializedError, get_context
+
+    try:
+        get_context()
+    except ContextNotInitializedError:
+        return False
+    return True
+
+
+def on_gpu() -> bool:
+    """True when CUDA is available (the lessons then use the course's full settings)."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+class LiveRewardCurve:
+    """Collects the logged metrics of a run and, in the marimo editor, redraws the reward curve live.
+
+    TRL: ``trl_path.train(..., callbacks=[curve.trainer_callback()])``.
+    Standalone loop: ``loop.train(..., callbacks=[curve])`` (called as ``curve(state, step_metrics)``).
+    Outside the editor it only collects (``curve.records``); nothing is drawn.
+    """
+
+    def __init__(self, title: str = "GRPO reward") -> None:
+        self.title = title
+        self.records: list[dict[str, Any]] = []
+
+    def __call__(self, state: Any, metrics: dict[str, Any]) -> None:
+        # The standalone loop calls back after every step with the loss only; the logged record (reward,
+        # reward_std, …) is the last entry of state.log_history when this step was a logging step.
+        history = getattr(state, "log_history", None) or []
+        step = getattr(state, "global_step", None)
+        if history and history[-1].get("step") == step:
+            self.add(dict(history[-1]))
+
+    def add(self, record: dict[str, Any]) -> None:
+        if record.get("reward") is None:
+            return  # TRL's final summary record, eval records
+        self.records.append(dict(record))
+        if interactive():
+            self._redraw()
+
+    def trainer_callback(self) -> Any:
+        """A ``transformers.TrainerCallback`` feeding this curve from TRL's ``on_log``."""
+        from transformers import TrainerCallback
+
+        curve = self
+
+        class _LiveRewardCurveCallback(TrainerCallback):
+            def on_log(self, args, state, control, logs=None, **kwargs):
+                if logs:
+                    curve.add({"step": state.global_step, **logs})
+
+        return _LiveRewardCurveCallback()
+
+    def figure(self) -> Any:
+        """A matplotlib Figure of reward (± reward_std) per step."""
+        from matplotlib.figure import Figure
+
+        figure = Figure(figsize=(7, 3.2))
+        axis = figure.subplots()
+        steps = [r["step"] for r in self.records]
+        reward = [r["reward"] for r in self.records]
+        std = [r.get("reward_std") or 0.0 for r in self.records]
+        axis.plot(steps, reward, marker="o", markersize=3, label="reward (mean)")
+        axis.fill_between(steps, [m - s for m, s in zip(reward, std)], [m + s for m, s in zip(reward, std)],
+                          alpha=0.2, label="± reward_std")
+        axis.set_xlabel("step")
+        axis.set_ylabel("reward")
+        axis.set_title(self.title)
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize="small")
+        figure.tight_layout()
+        return figure
+
+    def _redraw(self) -> None:
+        import marimo as mo
+
+        mo.output.replace(self.figure())

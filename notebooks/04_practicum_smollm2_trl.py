@@ -1,0 +1,307 @@
+# /// script
+# requires-python = ">=3.10"
+# dependencies = [
+#     "grpo-kit[notebooks]",
+# ]
+# ///
+import marimo
+
+__generated_with = "0.25.2"
+app = marimo.App(width="medium")
+
+
+@app.cell
+def _():
+    import marimo as mo
+
+    return (mo,)
+
+
+@app.cell
+def _(mo):
+    mo.md(r"""
+    # Lesson 4 · Practicum: SmolLM2 + TRL + LoRA
+
+    The Hugging Face LLM course's first GRPO practicum (chapter 12.5): teach
+    **SmolLM2-135M-Instruct** to write TL;DR summaries of a target length, with TRL's
+    `GRPOTrainer`, a LoRA adapter and a single reward — the length reward.
+
+    grpo-kit packages the course's settings as the recipe `smoltldr-length` and runs them through
+    `grpo_kit.trl_path`, which checks every setting *before* the model loads (batch sizes that do not
+    hold whole groups, arguments TRL 1.x retired, bf16 on a GPU that cannot do it, …) and writes
+    `metrics.jsonl` and a reward curve beside the adapter.
+    """)
+    return
+
+
+@app.cell
+def _():
+    import tempfile
+    from pathlib import Path
+
+    from datasets_prep import load_smoltldr, synthetic_tldr
+    from grpo_kit import trl_path
+    from grpo_kit.export import save_merged
+    from grpo_kit.lesson_helpers import LiveRewardCurve, cli_args, on_gpu, run_button, should_run
+    from grpo_kit.models import load_model
+    from grpo_kit.recipes import get_recipe
+    from grpo_kit.samples import before_after, generate_answers, mean_reward
+
+    return (
+        LiveRewardCurve,
+        Path,
+        before_after,
+        cli_args,
+        generate_answers,
+        get_recipe,
+        load_model,
+        load_smoltldr,
+        mean_reward,
+        on_gpu,
+        run_button,
+        save_merged,
+        should_run,
+        synthetic_tldr,
+        tempfile,
+        trl_path,
+    )
+
+
+@app.cell
+def _(Path, cli_args, get_recipe, mo, on_gpu, tempfile):
+    full_settings = on_gpu()
+    _args = cli_args()
+    if full_settings:
+        # The course: 8 completions of ≤ 96 tokens per prompt, lr 2e-5, one epoch of smoltldr.
+        recipe = get_recipe("smoltldr-length")
+        train_steps = int(_args.get("max-steps") or 200)
+    else:
+        # CPU: the embedded SmolLM2-135M, synthetic TL;DR posts, 4 completions of ≤ 48 tokens. A few steps
+        # at a higher learning rate so the change is visible in a couple of minutes.
+        recipe = get_recipe("smoltldr-length", small=True, learning_rate=float(_args.get("learning-rate") or 1.5e-3))
+        train_steps = int(_args.get("max-steps") or 6)
+    output_root = Path(_args.get("output-dir") or tempfile.mkdtemp(prefix="grpo-kit-lesson4-"))
+    mo.callout(
+        mo.md(
+            f"**{'GPU: the course settings' if full_settings else 'CPU: small settings'}** — recipe "
+            f"`{recipe.name}`, model `{recipe.model}`, {train_steps} steps, "
+            f"{recipe.training['num_generations']} completions of ≤ {recipe.training['max_completion_length']} "
+            f"tokens per prompt, learning rate {recipe.training['learning_rate']:g}. Outputs go to `{output_root}`."
+            + (
+                ""
+                if full_settings
+                else "\n\nOn a GPU this notebook runs the course's settings (`smoltldr-length`: 8 × 96 tokens, "
+                "the real smoltldr data, ~1 h on an A10G)."
+            )
+        ),
+        kind="info" if full_settings else "warn",
+    )
+    return output_root, recipe, train_steps
+
+
+@app.cell
+def _(mo, recipe):
+    train_dataset = recipe.load_dataset()
+    mo.md(
+        f"""
+    ## 1 · Data
+
+    {len(train_dataset)} prompts. Offline, `smoltldr`'s Hub copy (`mlabonne/smoltldr`) is replaced by
+    `datasets_prep.synthetic_tldr` — Reddit-style posts in the same schema (`prompt`, `completion`).
+    One prompt:
+
+    > {train_dataset[0]["prompt"][:500]}
+    """
+    )
+    return (train_dataset,)
+
+
+@app.cell
+def _(mo, recipe):
+    mo.md(
+        f"""
+    ## 2 · Reward and LoRA
+
+    The reward is the course's `reward_len`, fixed and made explicit: `rewards.length_reward(ideal_length=50,
+    unit="chars")` gives $-|50 - \\text{{len}}|$. The course measured **characters** with `len` while its text
+    says tokens; the recipe keeps characters on purpose so that the result matches the course — about one short
+    sentence (lesson 3 shows the difference).
+
+    LoRA: rank {recipe.lora.r}, alpha {recipe.lora.lora_alpha}, on `{recipe.lora.target_modules}` layers —
+    a few million trainable parameters instead of 135 million. TRL receives it as `peft_config`.
+    """
+    )
+    return
+
+
+@app.cell
+def _(load_smoltldr, synthetic_tldr):
+    # Held-out posts (another seed): scored before and after training with greedy decoding.
+    held_out = load_smoltldr("test", source=synthetic_tldr(6, seed=1234))
+    held_out_prompts = list(held_out["prompt"])
+    return (held_out_prompts,)
+
+
+@app.cell
+def _(generate_answers, held_out_prompts, load_model, recipe):
+    def answer_held_out(model, tokenizer):
+        """Greedy answers to the held-out prompts (grpo_kit.samples): only the weights differ before/after."""
+        return generate_answers(
+            model, tokenizer, held_out_prompts, max_new_tokens=recipe.training["max_completion_length"]
+        )
+
+    _base_model, _base_tokenizer = load_model(recipe.model)
+    before_answers = answer_held_out(_base_model, _base_tokenizer)
+    return answer_held_out, before_answers
+
+
+@app.cell
+def _(mo, run_button, train_steps):
+    train_button = run_button(f"Train {train_steps} steps with TRL")
+    mo.vstack(
+        [
+            mo.md("## 3 · Train\n\nThe reward curve updates after every step (TRL logs every step here)."),
+            train_button,
+        ]
+    )
+    return (train_button,)
+
+
+@app.cell
+def _(
+    LiveRewardCurve,
+    before_answers,
+    load_model,
+    mo,
+    output_root,
+    recipe,
+    should_run,
+    train_button,
+    train_steps,
+    trl_path,
+):
+    mo.stop(not should_run(train_button), mo.md("Press the button to train."))
+    assert before_answers  # answer with the untouched base model first
+    live_curve = LiveRewardCurve(f"{recipe.name}: reward per step")
+    # A fresh copy of the base model each time: pressing the button again starts over.
+    _model, tokenizer = load_model(recipe.model)
+    run = trl_path.train(
+        recipe,
+        model=_model,
+        tokenizer=tokenizer,
+        output_dir=output_root / "trl-run",
+        max_steps=train_steps,
+        callbacks=[live_curve.trainer_callback()],
+        disable_tqdm=True,  # the live curve replaces the progress bar
+    )
+    trained_model = run.trainer.model
+    return run, tokenizer, trained_model
+
+
+@app.cell
+def _(mo, run):
+    _last = [r for r in run.log_history if r.get("reward") is not None][-1]
+    _names = ["reward", "reward_std", "completions/mean_length", "completions/clipped_ratio", "loss", "entropy",
+              "frac_reward_zero_std"]
+    mo.vstack(
+        [
+            mo.image(src=run.reward_curve_path.read_bytes()) if run.reward_curve_path else mo.md("(no curve)"),
+            mo.md(
+                f"`{run.metrics_path}` holds every logged step with TRL's metric names. The last one:\n\n"
+                "| metric | value |\n|---|---|\n"
+                + "\n".join(f"| `{n}` | {_last[n]:.4g} |" for n in _names if _last.get(n) is not None)
+                + "\n\nThe `loss` sits near 0: with β = 0 and one update per batch it is not a progress "
+                "measure (lesson 2). Watch the reward."
+            ),
+        ]
+    )
+    return
+
+
+@app.cell
+def _(answer_held_out, before_after, before_answers, held_out_prompts, recipe, tokenizer, trained_model):
+    after_answers = answer_held_out(trained_model, tokenizer)
+    held_out_samples = before_after(
+        held_out_prompts, before_answers, after_answers, reward_funcs=recipe.build_reward_funcs(tokenizer)
+    )
+    return (held_out_samples,)
+
+
+@app.cell
+def _(held_out_samples, mean_reward, mo):
+    def _cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ") or "*(empty)*"
+
+    _rows = "\n".join(
+        f"| {_cell(s.before)} ({s.reward_before:+.0f}) | {_cell(s.after)} ({s.reward_after:+.0f}) |"
+        for s in held_out_samples
+    )
+    mo.md(
+        "## 4 · Before and after (greedy, held-out posts)\n\n"
+        f"Mean length reward: **{mean_reward(held_out_samples, 'before'):+.1f}** before → "
+        f"**{mean_reward(held_out_samples, 'after'):+.1f}** after.\n\n"
+        "| before (reward) | after (reward) |\n|---|---|\n" + _rows
+    )
+    return
+
+
+@app.cell
+def _(mo):
+    mo.md(r"""
+    ## 5 · Merge and save — with the tokenizer
+
+    `merge_and_unload()` folds the LoRA weights into the base model, so the result loads without
+    peft. The course pushed only the model; `grpo_kit.export.save_merged` always saves the tokenizer
+    and chat template beside it, then **reloads** the folder and checks that it produces the same
+    greedy tokens as the adapter model in memory.
+    """)
+    return
+
+
+@app.cell
+def _(output_root, save_merged, tokenizer, trained_model):
+    merged_report = save_merged(trained_model, tokenizer, output_root / "merged", overwrite=True)
+    return (merged_report,)
+
+
+@app.cell
+def _(generate_answers, load_model, merged_report, mo):
+    reloaded_model, reloaded_tokenizer = load_model(str(merged_report.path))
+    _cat = (
+        "Summarize in one sentence: The cat (Felis catus) is a small domesticated carnivorous mammal. It is "
+        "the only domesticated species of the family Felidae. It is commonly kept as a pet and farm cat."
+    )
+    reloaded_answer = generate_answers(reloaded_model, reloaded_tokenizer, [_cat], max_new_tokens=48)[0]
+    mo.md(
+        f"Saved to `{merged_report.path}` — verified by reloading: **{merged_report.verified}**.\n\n"
+        f"The reloaded model on the course's cat document: {reloaded_answer!r}"
+    )
+    return (reloaded_answer,)
+
+
+@app.cell
+def test_trained_beats_untrained_and_merged_model_reloads(
+    held_out_samples, mean_reward, merged_report, reloaded_answer
+):
+    # One test cell for the whole run: pytest re-runs a test cell's ancestors, and training is the costly one.
+    _before = mean_reward(held_out_samples, "before")
+    _after = mean_reward(held_out_samples, "after")
+    assert _after > _before, (_before, _after)
+    assert merged_report.verified, merged_report.details
+    _files = {p.name for p in merged_report.path.iterdir()}
+    assert "config.json" in _files and "tokenizer_config.json" in _files, _files
+    assert not any(name.startswith("adapter_") for name in _files)  # merged: no peft needed
+    assert isinstance(reloaded_answer, str)
+    return
+
+
+@app.cell
+def _(mo):
+    mo.md(r"""
+    Next: **Lesson 5** opens the black box — the same training step without TRL, line by line.
+    """)
+    return
+
+
+if __name__ == "__main__":
+    app.run()

@@ -1,0 +1,474 @@
+# /// script
+# requires-python = ">=3.10"
+# dependencies = [
+#     "grpo-kit[notebooks]",
+# ]
+# ///
+import marimo
+
+__generated_with = "0.25.2"
+app = marimo.App(width="medium")
+
+
+@app.cell
+def _():
+    import marimo as mo
+
+    return (mo,)
+
+
+@app.cell
+def _(mo):
+    mo.md(r"""
+    # Lesson 5 · The loop without the black box
+
+    `trainer.train()` hides one GRPO step behind a single call. Here it is taken apart, one cell per
+    arrow of
+
+    ```
+    prompts ─▶ sample G completions ─▶ score ─▶ advantages ─▶ per-token log-probs ─▶ loss ─▶ update
+    ```
+
+    first on a **tiny random model** (2 layers, the real SmolLM2 tokenizer — every cell runs in
+    milliseconds, so you can re-run and watch the numbers change), then on the **embedded
+    SmolLM2-135M** with `grpo_kit.loop.train`, the standalone loop that strings the same functions
+    together and logs the same metrics, under the same names, as TRL's `GRPOTrainer`.
+    The building blocks are the library's: `grpo_kit.advantages` and `grpo_kit.losses` are proven
+    equal to TRL's code by the project's parity tests.
+    """)
+    return
+
+
+@app.cell
+def _():
+    import tempfile
+    from pathlib import Path
+
+    import torch
+
+    import rewards
+    from datasets_prep import load_gsm8k, prompt_to_text, synthetic_gsm8k
+    from grpo_kit import loop
+    from grpo_kit.advantages import compute_advantages_with_metrics, stack_rewards
+    from grpo_kit.lesson_helpers import LiveRewardCurve, cli_args, on_gpu, run_button, should_run
+    from grpo_kit.logprobs import per_token_logps
+    from grpo_kit.losses import compute_loss
+    from grpo_kit.metrics_log import TRL_METRIC_NAMES
+    from grpo_kit.models import load_model, tiny_model
+    from grpo_kit.recipes import get_recipe, to_loop_config
+    from grpo_kit.sampling import sample_completions
+
+    return (
+        LiveRewardCurve,
+        Path,
+        TRL_METRIC_NAMES,
+        cli_args,
+        compute_advantages_with_metrics,
+        compute_loss,
+        get_recipe,
+        load_gsm8k,
+        load_model,
+        loop,
+        on_gpu,
+        per_token_logps,
+        prompt_to_text,
+        rewards,
+        run_button,
+        sample_completions,
+        should_run,
+        stack_rewards,
+        synthetic_gsm8k,
+        tempfile,
+        tiny_model,
+        to_loop_config,
+        torch,
+    )
+
+
+@app.cell
+def _(mo):
+    mo.md(r"""
+    ## 0 · Model, prompts, settings
+
+    Two GSM8K-style problems (offline: `synthetic_gsm8k`), $G = 4$ completions each, at most 16 new
+    tokens. The tiny model's weights are random, so its "answers" are noise — which is all the step
+    needs: completions that differ, so their rewards differ.
+    """)
+    return
+
+
+@app.cell
+def _(load_gsm8k, loop, synthetic_gsm8k, tempfile, tiny_model, torch):
+    torch.manual_seed(0)
+    tiny, tiny_tokenizer = tiny_model(seed=0)
+    tiny.train()  # TRL samples and trains in training mode (dropout is 0 here anyway)
+    step_config = loop.GRPOLoopConfig(
+        num_generations=4,
+        per_device_train_batch_size=8,
+        max_completion_length=16,
+        learning_rate=3e-3,
+        temperature=1.0,
+        output_dir=tempfile.mkdtemp(prefix="grpo-kit-lesson5-"),
+    )
+    problems = load_gsm8k("train", source=synthetic_gsm8k(2, seed=0))
+    # Each prompt repeated G times, its completions side by side: the order TRL's RepeatSampler produces.
+    rows = [dict(row) for row in problems for _ in range(step_config.num_generations)]
+    return problems, rows, step_config, tiny, tiny_tokenizer
+
+
+@app.cell
+def _(mo, problems):
+    mo.md(
+        "The first prompt, as the model receives it (system prompt + question, conversational):\n\n"
+        + "\n".join(f"> **{m['role']}**: {m['content']}" for m in problems[0]["prompt"])
+        + f"\n\nGold answer (`answer` column): **{problems[0]['answer']}**"
+    )
+    return
+
+
+@app.cell
+def _(mo):
+    mo.md(r"""
+    ## 1 · Sample
+
+    Render each prompt with the chat template (`datasets_prep.prompt_to_text`, as TRL does), pad on
+    the **left** so every completion starts in the same column, and sample $G$ completions per prompt
+    (`grpo_kit.sampling.sample_completions`: what `model.generate` does, with the prompt run through the
+    model once per group instead of once per completion).
+    The **completion mask** keeps every token up to and including the first EOS; a completion that
+    never reached EOS is *truncated* (TRL logs the share as `completions/clipped_ratio`).
+    """)
+    return
+
+
+@app.cell
+def _(loop, problems, prompt_to_text, sample_completions, step_config, tiny, tiny_tokenizer, torch):
+    G = step_config.num_generations
+    _texts = [prompt_to_text(row["prompt"], tiny_tokenizer) for row in problems]
+    # The chat template already wrote the special tokens, hence add_special_tokens=False.
+    _encoded = tiny_tokenizer(_texts, padding=True, padding_side="left", return_tensors="pt", add_special_tokens=False)
+    _eos_ids = loop._eos_token_ids(tiny, tiny_tokenizer)  # the tokenizer's EOS plus the model's end-of-turn ids
+    torch.manual_seed(1)
+    # G completions per prompt, rows b*G … b*G+G-1 for prompt b; the prompt is prefilled once (grpo_kit.sampling).
+    _sampled = sample_completions(
+        tiny, _encoded["input_ids"], _encoded["attention_mask"], num_generations=G,
+        max_new_tokens=step_config.max_completion_length, eos_token_ids=_eos_ids,
+        pad_token_id=tiny_tokenizer.pad_token_id, temperature=step_config.temperature,
+    )  # (N, T)
+    completion_ids, completion_mask, is_truncated = loop._completion_mask(
+        _sampled, _eos_ids, tiny_tokenizer.pad_token_id
+    )  # (N, T), (N, T), (N,)
+    prompt_ids = _encoded["input_ids"].repeat_interleave(G, dim=0)  # (N, P)
+    prompt_mask = _encoded["attention_mask"].repeat_interleave(G, dim=0)  # (N, P)
+    completion_lengths = completion_mask.sum(1)  # (N,)
+    completion_texts = tiny_tokenizer.batch_decode(
+        [ids[: int(n)] for ids, n in zip(completion_ids, completion_lengths)], skip_special_tokens=True
+    )
+    # Conversational prompts get conversational completions (what reward functions receive from TRL).
+    completions = [[{"role": "assistant", "content": text}] for text in completion_texts]
+    return (
+        completion_ids,
+        completion_lengths,
+        completion_mask,
+        completion_texts,
+        completions,
+        is_truncated,
+        prompt_ids,
+        prompt_mask,
+    )
+
+
+@app.cell
+def _(completion_lengths, completion_texts, is_truncated, mo, prompt_ids, step_config):
+    mo.md(
+        f"`prompt_ids` {tuple(prompt_ids.shape)} · completions: {len(completion_texts)} = 2 prompts × "
+        f"G = {step_config.num_generations}\n\n| # | completion (random model) | tokens | truncated |\n|---|---|---|---|\n"
+        + "\n".join(
+            f"| {i} | {text[:70]!r} | {int(n)} | {bool(t)} |"
+            for i, (text, n, t) in enumerate(zip(completion_texts, completion_lengths, is_truncated))
+        )
+    )
+    return
+
+
+@app.cell
+def _(mo):
+    mo.md(r"""
+    ## 2 · Score
+
+    Every reward function gets the completions plus, as keyword arguments, the prompts, the
+    `completion_ids` and every dataset column (`answer` here) — TRL's calling convention. `None`
+    becomes NaN in the `(N, F)` reward matrix. A random model never gets a GSM8K answer right, so
+    to have something to learn we add a toy reward that random text already varies on: the share of
+    the letter "e".
+    """)
+    return
+
+
+@app.cell
+def _(rewards):
+    def letter_e_reward(completions, **kwargs):
+        """Share of the letter 'e' in the completion: a toy reward random text already varies on."""
+        texts = [rewards.completion_text(c) for c in completions]
+        return [text.count("e") / max(len(text), 1) for text in texts]
+
+    reward_funcs = [letter_e_reward, rewards.xmlcount_reward, rewards.correctness_reward]
+    return (reward_funcs,)
+
+
+@app.cell
+def _(completion_ids, completion_lengths, completions, reward_funcs, rows, stack_rewards):
+    _columns = {key: [row[key] for row in rows] for key in rows[0] if key != "prompt"}
+    _ids = [ids[: int(n)].tolist() for ids, n in zip(completion_ids, completion_lengths)]
+    rewards_per_func = stack_rewards(
+        [
+            fn(prompts=[row["prompt"] for row in rows], completions=completions, completion_ids=_ids, **_columns)
+            for fn in reward_funcs
+        ]
+    )  # (N, F) NaN where a function returned None
+    return (rewards_per_func,)
+
+
+@app.cell
+def _(mo):
+    mo.md(r"""
+    ## 3 · Advantages
+
+    Weighted sum over reward functions, minus the group mean, divided by the group std
+    (`scale_rewards="group"`). The statistics beside them are exactly what TRL logs.
+    """)
+    return
+
+
+@app.cell
+def _(compute_advantages_with_metrics, reward_funcs, rewards_per_func, step_config):
+    advantage_result = compute_advantages_with_metrics(
+        rewards_per_func,
+        step_config.num_generations,
+        reward_weights=[10.0, 1.0, 1.0],  # make the toy reward matter next to the GSM8K ones
+        scale_rewards=step_config.scale_rewards,
+        reward_func_names=[fn.__name__ for fn in reward_funcs],
+    )
+    advantages = advantage_result.advantages  # (N,)
+    return advantage_result, advantages
+
+
+@app.cell
+def _(advantage_result, advantages, mo, reward_funcs, rewards_per_func):
+    _names = [fn.__name__ for fn in reward_funcs]
+    mo.vstack(
+        [
+            mo.md(
+                "| # | " + " | ".join(f"`{n}`" for n in _names) + " | advantage |\n|" + "---|" * (len(_names) + 2) + "\n"
+                + "\n".join(
+                    f"| {i} | " + " | ".join(f"{v:.3f}" for v in rewards_per_func[i].tolist())
+                    + f" | {advantages[i].item():+.3f} |"
+                    for i in range(len(advantages))
+                )
+            ),
+            mo.md("Logged: " + ", ".join(f"`{k}` = {v:.4g}" for k, v in advantage_result.metrics.items())),
+        ]
+    )
+    return
+
+
+@app.cell
+def _(mo):
+    mo.md(r"""
+    ## 4 · Per-token log-probabilities and the loss
+
+    Prompt and completion go through the model once; `grpo_kit.logprobs.per_token_logps` keeps only
+    $\log\pi_\theta$ of each **sampled** completion token — `(N, T)`, never the whole `(N, T, V)`
+    distribution. `compute_loss` turns them, the advantages and the mask into the loss. With one
+    update per batch (`num_iterations = 1`) the "old" log-probs are these very values, detached.
+    """)
+    return
+
+
+@app.cell
+def _(
+    advantages,
+    completion_ids,
+    completion_mask,
+    compute_loss,
+    per_token_logps,
+    prompt_ids,
+    prompt_mask,
+    step_config,
+    tiny,
+    torch,
+):
+    full_ids = torch.cat([prompt_ids, completion_ids], dim=1)  # (N, P+T)
+    full_mask = torch.cat([prompt_mask, completion_mask], dim=1)  # (N, P+T)
+    logps_before, _ = per_token_logps(tiny, full_ids, full_mask, completion_ids.size(1))  # (N, T) with gradient
+    loss, loss_metrics = compute_loss(
+        logps_before, advantages, completion_mask,
+        loss_type=step_config.loss_type,  # "dapo", TRL's default
+        beta=step_config.beta,
+        epsilon=step_config.epsilon,
+        max_completion_length=step_config.max_completion_length,
+    )
+    return full_ids, full_mask, logps_before, loss, loss_metrics
+
+
+@app.cell
+def _(logps_before, loss, loss_metrics, mo):
+    mo.md(
+        f"`per_token_logps` {tuple(logps_before.shape)} · loss = **{loss.item():+.5f}** "
+        f"(near 0 by construction: ratio 1 and advantages that sum to 0 per group — lesson 2) · "
+        + ", ".join(f"`{k}` = {v:.3g}" for k, v in loss_metrics.items())
+    )
+    return
+
+
+@app.cell
+def _(mo):
+    mo.md(r"""
+    ## 5 · Update
+
+    Backward, clip the gradient norm (TRL: `max_grad_norm = 1.0`), one AdamW step. Then ask the model
+    again: the completions with a **positive advantage became more likely** and those with a negative
+    one less likely. That is the whole of GRPO; the rest is doing it many times.
+    """)
+    return
+
+
+@app.cell
+def _(completion_ids, completion_mask, full_ids, full_mask, loss, per_token_logps, step_config, tiny, torch):
+    _optimizer = torch.optim.AdamW([p for p in tiny.parameters() if p.requires_grad], lr=step_config.learning_rate)
+    loss.backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(tiny.parameters(), step_config.max_grad_norm).item()
+    _optimizer.step()
+    _optimizer.zero_grad(set_to_none=True)
+    with torch.no_grad():
+        logps_after, _ = per_token_logps(tiny, full_ids, full_mask, completion_ids.size(1))  # (N, T)
+    return grad_norm, logps_after
+
+
+@app.cell
+def _(advantages, completion_mask, grad_norm, logps_after, logps_before, mo):
+    # Change in each completion's log-probability: Σ_t Δ log π over its tokens.
+    sequence_logp_change = ((logps_after - logps_before.detach()) * completion_mask).sum(1)  # (N,)
+    mo.md(
+        f"Gradient norm {grad_norm:.3f}.\n\n| # | advantage | Δ log π(completion) |\n|---|---|---|\n"
+        + "\n".join(
+            f"| {i} | {a:+.3f} | {d:+.4f} |" for i, (a, d) in enumerate(zip(advantages.tolist(), sequence_logp_change.tolist()))
+        )
+    )
+    return (sequence_logp_change,)
+
+
+@app.cell
+def test_one_step_moves_probability_towards_positive_advantages(advantages, sequence_logp_change, torch):
+    _up = sequence_logp_change[advantages > 0]
+    _down = sequence_logp_change[advantages < 0]
+    assert len(_up) and len(_down)
+    assert _up.mean() > _down.mean()
+    # Advantages and the change in log-probability are positively correlated.
+    _corr = torch.corrcoef(torch.stack([advantages, sequence_logp_change]))[0, 1]
+    assert _corr > 0.3, _corr
+    return
+
+
+@app.cell
+def _(mo):
+    mo.md(r"""
+    ## 6 · The same, many times: `grpo_kit.loop.train` on SmolLM2-135M
+
+    `grpo_kit.loop.train` is the steps above in a loop (read `grpo_kit/loop.py` top to bottom: its
+    docstring lists what it simplifies compared with TRL). Here it trains the embedded SmolLM2-135M
+    with LoRA on the `smoltldr-length` recipe's reward, writing `metrics.jsonl` with TRL's metric
+    names, a reward curve and checkpoints that resume exactly.
+    """)
+    return
+
+
+@app.cell
+def _(cli_args, get_recipe, mo, on_gpu, run_button, to_loop_config):
+    _args = cli_args()
+    loop_recipe = get_recipe("smoltldr-length", small=not on_gpu())
+    loop_steps = int(_args.get("max-steps") or (40 if on_gpu() else 3))
+    loop_button = run_button(f"Train SmolLM2-135M for {loop_steps} steps with grpo_kit.loop")
+    loop_config_overrides = dict(
+        max_steps=loop_steps, logging_steps=1, save_steps=loop_steps, learning_rate=3e-4, disable_tqdm=True
+    )
+    _preview = to_loop_config(loop_recipe, output_dir="(set when training)", **loop_config_overrides)
+    mo.vstack(
+        [
+            mo.md(
+                f"Recipe `{loop_recipe.name}` as a `GRPOLoopConfig`: G = {_preview.num_generations}, "
+                f"≤ {_preview.max_completion_length} tokens, loss `{_preview.loss_type}`, "
+                f"lr {_preview.learning_rate:g}, {loop_steps} steps."
+            ),
+            loop_button,
+        ]
+    )
+    return loop_button, loop_config_overrides, loop_recipe
+
+
+@app.cell
+def _(
+    LiveRewardCurve,
+    Path,
+    load_model,
+    loop,
+    loop_button,
+    loop_config_overrides,
+    loop_recipe,
+    mo,
+    on_gpu,
+    should_run,
+    tempfile,
+    to_loop_config,
+):
+    mo.stop(not should_run(loop_button), mo.md("Press the button to train."))
+    _model, _tokenizer = load_model(loop_recipe.model, lora=loop_recipe.lora.to_peft_config())
+    _model = _model.to("cuda") if on_gpu() else _model  # the loop trains wherever the model is
+    _config = to_loop_config(
+        loop_recipe, output_dir=str(Path(tempfile.mkdtemp(prefix="grpo-kit-loop-"))), **loop_config_overrides
+    )
+    _curve = LiveRewardCurve("grpo_kit.loop on SmolLM2-135M")
+    loop_result = loop.train(
+        _model, _tokenizer, loop_recipe.load_dataset(), loop_recipe.build_reward_funcs(_tokenizer), _config,
+        callbacks=[_curve],
+    )
+    return (loop_result,)
+
+
+@app.cell
+def _(loop_result, mo):
+    _record = loop_result.log_history[-1]
+    mo.vstack(
+        [
+            mo.image(src=loop_result.reward_curve_png.read_bytes()) if loop_result.reward_curve_png else mo.md(""),
+            mo.md(
+                f"`{loop_result.metrics_path.name}`, last record — the keys are TRL's:\n\n"
+                "| metric | value |\n|---|---|\n"
+                + "\n".join(f"| `{k}` | {v:.4g} |" for k, v in _record.items() if isinstance(v, (int, float)))
+            ),
+        ]
+    )
+    return
+
+
+@app.cell
+def test_loop_logs_trls_metric_names(TRL_METRIC_NAMES, loop_result):
+    assert loop_result.global_step == len(loop_result.losses) > 0
+    _record = loop_result.log_history[-1]
+    _missing = set(TRL_METRIC_NAMES) - set(_record)
+    assert not _missing, _missing
+    assert any(k.startswith("rewards/") and k.endswith("/mean") for k in _record)
+    assert loop_result.metrics_path.exists() and loop_result.last_checkpoint is not None
+    return
+
+
+@app.cell
+def _(mo):
+    mo.md(r"""
+    Next: **Lesson 6** — the course's GSM8K practicum with five rewards, Unsloth and vLLM on a GPU.
+    """)
+    return
+
+
+if __name__ == "__main__":
+    app.run()

@@ -1,0 +1,369 @@
+# /// script
+# requires-python = ">=3.10"
+# dependencies = [
+#     "grpo-kit[notebooks]",
+# ]
+# ///
+import marimo
+
+__generated_with = "0.25.2"
+app = marimo.App(width="medium")
+
+
+@app.cell
+def _():
+    import marimo as mo
+
+    return (mo,)
+
+
+@app.cell
+def _(mo):
+    mo.md(r"""
+    # Lesson 6 · Practicum: GSM8K with Unsloth QLoRA + vLLM
+
+    The course's second practicum (LLM course 12.6): teach a model to **reason in a fixed format and
+    answer grade-school math**, with five reward functions, a 4-bit quantized model with a LoRA
+    adapter (QLoRA) trained by [Unsloth](https://github.com/unslothai/unsloth), and
+    [vLLM](https://github.com/vllm-project/vllm) generating the completions inside the training
+    process.
+
+    grpo-kit packages it as the recipe `gsm8k-unsloth` (`grpo_kit.unsloth_path`, GPU only) and a
+    CPU twin, `gsm8k-cpu`: the same five rewards and optimizer settings on the embedded
+    SmolLM2-135M and offline synthetic GSM8K problems, trained by TRL (`grpo_kit.trl_path`).
+    """)
+    return
+
+
+@app.cell
+def _():
+    import tempfile
+    from pathlib import Path
+
+    from datasets_prep import SYSTEM_PROMPT, load_gsm8k, synthetic_gsm8k
+    from grpo_kit import trl_path, unsloth_path
+    from grpo_kit.lesson_helpers import LiveRewardCurve, cli_args, on_gpu, run_button, should_run
+    from grpo_kit.models import load_model
+    from grpo_kit.recipes import get_recipe
+    from grpo_kit.samples import generate_answers
+
+    return (
+        LiveRewardCurve,
+        Path,
+        SYSTEM_PROMPT,
+        cli_args,
+        generate_answers,
+        get_recipe,
+        load_gsm8k,
+        load_model,
+        on_gpu,
+        run_button,
+        should_run,
+        synthetic_gsm8k,
+        tempfile,
+        trl_path,
+        unsloth_path,
+    )
+
+
+@app.cell
+def _(Path, cli_args, get_recipe, mo, on_gpu, tempfile):
+    use_unsloth = on_gpu()
+    _args = cli_args()
+    if use_unsloth:
+        recipe = get_recipe("gsm8k-unsloth")  # Gemma-3-1B-it, 4-bit QLoRA r=32, vLLM, 250 steps, lr 5e-6
+        train_steps = int(_args.get("max-steps") or recipe.training["max_steps"])
+        eval_size = 50
+    else:
+        recipe = get_recipe("gsm8k-unsloth", small=True)  # = gsm8k-cpu
+        train_steps = int(_args.get("max-steps") or 2)
+        eval_size = 3
+    output_root = Path(_args.get("output-dir") or tempfile.mkdtemp(prefix="grpo-kit-lesson6-"))
+    _banner = (
+        mo.callout(
+            mo.md(
+                f"**GPU: the course's settings** — `{recipe.name}`: `{recipe.model}` in 4-bit with a LoRA "
+                f"adapter (r = {recipe.lora.r}), vLLM generation, {train_steps} steps, "
+                f"{recipe.training['num_generations']} completions of ≤ {recipe.training['max_completion_length']} "
+                f"tokens, evaluated on {eval_size} GSM8K test problems."
+            ),
+            kind="success",
+        )
+        if use_unsloth
+        else mo.callout(
+            mo.md(
+                f"""
+    **CPU version — the same pipeline, scaled down.** Recipe `{recipe.name}`: the embedded
+    SmolLM2-135M (not Gemma-3-1B), plain LoRA in float32 (no 4-bit: bitsandbytes needs CUDA),
+    generation by `transformers` (no vLLM: it needs CUDA), offline synthetic GSM8K problems,
+    {train_steps} steps of {recipe.training['num_generations']} completions of
+    ≤ {recipe.training['max_completion_length']} tokens, {eval_size} held-out problems.
+
+    **What the GPU version adds:** Unsloth's 4-bit QLoRA of a 1B model (≈ 4 GB of GPU memory),
+    vLLM sampling many times faster than `generate`, 250 steps of 6 completions of up to 768 tokens —
+    enough for the model to adopt the `<reasoning>/<answer>` format and start getting answers right.
+    A 135M model in two CPU steps does neither; here you see every part run, not the result.
+    Open this notebook on a GPU runtime (Colab: Runtime → Change runtime type → T4) to train for real.
+    """
+            ),
+            kind="warn",
+        )
+    )
+    _banner
+    return eval_size, output_root, recipe, train_steps, use_unsloth
+
+
+@app.cell
+def _(SYSTEM_PROMPT, mo, recipe):
+    train_dataset = recipe.load_dataset()
+    mo.md(
+        f"""
+    ## 1 · Data: GSM8K in a reasoning format
+
+    {len(train_dataset)} training problems (`{recipe.dataset_source or "openai/gsm8k"}`). Each prompt is a
+    conversation: the course's system prompt, then the question. The `answer` column keeps the number
+    after `####` in GSM8K's solution.
+
+    **system:**
+    ```
+    {SYSTEM_PROMPT.strip()}
+    ```
+    **user:** {train_dataset[0]["prompt"][-1]["content"]}
+
+    **answer:** `{train_dataset[0]["answer"]}`
+    """
+    )
+    return (train_dataset,)
+
+
+@app.cell
+def _(eval_size, load_gsm8k, synthetic_gsm8k, train_dataset, use_unsloth):
+    # Held-out problems: GSM8K's test split on a GPU (Hub), other synthetic problems (another seed) on CPU.
+    held_out = (
+        load_gsm8k("test").select(range(eval_size))
+        if use_unsloth
+        else load_gsm8k("test", source=synthetic_gsm8k(eval_size, seed=4321))
+    )
+    _train_questions = {row["prompt"][-1]["content"] for row in train_dataset}
+    leaked = [row["prompt"][-1]["content"] for row in held_out if row["prompt"][-1]["content"] in _train_questions]
+    return held_out, leaked
+
+
+@app.cell
+def _(mo, recipe):
+    mo.md(
+        "## 2 · Five rewards\n\n"
+        "| reward function | weight | what it pays for |\n|---|---|---|\n"
+        + "\n".join(
+            f"| `{spec.name}` | {spec.weight:g} | {purpose} |"
+            for spec, purpose in zip(
+                recipe.rewards,
+                [
+                    "0.125 per XML tag, minus 0.001 per character after `</answer>`",
+                    "0.5 for `<reasoning>…</reasoning> <answer>…</answer>` (loose)",
+                    "0.5 for the exact line layout of the system prompt",
+                    "0.5 when the answer is an integer (negatives included)",
+                    "2.0 when the answer equals the gold number (numerically: 72.0 = 72, 1,000 = 1000)",
+                ],
+            )
+        )
+        + "\n\nMaximum 4.0; correctness alone outweighs all the format rewards together. Lesson 3 shows "
+        "each one and the pitfalls of the course's originals."
+    )
+    return
+
+
+@app.cell
+def _(held_out, recipe):
+    def evaluate(answers: list[str], tokenizer) -> dict[str, float]:
+        """Per reward function: the mean over the held-out problems; plus accuracy (correctness > 0)."""
+        _prompts = list(held_out["prompt"])
+        _completions = [[{"role": "assistant", "content": a}] for a in answers]
+        _scores = {}
+        for _fn in recipe.build_reward_funcs(tokenizer):
+            _values = _fn(prompts=_prompts, completions=_completions, answer=list(held_out["answer"]))
+            _scores[_fn.__name__] = sum(v or 0.0 for v in _values) / len(_values)
+        _scores["accuracy"] = _scores["correctness_reward"] / 2.0
+        return _scores
+
+    return (evaluate,)
+
+
+@app.cell
+def _(evaluate, generate_answers, held_out, load_model, recipe, unsloth_path, use_unsloth):
+    if use_unsloth:
+        # The 4-bit model with a fresh (zero) LoRA adapter and its vLLM engine; training continues from it
+        # (a second copy would not fit beside the first engine's memory share).
+        base_model, base_tokenizer = unsloth_path.load_model(recipe)
+    else:
+        base_model, base_tokenizer = load_model(recipe.model)
+    before_answers = generate_answers(
+        base_model, base_tokenizer, list(held_out["prompt"]), max_new_tokens=recipe.training["max_completion_length"]
+    )
+    before_scores = evaluate(before_answers, base_tokenizer)
+    return base_model, base_tokenizer, before_answers, before_scores
+
+
+@app.cell
+def _(mo, run_button, train_steps, use_unsloth):
+    train_button = run_button(f"Train {train_steps} steps ({'Unsloth + vLLM' if use_unsloth else 'TRL, CPU'})")
+    mo.vstack([mo.md("## 3 · Train"), train_button])
+    return (train_button,)
+
+
+@app.cell
+def _(
+    LiveRewardCurve,
+    base_model,
+    base_tokenizer,
+    before_scores,
+    load_model,
+    mo,
+    output_root,
+    recipe,
+    should_run,
+    train_button,
+    train_steps,
+    trl_path,
+    unsloth_path,
+    use_unsloth,
+):
+    mo.stop(not should_run(train_button), mo.md("Press the button to train."))
+    assert before_scores  # the base model is evaluated before any adapter exists
+    _curve = LiveRewardCurve(f"{recipe.name}: total reward per step")
+    if use_unsloth:
+        run = unsloth_path.train(
+            recipe, model=base_model, tokenizer=base_tokenizer, output_dir=output_root / "run",
+            max_steps=train_steps, callbacks=[_curve.trainer_callback()],
+        )
+        trained_model, trained_tokenizer = run.model, run.tokenizer
+    else:
+        # A fresh copy: TRL adds the LoRA layers in place, and pressing the button again starts over.
+        _model, trained_tokenizer = load_model(recipe.model)
+        run = trl_path.train(
+            recipe, model=_model, tokenizer=trained_tokenizer, output_dir=output_root / "run",
+            max_steps=train_steps, callbacks=[_curve.trainer_callback()], disable_tqdm=True,
+        )
+        trained_model = run.trainer.model
+    return run, trained_model, trained_tokenizer
+
+
+@app.cell
+def _(mo, recipe, run):
+    _last = [r for r in run.log_history if r.get("reward") is not None][-1]
+    mo.vstack(
+        [
+            mo.image(src=run.reward_curve_path.read_bytes()) if run.reward_curve_path else mo.md(""),
+            mo.md(
+                "Each reward function is logged on its own (TRL: `rewards/<name>/mean`), last step:\n\n"
+                + "| reward | mean |\n|---|---|\n"
+                + "\n".join(f"| `{n}` | {_last.get(f'rewards/{n}/mean', float('nan')):.3f} |" for n in recipe.reward_names)
+                + f"\n| **total** (`reward`) | **{_last['reward']:.3f}** |"
+            ),
+        ]
+    )
+    return
+
+
+@app.cell
+def _(
+    evaluate,
+    generate_answers,
+    held_out,
+    recipe,
+    run,
+    trained_model,
+    trained_tokenizer,
+    use_unsloth,
+):
+    if use_unsloth:
+        from grpo_kit.unsloth_path import sampling_params_kwargs as _sampling_params_kwargs
+        from vllm import SamplingParams as _SamplingParams
+
+        _texts = [trained_tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True)
+                  for p in held_out["prompt"]]
+        _outputs = trained_model.fast_generate(
+            _texts, sampling_params=_SamplingParams(**_sampling_params_kwargs(recipe, temperature=0.0)),
+            lora_request=trained_model.load_lora(str(run.lora_dir)),
+        )
+        after_answers = [o.outputs[0].text for o in _outputs]
+    else:
+        after_answers = generate_answers(
+            trained_model, trained_tokenizer, list(held_out["prompt"]),
+            max_new_tokens=recipe.training["max_completion_length"],
+        )
+    after_scores = evaluate(after_answers, trained_tokenizer)
+    return after_answers, after_scores
+
+
+@app.cell
+def _(after_answers, after_scores, before_answers, before_scores, held_out, mo):
+    def _cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", "<br>")[:400] or "*(empty)*"
+
+    mo.vstack(
+        [
+            mo.md(
+                "## 4 · Before and after, on held-out problems (greedy)\n\n"
+                "| metric | before | after |\n|---|---|---|\n"
+                + "\n".join(f"| `{k}` | {before_scores[k]:.3f} | {after_scores[k]:.3f} |" for k in before_scores)
+            ),
+            mo.md(
+                "| question | gold | before | after |\n|---|---|---|---|\n"
+                + "\n".join(
+                    f"| {_cell(row['prompt'][-1]['content'])} | {row['answer']} | {_cell(b)} | {_cell(a)} |"
+                    for row, b, a in zip(held_out, before_answers, after_answers)
+                )
+            ),
+        ]
+    )
+    return
+
+
+@app.cell
+def test_gsm8k_pipeline_end_to_end(after_scores, before_scores, held_out, leaked, recipe, run, use_unsloth):
+    assert not leaked, leaked  # held-out problems never seen in training
+    assert all(answer.lstrip("-").isdigit() for answer in held_out["answer"])
+    _last = [r for r in run.log_history if r.get("reward") is not None][-1]
+    for _name in recipe.reward_names:  # each of the five rewards logged under TRL's name
+        assert f"rewards/{_name}/mean" in _last, _name
+    for _scores in (before_scores, after_scores):
+        assert 0.0 <= _scores["accuracy"] <= 1.0
+        assert set(_scores) == {*recipe.reward_names, "accuracy"}
+    if use_unsloth:  # the course's claim, on the GPU run: training improves the total reward
+        assert sum(after_scores[n] for n in recipe.reward_names) > sum(before_scores[n] for n in recipe.reward_names)
+    return
+
+
+@app.cell
+def _(mo, run, use_unsloth):
+    if use_unsloth:
+        from grpo_kit import unsloth_path as _up
+        from datasets_prep import SYSTEM_PROMPT as _SYSTEM_PROMPT
+
+        _rows = _up.compare_with_and_without_adapter(
+            run.model, run.tokenizer, run.lora_dir, ["Calculate pi."], system_prompt=_SYSTEM_PROMPT
+        )
+        _out = mo.md(
+            "**Calculate pi.** — without the adapter:\n\n```\n" + _rows[0]["without_adapter"] + "\n```\n\n"
+            "with the adapter:\n\n```\n" + _rows[0]["with_adapter"] + "\n```"
+        )
+    else:
+        _out = mo.md(
+            "On a GPU this cell asks the course's question *Calculate pi.* with and without the adapter "
+            "(`unsloth_path.compare_with_and_without_adapter`, vLLM `fast_generate` with a `lora_request`)."
+        )
+    _out
+    return
+
+
+@app.cell
+def _(mo):
+    mo.md(r"""
+    Next: **Lesson 7** — export the trained model: the LoRA adapter, a merged 16-bit model and GGUF.
+    """)
+    return
+
+
+if __name__ == "__main__":
+    app.run()

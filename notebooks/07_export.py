@@ -1,0 +1,278 @@
+# /// script
+# requires-python = ">=3.10"
+# dependencies = [
+#     "grpo-kit[notebooks]",
+# ]
+# ///
+import marimo
+
+__generated_with = "0.25.2"
+app = marimo.App(width="medium")
+
+
+@app.cell
+def _():
+    import marimo as mo
+
+    return (mo,)
+
+
+@app.cell
+def _(mo):
+    mo.md(r"""
+    # Lesson 7 · Export: adapter, merged 16-bit, GGUF
+
+    A trained LoRA model can leave the notebook in three forms:
+
+    | form | what it is | load it with |
+    |---|---|---|
+    | **LoRA adapter** | only the small adapter matrices (a few MB) + tokenizer | base model + `peft.PeftModel.from_pretrained` |
+    | **merged 16-bit** | adapter folded into the weights (`merge_and_unload`), bf16/fp16 + tokenizer | `AutoModelForCausalLM.from_pretrained` — no peft |
+    | **GGUF** | one file for llama.cpp, Ollama, LM Studio, Jan | llama.cpp, or transformers `gguf_file=` |
+
+    `grpo_kit.export` writes each one and **verifies it by reloading**: the reloaded model must produce
+    the same greedy tokens as the model in memory (up to near-ties from 16-bit rounding). The course
+    forgot the tokenizer when pushing the merged model; here it is always saved beside the weights.
+    """)
+    return
+
+
+@app.cell
+def _():
+    import tempfile
+    from pathlib import Path
+
+    from peft import PeftModel
+
+    from grpo_kit import loop
+    from grpo_kit.export import save_adapter, save_gguf, save_merged
+    from grpo_kit.export.verify import VERIFY_PROMPT
+    from grpo_kit.lesson_helpers import cli_args, on_gpu, run_button, should_run
+    from grpo_kit.models import load_model
+    from grpo_kit.recipes import get_recipe, to_loop_config
+    from grpo_kit.samples import generate_answers
+
+    return (
+        Path,
+        PeftModel,
+        VERIFY_PROMPT,
+        cli_args,
+        generate_answers,
+        get_recipe,
+        load_model,
+        loop,
+        on_gpu,
+        run_button,
+        save_adapter,
+        save_gguf,
+        save_merged,
+        should_run,
+        tempfile,
+        to_loop_config,
+    )
+
+
+@app.cell
+def _(Path, cli_args, get_recipe, mo, on_gpu, tempfile):
+    _args = cli_args()
+    export_recipe = get_recipe("smoltldr-length", small=not on_gpu())
+    adapter_source = _args.get("adapter-dir")  # e.g. lesson 4's output: --adapter-dir <output-dir>/trl-run
+    export_root = Path(_args.get("output-dir") or tempfile.mkdtemp(prefix="grpo-kit-lesson7-"))
+    gguf_types = ["f16", "q8_0"] if on_gpu() else ["f16"]
+    mo.md(
+        f"""
+    ## 1 · A trained model to export
+
+    {"Using the adapter in `" + str(adapter_source) + "`." if adapter_source else
+     "No `--adapter-dir` given, so the next cell trains a LoRA adapter on the embedded SmolLM2-135M for one "
+     "step with `grpo_kit.loop` (recipe `" + export_recipe.name + "`). To export your model from "
+     "lesson 4 instead, run this notebook with `--adapter-dir <lesson 4 output>/trl-run`."}
+    Exports go to `{export_root}`.
+    """
+    )
+    return adapter_source, export_recipe, export_root, gguf_types
+
+
+@app.cell
+def _(mo, run_button):
+    export_button = run_button("Train (if needed) and export")
+    export_button
+    return (export_button,)
+
+
+@app.cell
+def _(
+    Path,
+    PeftModel,
+    adapter_source,
+    export_button,
+    export_recipe,
+    export_root,
+    load_model,
+    loop,
+    mo,
+    on_gpu,
+    should_run,
+    to_loop_config,
+):
+    mo.stop(not should_run(export_button), mo.md("Press the button to train and export."))
+    if adapter_source:
+        _base, tokenizer = load_model(export_recipe.model)
+        model = PeftModel.from_pretrained(_base, str(adapter_source))
+    else:
+        model, tokenizer = load_model(export_recipe.model, lora=export_recipe.lora.to_peft_config())
+        model = model.to("cuda") if on_gpu() else model
+        _config = to_loop_config(
+            export_recipe, output_dir=str(Path(export_root) / "train"), max_steps=1, logging_steps=1,
+            save_steps=0, learning_rate=1e-3, disable_tqdm=True,
+        )
+        loop.train(model, tokenizer, export_recipe.load_dataset(), export_recipe.build_reward_funcs(tokenizer), _config)
+    model.eval()
+    return model, tokenizer
+
+
+@app.cell
+def _(mo):
+    mo.md(r"""
+    ## 2 · Export all three
+    """)
+    return
+
+
+@app.cell
+def _(export_root, gguf_types, model, save_adapter, save_gguf, save_merged, tokenizer):
+    adapter_report = save_adapter(model, tokenizer, export_root / "adapter")
+    merged_report = save_merged(model, tokenizer, export_root / "merged", dtype="16bit")
+    # llama.cpp's own converter, from the llama-cpp-python source archive (fetched from PyPI once and cached),
+    # or from a llama.cpp checkout given by LLAMA_CPP_DIR. K-quants (q4_k_m) also need llama-quantize.
+    gguf_reports = [
+        save_gguf(merged_report.path, export_root / f"model-{q}.gguf", q) for q in gguf_types
+    ]
+    export_reports = [adapter_report, merged_report, *gguf_reports]
+    return adapter_report, export_reports, gguf_reports, merged_report
+
+
+@app.cell
+def _(export_reports, mo):
+    mo.md(
+        "| export | path | size | reloaded and verified |\n|---|---|---|---|\n"
+        + "\n".join(
+            f"| {r.kind} | `{r.path}` | {r.size_mb:.1f} MB | {'✅' if r.verified else '❌'} |" for r in export_reports
+        )
+        + "\n\nThe adapter is ~100× smaller than the model; the f16 GGUF is about the merged model's size, "
+        "q8_0 about half of it."
+    )
+    return
+
+
+@app.cell
+def _(mo):
+    mo.md(r"""
+    ## 3 · Reload each one and chat with it
+
+    Every export above was already reloaded — the adapter onto a clean base model, the merged folder
+    with `from_pretrained`, the GGUF file through transformers' `gguf_file=` loader — and asked
+    the same short question, greedily. Their answers:
+    """)
+    return
+
+
+@app.cell
+def _(VERIFY_PROMPT, export_reports, mo, tokenizer):
+    verification_answers = {
+        r.kind: tokenizer.decode(r.details["greedy"]["reloaded_tokens"], skip_special_tokens=True)
+        for r in export_reports
+    }
+    mo.md(
+        f"**{VERIFY_PROMPT}**\n\n| reloaded export | answer (greedy) |\n|---|---|\n"
+        + "\n".join(f"| {k} | {v.replace('|', '/').replace(chr(10), ' ')} |" for k, v in verification_answers.items())
+    )
+    return (verification_answers,)
+
+
+@app.cell
+def _(mo):
+    question_box = mo.ui.text(value="What is the capital of France?", label="your question", full_width=True)
+    with_gguf = mo.ui.switch(value=False, label="also load the GGUF file (transformers dequantises it: ~20 s)")
+    mo.vstack([mo.md("Ask your own question:"), question_box, with_gguf])
+    return question_box, with_gguf
+
+
+@app.cell
+def _(PeftModel, adapter_report, export_recipe, gguf_reports, load_model, merged_report, with_gguf):
+    def _adapter_model():
+        _base, _tokenizer = load_model(export_recipe.model)
+        return PeftModel.from_pretrained(_base, str(adapter_report.path)), _tokenizer
+
+    reloaded = {
+        "adapter (base + PeftModel)": _adapter_model(),
+        "merged 16-bit (from_pretrained)": load_model(str(merged_report.path)),
+    }
+    if with_gguf.value:
+        reloaded.update(
+            {f"GGUF {r.details['quantization']} (transformers gguf_file)": load_model(str(r.path)) for r in gguf_reports}
+        )
+    return (reloaded,)
+
+
+@app.cell
+def _(generate_answers, question_box, reloaded):
+    chat_answers = {
+        name: generate_answers(m, t, [[{"role": "user", "content": question_box.value}]], max_new_tokens=32)[0]
+        for name, (m, t) in reloaded.items()
+    }
+    return (chat_answers,)
+
+
+@app.cell
+def _(chat_answers, mo, question_box):
+    mo.md(
+        f"**{question_box.value}**\n\n| model | answer (greedy) |\n|---|---|\n"
+        + "\n".join(f"| {name} | {answer.replace('|', '/').replace(chr(10), ' ')} |" for name, answer in chat_answers.items())
+    )
+    return
+
+
+@app.cell
+def test_every_export_reloads_and_answers(
+    adapter_report, chat_answers, export_reports, gguf_reports, merged_report, verification_answers
+):
+    # One test cell for the whole chain: pytest re-runs a test cell's ancestors (training, exports, reloads).
+    for _report in export_reports:
+        assert _report.verified, (_report.kind, _report.details)
+    _adapter_files = {p.name for p in adapter_report.path.iterdir()}
+    assert {"adapter_config.json", "adapter_model.safetensors", "tokenizer_config.json"} <= _adapter_files
+    _merged_files = {p.name for p in merged_report.path.iterdir()}
+    assert "config.json" in _merged_files and "tokenizer_config.json" in _merged_files
+    assert adapter_report.size_bytes * 5 < merged_report.size_bytes
+    for _gguf in gguf_reports:
+        assert _gguf.path.suffix == ".gguf" and _gguf.size_bytes > 0
+    assert set(verification_answers) == {"adapter", "merged", "gguf"}
+    for _name, _answer in {**verification_answers, **chat_answers}.items():
+        assert isinstance(_answer, str) and _answer.strip(), _name
+    return
+
+
+@app.cell
+def _(mo):
+    mo.md(r"""
+    ## Use it elsewhere
+
+    ```bash
+    # llama.cpp
+    llama-cli -m model-f16.gguf -p "What is the capital of France?"
+    # Ollama
+    echo 'FROM ./model-f16.gguf' > Modelfile && ollama create my-grpo-model -f Modelfile
+    # the command line, without a notebook
+    grpo-kit export <run folder> --gguf f16
+    ```
+
+    On a GPU with Unsloth, `save_gguf(model, ..., "q4_k_m", tokenizer=tokenizer)` uses Unsloth's
+    `save_pretrained_gguf`, which also makes the K-quants. That is the end of the course: from the
+    GRPO formula (lesson 1) to a model file you can run anywhere.
+    """)
+    return
+
+
+if __name__ == "__main__":
+    app.run()

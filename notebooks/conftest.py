@@ -1,0 +1,27 @@
+"""pytest settings for the lessons' own ``test_*`` cells (collected from notebooks/[0-9][0-9]_*.py).
+
+Under ``pytest -n 2`` on a 2-core machine each worker gets one torch thread while a lesson runs:
+two workers with two OpenMP threads each oversubscribe the cores, and torch's spinning barriers then
+make a training step many times slower. Restored afterwards, so other tests are unaffected.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread_per_xdist_worker():
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        yield
+        return
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)

@@ -1,0 +1,113 @@
+"""Export the marimo lessons (notebooks/*.py) to Jupyter notebooks for Colab (notebooks/ipynb/).
+
+Each export is ``marimo export ipynb`` (cells in topological order, so Jupyter can run them top
+to bottom) with one cell prepended that installs grpo-kit, because a fresh Colab runtime has
+neither grpo-kit nor marimo. The output is deterministic (marimo's cell ids are stable and we
+write with fixed formatting), so ``--check`` can tell whether the exports drifted from the lessons.
+
+    python scripts/export_notebooks.py           # (re)write notebooks/ipynb/*.ipynb
+    python scripts/export_notebooks.py --check   # exit 1 and list the drifted files
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+LESSONS_DIR = ROOT / "notebooks"
+EXPORT_DIR = LESSONS_DIR / "ipynb"
+
+# The install line a Colab user runs first. Lessons that use the Unsloth path on a GPU ask for the
+# `unsloth` extra only when a GPU is present (it pulls vLLM and bitsandbytes, which need CUDA).
+INSTALL_PLAIN = """\
+# Colab / Jupyter: install grpo-kit with the lessons' extras first (then run the cells top to bottom).
+# marimo and molab install it from the lesson's script header (PEP 723) instead.
+%pip install -q "grpo-kit[notebooks]"
+"""
+INSTALL_GPU_AWARE = """\
+# Colab / Jupyter: install grpo-kit with the lessons' extras first (then run the cells top to bottom).
+# On a GPU runtime the `unsloth` extra (Unsloth, vLLM, bitsandbytes) is added for the fast path.
+import shutil
+
+_grpo_kit_extras = "notebooks,unsloth" if shutil.which("nvidia-smi") else "notebooks"
+%pip install -q "grpo-kit[{_grpo_kit_extras}]"
+"""
+# Lessons whose GPU version runs the Unsloth path.
+GPU_AWARE_LESSONS = {"06_practicum_gsm8k_unsloth.py"}
+
+
+def lesson_files() -> list[Path]:
+    """The lessons, in course order (their names start with the lesson number)."""
+    return sorted(p for p in LESSONS_DIR.glob("[0-9][0-9]_*.py"))
+
+
+def install_source(lesson: Path) -> str:
+    return INSTALL_GPU_AWARE if lesson.name in GPU_AWARE_LESSONS else INSTALL_PLAIN
+
+
+def export_one(lesson: Path) -> str:
+    """The .ipynb text for one lesson (marimo's export plus the install cell)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = Path(tmp) / (lesson.stem + ".ipynb")
+        subprocess.run(
+            [sys.executable, "-m", "marimo", "export", "ipynb", str(lesson), "-o", str(raw), "-f"],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        notebook = nbformat.read(raw, as_version=4)
+    install = nbformat.v4.new_code_cell(install_source(lesson))
+    install.id = "grpo-kit-install"  # fixed id: deterministic output
+    install.metadata = {"grpo_kit": {"install_cell": True}}
+    notebook.cells.insert(0, install)
+    nbformat.validate(notebook)
+    return nbformat.writes(notebook) + "\n"
+
+
+def export_path(lesson: Path) -> Path:
+    return EXPORT_DIR / (lesson.stem + ".ipynb")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="compare instead of writing; exit 1 on drift")
+    args = parser.parse_args(argv)
+
+    lessons = lesson_files()
+    if not lessons:
+        print(f"no lessons found in {LESSONS_DIR}", file=sys.stderr)
+        return 1
+    EXPORT_DIR.mkdir(parents=True, exist_ok=True)
+    drifted: list[str] = []
+    for lesson in lessons:
+        text = export_one(lesson)
+        target = export_path(lesson)
+        if args.check:
+            if not target.exists() or target.read_text() != text:
+                drifted.append(str(target.relative_to(ROOT)))
+        else:
+            target.write_text(text)
+            print(f"wrote {target.relative_to(ROOT)}")
+    expected = {export_path(lesson).name for lesson in lessons}
+    stale = sorted(p for p in EXPORT_DIR.glob("*.ipynb") if p.name not in expected)
+    if args.check:
+        drifted += [f"{p.relative_to(ROOT)} (no lesson of that name)" for p in stale]
+        if drifted:
+            print("exports out of date (run `make notebooks`):\n  " + "\n  ".join(drifted), file=sys.stderr)
+            return 1
+        print(f"{len(lessons)} exports up to date")
+    else:
+        for path in stale:
+            path.unlink()
+            print(f"removed {path.relative_to(ROOT)} (no lesson of that name)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

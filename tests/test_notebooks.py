@@ -1,0 +1,97 @@
+"""The marimo lessons as CI sees them.
+
+* each lesson runs top to bottom as a script (``python notebooks/<lesson>.py``), offline, on CPU,
+  with its run buttons passed through (grpo_kit.lesson_helpers.should_run) — the ``test_*`` cells
+  execute as ordinary cells there, so a failed claim fails the run;
+* ``marimo check --strict`` is clean;
+* the Colab exports in notebooks/ipynb/ match the lessons (``make notebooks`` regenerates them).
+
+pytest also collects the lessons' own ``test_*`` cells directly (pyproject's ``testpaths`` and
+``python_files`` include ``notebooks/``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LESSONS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", MPLBACKEND="Agg", TOKENIZERS_PARALLELISM="false")
+    if "PYTEST_XDIST_WORKER" in env:
+        # pytest -n 2 on 2 cores: one torch thread per lesson, or OpenMP oversubscription slows training ~10x.
+        env["OMP_NUM_THREADS"] = "1"
+    # The script must not inherit pytest's markers: marimo changes behaviour under PYTEST_* variables.
+    for name in [k for k in env if k.startswith("PYTEST_")]:
+        env.pop(name)
+    return env
+
+
+def test_lessons_exist():
+    numbers = [p.name[:2] for p in LESSONS]
+    assert numbers == [f"{i:02d}" for i in range(1, len(LESSONS) + 1)], numbers
+    assert len(LESSONS) == 7, [p.name for p in LESSONS]
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("lesson", LESSONS, ids=[p.stem for p in LESSONS])
+def test_lesson_runs_as_a_script(lesson: Path, tmp_path: Path):
+    # cwd=tmp_path: whatever a lesson saves (outputs/…) lands in a throwaway folder.
+    proc = subprocess.run(
+        [sys.executable, str(lesson)], check=False, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, f"{lesson.name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+
+
+def test_marimo_check_is_clean():
+    proc = subprocess.run(
+        [sys.executable, "-m", "marimo", "check", "--strict", *map(str, LESSONS)],
+        check=False, cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0 and not proc.stdout.strip(), proc.stdout + proc.stderr
+
+
+def test_colab_exports_match_the_lessons():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "export_notebooks.py"), "--check"],
+        check=False, cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_exports_start_with_an_install_cell():
+    import nbformat
+
+    for lesson in LESSONS:
+        notebook = nbformat.read(ROOT / "notebooks" / "ipynb" / f"{lesson.stem}.ipynb", as_version=4)
+        first = notebook.cells[0]
+        assert first.cell_type == "code" and "%pip install" in first.source and "grpo-kit[" in first.source
+        # the rest is the lesson itself, importing the library rather than redefining it
+        assert any("import marimo as mo" in c.source for c in notebook.cells[1:])
+
+
+def test_lesson_helpers_pass_through_outside_marimo():
+    from grpo_kit.lesson_helpers import LiveRewardCurve, cli_args, interactive, should_run
+    from grpo_kit.loop import LoopState
+
+    # pytest is not a marimo session: nobody can press a button, and mo.cli_args() would raise.
+    assert not interactive()
+    assert should_run(object()) is True
+    assert cli_args() == {}
+
+    curve = LiveRewardCurve("test")
+    state = LoopState(global_step=1, log_history=[{"step": 1, "reward": 0.5, "reward_std": 0.1}])
+    curve(state, {"step": 1, "loss": 0.0})  # the loop's callback: the step's logged record is picked up
+    state.global_step = 2  # a step that was not a logging step adds nothing
+    curve(state, {"step": 2, "loss": 0.0})
+    curve.add({"step": 3, "train_runtime": 1.0})  # TRL's summary record has no reward: skipped
+    assert [r["step"] for r in curve.records] == [1]
+    assert len(curve.figure().axes) == 1
