@@ -32,11 +32,16 @@ def check_smoltldr_row(row: dict[str, Any], index: int | None = None) -> None:
         raise ValueError(f"smoltldr {where}, column 'completion': expected text, got {row['completion']!r}.")
 
 
-def load_smoltldr(split: str = "train", source: Any = None):
+def load_smoltldr(split: str = "train", source: Any = None, *, instruction: str | None = None):
     """smoltldr -> ``datasets.Dataset`` with a plain-text ``prompt`` (and ``completion`` when present).
 
     ``source``: ``None`` (``mlabonne/smoltldr``), a Hub id, a local dir, a .jsonl/.json/.parquet/.csv
     file, or raw rows (``datasets.Dataset`` / ``list[dict]``, e.g. ``synthetic_tldr(200)``).
+
+    ``instruction``: ``None`` keeps the course's plain-text prompt (the post itself; the model's chat
+    template is not applied, so an instruct model often just continues or stops). A string turns each
+    row into a conversational prompt, one user message ``f"{instruction}\n\n{post}"``, which an
+    instruct model answers with a summary — what a short CPU run needs to show learning.
     """
     raw = load_raw(
         source,
@@ -53,4 +58,10 @@ def load_smoltldr(split: str = "train", source: Any = None):
         )
     for index, row in enumerate(raw):
         check_smoltldr_row(row, index)
-    return raw
+    if instruction is None:
+        return raw
+    if not isinstance(instruction, str) or not instruction.strip():
+        raise ValueError(f"smoltldr: instruction must be a non-empty string or None, got {instruction!r}.")
+    return raw.map(
+        lambda row: {"prompt": [{"role": "user", "content": f"{instruction}\n\n{row['prompt']}"}]}
+    )

@@ -145,6 +145,7 @@ class Recipe:
         raw rows (offline; smoltldr and gsm8k only); otherwise a Hub id, a local dir or a data file.
     dataset_size: keep only this many rows (None = all). For "synthetic" it is the number generated.
     dataset_split: the split to load.
+    dataset_kwargs: extra keyword arguments for the loader (e.g. smoltldr's ``instruction``).
     rewards: the reward functions and their weights, in order.
     lora: the LoRA adapter, or None for full fine-tuning.
     quantization: None, "4bit" (QLoRA, bitsandbytes NF4) or "8bit". Needs CUDA.
@@ -159,6 +160,7 @@ class Recipe:
     dataset_source: str | None = None
     dataset_size: int | None = None
     dataset_split: str = "train"
+    dataset_kwargs: Mapping[str, Any] = field(default_factory=dict)
     rewards: tuple[RewardSpec, ...] = ()
     lora: LoraSettings | None = field(default_factory=LoraSettings)
     quantization: str | None = None
@@ -213,7 +215,7 @@ class Recipe:
             make_rows = getattr(datasets_prep, SYNTHETIC_ROWS[self.dataset])
             source = make_rows(size or 64, seed=0)
         loader = getattr(datasets_prep, DATASET_LOADERS[self.dataset])
-        dataset = loader(split=self.dataset_split, source=source)
+        dataset = loader(split=self.dataset_split, source=source, **dict(self.dataset_kwargs))
         if size is not None and len(dataset) > size:
             dataset = dataset.select(range(size))
         return dataset
@@ -291,25 +293,31 @@ _RECIPE_LIST = [
     Recipe(
         name="smoltldr-length-small",
         description=(
-            "smoltldr-length sized for a 2-core CPU (a few minutes, offline): the embedded SmolLM2-135M, "
-            "32 synthetic TL;DR prompts, 4 completions of <= 48 tokens per prompt, 12 steps."
+            "smoltldr-length sized for a 2-core CPU (under 10 minutes, offline): the embedded SmolLM2-135M "
+            "asked to summarise 64 synthetic posts in one sentence (a chat prompt, so the instruct model "
+            "answers instead of stopping at once), 4 completions of <= 64 tokens per prompt, rewarded for "
+            "being 16 tokens long; LoRA at a CPU-run learning rate, 24 steps."
         ),
         model="smollm2-135m-instruct",
         dataset="smoltldr",
         dataset_source="synthetic",
-        dataset_size=32,
-        rewards=(RewardSpec("length_reward", 1.0, {"ideal_length": 50, "unit": "chars"}),),
+        dataset_size=64,
+        dataset_kwargs={"instruction": "Summarize this post in one short sentence."},
+        # Tokens, not characters (the course's pitfall): a truncated answer (64 tokens, -48) and an
+        # empty one (-15) both score below a short sentence, so "say nothing" is not a hack here.
+        rewards=(RewardSpec("length_reward", 1.0, {"ideal_length": 16, "unit": "tokens"}),),
         lora=LoraSettings(r=16, lora_alpha=32, target_modules="all-linear"),
         training={
-            "learning_rate": 2e-5,
-            "per_device_train_batch_size": 4,
+            # 10x the GPU recipe's 2e-5: 24 steps must move the adapter visibly.
+            "learning_rate": 2e-4,
+            "per_device_train_batch_size": 8,
             "gradient_accumulation_steps": 1,
             "num_generations": 4,
-            "max_completion_length": 48,
-            "max_steps": 12,
+            "max_completion_length": 64,
+            "max_steps": 24,
             "optim": "adamw_torch",
             "logging_steps": 1,
-            "save_steps": 6,
+            "save_steps": 8,
             "gradient_checkpointing": False,  # TRL turns it on by default; it only slows a 135M model on CPU
             "remove_unused_columns": False,
         },

@@ -168,47 +168,15 @@ def _(mo):
 
 
 @app.cell
-def _(re):
-    # The course's code (LLM Course ch. 12.5-12.6), verbatim — shown here only as the "before".
-    ideal_length = 50
+def _():
+    # The course's code (LLM Course ch. 12.5-12.6), verbatim — shipped in rewards.course_original only as
+    # the "before" exhibit (read its source there). Never train with these.
+    from rewards import course_original
 
-
-    def course_reward_len(completions, **kwargs):
-        return [-abs(ideal_length - len(completion)) for completion in completions]
-
-
-    def course_extract_xml_answer(text: str) -> str:
-        answer = text.split("<answer>")[-1]
-        answer = answer.split("</answer>")[0]
-        return answer.strip()
-
-
-    def course_soft_format_reward_func(completions, **kwargs) -> list[float]:
-        pattern = r"<reasoning>.*?</reasoning>\s*<answer>.*?</answer>"
-        responses = [completion[0]["content"] for completion in completions]
-        matches = [re.match(pattern, r) for r in responses]
-        return [0.5 if match else 0.0 for match in matches]
-
-
-    def course_int_reward_func(completions, **kwargs) -> list[float]:
-        responses = [completion[0]["content"] for completion in completions]
-        extracted_responses = [course_extract_xml_answer(r) for r in responses]
-        return [0.5 if r.isdigit() else 0.0 for r in extracted_responses]
-
-
-    def course_correctness_reward_func(prompts, completions, answer, **kwargs) -> list[float]:
-        responses = [completion[0]["content"] for completion in completions]
-        q = prompts[0][-1]["content"]
-        extracted_responses = [course_extract_xml_answer(r) for r in responses]
-        print(
-            "-" * 20,
-            f"Question:\n{q}",
-            f"\nAnswer:\n{answer[0]}",
-            f"\nResponse:\n{responses[0]}",
-            f"\nExtracted:\n{extracted_responses[0]}",
-        )
-        return [2.0 if r == a else 0.0 for r, a in zip(extracted_responses, answer)]
-
+    course_reward_len = course_original.reward_len_50
+    course_soft_format_reward_func = course_original.soft_format_reward_func
+    course_int_reward_func = course_original.int_reward_func
+    course_correctness_reward_func = course_original.correctness_reward_func
     return (
         course_correctness_reward_func,
         course_int_reward_func,

@@ -78,7 +78,17 @@ def _(Path, cli_args, get_recipe, mo, on_gpu, tempfile):
     else:
         # CPU: the embedded SmolLM2-135M, synthetic TL;DR posts, 4 completions of ≤ 48 tokens. A few steps
         # at a higher learning rate so the change is visible in a couple of minutes.
-        recipe = get_recipe("smoltldr-length", small=True, learning_rate=float(_args.get("learning-rate") or 1.5e-3))
+        # The course's own reward and prompts (plain-text posts, 50 characters) rather than the CPU recipe's
+        # chat prompt and tokens (`grpo-kit train`): this lesson follows course 12.5.
+        recipe = get_recipe(
+            "smoltldr-length",
+            small=True,
+            dataset_kwargs={},
+            rewards=get_recipe("smoltldr-length").rewards,
+            learning_rate=float(_args.get("learning-rate") or 1.5e-3),
+            per_device_train_batch_size=4,
+            max_completion_length=48,
+        )
         train_steps = int(_args.get("max-steps") or 6)
     output_root = Path(_args.get("output-dir") or tempfile.mkdtemp(prefix="grpo-kit-lesson4-"))
     mo.callout(

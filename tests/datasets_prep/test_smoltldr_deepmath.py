@@ -26,6 +26,15 @@ def test_smoltldr_prompt_only_rows_are_fine():
     assert dataset["prompt"] == ["A long story about a cat who learned to open doors."]
 
 
+def test_smoltldr_instruction_makes_a_chat_prompt_around_the_post():
+    post = "A long story about a cat who learned to open doors."
+    dataset = load_smoltldr(source=[{"prompt": post, "completion": "Cat opens doors."}], instruction="Summarize.")
+    assert dataset["prompt"] == [[{"role": "user", "content": f"Summarize.\n\n{post}"}]]
+    assert dataset["completion"] == ["Cat opens doors."]
+    with pytest.raises(ValueError, match="instruction must be a non-empty string"):
+        load_smoltldr(source=[{"prompt": post}], instruction="  ")
+
+
 def test_smoltldr_missing_prompt_is_named():
     with pytest.raises(ValueError, match=r"missing column 'prompt'.*'text'"):
         load_smoltldr(source=[{"text": "a post", "completion": "short"}])

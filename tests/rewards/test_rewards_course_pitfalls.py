@@ -1,5 +1,5 @@
 """Every pitfall of the course's reward functions: the check fails on the original code
-(course_original.py, verbatim) and passes on ours.
+(rewards/course_original.py, verbatim) and passes on ours.
 
 Each ``check_*`` takes (a) the function under test and asserts the correct behaviour; each test runs
 it on the original expecting an AssertionError (or the crash the pitfall is about) and on ours.
@@ -7,7 +7,7 @@ it on the original expecting an AssertionError (or the crash the pitfall is abou
 
 from __future__ import annotations
 
-import course_original as course
+from rewards import course_original as course
 import pytest
 
 import rewards

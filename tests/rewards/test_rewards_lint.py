@@ -115,7 +115,7 @@ def test_lint_chars_vs_tokens_is_silenced_by_declaring_the_unit():
 def test_cli_main_exit_status(capsys):
     assert main(["rewards:format_reward", "rewards:length_reward"]) == 0
     assert "reward lint: format_reward — clean" in capsys.readouterr().out
-    assert main(["course_original:reward_format"]) == 1  # tests/rewards is on sys.path under pytest
+    assert main(["rewards.course_original:reward_format"]) == 1
     assert "dotall" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         main(["no_colon_here"])
@@ -126,7 +126,7 @@ def test_console_script_runs():
     if not Path(script).exists():
         pytest.skip("grpo-kit-reward-lint is not installed (pip install -e .)")
     result = subprocess.run(
-        [script, "course_original:reward_len", "rewards:int_reward"],
+        [script, "rewards.course_original:reward_len", "rewards:int_reward"],
         capture_output=True,
         text=True,
         check=False,
