@@ -216,7 +216,8 @@ def _load_model(recipe):
     else:
         from grpo_kit.models import load_model
 
-        model, tokenizer = load_model(recipe.model)
+        # quantization="4bit" (QLoRA) fails here, before loading, when there is no CUDA.
+        model, tokenizer = load_model(recipe.model, quantization=recipe.quantization)
     if recipe.lora is not None:
         from peft import get_peft_model
 

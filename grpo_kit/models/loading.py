@@ -207,7 +207,8 @@ def load_model(name_or_path: str | os.PathLike = DEFAULT_MODEL, *, dtype=None, l
     if bnb_config is not None:
         kwargs["quantization_config"] = bnb_config
         kwargs["dtype"] = torch_dtype if dtype is not None else bnb_config.bnb_4bit_compute_dtype
-        kwargs["device_map"] = {"": 0}
+        # Each process of a DDP run (torchrun/accelerate set LOCAL_RANK) puts its 4-bit copy on its own GPU.
+        kwargs["device_map"] = {"": int(os.environ.get("LOCAL_RANK", "0"))}
     else:
         kwargs["dtype"] = torch_dtype
     model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
