@@ -502,8 +502,26 @@ def build_trainer(
         peft_config=peft_config,
         callbacks=list(callbacks or []),
     )
+    use_plain_progress_bar(trainer)
     trainer.grpo_kit_recipe = recipe
     return trainer
+
+
+def use_plain_progress_bar(trainer) -> None:
+    """Swap transformers' IPython progress widget for its tqdm bar.
+
+    transformers picks ``NotebookProgressCallback`` whenever ``marimo`` has been imported
+    (``is_in_notebook``), even in a plain script or test process; that widget draws nothing in marimo
+    and crashes in ``on_train_end`` after an interrupted run (Ctrl-C → checkpoint). tqdm works everywhere.
+    """
+    notebook_bars = [cb for cb in trainer.callback_handler.callbacks if type(cb).__name__ == "NotebookProgressCallback"]
+    if not notebook_bars:
+        return
+    from transformers.trainer_callback import ProgressCallback
+
+    for callback in notebook_bars:
+        trainer.remove_callback(callback)
+    trainer.add_callback(ProgressCallback)
 
 
 def _last_checkpoint(output_dir: Path) -> Path | None:

@@ -255,6 +255,9 @@ def build_trainer(
         train_dataset=train_dataset,
         callbacks=list(callbacks or []),
     )
+    from grpo_kit.trl_path import use_plain_progress_bar
+
+    use_plain_progress_bar(trainer)
     trainer.grpo_kit_recipe = recipe
     return trainer
 

@@ -58,6 +58,8 @@ class _LengthReward:
                     f"{self.__name__}: {len(completion_ids)} completion_ids for {len(texts)} completions."
                 )
             return [len(ids) for ids in completion_ids]
+        if not texts:
+            return []  # HF tokenizers raise IndexError on an empty batch
         if self.tokenizer is not None:
             encoded = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
             return [len(ids) for ids in encoded]

@@ -105,7 +105,12 @@ def test_merged_16bit_keeps_training_model_and_ships_tokenizer(tiny, tmp_path):
 
     merged_q = load_file(out / "model.safetensors")["model.layers.0.self_attn.q_proj.weight"].float()
     assert (merged_q - base_before).abs().max() > 1e-2
-    assert report.details["greedy"]["first_mismatch"] is None
+    # bf16 rounding may flip a near-tie of this random model (verified allows that, within tie_tolerance);
+    # the same merge in fp32 must give exactly the adapter model's greedy tokens.
+    greedy = report.details["greedy"]
+    assert greedy["first_mismatch"] is None or greedy["margin"] <= greedy["tie_tolerance"], greedy
+    exact = save_merged(model, tokenizer, tmp_path / "merged-fp32", dtype="fp32")
+    assert exact.verified and exact.details["greedy"]["first_mismatch"] is None, exact.details
 
 
 def test_fp32_merge_matches_adapter_logits(tiny, tmp_path):

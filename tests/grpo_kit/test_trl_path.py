@@ -60,8 +60,9 @@ def test_train_two_steps_logs_trl_metrics_and_curve(tmp_path):
     records = [json.loads(line) for line in result.metrics_path.read_text().splitlines()]
     steps = [r for r in records if "reward" in r]
     assert [r["step"] for r in steps] == [1, 2]
+    reward_name = tiny_recipe().build_reward_funcs()[0].__name__  # e.g. length_reward_16_tokens
     for name in ("loss", "reward", "reward_std", "frac_reward_zero_std", "completions/mean_length",
-                 "rewards/length_reward_50_chars/mean", "learning_rate", "entropy"):
+                 f"rewards/{reward_name}/mean", "learning_rate", "entropy"):
         assert name in steps[0], name
     assert steps == [r for r in result.log_history if "reward" in r]  # exactly TRL's log_history
     assert result.reward_curve_path.stat().st_size > 1000
@@ -218,3 +219,16 @@ def test_resume_without_checkpoint_says_so_before_loading(tmp_path):
         trl_path.train(tiny_recipe(), model_loader=loader, output_dir=tmp_path, max_steps=1,
                        device="cpu", resume_from_checkpoint=True)
     assert loader.calls == []
+
+
+def test_notebook_progress_widget_is_swapped_for_tqdm(tmp_path):
+    # transformers picks NotebookProgressCallback whenever marimo is imported (pytest collects the marimo
+    # lessons in the same process); it crashed on_train_end of an interrupted run.
+    from transformers.trainer_callback import ProgressCallback
+    from transformers.utils.notebook import NotebookProgressCallback
+
+    trainer = trl_path.build_trainer(tiny_recipe(), model_loader=RecordingLoader(), output_dir=tmp_path, device="cpu")
+    trainer.add_callback(NotebookProgressCallback)
+    trl_path.use_plain_progress_bar(trainer)
+    kinds = [type(cb) for cb in trainer.callback_handler.callbacks]
+    assert NotebookProgressCallback not in kinds and ProgressCallback in kinds

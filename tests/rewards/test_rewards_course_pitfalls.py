@@ -7,10 +7,10 @@ it on the original expecting an AssertionError (or the crash the pitfall is abou
 
 from __future__ import annotations
 
-from rewards import course_original as course
 import pytest
 
 import rewards
+from rewards import course_original as course
 
 XML = "<reasoning>\n{reasoning}\n</reasoning>\n<answer>\n{answer}\n</answer>\n"
 
