@@ -78,7 +78,7 @@ from grpo_kit.checkpoint import (
 )
 from grpo_kit.logprobs import entropy_mask, per_token_logps, per_token_logps_grouped
 from grpo_kit.metrics_log import MetricsAccumulator, MetricsWriter
-from grpo_kit.sampling import merged_lora, sample_completions
+from grpo_kit.sampling import mask_after_eos, merged_lora, sample_completions, stop_token_ids
 
 __all__ = ["GRPOLoopConfig", "LoopResult", "LoopState", "train"]
 
@@ -362,7 +362,7 @@ def train(
     output_dir.mkdir(parents=True, exist_ok=True)
     _seed_everything(config.seed)
     device = next(model.parameters()).device
-    eos_token_ids = _eos_token_ids(model, tokenizer)
+    eos_token_ids = stop_token_ids(model, tokenizer)
     max_steps = _resolve_max_steps(config, len(train_dataset))
 
     model.train()  # TRL trains (and samples) with the model in training mode
@@ -497,7 +497,7 @@ def _generate_and_score(
             eos_token_ids=eos_token_ids, pad_token_id=tokenizer.pad_token_id, temperature=config.temperature,
             top_k=config.top_k, top_p=config.top_p, min_p=config.min_p, repetition_penalty=config.repetition_penalty,
         )  # (N, T)
-    completion_ids, completion_mask, is_truncated = _completion_mask(sampled, eos_token_ids, tokenizer.pad_token_id)
+    completion_ids, completion_mask, is_truncated = mask_after_eos(sampled, eos_token_ids, tokenizer.pad_token_id)
     lengths = completion_mask.sum(1)  # (N,) tokens up to and including EOS
     completion_ids_list = [ids[: int(n)].tolist() for ids, n in zip(completion_ids, lengths)]
     texts = tokenizer.batch_decode(completion_ids_list, skip_special_tokens=True)
@@ -635,36 +635,6 @@ def _tokenize_prompts(tokenizer, prompts, conversational, config, device) -> tup
     encoded = tokenizer(texts, padding=True, padding_side="left", return_tensors="pt",
                         add_special_tokens=not conversational)
     return encoded["input_ids"].to(device), encoded["attention_mask"].to(device)  # (N, P), (N, P)
-
-
-def _eos_token_ids(model, tokenizer) -> list[int]:
-    """Every id that ends a completion: the tokenizer's EOS plus the model's (e.g. an end-of-turn token)."""
-    ids = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    ids = [] if ids is None else ([ids] if isinstance(ids, int) else list(ids))
-    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
-        ids = [tokenizer.eos_token_id, *ids]
-    if not ids:
-        raise ValueError("neither the tokenizer nor the model defines an EOS token; set tokenizer.eos_token.")
-    return ids
-
-
-def _completion_mask(completion_ids, eos_token_ids, pad_token_id):
-    """``(N, T)`` sampled ids -> ids padded after EOS, mask up to and including EOS ``(N, T)``, truncated ``(N,)``."""
-    # The completion is every token up to and including the first EOS; what follows is padding.
-    is_eos = torch.isin(completion_ids, torch.tensor(eos_token_ids, device=completion_ids.device))  # (N, T)
-    has_eos = is_eos.any(dim=1)  # (N,)
-    eos_idx = torch.where(has_eos, is_eos.int().argmax(dim=1), torch.full_like(has_eos, is_eos.size(1), dtype=torch.long))
-    positions = torch.arange(is_eos.size(1), device=completion_ids.device).expand_as(completion_ids)  # (N, T)
-    completion_mask = (positions <= eos_idx.unsqueeze(1)).long()  # (N, T)
-    lengths = completion_mask.sum(1)  # (N,)
-    width = max(int(lengths.max()), 1)
-    completion_ids = completion_ids[:, :width].masked_fill(completion_mask[:, :width] == 0, pad_token_id)
-    completion_mask = completion_mask[:, :width]
-    # Truncated = the last kept token is neither EOS nor padding (TRL's definition).
-    stop_ids = torch.tensor([*eos_token_ids, pad_token_id], device=completion_ids.device)
-    last = completion_ids.gather(1, (lengths - 1).clamp(min=0).unsqueeze(1)).squeeze(1)  # (N,)
-    is_truncated = ~torch.isin(last, stop_ids) & (lengths > 0)  # (N,)
-    return completion_ids, completion_mask, is_truncated
 
 
 def _log_completion_metrics(accumulator, state, prompt_mask, lengths, is_truncated) -> None:

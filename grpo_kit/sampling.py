@@ -161,3 +161,33 @@ def sample_completions(
                        past_key_values=cache, use_cache=True).logits[:, -1, :]  # (N, V)
         next_position = next_position + 1
     return torch.stack(tokens, dim=1)  # (N, T)
+
+
+def stop_token_ids(model, tokenizer) -> list[int]:
+    """Every id that ends a completion: the tokenizer's EOS plus the model's (e.g. an end-of-turn token)."""
+    ids = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    ids = [] if ids is None else ([ids] if isinstance(ids, int) else list(ids))
+    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
+        ids = [tokenizer.eos_token_id, *ids]
+    if not ids:
+        raise ValueError("neither the tokenizer nor the model defines an EOS token; set tokenizer.eos_token.")
+    return ids
+
+
+def mask_after_eos(completion_ids, eos_token_ids, pad_token_id):
+    """``(N, T)`` sampled ids -> ids padded after EOS, mask up to and including EOS ``(N, T)``, truncated ``(N,)``."""
+    # The completion is every token up to and including the first EOS; what follows is padding.
+    is_eos = torch.isin(completion_ids, torch.tensor(eos_token_ids, device=completion_ids.device))  # (N, T)
+    has_eos = is_eos.any(dim=1)  # (N,)
+    eos_idx = torch.where(has_eos, is_eos.int().argmax(dim=1), torch.full_like(has_eos, is_eos.size(1), dtype=torch.long))
+    positions = torch.arange(is_eos.size(1), device=completion_ids.device).expand_as(completion_ids)  # (N, T)
+    completion_mask = (positions <= eos_idx.unsqueeze(1)).long()  # (N, T)
+    lengths = completion_mask.sum(1)  # (N,)
+    width = max(int(lengths.max()), 1)
+    completion_ids = completion_ids[:, :width].masked_fill(completion_mask[:, :width] == 0, pad_token_id)
+    completion_mask = completion_mask[:, :width]
+    # Truncated = the last kept token is neither EOS nor padding (TRL's definition).
+    stop_ids = torch.tensor([*eos_token_ids, pad_token_id], device=completion_ids.device)
+    last = completion_ids.gather(1, (lengths - 1).clamp(min=0).unsqueeze(1)).squeeze(1)  # (N,)
+    is_truncated = ~torch.isin(last, stop_ids) & (lengths > 0)  # (N,)
+    return completion_ids, completion_mask, is_truncated

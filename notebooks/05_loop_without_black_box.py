@@ -56,7 +56,7 @@ def _():
     from grpo_kit.metrics_log import TRL_METRIC_NAMES
     from grpo_kit.models import load_model, tiny_model
     from grpo_kit.recipes import get_recipe, to_loop_config
-    from grpo_kit.sampling import sample_completions
+    from grpo_kit.sampling import mask_after_eos, sample_completions, stop_token_ids
 
     return (
         LiveRewardCurve,
@@ -69,6 +69,7 @@ def _():
         load_gsm8k,
         load_model,
         loop,
+        mask_after_eos,
         on_gpu,
         per_token_logps,
         prompt_to_text,
@@ -77,6 +78,7 @@ def _():
         sample_completions,
         should_run,
         stack_rewards,
+        stop_token_ids,
         synthetic_gsm8k,
         tempfile,
         tiny_model,
@@ -142,12 +144,14 @@ def _(mo):
 
 
 @app.cell
-def _(loop, problems, prompt_to_text, sample_completions, step_config, tiny, tiny_tokenizer, torch):
+def _(
+    mask_after_eos, problems, prompt_to_text, sample_completions, step_config, stop_token_ids, tiny, tiny_tokenizer, torch
+):
     G = step_config.num_generations
     _texts = [prompt_to_text(row["prompt"], tiny_tokenizer) for row in problems]
     # The chat template already wrote the special tokens, hence add_special_tokens=False.
     _encoded = tiny_tokenizer(_texts, padding=True, padding_side="left", return_tensors="pt", add_special_tokens=False)
-    _eos_ids = loop._eos_token_ids(tiny, tiny_tokenizer)  # the tokenizer's EOS plus the model's end-of-turn ids
+    _eos_ids = stop_token_ids(tiny, tiny_tokenizer)  # the tokenizer's EOS plus the model's end-of-turn ids
     torch.manual_seed(1)
     # G completions per prompt, rows b*G … b*G+G-1 for prompt b; the prompt is prefilled once (grpo_kit.sampling).
     _sampled = sample_completions(
@@ -155,7 +159,7 @@ def _(loop, problems, prompt_to_text, sample_completions, step_config, tiny, tin
         max_new_tokens=step_config.max_completion_length, eos_token_ids=_eos_ids,
         pad_token_id=tiny_tokenizer.pad_token_id, temperature=step_config.temperature,
     )  # (N, T)
-    completion_ids, completion_mask, is_truncated = loop._completion_mask(
+    completion_ids, completion_mask, is_truncated = mask_after_eos(
         _sampled, _eos_ids, tiny_tokenizer.pad_token_id
     )  # (N, T), (N, T), (N,)
     prompt_ids = _encoded["input_ids"].repeat_interleave(G, dim=0)  # (N, P)

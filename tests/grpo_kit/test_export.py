@@ -108,7 +108,7 @@ def test_merged_16bit_keeps_training_model_and_ships_tokenizer(tiny, tmp_path):
     # bf16 rounding may flip a near-tie of this random model (verified allows that, within tie_tolerance);
     # the same merge in fp32 must give exactly the adapter model's greedy tokens.
     greedy = report.details["greedy"]
-    assert greedy["first_mismatch"] is None or greedy["margin"] <= greedy["tie_tolerance"], greedy
+    assert greedy["first_mismatch"] is None or greedy["margin_at_mismatch"] <= greedy["tie_tolerance"], greedy
     exact = save_merged(model, tokenizer, tmp_path / "merged-fp32", dtype="fp32")
     assert exact.verified and exact.details["greedy"]["first_mismatch"] is None, exact.details
 
