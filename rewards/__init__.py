@@ -9,6 +9,7 @@ imports torch, transformers or trl.
 """
 
 from ._text import completion_text, extract_boxed, extract_hash_answer, extract_xml_answer
+from .calling import RewardFunctionError, call_reward_funcs, check_reward_funcs
 from .compose import combine, route
 from .course import format_reward, length_reward
 from .gsm8k import correctness_reward, int_reward, soft_format_reward, strict_format_reward, xmlcount_reward
@@ -23,7 +24,10 @@ from .trl_compat import (
 )
 
 __all__ = [
+    "RewardFunctionError",
     "accuracy_reward",
+    "call_reward_funcs",
+    "check_reward_funcs",
     "combine",
     "completion_text",
     "correctness_reward",
