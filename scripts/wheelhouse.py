@@ -127,7 +127,7 @@ def extra_requirements(pyproject: dict, extra: str) -> list[str]:
 
 def parse_have(names: str | None, freeze_file: Path | None) -> set[str]:
     """Canonical names from ``--have a,b,c`` and/or a ``pip freeze`` file (``name==ver``, ``name @ url``)."""
-    have = {canonicalize_name(n) for n in (names or "").split(",") if n.strip()}
+    have = {canonicalize_name(n.strip()) for n in (names or "").split(",") if n.strip()}
     if freeze_file is not None:
         for line in Path(freeze_file).read_text().splitlines():
             line = line.strip()
@@ -369,7 +369,7 @@ def build(args: argparse.Namespace) -> int:
     exclude = dict(NEVER_CARRIED)
     if not args.keep_optional:
         exclude.update(OPTIONAL_AT_RUNTIME)
-    exclude.update({n: "--exclude" for n in args.exclude.split(",") if n.strip()})
+    exclude.update({n.strip(): "--exclude" for n in args.exclude.split(",") if n.strip()})
     roots = [r for r in roots if Requirement(r).marker is None or Requirement(r).marker.evaluate({**env, "extra": ""})]
     to_resolve = [r for r in roots if canonicalize_name(Requirement(r).name) not in
                   {canonicalize_name(n) for n in exclude}]
