@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import fnmatch
 import hashlib
 import json
 import re
@@ -42,13 +41,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import tomllib
 import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.markers import Marker
+import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
@@ -338,7 +336,7 @@ def resolve(requirements: list[str], *, python: str, glibc: str, constraints: Pa
                "--report", str(report), *_pip_target_args(python, glibc), *requirements]
         if constraints is not None:
             cmd += ["-c", str(constraints)]
-        run = subprocess.run(cmd, capture_output=True, text=True)
+        run = subprocess.run(cmd, check=False, capture_output=True, text=True)
         if run.returncode != 0:
             raise RuntimeError("pip could not resolve the extra for the target:\n" + run.stderr[-3000:])
         return json.loads(report.read_text())
@@ -353,7 +351,7 @@ def download(name: str, version: str, cache: Path, *, python: str, glibc: str) -
             return path
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(cache),
            *_pip_target_args(python, glibc), f"{name}=={version}"]
-    run = subprocess.run(cmd, capture_output=True, text=True)
+    run = subprocess.run(cmd, check=False, capture_output=True, text=True)
     if run.returncode != 0:
         raise RuntimeError(f"pip could not download {name}=={version}:\n" + run.stderr[-2000:])
     return download(name, version, cache, python=python, glibc=glibc)

@@ -43,10 +43,10 @@ def test_smoke_model_loads_generates_and_is_small(tmp_path):
 
 
 @pytest.mark.parametrize("dims, message", [
-    (dict(hidden_size=192, num_attention_heads=2), "multiples of 128"),
-    (dict(hidden_size=128, num_attention_heads=3), "multiple of num_attention_heads"),
-    (dict(hidden_size=128, num_attention_heads=32), "head_dim 4 must be a multiple of 8"),
-    (dict(num_attention_heads=2, num_key_value_heads=3), "multiple of num_key_value_heads"),
+    ({"hidden_size": 192, "num_attention_heads": 2}, "multiples of 128"),
+    ({"hidden_size": 128, "num_attention_heads": 3}, "multiple of num_attention_heads"),
+    ({"hidden_size": 128, "num_attention_heads": 32}, "head_dim 4 must be a multiple of 8"),
+    ({"num_attention_heads": 2, "num_key_value_heads": 3}, "multiple of num_key_value_heads"),
 ])
 def test_dimensions_unsloth_would_not_take_fail_before_any_weights(dims, message, tmp_path):
     with pytest.raises(ValueError, match=message):
