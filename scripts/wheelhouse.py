@@ -145,6 +145,7 @@ class Node:
     version: str
     requires: tuple[str, ...] = ()
     url: str | None = None
+    requirements: tuple[str, ...] = ()  # the Requires-Dist lines behind ``requires`` (with their specifiers)
 
 
 def closure_from_report(report: dict, env: dict[str, str]) -> dict[str, Node]:
@@ -154,13 +155,14 @@ def closure_from_report(report: dict, env: dict[str, str]) -> dict[str, Node]:
     for item in report["install"]:
         meta = item["metadata"]
         extras = [""] + list(item.get("requested_extras") or [])
-        requires = []
+        lines = []
         for line in meta.get("requires_dist") or []:
             req = Requirement(line)
             if req.marker is None or any(req.marker.evaluate({**env, "extra": e}) for e in extras):
-                requires.append(canonicalize_name(req.name))
-        closure[canonicalize_name(meta["name"])] = Node(meta["version"], tuple(dict.fromkeys(requires)),
-                                                        item["download_info"]["url"])
+                lines.append(line)
+        requires = tuple(dict.fromkeys(canonicalize_name(Requirement(line).name) for line in lines))
+        closure[canonicalize_name(meta["name"])] = Node(meta["version"], requires, item["download_info"]["url"],
+                                                        tuple(lines))
     return closure
 
 
@@ -206,6 +208,30 @@ def plan(closure: dict[str, Node], roots: Iterable[str], have: set[str], exclude
             carry.add(name)
             stack.extend(closure[name].requires)
     return Plan(sorted(carry), dict(sorted(skipped.items())))
+
+
+def parse_have_versions(freeze_file: Path | None) -> dict[str, str]:
+    """{canonical name: version} for the ``name==version`` lines of a ``pip freeze`` file."""
+    versions = {}
+    for line in Path(freeze_file).read_text().splitlines() if freeze_file is not None else ():
+        match = re.fullmatch(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s;#]+).*", line)
+        if match:
+            versions[canonicalize_name(match.group(1))] = match.group(2)
+    return versions
+
+
+def version_conflicts(closure: dict[str, Node], carry: Iterable[str], have_versions: dict[str, str]) -> list[str]:
+    """Requirements of carried packages that a version the target has does not meet (``pip install --no-deps``
+    on the target would not notice them)."""
+    problems = []
+    for name in carry:
+        for line in closure[name].requirements:
+            req = Requirement(line)
+            have = have_versions.get(canonicalize_name(req.name))
+            if have is not None and not req.specifier.contains(have, prereleases=True):
+                problems.append(f"{name} {closure[name].version} needs {req.name}{req.specifier}, the target has "
+                                f"{have}: drop {req.name} from --have/--have-freeze to carry a matching version")
+    return problems
 
 
 class BudgetError(RuntimeError):
@@ -380,6 +406,9 @@ def build(args: argparse.Namespace) -> int:
     result = plan(closure, roots, have, exclude)
     for name, why in result.skipped.items():
         print(f"  skip  {name}: {why}")
+    conflicts = version_conflicts(closure, result.carry, parse_have_versions(args.have_freeze))
+    for problem in conflicts:
+        print(f"wheelhouse: version conflict: {problem}", file=sys.stderr)
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -412,6 +441,10 @@ def build(args: argparse.Namespace) -> int:
         return 1
     budget = f" (budget {args.max_mib:g} MiB)" if args.max_mib is not None else ""
     print(f"  {total:8.2f} MiB  total{budget}")
+    if conflicts:
+        print(f"\nwheelhouse: {len(conflicts)} version conflict(s) with the target (above); fix them first.",
+              file=sys.stderr)
+        return 1
     print(f"\ninstall on the target: pip install --no-index --no-deps --target DIR {out}/*.whl; "
           "then export PYTHONPATH=DIR")
     return 0

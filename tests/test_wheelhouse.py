@@ -264,3 +264,31 @@ def test_real_unsloth_bundle_for_a_cuda13_image(tmp_path):
     assert not {"vllm", "torch", "xformers", "transformers"} & set(names)
     for name in ("unsloth", "bitsandbytes"):
         wheelhouse.verify_wheel(next(out.glob(f"{name}-*.whl")))
+
+
+# --- versions the target has ----------------------------------------------------------------------
+
+
+def test_version_conflicts_name_the_requirement_the_target_does_not_meet(tmp_path):
+    freeze = tmp_path / "freeze.txt"
+    freeze.write_text("torch==2.11.0\nfsspec==2026.9.0\nnumpy\nHuggingFace_Hub == 1.33.0\n")
+    have_versions = wheelhouse.parse_have_versions(freeze)
+    assert have_versions == {"torch": "2.11.0", "fsspec": "2026.9.0", "huggingface-hub": "1.33.0"}
+    closure = {
+        "datasets": Node("4.8.5", ("fsspec", "numpy", "huggingface-hub"), None,
+                         ("fsspec[http]<=2026.2.0,>=2023.1.0", "numpy>=1.17", "huggingface-hub>=0.25.0")),
+        "unsloth": Node("2026.10.9", ("torch",), None, ("torch<2.15.0,>=2.4.0",)),
+    }
+    problems = wheelhouse.version_conflicts(closure, ["datasets", "unsloth"], have_versions)
+    assert len(problems) == 1
+    assert problems[0].startswith("datasets 4.8.5 needs fsspec<=2026.2.0,>=2023.1.0, the target has 2026.9.0")
+    assert "drop fsspec from --have" in problems[0]
+    assert wheelhouse.version_conflicts(closure, ["unsloth"], {"torch": "2.3.1"})[0].startswith(
+        "unsloth 2026.10.9 needs torch")
+
+
+def test_closure_keeps_the_requirement_lines_for_version_checks():
+    report = {"install": [{"metadata": {"name": "a", "version": "1", "requires_dist": [
+        "torch<2.15,>=2.4", "x; sys_platform == 'darwin'"]}, "download_info": {"url": "u"}}]}
+    node = wheelhouse.closure_from_report(report, wheelhouse.marker_environment("3.12"))["a"]
+    assert node.requirements == ("torch<2.15,>=2.4",) and node.requires == ("torch",)
