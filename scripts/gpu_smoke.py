@@ -163,25 +163,37 @@ def check_unsloth(args) -> dict:
     assert result.global_step == args.steps, result.global_step
     assert (result.lora_dir / "adapter_config.json").exists(), "save_lora wrote no adapter_config.json"
 
+    # After training, each part is reported on its own: a failing export keeps the step measurements.
+    report["errors"] = []
     merged_dir = args.out / "unsloth_merged_16bit"
-    result.model.save_pretrained_merged(os.fspath(merged_dir), result.tokenizer, save_method="merged_16bit")
-    report["merged_dir"] = str(merged_dir)
-    report["merged_vs_trained"] = _greedy_reload_check(result.model, merged_dir, result.tokenizer)
 
-    # The adapter alone, reloaded with plain peft on the carried base (what a user without unsloth does).
-    import torch
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM
+    def merged_16bit():
+        result.model.save_pretrained_merged(os.fspath(merged_dir), result.tokenizer, save_method="merged_16bit")
+        report["merged_dir"] = str(merged_dir)
+        report["merged_vs_trained"] = _greedy_reload_check(result.model, merged_dir, result.tokenizer)
 
-    base = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.bfloat16).to("cuda")
-    with_adapter = PeftModel.from_pretrained(base, os.fspath(result.lora_dir))
-    ids = result.tokenizer("Summarize: the cat sat on the mat.", return_tensors="pt").to("cuda")
-    generated = with_adapter.generate(**ids, max_new_tokens=8, do_sample=False)
-    report["lora_reload_new_tokens"] = int(generated.shape[1] - ids["input_ids"].shape[1])
-    if fast_inference:
+    def lora_reload():  # the adapter alone, on the carried base, with plain peft (what a user without unsloth does)
+        import torch
+        from peft import PeftModel
+        from transformers import AutoModelForCausalLM
+
+        base = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.bfloat16).to("cuda")
+        with_adapter = PeftModel.from_pretrained(base, os.fspath(result.lora_dir))
+        ids = result.tokenizer("Summarize: the cat sat on the mat.", return_tensors="pt").to("cuda")
+        generated = with_adapter.generate(**ids, max_new_tokens=8, do_sample=False)
+        report["lora_reload_new_tokens"] = int(generated.shape[1] - ids["input_ids"].shape[1])
+
+    def vllm_compare():
         report["compare"] = unsloth_path.compare_with_and_without_adapter(
             result.model, result.tokenizer, result.lora_dir, ["Summarize: the cat sat on the mat."],
             sampling=unsloth_path.sampling_params_kwargs(temperature=0.0, max_tokens=16))
+
+    for part in (merged_16bit, lora_reload) + ((vllm_compare,) if fast_inference else ()):
+        try:
+            part()
+        except Exception as err:  # noqa: BLE001 — recorded; the check is then FAILED with its measurements
+            report["errors"].append(f"{part.__name__}: {type(err).__name__}: {err}"[:1500])
+            report.setdefault("tracebacks", []).append(traceback.format_exc()[-3000:])
     return report
 
 
@@ -231,7 +243,9 @@ def run_one(args) -> int:
     name = args.check
     try:
         payload = CHECK_FUNCS[name](args)
-        status = "skipped" if "skipped" in payload else "ok"
+        status = "skipped" if "skipped" in payload else "FAILED" if payload.get("errors") else "ok"
+        if payload.get("errors"):
+            payload["error"] = "; ".join(payload["errors"])
     except Exception as err:  # noqa: BLE001 — reported in the summary; the other checks still run
         payload = {"error": f"{type(err).__name__}: {err}"[:2000], "traceback": traceback.format_exc()[-4000:]}
         status = "FAILED"

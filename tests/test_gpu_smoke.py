@@ -101,3 +101,25 @@ def test_cli_accepts_the_smoke_unsloth_flags_and_stops_at_the_cuda_check(tmp_pat
         env={**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"})
     assert run.returncode != 0
     assert "CUDA" in run.stdout + run.stderr and "--set" not in run.stderr
+
+
+def test_a_failed_export_after_training_keeps_the_step_measurements(tmp_path, monkeypatch):
+    import argparse
+    import json
+
+    def trained_then_export_failed(args):
+        return {"steps": [{"step": 1, "seconds": 2.0}], "errors": ["merged_16bit: OSError: disk full"]}
+
+    def crashed(args):
+        raise RuntimeError("CUDA error: out of memory")
+
+    monkeypatch.setitem(gpu_smoke.CHECK_FUNCS, "unsloth", trained_then_export_failed)
+    monkeypatch.setitem(gpu_smoke.CHECK_FUNCS, "qlora_trl", crashed)
+    assert gpu_smoke.run_one(argparse.Namespace(check="unsloth", out=tmp_path)) == 1
+    unsloth = json.loads((tmp_path / "unsloth.json").read_text())
+    assert unsloth["status"] == "FAILED" and unsloth["steps"] == [{"step": 1, "seconds": 2.0}]
+    assert unsloth["error"] == "merged_16bit: OSError: disk full"
+    assert gpu_smoke.run_one(argparse.Namespace(check="qlora_trl", out=tmp_path)) == 1
+    qlora = json.loads((tmp_path / "qlora_trl.json").read_text())
+    assert qlora["status"] == "FAILED" and qlora["error"] == "RuntimeError: CUDA error: out of memory"
+    assert "Traceback" in qlora["traceback"]
