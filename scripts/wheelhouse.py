@@ -46,7 +46,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
@@ -387,6 +386,10 @@ def download(name: str, version: str, cache: Path, *, python: str, glibc: str) -
 
 
 def build(args: argparse.Namespace) -> int:
+    try:
+        import tomllib
+    except ModuleNotFoundError as err:  # Python 3.10: the only place this script needs 3.11
+        raise RuntimeError("reading pyproject.toml needs Python >= 3.11 (tomllib); run the script with it.") from err
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     roots = extra_requirements(pyproject, args.extra)
     env = marker_environment(args.python)

@@ -96,7 +96,7 @@ def test_extra_requirements_expand_self_references():
 
 
 def test_the_real_unsloth_extra_lists_unsloth_bitsandbytes_and_the_train_pins():
-    import tomllib
+    tomllib = pytest.importorskip("tomllib")
 
     reqs = wheelhouse.extra_requirements(tomllib.loads((REPO / "pyproject.toml").read_text()), "unsloth")
     names = {r.split("==")[0] for r in reqs}
@@ -264,6 +264,17 @@ def test_real_unsloth_bundle_for_a_cuda13_image(tmp_path):
     assert not {"vllm", "torch", "xformers", "transformers"} & set(names)
     for name in ("unsloth", "bitsandbytes"):
         wheelhouse.verify_wheel(next(out.glob(f"{name}-*.whl")))
+    # The bundle installs as the target would install it (its tags, not this interpreter's).
+    site = tmp_path / "site"
+    tags = [arg for tag in wheelhouse.platform_tags("2.35") for arg in ("--platform", tag)]
+    install = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--no-compile", "--target",
+         str(site), "--python-version", "3.12", "--implementation", "cp", "--abi", "cp312", "--only-binary=:all:",
+         *tags, *map(str, sorted(out.glob("*.whl")))], check=False, capture_output=True, text=True)
+    assert install.returncode == 0, install.stderr[-3000:]
+    assert not (site / "studio").exists() and (site / "unsloth" / "__init__.py").exists()
+    assert sorted(p.name for p in (site / "bitsandbytes").glob("libbitsandbytes_cuda*")) == [
+        "libbitsandbytes_cuda130.so", "libbitsandbytes_cuda132.so"]
 
 
 # --- versions the target has ----------------------------------------------------------------------
