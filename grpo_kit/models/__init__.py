@@ -26,7 +26,7 @@ from grpo_kit.models.embedded import (
     smollm2_tokenizer,
 )
 from grpo_kit.models.gguf import gguf_to_hf_dir, gguf_tokenizer_dir, strip_gguf_quantizer
-from grpo_kit.models.loading import check_lora, load_model, resolve_model
+from grpo_kit.models.loading import add_lora, check_lora, check_model_source, load_model, resolve_model
 from grpo_kit.models.tiny import tiny_model
 from grpo_kit.models.tokenizer import CHATML_TEMPLATE, prepare_tokenizer
 
@@ -36,9 +36,11 @@ __all__ = [
     "DEFAULT_MODEL",
     "EMBEDDED_GGUF_NAME",
     "EMBEDDED_HUB_ID",
+    "add_lora",
     "cache_dir",
     "cached_hub_snapshot",
     "check_lora",
+    "check_model_source",
     "embedded_gguf_path",
     "embedded_model_dir",
     "gguf_to_hf_dir",

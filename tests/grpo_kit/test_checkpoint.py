@@ -130,7 +130,10 @@ class _CreatesFileWhenUnpickled:
         return open, (self.path, "w")
 
 
-def _saved(tmp_path, lora={"r": 4}, **kwargs):
+LORA = {"r": 4}
+
+
+def _saved(tmp_path, lora=LORA, **kwargs):
     model, tokenizer, optimizer, scheduler = _trained(lora)
     path = save_checkpoint(tmp_path / "checkpoint-2", model=model, tokenizer=tokenizer, optimizer=optimizer,
                            scheduler=scheduler, trainer_state={"global_step": 2}, rng_state=capture_rng_state(),
