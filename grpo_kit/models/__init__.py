@@ -2,7 +2,11 @@
 
 * :func:`load_model` -- alias ``smollm2-135m-instruct`` (:data:`DEFAULT_MODEL`, the embedded
   default), a ``.gguf`` file, a local directory or a Hub id; LoRA (peft) and 4-bit QLoRA
-  (bitsandbytes, CUDA only) options; every argument checked before any weights are read.
+  (bitsandbytes, CUDA only) options; every argument checked before any weights are read;
+  ``seed=`` makes the LoRA init reproducible (:func:`add_lora`).
+* :func:`check_model_source` -- the cheap pre-load check (path exists, is a model folder or a GGUF
+  file with the GGUF magic bytes; aliases and Hub ids pass), for callers that check before creating
+  folders.
 * :func:`tiny_model` -- a random 2-layer Llama with the SmolLM2 tokenizer, for fast tests.
 * :func:`embedded_model_dir` -- the embedded default as a plain HF directory (for TRL, vLLM, export).
 * :func:`gguf_to_hf_dir` / :func:`strip_gguf_quantizer` -- GGUF -> trainable, savable model, cached.

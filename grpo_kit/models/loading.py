@@ -194,9 +194,9 @@ def check_model_source(name_or_path: str | os.PathLike) -> str:
         )
     if path.exists():
         raise ValueError(f"{path} is a file but not a .gguf model. " + _options_text())
-    if _HUB_ID_RE.match(text) and not text.startswith((".", "/", "~")):
+    if _HUB_ID_RE.match(text) and not text.startswith((".", "/", "~")) and not path.parent.is_dir():
         return "hub"
-    if text.startswith((".", "/", "~")) or os.sep in text.strip("/"):
+    if _HUB_ID_RE.match(text) or text.startswith((".", "/", "~")) or os.sep in text.strip("/"):
         raise FileNotFoundError(f"Model path {path} does not exist. " + _options_text())
     raise ValueError(f"Unknown model {text!r}: not an alias, an existing path or a Hub id. " + _options_text())
 

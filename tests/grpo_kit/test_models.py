@@ -352,7 +352,7 @@ def test_missing_gguf_file(tmp_path):
         load_model(tmp_path / "missing.gguf")
 
 
-def test_check_model_source_reads_no_weights(tiny_gguf, tmp_path):
+def test_check_model_source_reads_no_weights(tiny_gguf, tmp_path, monkeypatch):
     from grpo_kit.models import check_model_source
 
     path, _ = tiny_gguf
@@ -368,6 +368,9 @@ def test_check_model_source_reads_no_weights(tiny_gguf, tmp_path):
     assert check_model_source(model_dir) == "directory"
     with pytest.raises(FileNotFoundError, match=r"Model path .*outputs/run/merged does not exist"):
         check_model_source(tmp_path / "outputs" / "run" / "merged")
+    monkeypatch.chdir(tmp_path)  # "model/merged" looks like a Hub id, but its folder "model" is right here
+    with pytest.raises(FileNotFoundError, match=r"Model path model/merged does not exist"):
+        check_model_source("model/merged")
     with pytest.raises(FileNotFoundError, match="GGUF file not found"):
         check_model_source(tmp_path / "missing.gguf")
     with pytest.raises(TypeError, match="must be a string or a path"):
