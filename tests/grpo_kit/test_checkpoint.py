@@ -198,6 +198,16 @@ def test_non_finite_weights_are_refused_naming_the_tensor(tmp_path):
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
 
 
+def test_non_finite_optimizer_moments_are_refused(tmp_path):
+    path, model, optimizer, scheduler = _saved(tmp_path)
+    state = torch.load(path / "optimizer.pt", weights_only=True)
+    first = next(iter(state["state"]))
+    state["state"][first]["exp_avg_sq"].view(-1)[0] = float("inf")
+    torch.save(state, path / "optimizer.pt")
+    with pytest.raises(CheckpointError, match=rf"optimizer\.pt: tensor 'state\[{first}\]\[exp_avg_sq\]' holds 1"):
+        load_checkpoint(path, model=model, optimizer=optimizer, scheduler=scheduler)
+
+
 def test_truncated_files_name_the_file(tmp_path):
     path, model, optimizer, scheduler = _saved(tmp_path)
     for name in ("adapter_model.safetensors", "optimizer.pt", "rng_state.safetensors", "trainer_state.json"):
