@@ -45,6 +45,8 @@ def format_deepmath_row(row: dict[str, Any], index: int | None = None) -> dict[s
             "reads the reference answer from it."
         )
     solution = row["solution"] if "solution" in row else row["final_answer"]
+    if isinstance(solution, (int, float)) and not isinstance(solution, bool):
+        solution = str(solution)  # a numeric answer from a typed source (parquet, a Dataset): the same answer
     if not isinstance(solution, str) or not solution.strip():
         raise ValueError(f"DeepMath {where}, column 'solution': expected a non-empty answer, got {solution!r}.")
     return {"prompt": [dict(message) for message in prompt], "solution": solution}
@@ -64,6 +66,7 @@ def load_deepmath(split: str = "train", source: Any = None):
         name="DeepMath-103K",
         columns="prompt, solution",
         synthetic=None,
+        text_columns=("solution", "final_answer", "question"),
     )
     columns = set(raw.column_names)
     if not ({"prompt", "question"} & columns) or not ({"solution", "final_answer"} & columns):

@@ -88,6 +88,7 @@ def load_gsm8k(split: str = "train", source: Any = None):
         name="GSM8K",
         columns="question, answer",
         synthetic="synthetic_gsm8k(n, seed=0)",
+        text_columns=("question", "answer"),
     )
     missing = [column for column in RAW_COLUMNS if column not in raw.column_names]
     if missing:

@@ -50,6 +50,7 @@ def load_smoltldr(split: str = "train", source: Any = None, *, instruction: str 
         name="smoltldr",
         columns="prompt, completion",
         synthetic="synthetic_tldr(n, seed=0)",
+        text_columns=("prompt", "completion"),
     )
     if "prompt" not in raw.column_names:
         raise ValueError(

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from datasets_prep.files import _as_text, read_data_file
 from datasets_prep.hub import hub_available, offline_by_env
 
 FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
@@ -76,11 +77,14 @@ def load_raw(
     name: str,
     columns: str,
     synthetic: str | None = None,
+    text_columns: Sequence[str] = (),
 ):
     """Raw rows of a dataset from ``source`` (see the module docstring) -> ``datasets.Dataset``.
 
     ``name``, ``columns`` and ``synthetic`` only shape error messages: the dataset's display name,
     the columns its raw schema needs, and the synthetic generator call that can replace it.
+    ``text_columns``: columns read as text from files and row lists (an answer ``42`` becomes ``"42"``;
+    CSV cells are always text): see :mod:`datasets_prep.files`.
     """
     import datasets
 
@@ -106,7 +110,7 @@ def load_raw(
                     f"{name}: source row {index} is a {type(row).__name__}, not a dict; pass a list of dicts "
                     f"with columns {columns}."
                 )
-        return datasets.Dataset.from_list(rows)
+        return datasets.Dataset.from_list(_as_text([dict(row) for row in rows], text_columns))
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError(f"{name}: source must be None, a string or path, a Dataset or a list of dicts; got "
                         f"{type(source).__name__}. " + options)
@@ -120,7 +124,7 @@ def load_raw(
                 f"{name}: {path} has the extension {suffix or '(none)'!r}; supported files are "
                 f"{', '.join(FILE_BUILDERS)}. " + options
             )
-        return datasets.load_dataset(FILE_BUILDERS[suffix], data_files=str(path), split="train")
+        return read_data_file(path, text_columns=text_columns)
     if path.is_dir():
         if (path / "state.json").is_file() or (path / "dataset_dict.json").is_file():
             return _pick_split(datasets.load_from_disk(str(path)), split, str(path))

@@ -9,11 +9,14 @@ reloading it and comparing greedy tokens with the model in memory.
 Each returns an :class:`ExportReport` (path, size, ``verified``, ``details``).
 """
 
+from grpo_kit.export.folder import check_export_files, prepare_export_dir
 from grpo_kit.export.gguf import (
     CONVERTER_TYPES,
+    LLAMA_CPP_PYTHON_SHA256,
     LLAMA_CPP_PYTHON_VERSION,
     QUANTIZE_TYPES,
     UNSLOTH_QUANT_TYPES,
+    check_gguf_quantization_available,
     download_converter,
     find_converter,
     gguf_vocabulary_type,
@@ -25,16 +28,20 @@ from grpo_kit.export.verify import GreedyComparison, compare_greedy, greedy_toke
 
 __all__ = [
     "CONVERTER_TYPES",
+    "LLAMA_CPP_PYTHON_SHA256",
     "LLAMA_CPP_PYTHON_VERSION",
     "QUANTIZE_TYPES",
     "UNSLOTH_QUANT_TYPES",
     "ExportReport",
     "GreedyComparison",
+    "check_export_files",
+    "check_gguf_quantization_available",
     "compare_greedy",
     "download_converter",
     "find_converter",
     "gguf_vocabulary_type",
     "greedy_tokens",
+    "prepare_export_dir",
     "prompt_ids",
     "resolve_16bit",
     "save_adapter",

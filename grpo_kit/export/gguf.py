@@ -7,9 +7,12 @@ Who writes the file:
 * **Everywhere else**: llama.cpp's own converter, ``convert_hf_to_gguf.py``, run in a subprocess with
   this Python. It comes from a llama.cpp checkout you point to (``llama_cpp_dir=`` or the environment
   variable ``LLAMA_CPP_DIR``), or else from the source archive of the pinned ``llama-cpp-python``
-  release on PyPI (:data:`LLAMA_CPP_PYTHON_VERSION`), which vendors llama.cpp: ``pip download`` fetches
-  it once (~75 MB, about a minute), the converter, its ``conversion/`` package and its ``gguf-py`` are
-  extracted to ``<grpo-kit cache>/llama.cpp-converter/`` and reused. Nothing of llama.cpp is vendored
+  release on PyPI (:data:`LLAMA_CPP_PYTHON_VERSION`), which vendors llama.cpp: ``pip download
+  --require-hashes`` fetches it once (~75 MB, about a minute), its sha256 is checked against
+  :data:`LLAMA_CPP_PYTHON_SHA256` before anything is extracted (its script runs on every export, so it
+  must be exactly the archive we reviewed), and the converter, its ``conversion/`` package and its
+  ``gguf-py`` are extracted to ``<grpo-kit cache>/llama.cpp-converter/`` and reused. Extraction takes
+  regular files only and refuses entries with ``..``, absolute paths or links leading out of the cache. Nothing of llama.cpp is vendored
   into this repository. The converter imports its bundled ``gguf-py`` (same version as the ``gguf``
   wheel we pin, 0.19.0), so the two cannot drift apart.
 
@@ -33,6 +36,7 @@ is also run by llama.cpp itself and its greedy tokens are reported.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -49,6 +53,8 @@ from grpo_kit.export.verify import TIE_TOLERANCE, compare_greedy, prompt_ids
 
 #: The llama-cpp-python release whose source archive provides convert_hf_to_gguf.py (llama.cpp inside).
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
+#: sha256 of ``llama_cpp_python-0.3.36.tar.gz`` (the sdist on PyPI, 76 589 250 bytes); change with the version.
+LLAMA_CPP_PYTHON_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
 #: Types convert_hf_to_gguf.py writes by itself.
 CONVERTER_TYPES = ("f32", "f16", "bf16", "q8_0", "tq1_0", "tq2_0")
 #: Types that need llama.cpp's compiled llama-quantize (applied to the f16 file).
@@ -94,7 +100,8 @@ def find_converter(llama_cpp_dir: str | os.PathLike | None = None, *, download: 
 
 
 def download_converter() -> Path:
-    """``pip download`` the llama-cpp-python source archive and cache its converter; returns the script."""
+    """``pip download`` the pinned llama-cpp-python source archive, check its sha256, cache its converter;
+    returns the script."""
     from filelock import FileLock
 
     target = converter_cache_dir()
@@ -103,17 +110,22 @@ def download_converter() -> Path:
         if (target / "convert_hf_to_gguf.py").is_file():
             return target / "convert_hf_to_gguf.py"
         with tempfile.TemporaryDirectory(prefix="grpo-kit-llama-cpp-") as tmp:
-            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-                   "--dest", tmp, f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"]
+            requirement = Path(tmp) / "requirements.txt"
+            requirement.write_text(f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION} "
+                                   f"--hash=sha256:{LLAMA_CPP_PYTHON_SHA256}\n")
+            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--require-hashes",
+                   "--dest", str(Path(tmp) / "dist"), "-r", str(requirement)]
             done = subprocess.run(cmd, check=False, capture_output=True, text=True)
-            archives = list(Path(tmp).glob("llama_cpp_python-*.tar.gz"))
+            archives = list((Path(tmp) / "dist").glob("llama_cpp_python-*.tar.gz"))
             if done.returncode != 0 or not archives:
                 raise RuntimeError(
-                    f"Could not download llama.cpp's GGUF converter (`{' '.join(cmd[2:])}` failed):\n"
+                    f"Could not download llama.cpp's GGUF converter (`pip download llama-cpp-python=="
+                    f"{LLAMA_CPP_PYTHON_VERSION} --require-hashes` failed):\n"
                     f"{_tail(done.stderr or done.stdout)}\n"
                     "Fix: allow pip to reach PyPI once (the converter is then cached in "
                     f"{target}), or clone llama.cpp and set LLAMA_CPP_DIR=/path/to/llama.cpp."
                 )
+            check_sha256(archives[0], LLAMA_CPP_PYTHON_SHA256)
             staging = Path(tempfile.mkdtemp(prefix=target.name + ".tmp-", dir=target.parent))
             try:
                 _extract_converter(archives[0], staging)
@@ -124,17 +136,57 @@ def download_converter() -> Path:
     return target / "convert_hf_to_gguf.py"
 
 
+def check_sha256(path: Path, expected: str) -> None:
+    """Raise ``ValueError`` unless the file's sha256 is ``expected``."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    if digest.hexdigest() != expected:
+        raise ValueError(
+            f"{path.name} has sha256 {digest.hexdigest()}, not the pinned {expected}: it is not the archive grpo-kit "
+            "was released with (a tampered mirror or a changed upload). Nothing was extracted or run. Point "
+            "LLAMA_CPP_DIR at a llama.cpp checkout you trust instead."
+        )
+
+
+def _member_target(member: tarfile.TarInfo, rest: str, dest: Path) -> Path:
+    """Where ``rest`` (the entry's path below vendor/llama.cpp/) lands; refuses anything leaving ``dest``."""
+    from pathlib import PurePosixPath
+
+    relative = PurePosixPath(rest)
+    if relative.is_absolute() or ".." in relative.parts or member.name.startswith("/"):
+        raise ValueError(f"refusing archive entry {member.name!r}: absolute or '..' paths could write outside "
+                         f"{dest}. The archive is not a genuine llama-cpp-python sdist.")
+    out = (dest / relative).resolve()
+    if not out.is_relative_to(dest.resolve()):
+        raise ValueError(f"refusing archive entry {member.name!r}: it resolves outside {dest}.")
+    if member.issym() or member.islnk():
+        link = PurePosixPath(member.linkname)
+        base = dest if member.islnk() else (dest / relative).parent
+        if link.is_absolute() or not (base / link).resolve().is_relative_to(dest.resolve()):
+            raise ValueError(f"refusing archive entry {member.name!r}: a link to {member.linkname!r}, outside {dest}.")
+    return out
+
+
 def _extract_converter(archive: Path, dest: Path) -> None:
-    """Copy vendor/llama.cpp/{convert_hf_to_gguf.py, conversion/, gguf-py/, LICENSE} out of the sdist."""
+    """Copy vendor/llama.cpp/{convert_hf_to_gguf.py, conversion/, gguf-py/, LICENSE} out of the sdist.
+
+    Only regular files are written, each checked by :func:`_member_target` first (links are checked and
+    then skipped: the converter has none)."""
     with tarfile.open(archive, "r:gz") as tar:
         for member in tar.getmembers():
             parts = member.name.split("/", 3)  # <pkg>-<ver>/vendor/llama.cpp/<rest>
             if len(parts) < 4 or parts[1:3] != ["vendor", "llama.cpp"]:
+                if ".." in member.name.split("/") or member.name.startswith("/"):
+                    _member_target(member, member.name, dest)  # raises: never quietly skip a hostile entry
                 continue
             rest = parts[3]
-            if not any(rest == m or rest.startswith(m) for m in _CONVERTER_MEMBERS) or not member.isfile():
+            if not any(rest == m or rest.startswith(m) for m in _CONVERTER_MEMBERS):
                 continue
-            out = dest / rest
+            out = _member_target(member, rest, dest)
+            if not member.isfile():
+                continue
             out.parent.mkdir(parents=True, exist_ok=True)
             with tar.extractfile(member) as src, open(out, "wb") as dst:  # type: ignore[union-attr]
                 shutil.copyfileobj(src, dst)
@@ -210,6 +262,58 @@ def run_converter(model_dir: Path, out_file: Path, outtype: str, *, llama_cpp_di
     return seconds
 
 
+# --------------------------------------------------------------------------- checks before any work
+
+
+def _check_quantization_name(quantization: str) -> str:
+    q = str(quantization).lower()
+    if q not in CONVERTER_TYPES + QUANTIZE_TYPES and q not in UNSLOTH_QUANT_TYPES:
+        raise ValueError(f"unknown GGUF type {quantization!r}; the converter writes {', '.join(CONVERTER_TYPES)}, "
+                         f"llama-quantize adds {', '.join(QUANTIZE_TYPES)}.")
+    return q
+
+
+def _require_llama_quantize(q: str, llama_cpp_dir=None) -> Path:
+    found = find_llama_quantize(llama_cpp_dir)
+    if found is None:
+        raise ValueError(
+            f"GGUF type {q!r} needs llama.cpp's compiled llama-quantize, which is not installed. "
+            "Either build it (git clone https://github.com/ggml-org/llama.cpp && cmake -B build && "
+            "cmake --build build --target llama-quantize, then set LLAMA_CPP_DIR to that folder or put "
+            "build/bin on PATH), or export with Unsloth on a GPU (FastLanguageModel ... "
+            f"save_pretrained_gguf), or choose one of {', '.join(CONVERTER_TYPES)} here."
+        )
+    return found
+
+
+def check_gguf_quantization_available(quantization: str, *, llama_cpp_dir: str | os.PathLike | None = None,
+                                      unsloth: bool = False, download: bool = True) -> str:
+    """Check, before training, that :func:`save_gguf` will be able to write ``quantization``; return its name.
+
+    * f32/f16/bf16/q8_0/tq1_0/tq2_0 need llama.cpp's converter (``llama_cpp_dir`` / ``$LLAMA_CPP_DIR``, the
+      cache, or fetched now from PyPI when ``download=True``: better a minute now than an error after
+      training) and ``sentencepiece``;
+    * K-quants and the other :data:`QUANTIZE_TYPES` need the converter and ``llama-quantize`` too;
+    * with ``unsloth=True`` (export by Unsloth on a GPU, which builds llama.cpp itself) every name in
+      :data:`UNSLOTH_QUANT_TYPES` is available.
+
+    Raises ``ValueError``/``ImportError``/``FileNotFoundError``/``RuntimeError`` saying what to install.
+    """
+    q = _check_quantization_name(quantization)
+    if unsloth and q in UNSLOTH_QUANT_TYPES:
+        return q
+    if q not in CONVERTER_TYPES + QUANTIZE_TYPES:
+        raise ValueError(f"GGUF type {quantization!r} is only written by Unsloth on a GPU; here choose one of "
+                         f"{', '.join(CONVERTER_TYPES + QUANTIZE_TYPES)}.")
+    if q in QUANTIZE_TYPES:
+        _require_llama_quantize(q, llama_cpp_dir)
+    if importlib.util.find_spec("sentencepiece") is None:
+        raise ImportError("llama.cpp's converter imports sentencepiece for Llama-family vocabularies: "
+                          "`pip install sentencepiece==0.2.3` (it is in grpo-kit[train]).")
+    find_converter(llama_cpp_dir, download=download)
+    return q
+
+
 # --------------------------------------------------------------------------- public API
 
 
@@ -227,10 +331,7 @@ def save_gguf(model_dir_or_model: Any, out_path: str | os.PathLike, quantization
     llama_cpp_dir: a llama.cpp checkout to take the converter (and llama-quantize) from; default
         ``$LLAMA_CPP_DIR``, else the cached converter from the llama-cpp-python sdist.
     """
-    q = str(quantization).lower()
-    if q not in CONVERTER_TYPES + QUANTIZE_TYPES and q not in UNSLOTH_QUANT_TYPES:
-        raise ValueError(f"unknown GGUF type {quantization!r}; the converter writes {', '.join(CONVERTER_TYPES)}, "
-                         f"llama-quantize adds {', '.join(QUANTIZE_TYPES)}.")
+    q = _check_quantization_name(quantization)
     out_path = Path(out_path)
 
     if not isinstance(model_dir_or_model, (str, os.PathLike)) and _is_unsloth_on_gpu(model_dir_or_model):
@@ -238,15 +339,7 @@ def save_gguf(model_dir_or_model: Any, out_path: str | os.PathLike, quantization
 
     quantize_bin = None
     if q not in CONVERTER_TYPES:
-        quantize_bin = find_llama_quantize(llama_cpp_dir)
-        if quantize_bin is None:
-            raise ValueError(
-                f"GGUF type {quantization!r} needs llama.cpp's compiled llama-quantize, which is not installed. "
-                "Either build it (git clone https://github.com/ggml-org/llama.cpp && cmake -B build && "
-                "cmake --build build --target llama-quantize, then set LLAMA_CPP_DIR to that folder or put "
-                "build/bin on PATH), or export with Unsloth on a GPU (FastLanguageModel ... "
-                f"save_pretrained_gguf), or choose one of {', '.join(CONVERTER_TYPES)} here."
-            )
+        quantize_bin = _require_llama_quantize(q, llama_cpp_dir)
 
     with tempfile.TemporaryDirectory(prefix="grpo-kit-gguf-") as tmp:
         reference = None

@@ -5,6 +5,10 @@ Both write the tokenizer (and so its chat template) beside the weights — the c
 with, served or converted to GGUF. Both reload what they wrote and compare greedy tokens with the
 model in memory (:mod:`grpo_kit.export.verify`).
 
+The target folder is empty before the export (a folder holding someone else's files is refused unless
+``overwrite=True``) and verification also checks that it holds exactly the files written
+(:mod:`grpo_kit.export.folder`).
+
 The training model is never changed: merging happens on a deep copy (``merge_and_unload`` on the
 model itself would fold the adapter into the base weights and leave nothing to keep training).
 """
@@ -13,9 +17,9 @@ from __future__ import annotations
 
 import copy
 import os
-from pathlib import Path
 from typing import Any
 
+from grpo_kit.export.folder import check_export_files, prepare_export_dir, write_manifest
 from grpo_kit.export.report import ExportReport, dir_size
 from grpo_kit.export.verify import TIE_TOLERANCE, compare_greedy, prompt_ids
 
@@ -59,14 +63,6 @@ def _check_dtype(dtype: str) -> str:
     return resolve_16bit() if name == "16bit" else name
 
 
-def _prepare_out_dir(out_dir: str | os.PathLike, overwrite: bool) -> Path:
-    out = Path(out_dir)
-    if out.exists() and any(out.iterdir()) and not overwrite:
-        raise FileExistsError(f"{out} already exists and is not empty; pass overwrite=True or choose another folder.")
-    out.mkdir(parents=True, exist_ok=True)
-    return out
-
-
 def _strip_quantizer_state(model: Any) -> None:
     """A model loaded from GGUF keeps transformers' GGUF quantizer state, which makes ``save_pretrained``
     write a ``quantization_config`` that llama.cpp's converter and ``from_pretrained`` then trip over."""
@@ -80,8 +76,11 @@ def _strip_quantizer_state(model: Any) -> None:
 
 
 def save_adapter(model: Any, tokenizer: Any, out_dir: str | os.PathLike, *, verify: bool = True,
-                 overwrite: bool = True) -> ExportReport:
+                 overwrite: bool = False) -> ExportReport:
     """Save the LoRA adapter (``adapter_model.safetensors`` + ``adapter_config.json``) and the tokenizer.
+
+    ``out_dir`` must be empty, new, or a previous grpo-kit export; ``overwrite=True`` empties a folder holding
+    other files first.
 
     Verification: the adapter files are loaded onto a clean copy of the base model
     (``PeftModel.from_pretrained``) and must give the same greedy tokens as ``model``.
@@ -89,10 +88,10 @@ def save_adapter(model: Any, tokenizer: Any, out_dir: str | os.PathLike, *, veri
     if not is_peft_model(model):
         raise TypeError(f"save_adapter needs a peft model with a LoRA adapter, got {type(model).__name__}; "
                         "for a fully fine-tuned model use save_merged (it saves the whole model).")
-    out = _prepare_out_dir(out_dir, overwrite)
+    out = prepare_export_dir(out_dir, overwrite=overwrite)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    details: dict[str, Any] = {"files": sorted(p.name for p in out.iterdir())}
+    details: dict[str, Any] = {"files": sorted(write_manifest(out, "adapter")["files"])}
     verified = False
     if verify:
         from peft import PeftModel
@@ -108,16 +107,18 @@ def save_adapter(model: Any, tokenizer: Any, out_dir: str | os.PathLike, *, veri
         finally:
             model.train(was_training)
         details["greedy"] = comparison.as_dict()
-        verified = comparison.passed
+        details["file_problems"] = check_export_files(out)
+        verified = comparison.passed and not details["file_problems"]
     return ExportReport("adapter", out, dir_size(out), verified, details)
 
 
 def save_merged(model: Any, tokenizer: Any, out_dir: str | os.PathLike, dtype: str = "16bit", *,
-                verify: bool = True, overwrite: bool = True) -> ExportReport:
+                verify: bool = True, overwrite: bool = False) -> ExportReport:
     """Merge the LoRA adapter into a copy of the base model and save it with its tokenizer.
 
     dtype: "16bit" (bf16, or fp16 on a CUDA GPU without native bf16: :func:`resolve_16bit`), "bf16",
         "fp16" or "fp32". A model without an adapter is saved as it is, in ``dtype``.
+    overwrite: empty ``out_dir`` first when it holds files grpo-kit did not export (else they are refused).
 
     Verification: the saved directory is reloaded with ``AutoModelForCausalLM.from_pretrained`` (in
     float32, as it would be loaded on a CPU for chatting) and must give the same greedy tokens as
@@ -126,7 +127,7 @@ def save_merged(model: Any, tokenizer: Any, out_dir: str | os.PathLike, dtype: s
     import torch
 
     torch_dtype = getattr(torch, _check_dtype(dtype))
-    out = _prepare_out_dir(out_dir, overwrite)
+    out = prepare_export_dir(out_dir, overwrite=overwrite)
     was_training = model.training
     merged = copy.deepcopy(model)
     if is_peft_model(merged):
@@ -138,7 +139,8 @@ def save_merged(model: Any, tokenizer: Any, out_dir: str | os.PathLike, dtype: s
     tokenizer.save_pretrained(out)
     del merged
 
-    details: dict[str, Any] = {"dtype": str(torch_dtype).removeprefix("torch."), "files": sorted(p.name for p in out.iterdir())}
+    details: dict[str, Any] = {"dtype": str(torch_dtype).removeprefix("torch."),
+                               "files": sorted(write_manifest(out, "merged")["files"])}
     verified = False
     if verify:
         from transformers import AutoModelForCausalLM
@@ -153,5 +155,6 @@ def save_merged(model: Any, tokenizer: Any, out_dir: str | os.PathLike, dtype: s
         finally:
             model.train(was_training)
         details["greedy"] = comparison.as_dict()
-        verified = comparison.passed
+        details["file_problems"] = check_export_files(out)
+        verified = comparison.passed and not details["file_problems"]
     return ExportReport("merged", out, dir_size(out), verified, details)

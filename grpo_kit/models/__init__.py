@@ -2,7 +2,11 @@
 
 * :func:`load_model` -- alias ``smollm2-135m-instruct`` (:data:`DEFAULT_MODEL`, the embedded
   default), a ``.gguf`` file, a local directory or a Hub id; LoRA (peft) and 4-bit QLoRA
-  (bitsandbytes, CUDA only) options; every argument checked before any weights are read.
+  (bitsandbytes, CUDA only) options; every argument checked before any weights are read;
+  ``seed=`` makes the LoRA init reproducible (:func:`add_lora`).
+* :func:`check_model_source` -- the cheap pre-load check (path exists, is a model folder or a GGUF
+  file with the GGUF magic bytes; aliases and Hub ids pass), for callers that check before creating
+  folders.
 * :func:`tiny_model` -- a random 2-layer Llama with the SmolLM2 tokenizer, for fast tests.
 * :func:`embedded_model_dir` -- the embedded default as a plain HF directory (for TRL, vLLM, export).
 * :func:`gguf_to_hf_dir` / :func:`strip_gguf_quantizer` -- GGUF -> trainable, savable model, cached.
@@ -26,7 +30,7 @@ from grpo_kit.models.embedded import (
     smollm2_tokenizer,
 )
 from grpo_kit.models.gguf import gguf_to_hf_dir, gguf_tokenizer_dir, strip_gguf_quantizer
-from grpo_kit.models.loading import check_lora, load_model, resolve_model
+from grpo_kit.models.loading import add_lora, check_lora, check_model_source, load_model, resolve_model
 from grpo_kit.models.tiny import tiny_model
 from grpo_kit.models.tokenizer import CHATML_TEMPLATE, prepare_tokenizer
 
@@ -36,9 +40,11 @@ __all__ = [
     "DEFAULT_MODEL",
     "EMBEDDED_GGUF_NAME",
     "EMBEDDED_HUB_ID",
+    "add_lora",
     "cache_dir",
     "cached_hub_snapshot",
     "check_lora",
+    "check_model_source",
     "embedded_gguf_path",
     "embedded_model_dir",
     "gguf_to_hf_dir",

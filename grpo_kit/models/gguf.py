@@ -128,4 +128,10 @@ def gguf_to_hf_dir(gguf_path: str | os.PathLike) -> Path:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
 
-    return atomic_build(conversion_dir(gguf_path, "gguf-models"), build)
+    try:
+        return atomic_build(conversion_dir(gguf_path, "gguf-models"), build)
+    except Exception as error:  # the gguf reader and transformers raise many kinds on a damaged file
+        raise ValueError(
+            f"{gguf_path} could not be read as a GGUF model ({type(error).__name__}: {error}); the file is "
+            "truncated, corrupt or not a model llama.cpp/transformers support. Download or export it again."
+        ) from error

@@ -109,6 +109,27 @@ def _check_quantization(quantization):
     )
 
 
+def add_lora(model, lora_config, *, seed: int | None = None):
+    """``get_peft_model(model, lora_config)`` with the adapter's random init drawn from ``seed``.
+
+    peft initialises ``lora_A`` from torch's global generator (Kaiming-uniform), so without a seed two runs
+    with the same training seed start from different adapters and differ from step 1. With ``seed`` the
+    init runs on a forked generator seeded with it: the same seed gives bit-identical adapters, and the
+    caller's random streams are left as they were. ``seed=None`` draws from the global generator.
+    """
+    import torch
+    from peft import get_peft_model
+
+    if seed is None:
+        return get_peft_model(model, lora_config)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int or None; got {seed!r}.")
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        return get_peft_model(model, lora_config)
+
+
 # --------------------------------------------------------------------------- resolution
 
 
@@ -119,26 +140,41 @@ def _options_text() -> str:
     )
 
 
-def resolve_model(name_or_path: str | os.PathLike) -> tuple[str, bool]:
-    """Where to load ``name_or_path`` from -> (directory or Hub id, local_files_only).
+GGUF_MAGIC = b"GGUF"
 
-    Cheap: no weights are read, except that a ``.gguf`` is converted (and cached) here.
+
+def _check_gguf_file(path: Path) -> None:
+    """A GGUF file starts with the 4 bytes ``GGUF``; anything else would fail deep inside the converter."""
+    if not path.is_file():
+        raise FileNotFoundError(f"GGUF file not found: {path}. " + _options_text())
+    with open(path, "rb") as handle:
+        head = handle.read(4)
+    if head != GGUF_MAGIC:
+        raise ValueError(
+            f"{path} is not a GGUF file: it starts with {head!r}, not {GGUF_MAGIC!r} (truncated, corrupt, or another "
+            "format renamed to .gguf). Download or export it again (grpo_kit.export.save_gguf writes valid files)."
+        )
+
+
+def check_model_source(name_or_path: str | os.PathLike) -> str:
+    """Check, without reading any weights, that ``name_or_path`` names a model; return its kind.
+
+    Kinds: ``"alias"`` (e.g. ``smollm2-135m-instruct``), ``"gguf"`` (a ``.gguf`` file with the GGUF magic
+    bytes, or a folder holding exactly one such file and no ``config.json``), ``"directory"`` (a Hugging Face
+    model folder: ``config.json`` and tokenizer files), ``"hub"`` (an ``org/name`` id; whether the Hub or the
+    cache has it is decided when loading). Anything else raises a ``ValueError``/``FileNotFoundError`` that
+    lists what to pass. Call it before creating output folders or starting long work.
     """
     if not isinstance(name_or_path, (str, os.PathLike)):
         raise TypeError(f"name_or_path must be a string or a path; got {type(name_or_path).__name__}. "
                         + _options_text())
     text = os.fspath(name_or_path)
-    alias = text.strip().lower()
-    if alias in ALIASES:
-        if ALIASES[alias] == EMBEDDED_HUB_ID:
-            return str(embedded_model_dir()), True
-        return _resolve_hub_id(ALIASES[alias])
-
+    if text.strip().lower() in ALIASES:
+        return "alias"
     path = Path(text).expanduser()
     if text.lower().endswith(".gguf"):
-        if not path.is_file():
-            raise FileNotFoundError(f"GGUF file not found: {path}. " + _options_text())
-        return str(gguf_to_hf_dir(path)), True
+        _check_gguf_file(path)
+        return "gguf"
     if path.is_dir():
         if (path / "config.json").is_file():
             if not any((path / name).is_file() for name in _TOKENIZER_FILES):
@@ -146,10 +182,11 @@ def resolve_model(name_or_path: str | os.PathLike) -> tuple[str, bool]:
                     f"{path} holds a model but no tokenizer (none of {', '.join(_TOKENIZER_FILES)}). Save it beside "
                     "the model: tokenizer.save_pretrained(path) (grpo_kit.export does this for you)."
                 )
-            return str(path), True
+            return "directory"
         ggufs = sorted(path.glob("*.gguf"))
         if len(ggufs) == 1:
-            return str(gguf_to_hf_dir(ggufs[0])), True
+            _check_gguf_file(ggufs[0])
+            return "gguf"
         raise ValueError(
             f"{path} is a directory but not a Hugging Face model (no config.json"
             + (f"; it holds {len(ggufs)} .gguf files, pass one of them" if ggufs else "")
@@ -157,9 +194,31 @@ def resolve_model(name_or_path: str | os.PathLike) -> tuple[str, bool]:
         )
     if path.exists():
         raise ValueError(f"{path} is a file but not a .gguf model. " + _options_text())
-    if _HUB_ID_RE.match(text) and not text.startswith((".", "/", "~")):
-        return _resolve_hub_id(text)
+    if _HUB_ID_RE.match(text) and not text.startswith((".", "/", "~")) and not path.parent.is_dir():
+        return "hub"
+    if _HUB_ID_RE.match(text) or text.startswith((".", "/", "~")) or os.sep in text.strip("/"):
+        raise FileNotFoundError(f"Model path {path} does not exist. " + _options_text())
     raise ValueError(f"Unknown model {text!r}: not an alias, an existing path or a Hub id. " + _options_text())
+
+
+def resolve_model(name_or_path: str | os.PathLike) -> tuple[str, bool]:
+    """Where to load ``name_or_path`` from -> (directory or Hub id, local_files_only).
+
+    Cheap: no weights are read, except that a ``.gguf`` is converted (and cached) here.
+    """
+    kind = check_model_source(name_or_path)
+    text = os.fspath(name_or_path)
+    path = Path(text).expanduser()
+    if kind == "alias":
+        target = ALIASES[text.strip().lower()]
+        if target == EMBEDDED_HUB_ID:
+            return str(embedded_model_dir()), True
+        return _resolve_hub_id(target)
+    if kind == "gguf":
+        return str(gguf_to_hf_dir(path if path.is_file() else next(path.glob("*.gguf")))), True
+    if kind == "directory":
+        return str(path), True
+    return _resolve_hub_id(text)
 
 
 def _resolve_hub_id(repo_id: str) -> tuple[str, bool]:
@@ -181,7 +240,8 @@ def _resolve_hub_id(repo_id: str) -> tuple[str, bool]:
 # --------------------------------------------------------------------------- public loaders
 
 
-def load_model(name_or_path: str | os.PathLike = DEFAULT_MODEL, *, dtype=None, lora=None, quantization=None):
+def load_model(name_or_path: str | os.PathLike = DEFAULT_MODEL, *, dtype=None, lora=None, quantization=None,
+               seed: int | None = None):
     """Load a causal LM and its tokenizer -> ``(model, tokenizer)``.
 
     Args:
@@ -191,10 +251,14 @@ def load_model(name_or_path: str | os.PathLike = DEFAULT_MODEL, *, dtype=None, l
         lora: ``None``, a ``peft.LoraConfig``, or a dict of its fields
             (defaults r=16, lora_alpha=32, lora_dropout=0.05, target_modules="all-linear").
         quantization: ``None``, ``"4bit"`` (NF4 QLoRA) or a ``BitsAndBytesConfig``; needs CUDA.
+        seed: seeds the LoRA adapter's random init (:func:`add_lora`): the same seed, the same adapter.
+            Pass the run's training seed; ``None`` draws from torch's global generator.
 
     All arguments are checked before any weights are read. The tokenizer pads on the left,
     has a pad token and a chat template.
     """
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise TypeError(f"seed must be an int or None; got {seed!r}.")
     torch_dtype = _check_dtype(dtype)
     lora_config = check_lora(lora)
     bnb_config = _check_quantization(quantization)
@@ -214,9 +278,9 @@ def load_model(name_or_path: str | os.PathLike = DEFAULT_MODEL, *, dtype=None, l
     model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
     fix_token_ids(model, tokenizer)
     if lora_config is not None:
-        from peft import get_peft_model, prepare_model_for_kbit_training
+        from peft import prepare_model_for_kbit_training
 
         if bnb_config is not None:
             model = prepare_model_for_kbit_training(model)
-        model = get_peft_model(model, lora_config)
+        model = add_lora(model, lora_config, seed=seed)
     return model, tokenizer

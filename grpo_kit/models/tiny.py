@@ -7,13 +7,13 @@ real model, while a forward/backward pass takes milliseconds and a GRPO step abo
 from __future__ import annotations
 
 from grpo_kit.models.embedded import smollm2_tokenizer
-from grpo_kit.models.loading import check_lora
+from grpo_kit.models.loading import add_lora, check_lora
 
 
 def tiny_model(seed: int = 0, lora=None):
     """A random 2-layer Llama (hidden 64, 4 heads, MLP 128, tied embeddings) + SmolLM2 tokenizer.
 
-    ``seed`` fixes the weights without touching the caller's global RNG; ``lora`` as in
+    ``seed`` fixes the weights and the LoRA adapter's init without touching the caller's global RNG; ``lora`` as in
     :func:`grpo_kit.models.load_model` (a ``LoraConfig`` or a dict of its fields).
     """
     import torch
@@ -42,7 +42,5 @@ def tiny_model(seed: int = 0, lora=None):
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.bos_token_id = tokenizer.bos_token_id
     if lora_config is not None:
-        from peft import get_peft_model
-
-        model = get_peft_model(model, lora_config)
+        model = add_lora(model, lora_config, seed=seed)
     return model, tokenizer

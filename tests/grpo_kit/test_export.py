@@ -182,3 +182,174 @@ def test_gguf_f16_embedded_model_roundtrip(converter, tmp_path):
     assert report.details["vocabulary_type"] == "gpt2"
     assert report.details["greedy"]["first_mismatch"] is None
     assert 2.5e8 < report.size_bytes < 3.0e8  # 135M parameters x 2 bytes
+
+
+# --------------------------------------------------------------------------- the export folder
+
+
+def test_foreign_folder_is_refused_and_overwrite_empties_it(tiny, tmp_path):
+    from grpo_kit.export.folder import MANIFEST
+
+    model, tokenizer = tiny
+    out = tmp_path / "merged"
+    out.mkdir()
+    # Someone else's sharded model: from_pretrained would follow this index instead of our model.safetensors.
+    stale = {"metadata": {}, "weight_map": {"model.embed_tokens.weight": "model-00001-of-00002.safetensors"}}
+    (out / "model.safetensors.index.json").write_text(json.dumps(stale))
+    with pytest.raises(FileExistsError, match=r"did not export .*model\.safetensors\.index\.json.*overwrite=True"):
+        save_merged(model, tokenizer, out, dtype="fp32")
+    assert (out / "model.safetensors.index.json").exists()  # refused: nothing touched
+
+    report = save_merged(model, tokenizer, out, dtype="fp32", overwrite=True)
+    assert not (out / "model.safetensors.index.json").exists()
+    assert report.verified and report.details["file_problems"] == []
+    manifest = json.loads((out / MANIFEST).read_text())
+    assert set(manifest["files"]) == set(report.details["files"]) and "model.safetensors" in manifest["files"]
+
+
+def test_previous_export_is_replaced_but_added_files_are_not(tiny, tmp_path):
+    model, tokenizer = tiny
+    out = tmp_path / "adapter"
+    assert save_adapter(model, tokenizer, out).verified
+    assert save_adapter(model, tokenizer, out).verified  # our own export: replaced without overwrite
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="notes.txt"):
+        save_adapter(model, tokenizer, out)
+
+
+def test_check_export_files_finds_missing_changed_and_extra_files(tiny, tmp_path):
+    from grpo_kit.export.folder import check_export_files
+
+    model, tokenizer = tiny
+    out = save_adapter(model, tokenizer, tmp_path / "adapter", verify=False).path
+    assert check_export_files(out) == []
+    (out / "model.safetensors.index.json").write_text("{}")
+    (out / "tokenizer_config.json").write_text("{}")
+    (out / "adapter_config.json").unlink()
+    assert check_export_files(out) == ["adapter_config.json: missing", "tokenizer_config.json: changed since the export",
+                                       "model.safetensors.index.json: not written by this export"]
+
+
+def test_overwrite_never_empties_the_current_folder(tiny, tmp_path, monkeypatch):
+    model, tokenizer = tiny
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "code.py").write_text("precious")
+    monkeypatch.chdir(project / "src")
+    with pytest.raises(ValueError, match="refusing to empty"):
+        save_adapter(model, tokenizer, project, overwrite=True)
+    assert (project / "src" / "code.py").read_text() == "precious"
+
+
+def test_export_into_a_file_is_refused(tiny, tmp_path):
+    model, tokenizer = tiny
+    (tmp_path / "taken").write_text("x")
+    with pytest.raises(NotADirectoryError, match="is a file"):
+        save_adapter(model, tokenizer, tmp_path / "taken")
+
+
+# --------------------------------------------------------------------------- GGUF types, checked before training
+
+
+def _fake_llama_cpp(tmp_path, with_quantize: bool):
+    root = tmp_path / "llama.cpp"
+    root.mkdir(parents=True)
+    (root / "convert_hf_to_gguf.py").write_text("# stands in for the converter: only its presence is checked\n")
+    if with_quantize:
+        binary = root / "build" / "bin" / "llama-quantize"
+        binary.parent.mkdir(parents=True)
+        binary.write_text("#!/bin/sh\n")
+        binary.chmod(0o755)
+    return root
+
+
+def test_gguf_quantization_availability_is_checked_before_training(tmp_path, monkeypatch):
+    from grpo_kit.export import check_gguf_quantization_available
+
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    monkeypatch.setenv("GRPO_KIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("LLAMA_CPP_DIR", raising=False)
+    with pytest.raises(ValueError, match=r"'q4_k_m' needs llama.cpp's compiled llama-quantize.*cmake"):
+        check_gguf_quantization_available("q4_k_m")
+    with pytest.raises(ValueError, match="unknown GGUF type"):
+        check_gguf_quantization_available("q9_z")
+    with pytest.raises(ValueError, match="only written by Unsloth on a GPU"):
+        check_gguf_quantization_available("fast_quantized")
+    assert check_gguf_quantization_available("fast_quantized", unsloth=True) == "fast_quantized"
+    with pytest.raises(FileNotFoundError, match="converter is not cached"):
+        check_gguf_quantization_available("f16", download=False)
+
+    monkeypatch.setenv("LLAMA_CPP_DIR", str(tmp_path / "nowhere"))
+    with pytest.raises(FileNotFoundError, match="must be a llama.cpp checkout"):
+        check_gguf_quantization_available("Q8_0")
+    monkeypatch.setenv("LLAMA_CPP_DIR", str(_fake_llama_cpp(tmp_path / "a", with_quantize=False)))
+    assert check_gguf_quantization_available("Q8_0") == "q8_0"
+    with pytest.raises(ValueError, match="llama-quantize"):
+        check_gguf_quantization_available("q4_k_m")
+    monkeypatch.setenv("LLAMA_CPP_DIR", str(_fake_llama_cpp(tmp_path / "b", with_quantize=True)))
+    assert check_gguf_quantization_available("q4_k_m") == "q4_k_m"
+
+
+# --------------------------------------------------------------------------- converter integrity
+
+
+def _tar(path, entries):
+    """entries: (name, bytes | ("symlink", target))."""
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w:gz") as tar:
+        for name, content in entries:
+            info = tarfile.TarInfo(name)
+            if isinstance(content, tuple):
+                info.type, info.linkname = tarfile.SYMTYPE, content[1]
+                tar.addfile(info)
+            else:
+                info.size = len(content)
+                tar.addfile(info, io.BytesIO(content))
+    return path
+
+
+PKG = "llama_cpp_python-0.3.36/vendor/llama.cpp/"
+
+
+def test_genuine_layout_extracts_only_the_converter(tmp_path):
+    from grpo_kit.export.gguf import _extract_converter
+
+    archive = _tar(tmp_path / "ok.tar.gz", [(PKG + "convert_hf_to_gguf.py", b"print()"),
+                                            (PKG + "gguf-py/gguf/__init__.py", b""), (PKG + "README.md", b"no")])
+    dest = tmp_path / "dest"
+    _extract_converter(archive, dest)
+    assert sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file()) == [
+        "convert_hf_to_gguf.py", "gguf-py/gguf/__init__.py"]
+
+
+@pytest.mark.parametrize("entry", [
+    (PKG + "conversion/../../../../escaped.py", b"import os"),
+    ("../escaped.py", b"import os"),
+    ("/tmp/grpo-kit-test-absolute-escaped.py", b"import os"),
+    (PKG + "gguf-py/evil_link", ("symlink", "../../../../../escaped.py")),
+    (PKG + "conversion/abs_link", ("symlink", "/etc/passwd")),
+], ids=["dotdot-inside-vendor", "dotdot-top", "absolute", "symlink-out", "symlink-absolute"])
+def test_archive_entries_leaving_the_cache_are_refused(tmp_path, entry):
+    from pathlib import Path
+
+    from grpo_kit.export.gguf import _extract_converter
+
+    archive = _tar(tmp_path / "evil.tar.gz", [(PKG + "convert_hf_to_gguf.py", b"print()"), entry])
+    dest = tmp_path / "cache" / "a" / "b" / "dest"
+    with pytest.raises(ValueError, match="refusing archive entry"):
+        _extract_converter(archive, dest)
+    assert not any(p.name in ("escaped.py", "evil_link", "abs_link") for p in tmp_path.rglob("*"))
+    assert not Path("/tmp/grpo-kit-test-absolute-escaped.py").exists()
+
+
+def test_archive_with_another_hash_is_refused_before_extraction(tmp_path):
+    from grpo_kit.export.gguf import LLAMA_CPP_PYTHON_SHA256, check_sha256
+
+    archive = _tar(tmp_path / "llama_cpp_python-0.3.36.tar.gz", [(PKG + "convert_hf_to_gguf.py", b"print()")])
+    with pytest.raises(ValueError, match=r"not the pinned 832db069.*Nothing was extracted"):
+        check_sha256(archive, LLAMA_CPP_PYTHON_SHA256)
+    import hashlib
+
+    check_sha256(archive, hashlib.sha256(archive.read_bytes()).hexdigest())  # the right hash passes

@@ -174,6 +174,37 @@ def test_tiny_model_with_lora_trains_only_the_adapter(tiny):
     assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
 
 
+def _adapter(model):
+    return {name: p.detach().clone() for name, p in model.named_parameters() if "lora_" in name}
+
+
+def test_same_seed_gives_bit_identical_lora_adapters(tiny):
+    torch.manual_seed(1)  # the global stream must not matter
+    first = _adapter(tiny_model(seed=3, lora={"r": 4})[0])
+    torch.manual_seed(2)
+    expected_next = torch.rand(3)
+    torch.manual_seed(2)
+    second = _adapter(tiny_model(seed=3, lora={"r": 4})[0])
+    assert torch.equal(torch.rand(3), expected_next)  # the caller's stream is untouched
+    other = _adapter(tiny_model(seed=4, lora={"r": 4})[0])
+    assert first.keys() == second.keys() and any("lora_A" in k for k in first)
+    assert all(torch.equal(first[k], second[k]) for k in first)
+    assert any(not torch.equal(first[k], other[k]) for k in first if "lora_A" in k)
+
+
+def test_load_model_seed_governs_the_adapter(tiny_gguf, own_cache):
+    path, _ = tiny_gguf
+    torch.manual_seed(10)
+    a = _adapter(load_model(path, lora={"r": 4}, seed=0)[0])
+    torch.manual_seed(20)
+    b = _adapter(load_model(path, lora={"r": 4}, seed=0)[0])
+    c = _adapter(load_model(path, lora={"r": 4}, seed=1)[0])
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert any(not torch.equal(a[k], c[k]) for k in a if "lora_A" in k)
+    with pytest.raises(TypeError, match="seed must be an int or None"):
+        load_model(path, lora={"r": 4}, seed="0")
+
+
 # --------------------------------------------------------------------------- GGUF
 
 
@@ -319,6 +350,46 @@ def test_unknown_name_lists_the_options():
 def test_missing_gguf_file(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"GGUF file not found: .*missing\.gguf"):
         load_model(tmp_path / "missing.gguf")
+
+
+def test_check_model_source_reads_no_weights(tiny_gguf, tmp_path, monkeypatch):
+    from grpo_kit.models import check_model_source
+
+    path, _ = tiny_gguf
+    assert check_model_source(DEFAULT_MODEL) == "alias"
+    assert check_model_source("nobody/does-not-exist") == "hub"  # decided when loading
+    assert check_model_source(path) == "gguf" and check_model_source(path.parent) == "gguf"
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text("{}")
+    with pytest.raises(ValueError, match="holds a model but no tokenizer"):
+        check_model_source(model_dir)
+    (model_dir / "tokenizer.json").write_text("{}")
+    assert check_model_source(model_dir) == "directory"
+    with pytest.raises(FileNotFoundError, match=r"Model path .*outputs/run/merged does not exist"):
+        check_model_source(tmp_path / "outputs" / "run" / "merged")
+    monkeypatch.chdir(tmp_path)  # "model/merged" looks like a Hub id, but its folder "model" is right here
+    with pytest.raises(FileNotFoundError, match=r"Model path model/merged does not exist"):
+        check_model_source("model/merged")
+    with pytest.raises(FileNotFoundError, match="GGUF file not found"):
+        check_model_source(tmp_path / "missing.gguf")
+    with pytest.raises(TypeError, match="must be a string or a path"):
+        check_model_source(3)
+
+
+def test_corrupt_gguf_is_refused_with_a_clear_error(tiny_gguf, own_cache, tmp_path):
+    from grpo_kit.models import check_model_source
+
+    fake = tmp_path / "fake.gguf"
+    fake.write_text("<html>404 Not Found</html>")  # a failed download saved under the model's name
+    with pytest.raises(ValueError, match=r"fake\.gguf is not a GGUF file: it starts with b'<htm'"):
+        check_model_source(fake)
+    with pytest.raises(ValueError, match="is not a GGUF file"):
+        load_model(fake)
+    truncated = tmp_path / "truncated.gguf"
+    truncated.write_bytes(tiny_gguf[0].read_bytes()[:2000])  # right magic, cut off mid-header
+    with pytest.raises(ValueError, match=r"truncated\.gguf could not be read as a GGUF model"):
+        load_model(truncated)
 
 
 def test_directory_that_is_not_a_model(tmp_path):

@@ -1,0 +1,41 @@
+"""Checks on folders the user names, done before any model loads or any folder is created."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+__all__ = ["check_output_dir"]
+
+
+def check_output_dir(path: str | os.PathLike) -> Path:
+    """Check that ``path`` can be an output folder: not a file, and writable; return it as a ``Path``.
+
+    Nothing is created: a missing folder is fine when its nearest existing parent is a writable folder (so a
+    run that fails its checks leaves no empty folder behind). Writability is probed by creating and removing a
+    temporary file, because permission bits lie (root ignores them; a read-only mount ignores them the other
+    way). Raises ``NotADirectoryError`` or ``PermissionError`` with the fix.
+    """
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise TypeError(f"the output folder must be a non-empty string or path; got {path!r}.")
+    target = Path(path).expanduser()
+    if target.exists() and not target.is_dir():
+        raise NotADirectoryError(f"output folder {target} is a file; pass a folder (e.g. {target}-run) or move "
+                                 "the file away.")
+    existing = target
+    while not existing.exists():  # the nearest existing ancestor is where the folder would be created
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if not existing.is_dir():
+        raise NotADirectoryError(f"cannot create output folder {target}: {existing} is a file, not a folder. "
+                                 "Choose another output folder.")
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".grpo-kit-write-check-", dir=existing)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as error:
+        raise PermissionError(f"output folder {target} is not writable ({existing}: {error.strerror}). Choose a "
+                              "folder you can write to, or fix its permissions.") from error
+    return target
