@@ -153,7 +153,7 @@ def test_killed_and_resumed_run_reproduces_the_losses_exactly(tmp_path):
     killed = run(tmp_path / "killed", callbacks=[StopAfter(3)], save_steps=2)
     assert killed.interrupted and killed.global_step == 3
     assert killed.last_checkpoint.name == "checkpoint-3"
-    assert (killed.last_checkpoint / "rollout.pt").exists()  # step 3 is mid-way through a reused batch
+    assert (killed.last_checkpoint / "rollout.json").exists()  # step 3 is mid-way through a reused batch
     assert [killed.step_losses[s] for s in (1, 2, 3)] == full.losses[:3]
 
     resumed = run(tmp_path / "killed", resume_from_checkpoint=True, save_steps=2)
