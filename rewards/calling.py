@@ -42,7 +42,9 @@ def _is_factory(fn: Any) -> bool:
     return bool(getattr(fn, "is_reward_factory", False))
 
 
-def check_reward_funcs(funcs: Callable | Sequence[Callable], *, where: str = "reward_funcs") -> list[Callable]:
+def check_reward_funcs(
+    funcs: Callable | Sequence[Callable], *, where: str = "reward_funcs"
+) -> list[Callable]:
     """The reward functions as a list, or a ``TypeError`` naming the function and the fix.
 
     Accepts one function or a list. Call it before loading a model: every problem it finds would
@@ -110,17 +112,19 @@ def _row_kwargs(kwargs: dict[str, Any], row: int, n: int) -> dict[str, Any]:
 
 def _failing_row(fn: Callable, kwargs: dict[str, Any], n: int) -> int | None:
     """The first row on which ``fn`` raises when called alone (sync functions only), else ``None``."""
-    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(type(fn), "__call__", None)):
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(type(fn), "__call__", None)):  # noqa: B004
         return None
     for row in range(n):
         try:
             fn(**_row_kwargs(kwargs, row, n))
-        except Exception:
+        except Exception:  # noqa: BLE001 - any exception marks the failing row
             return row
     return None
 
 
-def _raised(fn: Callable, error: BaseException, kwargs: dict[str, Any], completions: Sequence) -> RewardFunctionError:
+def _raised(
+    fn: Callable, error: BaseException, kwargs: dict[str, Any], completions: Sequence
+) -> RewardFunctionError:
     name = reward_name(fn)
     row = _failing_row(fn, kwargs, len(completions))
     where = f" on row {row} (completion starts {_head(completions[row])!r})" if row is not None else ""
@@ -192,7 +196,9 @@ def call_reward_funcs(
     n = len(completions)
     if len(prompts) != n:
         raise ValueError(f"call_reward_funcs needs one prompt per completion; got {len(prompts)} and {n}")
-    kwargs = dict(prompts=list(prompts), completions=list(completions), completion_ids=completion_ids, **columns)
+    kwargs = dict(
+        prompts=list(prompts), completions=list(completions), completion_ids=completion_ids, **columns
+    )
     outputs: list[Any] = [None] * len(funcs)
     pending: list[tuple[int, Any]] = []
     for i, fn in enumerate(funcs):
@@ -205,10 +211,11 @@ def call_reward_funcs(
         else:
             outputs[i] = result
     if pending:  # async reward functions run concurrently, as GRPOTrainer runs them
+
         async def settle(coro):
             try:
                 return await coro, None
-            except Exception as error:  # reported below with the function's name
+            except Exception as error:  # noqa: BLE001 - reported below with the function's name
                 return None, error
 
         for (i, _), (result, error) in zip(pending, _run_coroutines([settle(c) for _, c in pending])):

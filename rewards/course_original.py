@@ -6,7 +6,9 @@ shows each pitfall fails here and not in `rewards`, and lesson 3 (notebooks/03_d
 shows them live. Not imported by `rewards/__init__.py`. Kept byte-for-byte (including the bare `except:` and the undefined
 `extract_final_answer`), hence the lint exemptions.
 """
+
 # ruff: noqa
+# fmt: off
 import re
 
 # --- 12.4: "Пример 1: награда по длине ответа" ---------------------------------------------------

@@ -218,7 +218,7 @@ def test_every_function_has_a_meaningful_name_and_pickles():
 def test_every_function_returns_one_value_per_completion_for_an_empty_batch():
     kwargs = {"solution": [], "answer": [], "completion_ids": []}
     for name, fn in all_functions().items():
-        assert fn([], **kwargs) == [], name
+        assert fn(completions=[], **kwargs) == [], name
 
 
 # -- calling mistakes -------------------------------------------------------------------------------
@@ -234,9 +234,11 @@ TEXT_FUNCTIONS = [
     "strict_format_reward",
     "int_reward",
     "correctness_reward",
+]
+ID_FIRST_FUNCTIONS = [
     "soft_overlong_punishment_reward",
     "repetition_penalty_reward",
-]
+]  # TRL: fn(completion_ids)
 
 
 @pytest.mark.parametrize("name", TEXT_FUNCTIONS)
@@ -244,6 +246,12 @@ def test_a_bare_string_is_a_type_error_that_says_wrap_it(name):
     fn = all_functions()[name]
     with pytest.raises(TypeError, match=r"Wrap it"):
         fn("<answer>72</answer>", solution=["72"], answer=["72"], completion_ids=[[1]])
+
+
+@pytest.mark.parametrize("name", ID_FIRST_FUNCTIONS)
+def test_a_bare_string_for_an_id_reward_is_a_type_error_naming_completion_ids(name):
+    with pytest.raises(TypeError, match="completion_ids"):
+        all_functions()[name]("<answer>72</answer>")
 
 
 @pytest.mark.parametrize(
@@ -262,9 +270,11 @@ def test_a_missing_column_names_the_column(name, column):
 
 
 def test_token_rewards_without_ids_say_where_ids_come_from():
-    for name in ("soft_overlong_punishment_reward", "repetition_penalty_reward", "cosine_scaled_reward"):
+    with pytest.raises(ValueError, match="completion_ids"):
+        all_functions()["cosine_scaled_reward"](["x"], solution=["72"])
+    for name in ID_FIRST_FUNCTIONS:
         with pytest.raises(ValueError, match="completion_ids"):
-            all_functions()[name](["x"], solution=["72"])
+            all_functions()[name](completions=["x"], solution=["72"])
 
 
 def test_a_column_of_the_wrong_length_is_a_value_error():
