@@ -123,6 +123,19 @@ def test_pitfall_xml_format_regex_without_dotall(original, ours):
     check_xml_format_accepts_multiline_reasoning(ours)
 
 
+# -- 12.6 strict format: demands a newline after </answer> ----------------------------------------
+def check_strict_format_accepts_eos_after_answer_tag(fn):
+    with_newline = XML.format(reasoning="30 + 42 = 72.", answer="72")
+    at_eos = with_newline.rstrip("\n")  # the model stopped at EOS right after </answer>
+    assert fn(conv([at_eos, with_newline])) == [0.5, 0.5]
+    assert fn(conv([with_newline + "\n", at_eos + " "])) == [0.0, 0.0]  # one final newline, nothing more
+
+
+def test_pitfall_strict_format_demands_a_newline_after_the_answer_tag():
+    fails(check_strict_format_accepts_eos_after_answer_tag, course.strict_format_reward_func)
+    check_strict_format_accepts_eos_after_answer_tag(rewards.strict_format_reward)
+
+
 # -- 12.6 format rewards and xmlcount pay for empty tags -------------------------------------------
 def check_empty_xml_tags_earn_nothing(fn):
     empty = [

@@ -7,6 +7,7 @@ import pickle
 import pytest
 
 import rewards
+from rewards import course_original
 from rewards._text import numbers_equal, parse_number
 
 XML = "<reasoning>\n{reasoning}\n</reasoning>\n<answer>\n{answer}\n</answer>\n"
@@ -79,6 +80,24 @@ def test_parse_number_rejects(text):
     assert parse_number(text) is None
 
 
+@pytest.mark.parametrize("text", ["7 2", "3 4", "1 2 3", "1 00", "1000 000", "12 34", "- 3"])
+def test_spaces_inside_a_number_are_not_deleted(text):
+    """The course deleted every space ("7 2" was 72); only thousands groups of three may follow a space."""
+    assert parse_number(text) is None
+    assert rewards.int_reward([XML.format(reasoning="r", answer=text)]) == [0.0]
+    assert rewards.correctness_reward(
+        [XML.format(reasoning="r", answer=text)], answer=[text.replace(" ", "")]
+    ) == [0.0]
+
+
+@pytest.mark.parametrize(
+    "text,value", [("1 000", 1000), ("12 345 678", 12345678), ("-1 000", -1000), ("1 000.5", 1000.5)]
+)
+def test_thousands_separated_by_spaces_are_numbers(text, value):
+    assert parse_number(text) == value
+    assert rewards.correctness_reward([XML.format(reasoning="r", answer=text)], answer=[str(value)]) == [2.0]
+
+
 def test_numbers_equal_is_exact():
     assert numbers_equal("0.30000000000000004", "0.3") is False
     assert numbers_equal("1,000", "1000.00") is True
@@ -123,7 +142,7 @@ def test_format_reward():
     cases = [
         good,
         " \n" + good + "\n",
-        "<think>r</think><answer>\n72\nand more lines\n</answer>",
+        "<think>a longer line of reasoning</think><answer>\n72\nand more lines\n</answer>",
         "<think>r</think>",
         "junk " + good,
         good + " junk",
@@ -133,6 +152,33 @@ def test_format_reward():
         "",
     ]
     assert rewards.format_reward(cases) == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+
+
+def test_format_reward_keeps_the_courses_tier_for_trivial_reasoning():
+    """Course 12.4: reasoning of 20 characters or fewer earns 0.5, not the full 1.0 (same as the course)."""
+    trivial = "<think>.</think><answer>72</answer>"
+    exactly_20 = "<think>" + "x" * 20 + "</think><answer>72</answer>"
+    over_20 = "<think>" + "x" * 21 + "</think><answer>72</answer>"
+    padded = (
+        "<think>   " + "x" * 20 + "   </think><answer>72</answer>"
+    )  # counted after strip, as in the course
+    texts = [trivial, exactly_20, over_20, padded]
+    assert rewards.format_reward(texts) == course_original.format_reward(texts) == [0.5, 0.5, 1.0, 0.5]
+
+
+def test_reasoning_that_mentions_the_answer_tag_keeps_its_format_rewards():
+    """Decided: the layout decides the format, not the prose; the answer section itself holds no tag."""
+    mention = "I will write the total in <answer> tags, then close with </answer>."
+    strict = XML.format(reasoning=mention, answer="72")
+    assert rewards.strict_format_reward([strict, strict.rstrip("\n")]) == [0.5, 0.5]
+    assert rewards.soft_format_reward([strict]) == [0.5]
+    assert rewards.correctness_reward([strict], answer=["72"]) == [2.0]  # the last <answer> is the answer
+    assert rewards.format_reward([f"<think>{mention}</think><answer>72</answer>"]) == [1.0]
+    # ... but a tag inside the answer, or the reasoning closing twice, is still not the format
+    two_answers = XML.format(reasoning="r", answer="72\n</answer>\n<answer>\n73")
+    closes_twice = XML.format(reasoning="r\n</reasoning>\nmore", answer="72")
+    assert rewards.strict_format_reward([two_answers, closes_twice]) == [0.0, 0.0]
+    assert rewards.format_reward(["<think>r</think>x</think><answer>72</answer>"]) == [0.0]
 
 
 def test_gsm8k_scales_and_max_total():
@@ -155,14 +201,13 @@ def test_strict_format_layout():
     ok = XML.format(reasoning="line one\nline two", answer="72")
     cases = [
         ok,
-        ok.rstrip("\n"),
         ok + "\n",
         " " + ok,
         ok.replace("</reasoning>\n<answer>", "</reasoning><answer>"),
         XML.format(reasoning=" ", answer="72"),
         XML.format(reasoning="r", answer="1\n2"),
     ]
-    assert rewards.strict_format_reward(cases) == [0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5]
+    assert rewards.strict_format_reward(cases) == [0.5, 0.0, 0.0, 0.0, 0.0, 0.5]
 
 
 def test_soft_format_allows_whitespace_and_trailing_text():
