@@ -21,7 +21,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .compose import _run_coroutines, reward_name
+from ._runtime import reward_name, run_coroutines
 
 __all__ = ["RewardFunctionError", "call_reward_funcs", "check_reward_funcs"]
 
@@ -50,24 +50,26 @@ def check_reward_funcs(
     Accepts one function or a list. Call it before loading a model: every problem it finds would
     otherwise surface only after the model loaded and the first completions were sampled.
     """
-    if callable(funcs) or isinstance(funcs, (str, bytes)):
+    single = callable(funcs) or isinstance(funcs, (str, bytes))
+    if single:
         funcs = [funcs]
     if not isinstance(funcs, Sequence) or len(funcs) == 0:
         raise TypeError(f"{where} must be a reward function or a non-empty list of them, got {funcs!r}")
     checked = []
     for i, fn in enumerate(funcs):
+        at = where if single else f"{where}[{i}]"
         if isinstance(fn, (str, bytes)) or not callable(fn):
             raise TypeError(
-                f"{where}[{i}] is {type(fn).__name__} {fn!r}, not a reward function. Pass callables "
+                f"{at} is {type(fn).__name__} {fn!r}, not a reward function. Pass callables "
                 "fn(completions, **kwargs) -> list[float | None], e.g. rewards.correctness_reward."
             )
         name = reward_name(fn)
         if _is_factory(fn):
             raise TypeError(
-                f"{where}[{i}] is the reward factory {name} itself, not a reward function. Call it to get "
+                f"{at} is the reward factory {name} itself, not a reward function. Call it to get "
                 f"one: {name}(...) (e.g. length_reward(50), get_soft_overlong_punishment(100, 20))."
             )
-        _check_signature(fn, name, f"{where}[{i}]")
+        _check_signature(fn, name, at)
         checked.append(fn)
     return checked
 
@@ -218,7 +220,7 @@ def call_reward_funcs(
             except Exception as error:  # noqa: BLE001 - reported below with the function's name
                 return None, error
 
-        for (i, _), (result, error) in zip(pending, _run_coroutines([settle(c) for _, c in pending])):
+        for (i, _), (result, error) in zip(pending, run_coroutines([settle(c) for _, c in pending])):
             if error is not None:
                 name = reward_name(funcs[i])
                 raise RewardFunctionError(

@@ -1,5 +1,5 @@
-"""The course's original reward functions, verbatim ("before"), from
-/work/shared/reference/llm-course-ch12-grpo-practice.ru.md (LLM Course ch. 12.4–12.6).
+"""The course's original reward functions, verbatim ("before"), from the Hugging Face LLM Course,
+chapter 12 (sections 12.4–12.6, the GRPO practice pages, Russian edition).
 
 Shipped for teaching only — never use these in training: tests/rewards/test_rewards_course_pitfalls.py
 shows each pitfall fails here and not in `rewards`, and lesson 3 (notebooks/03_designing_rewards.py)

@@ -223,7 +223,6 @@ def get_soft_overlong_punishment(max_completion_len: int, soft_punish_cache: int
 
 
 get_soft_overlong_punishment.is_reward_factory = True  # type: ignore[attr-defined]
-get_soft_overlong_punishment.lint_defaults = {"max_completion_len": 256, "soft_punish_cache": 64}  # type: ignore[attr-defined]
 
 
 class _RepetitionPenalty:
@@ -326,4 +325,3 @@ def get_cosine_scaled_reward(
 
 
 get_cosine_scaled_reward.is_reward_factory = True  # type: ignore[attr-defined]
-get_cosine_scaled_reward.lint_defaults = {"max_len": 256}  # type: ignore[attr-defined]
