@@ -125,6 +125,8 @@ think_format_reward.lint_acknowledged = {  # type: ignore[attr-defined]
 
 
 def _is_id_row(row: Any) -> bool:
+    if type(row) is list:  # the usual case, checked without the ABC machinery
+        return not row or type(row[0]) is int or isinstance(row[0], int)
     return (
         isinstance(row, Sequence)
         and not isinstance(row, (str, bytes))
@@ -241,7 +243,7 @@ class _RepetitionPenalty:
         ids_list = _ids_argument(completion_ids, kwargs.get("completions"), self.__name__)
         rewards = []
         for ids in ids_list:
-            ids = list(ids)
+            ids = ids if type(ids) is list else list(ids)
             if len(ids) < self.ngram_size:
                 rewards.append(0.0)
                 continue
