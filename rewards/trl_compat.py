@@ -4,9 +4,12 @@ Proven by ``tests/rewards/test_trl_parity.py``. Where TRL is weak we are better 
 verdict:
 
 - ``accuracy_reward`` / ``reasoning_accuracy_reward`` / ``cosine_scaled_reward`` keep a wall-clock
-  bound in any thread (TRL drops math-verify's timeout off the main thread) and answer plain-integer
-  golds without math-verify (see :mod:`rewards.math_verify_bounded`), ≥ 5× TRL's throughput.
-- Every function also accepts standard-format ``list[str]`` completions (TRL's read
+  bound in any thread (TRL drops math-verify's timeout off the main thread) and decide boxed, inline
+  ``$…$``, plain and missing answers without math-verify where its own rules decide them
+  (:mod:`rewards.math_verify_fast`), far faster than TRL on every such answer style.
+- ``get_soft_overlong_punishment`` / ``get_repetition_penalty_reward`` take ``completion_ids`` first,
+  as TRL's (``fn(completion_ids, **kwargs)``), and also ``fn(completions=..., completion_ids=...)``.
+- Every text function also accepts standard-format ``list[str]`` completions (TRL's read
   ``completion[0]["content"]`` and crash on strings) and reads the *last* assistant message.
 - Factories validate their arguments (TRL divides by zero for ``ngram_size=0`` or ``max_len=0``).
 - Calling mistakes (a bare string, a missing ``solution`` column) raise errors that name the fix.
