@@ -116,9 +116,8 @@ def accuracy_by_style(trl_rewards, per_style: int, batch_size: int, failures: li
         if not same:
             failures.append(f"accuracy_reward verdicts differ from TRL's on style {style!r}")
         ratios[style] = ours_rate / ref_rate
-        print(
-            f"{style:<32} {ours_rate:>12,.0f} {ref_rate:>10,.0f} {ratios[style]:>8.1f}x  {'yes' if same else 'NO'}"
-        )
+        verdicts = "yes" if same else "NO"
+        print(f"{style:<32} {ours_rate:>12,.0f} {ref_rate:>10,.0f} {ratios[style]:>8.1f}x  {verdicts}")
     return ratios
 
 

@@ -167,8 +167,9 @@ def parse_number(text: Any) -> Fraction | None:
     Accepts ASCII digits with an optional sign (``-``, ``+`` or the Unicode minus ``−``), a decimal
     point, thousands commas (``1,000``) or spaces (``1 000``: groups of exactly three digits after a
     space, so ``7 2`` or ``1 2 3`` are *not* numbers — the course deleted every space), a leading ``$``,
-    a trailing full stop, and a number wrapped in ``\boxed{}``. ``Fraction`` keeps it exact, so ``72.0 == 72`` and ``0.1 + 0.2`` style float errors
-    cannot happen. Superscripts and other Unicode "digits" (``"²".isdigit()`` is True) are rejected.
+    a trailing full stop, and a number wrapped in ``\boxed{}``. ``Fraction`` keeps it exact, so
+    ``72.0 == 72`` and ``0.1 + 0.2`` style float errors cannot happen. Superscripts and other Unicode
+    "digits" (``"²".isdigit()`` is True) are rejected.
     """
     if isinstance(text, bool):
         return None

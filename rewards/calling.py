@@ -114,7 +114,8 @@ def _row_kwargs(kwargs: dict[str, Any], row: int, n: int) -> dict[str, Any]:
 
 def _failing_row(fn: Callable, kwargs: dict[str, Any], n: int) -> int | None:
     """The first row on which ``fn`` raises when called alone (sync functions only), else ``None``."""
-    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(type(fn), "__call__", None)):  # noqa: B004
+    call = getattr(type(fn), "__call__", None)  # noqa: B004 - an async __call__ of a callable object
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call):
         return None
     for row in range(n):
         try:

@@ -289,8 +289,8 @@ def lint(
 
     Args:
         fn: a reward function ``fn(completions, **kwargs) -> list[float | None]`` (sync or async). A
-            factory is refused with the call to make (``lint(length_reward(50))``, not ``lint(length_reward)``),
-            as everywhere reward functions are accepted.
+            factory is refused with the call to make (``lint(length_reward(50))``, not
+            ``lint(length_reward)``), as everywhere reward functions are accepted.
         columns: dataset columns to pass, one value used for every row (``solution`` and ``answer``
             default to ``"72"``, the answer the probes are written around).
         slow_s: a single-completion call slower than this is reported.
@@ -608,8 +608,8 @@ def _answer_pitfalls(fn: Callable, make_kwargs: Callable, hang_s: float) -> list
             Finding(
                 "number-format",
                 "warning",
-                f"the answer 72.0 scores {as_decimal:g} against the gold answer '72.0' but {as_int:g} against "
-                "'72' (the same number): numbers compared as strings; compare values "
+                f"the answer 72.0 scores {as_decimal:g} against the gold answer '72.0' but {as_int:g} "
+                "against '72' (the same number): numbers compared as strings; compare values "
                 "(rewards.correctness_reward)",
                 ("decimal number",),
             )
@@ -626,10 +626,10 @@ def _answer_pitfalls(fn: Callable, make_kwargs: Callable, hang_s: float) -> list
                 Finding(
                     "eos-penalty",
                     "warning",
-                    "a completion that stops at EOS right after </answer> loses more the longer its reasoning "
-                    f"({short_eos - short_nl:+g} with short, {long_eos - long_nl:+g} with long reasoning, against "
-                    "the same text ending in a newline): the whole text is charged as trailing text "
-                    "(the course's count_xml); use rewards.xmlcount_reward",
+                    "a completion that stops at EOS right after </answer> loses more the longer its "
+                    f"reasoning ({short_eos - short_nl:+g} with short, {long_eos - long_nl:+g} with long "
+                    "reasoning, against the same text ending in a newline): the whole text is charged as "
+                    "trailing text (the course's count_xml); use rewards.xmlcount_reward",
                     ("xml ends at </answer>",),
                 )
             )
@@ -685,9 +685,9 @@ def _built(fn: Any, target: str) -> Any:
         return fn()
     except TypeError as error:
         raise SystemExit(
-            f"grpo-kit-reward-lint: {target} is a reward factory with required arguments ({error}); build the "
-            "reward in a module and lint that, e.g. my_rewards.py: overlong = get_soft_overlong_punishment(100, 20) "
-            "then grpo-kit-reward-lint my_rewards:overlong"
+            f"grpo-kit-reward-lint: {target} is a reward factory with required arguments ({error}); "
+            "build the reward in a module and lint that, e.g. my_rewards.py: "
+            "overlong = get_soft_overlong_punishment(100, 20), then grpo-kit-reward-lint my_rewards:overlong"
         ) from None
 
 

@@ -153,17 +153,20 @@ def _ids_argument(completion_ids: Any, completions: Any, fn_name: str) -> list:
         )
     if isinstance(completion_ids, (str, bytes)) or not isinstance(completion_ids, Sequence):
         raise TypeError(
-            f"{fn_name}: completion_ids must be a list of token-id lists, got {type(completion_ids).__name__}."
+            f"{fn_name}: completion_ids must be a list of token-id lists, "
+            f"got {type(completion_ids).__name__}."
         )
     if not _looks_like_ids(completion_ids):
         raise TypeError(
             f"{fn_name} takes token ids first, as in TRL: {fn_name}(completion_ids, **kwargs). It got text "
-            "where completion_ids belong; pass completion_ids=[[ids...], ...] (and completions=... by keyword)."
+            "where completion_ids belong; pass completion_ids=[[ids...], ...] "
+            "(and completions=... by keyword)."
         )
     texts_given = isinstance(completions, Sequence) and not isinstance(completions, (str, bytes))
     if texts_given and len(completions) != len(completion_ids):
         raise ValueError(
-            f"{fn_name}: {len(completion_ids)} completion_ids for {len(completions)} completions; pass one each."
+            f"{fn_name}: {len(completion_ids)} completion_ids for {len(completions)} completions; "
+            "pass one each."
         )
     return list(completion_ids)
 
