@@ -16,8 +16,8 @@ Within a priority the rightmost match is tried and, in ``first_match`` mode, onl
    environment (``$``, ``\[``, ``\(``, ``[``, ``\frac``): the verdict is 0.0. This covers plain trailing
    numbers ("… so the answer is 72."), no answer at all and unanchored ``$72$``.
 2. **One boxed number** — exactly one ``\boxed{``, no "I hope", no environment that could enclose it
-   (no ``$``, ``\[``, ``\(``, no ``[`` on its line) and no ``}`` after it: the match is that
-   ``\boxed{…}``, whatever "answer" anchors exist (they have lower priority).
+   (no ``\[``, ``\(``, no ``[`` on its line, no ``$`` unless exactly ``$\boxed{…}$``) and no ``}`` after
+   it: the match is that ``\boxed{…}``, whatever "answer" anchors exist (they have lower priority).
 3. **One anchored inline number** — no ``\boxed{``, exactly two ``$`` enclosing a number, no other
    backslash, bracket or "I hope", no percent sign after it, "answer" at most 50 characters before it:
    every anchored pattern that matches extracts that environment.
@@ -133,7 +133,7 @@ def _boxed_latex(content: str) -> str | None:
     start = content.find("\\boxed{")
     if content.find("\\boxed{", start + 1) != -1 or "I hope" in content:
         return None
-    if "$" in content or "\\[" in content or "\\(" in content:
+    if "\\[" in content or "\\(" in content:
         return None
     line_start = content.rfind("\n", 0, start) + 1
     line_end = content.find("\n", start)
@@ -148,7 +148,21 @@ def _boxed_latex(content: str) -> str | None:
         return None
     if "}" in content[close + 1 :]:
         return None  # the greedy \\boxed{.+} runs to the last "}": math-verify decides
+    if "$" in content and not _only_dollars_around(content, start, close):
+        return None
     return content[open_at:close]
+
+
+def _only_dollars_around(content: str, start: int, close: int) -> bool:
+    """``$\\boxed{…}$`` and no other ``$``: the environment match and the bare boxed match extract the
+    same number (the environment's normalisation keeps only the boxed content), unless a percent sign
+    follows the environment."""
+    return (
+        content.count("$") == 2
+        and content[start - 1 : start] == "$"
+        and content[close + 1 : close + 2] == "$"
+        and _PERCENT_AFTER.match(content, close + 2) is None
+    )
 
 
 def _inline_latex(content: str) -> str | None:

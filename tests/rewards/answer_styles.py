@@ -27,6 +27,7 @@ def boxed(rng: random.Random) -> tuple[str, str]:
             "<think>\n{s}\n</think>\nSo the total gives \\boxed{{{a}}}.",
             "{s}\nThe answer is \\boxed{{{a}}}.",
             "<think>{s}</think><answer>\\boxed{{{a}}}</answer>",
+            "{s}\nThe final answer is $\\boxed{{{a}}}$.",
         ]
     )
     return template.format(s=_steps(rng), a=_answer(rng, gold)), str(gold)

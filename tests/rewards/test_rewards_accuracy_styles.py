@@ -59,7 +59,9 @@ def test_every_realistic_style_is_decided_without_math_verify(style):
         ("The answer is $72$ %", "72"),  # percent: math-verify reads 0.72
         ("final answer is $72$ I hope", "72"),  # another priority-0 pattern competes with boxed
         ("\\boxed{72} then }", "72"),  # the greedy \boxed{.+} runs to the last brace
-        ("$\\boxed{72}$ and the answer is $73$", "72"),  # a boxed inside an environment
+        ("$\\boxed{72}$ and the answer is $73$", "72"),  # a boxed inside an environment, more $
+        ("So $\\boxed{72}$ %", "72"),  # percent after the environment: math-verify reads 0.72
+        ("So $x = \\boxed{72}$", "72"),  # more than the boxed inside the environment
         ("\\boxed{72.1234567}", "72"),  # > 6 decimals: math-verify rounds
         ("\\boxed{0.5}", "\\frac{1}{2}"),  # float against a fraction: math-verify rounds
         ("answer" + " " * 51 + "$72$", "72"),  # farther than the 50-character anchor window
