@@ -86,6 +86,8 @@ def fast_verdict(content: str, gold: int) -> VerifyResult | None:
 
 
 _TIMED_OUT = VerifyResult(0.0, "[timeout]", "[timeout]")
+_SKIPPED = VerifyResult(None, "[unparseable]", "[skipped]")  # TRL's row for a gold it cannot parse
+_UNPARSEABLE_GOLDS = 4096
 
 
 class _Worker:
@@ -157,6 +159,9 @@ class MathVerifyPool:
         self._idle: list[_Worker] = []
         self._lock = threading.Lock()
         self._pid = os.getpid()
+        # Gold solutions math-verify could not parse: every completion against them is skipped (None),
+        # so later jobs with the same gold need no worker (TRL's own cost there is one failed parse).
+        self._unparseable: OrderedDict[str, None] = OrderedDict()
 
     # -- worker bookkeeping -------------------------------------------------------------------
     def _checkout(self, n: int) -> list[_Worker]:
@@ -180,6 +185,12 @@ class MathVerifyPool:
                 else:
                     worker.kill()
 
+    def _remember_unparseable(self, solution: str) -> None:
+        with self._lock:
+            self._unparseable[solution] = None
+            if len(self._unparseable) > _UNPARSEABLE_GOLDS:
+                self._unparseable.popitem(last=False)
+
     def close(self) -> None:
         """Stop the idle workers (they also exit on their own when this process ends)."""
         with self._lock:
@@ -194,11 +205,17 @@ class MathVerifyPool:
         Jobs only go to workers that are ready; a worker still importing math-verify joins in when
         it is, so a cold start never counts against a job's time bound.
         """
-        if not jobs:
-            return []
-        n_workers = 1 if len(jobs) < PARALLEL_MIN_JOBS else min(self.max_workers, math.ceil(len(jobs) / 4))
         results: list[VerifyResult | None] = [None] * len(jobs)
-        pending = deque(range(len(jobs)))
+        pending = deque()
+        for index, (_, solution) in enumerate(jobs):
+            if solution in self._unparseable:
+                results[index] = _SKIPPED
+            else:
+                pending.append(index)
+        if not pending:
+            return results  # type: ignore[return-value]
+        n_jobs = len(pending)
+        n_workers = 1 if n_jobs < PARALLEL_MIN_JOBS else min(self.max_workers, math.ceil(n_jobs / 4))
         attempts = [0] * len(jobs)
         free: list[_Worker] = []
         starting: dict[int, tuple[_Worker, float]] = {}  # fd -> (worker, startup deadline)
@@ -216,7 +233,11 @@ class MathVerifyPool:
         try:
             while pending or busy:
                 while free and pending:
-                    worker, index = free.pop(), pending.popleft()
+                    index = pending.popleft()
+                    if jobs[index][1] in self._unparseable:
+                        results[index] = _SKIPPED
+                        continue
+                    worker = free.pop()
                     attempts[index] += 1
                     if worker.send(*jobs[index]):
                         busy[worker.fd] = (worker, index, time.monotonic() + self.timeout_s)
@@ -260,6 +281,8 @@ class MathVerifyPool:
                         elif fd in busy:
                             _, index, _ = busy.pop(fd)
                             results[index] = VerifyResult(*message)
+                            if message[0] is None:
+                                self._remember_unparseable(jobs[index][1])
                             free.append(worker)
                 now = time.monotonic()
                 for fd, (worker, index, deadline) in list(busy.items()):
@@ -353,9 +376,12 @@ def warm_up(workers: int | None = None) -> None:
 
 
 def clear_cache() -> None:
-    """Forget the remembered math-verify verdicts (benchmarks measure cold runs)."""
+    """Forget the remembered math-verify verdicts and unparseable golds (benchmarks measure cold runs)."""
     with _cache_lock:
         _cache.clear()
+    pool = _pool()
+    with pool._lock:
+        pool._unparseable.clear()
 
 
 def verify_batch(
@@ -367,7 +393,7 @@ def verify_batch(
     golds: dict[str, Gold | None] = {}
     for i, (content, solution) in enumerate(zip(contents, solutions)):
         if solution is None:
-            results[i] = VerifyResult(None, "[unparseable]", "[skipped]")
+            results[i] = _SKIPPED
             continue
         gold = golds.get(solution, _UNSEEN)
         if gold is _UNSEEN:  # one GRPO group shares its gold answer: read it once

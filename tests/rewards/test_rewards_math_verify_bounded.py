@@ -183,3 +183,16 @@ def test_verify_batch_skips_missing_gold_and_accuracy_reward_is_bounded():
 def test_configure_validates():
     with pytest.raises(ValueError, match="timeout_s"):
         MathVerifyPool(timeout_s=0)
+
+
+def test_a_gold_math_verify_cannot_parse_is_remembered_and_skips_later_jobs_without_a_worker():
+    pool = MathVerifyPool(timeout_s=20, max_workers=1)
+    try:
+        first = pool.run([("\\boxed{x^2 + 1}", "x^2+1")])  # no $: math-verify cannot parse this gold
+        assert [r.reward for r in first] == [None]
+        pool.close()  # no worker left: a job that needed one would have to start it
+        again = pool.run([("\\boxed{x^3}", "x^2+1"), ("\\boxed{y}", "x^2+1")])
+        assert [(r.reward, r.answer_parsed) for r in again] == [(None, "[skipped]")] * 2
+        assert pool._idle == []  # answered without starting a worker
+    finally:
+        pool.close()
