@@ -87,6 +87,13 @@ def no_answer(rng: random.Random) -> tuple[str, str]:
     return text, str(gold)
 
 
+def symbolic(rng: random.Random) -> tuple[str, str]:
+    """An expression only math-verify can compare (sympy): our workers run it, as TRL does in-process."""
+    a, b = rng.randint(2, 4), rng.randint(1, 9)
+    answer = f"x^{a} + {b}" if rng.random() < 0.5 else f"x^{a} + {b + 1}"
+    return f"{_steps(rng)}\nThe final answer is \\boxed{{{answer}}}.", f"$x^{a}+{b}$"
+
+
 STYLES: dict[str, Callable[[random.Random], tuple[str, str]]] = {
     "boxed": boxed,
     "boxed 1,234 / 72.0": boxed_formatted,
@@ -95,11 +102,15 @@ STYLES: dict[str, Callable[[random.Random], tuple[str, str]]] = {
     "LaTeX fraction": latex_fraction,
     "no answer": no_answer,
 }
+# Not decided without math-verify (reported beside the styles above, not part of their targets).
+MATH_VERIFY_STYLES: dict[str, Callable[[random.Random], tuple[str, str]]] = {
+    "symbolic \\boxed{x^2 + 1}": symbolic
+}
 
 
 def make(style: str, n: int, seed: int = 0) -> tuple[list[str], list[str]]:
     rng = random.Random(f"{style}-{seed}")
-    pairs = [STYLES[style](rng) for _ in range(n)]
+    pairs = [{**STYLES, **MATH_VERIFY_STYLES}[style](rng) for _ in range(n)]
     return [c for c, _ in pairs], [s for _, s in pairs]
 
 

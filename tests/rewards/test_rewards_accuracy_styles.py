@@ -33,7 +33,7 @@ def _logged(fn, completions, solutions):
     return out, log
 
 
-@pytest.mark.parametrize("style", list(answer_styles.STYLES))
+@pytest.mark.parametrize("style", [*answer_styles.STYLES, *answer_styles.MATH_VERIFY_STYLES])
 def test_verdicts_and_logs_equal_trls(style):
     completions, solutions = answer_styles.make(style, N_PER_STYLE)
     theirs, theirs_log = _logged(trl_rewards.accuracy_reward, conv(completions), solutions)
