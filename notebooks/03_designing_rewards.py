@@ -116,8 +116,9 @@ def _(completion_box, gold_box, reward_functions, tokenizer):
         )
         _scores = {}
         for _name, _fn in reward_functions.items():
-            _plain = _fn([text], **_columns)[0]
-            _chat = _fn([[{"role": "assistant", "content": text}]], **_columns)[0]
+            # By keyword, as GRPOTrainer calls them (TRL's token rewards take completion_ids first).
+            _plain = _fn(completions=[text], **_columns)[0]
+            _chat = _fn(completions=[[{"role": "assistant", "content": text}]], **_columns)[0]
             _scores[_name] = (_plain, _chat)
         return _scores
 
@@ -175,6 +176,7 @@ def _():
 
     course_reward_len = course_original.reward_len_50
     course_soft_format_reward_func = course_original.soft_format_reward_func
+    course_strict_format_reward_func = course_original.strict_format_reward_func
     course_int_reward_func = course_original.int_reward_func
     course_correctness_reward_func = course_original.correctness_reward_func
     return (
@@ -182,6 +184,7 @@ def _():
         course_int_reward_func,
         course_reward_len,
         course_soft_format_reward_func,
+        course_strict_format_reward_func,
     )
 
 
@@ -265,6 +268,28 @@ def test_course_pitfalls_are_fixed(pitfalls):
 
 
 @app.cell
+def _(course_strict_format_reward_func, mo, rewards):
+    # A model usually stops at EOS right after </answer>: the completion has no final newline.
+    eos_completion = "<reasoning>\nAdd 30 and 42.\n</reasoning>\n<answer>\n72\n</answer>"
+    eos_scores = {
+        "course": course_strict_format_reward_func([[{"role": "assistant", "content": eos_completion}]])[0],
+        "ours": rewards.strict_format_reward([eos_completion])[0],
+    }
+    mo.md(
+        "**Stopping at EOS.** The course's `strict_format_reward_func` demands `\\n` after `</answer>`, so a "
+        f"completion that ends at `</answer>` scores **{eos_scores['course']:.1f}**; "
+        f"`rewards.strict_format_reward` accepts an optional final newline: **{eos_scores['ours']:.1f}**."
+    )
+    return (eos_scores,)
+
+
+@app.cell
+def test_strict_format_accepts_eos_after_the_answer_tag(eos_scores):
+    assert eos_scores == {"course": 0.0, "ours": 0.5}
+    return
+
+
+@app.cell
 def _(mo):
     mo.md(r"""
     ## 3 · math-verify: is `\frac{1}{2}` the same answer as `0.5`?
@@ -272,7 +297,8 @@ def _(mo):
     `accuracy_reward` (TRL's, and ours with the same verdicts) parses both the completion and the gold
     solution with [math-verify](https://github.com/huggingface/Math-Verify) and compares them
     symbolically. A gold answer it cannot parse gives `None` — the row is skipped, not punished.
-    Ours answers plain integers without math-verify and keeps a wall-clock bound in any thread.
+    Ours decides plain, boxed and inline numbers without math-verify (same verdicts) and keeps a
+    wall-clock bound in any thread.
     """)
     return
 

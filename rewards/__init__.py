@@ -23,7 +23,25 @@ from .trl_compat import (
     think_format_reward,
 )
 
+# The course's names (LLM Course ch. 12.5–12.6), so that code pasted from the course imports the fixed
+# functions. They are the same objects: TRL logs them under the new names (rewards/xmlcount_reward/mean).
+xmlcount_reward_func = xmlcount_reward
+soft_format_reward_func = soft_format_reward
+strict_format_reward_func = strict_format_reward
+int_reward_func = int_reward
+correctness_reward_func = correctness_reward
+reward_len = length_reward(50)  # course 12.5: ideal 50, meant in tokens (the course counted characters)
+COURSE_NAMES = {
+    "xmlcount_reward_func": "xmlcount_reward",
+    "soft_format_reward_func": "soft_format_reward",
+    "strict_format_reward_func": "strict_format_reward",
+    "int_reward_func": "int_reward",
+    "correctness_reward_func": "correctness_reward",
+    "reward_len": "length_reward(50)",
+}
+
 __all__ = [
+    "COURSE_NAMES",
     "RewardFunctionError",
     "accuracy_reward",
     "call_reward_funcs",
@@ -31,6 +49,7 @@ __all__ = [
     "combine",
     "completion_text",
     "correctness_reward",
+    "correctness_reward_func",
     "extract_boxed",
     "extract_hash_answer",
     "extract_xml_answer",
@@ -39,12 +58,17 @@ __all__ = [
     "get_repetition_penalty_reward",
     "get_soft_overlong_punishment",
     "int_reward",
+    "int_reward_func",
     "length_reward",
     "lint",
     "reasoning_accuracy_reward",
+    "reward_len",
     "route",
     "soft_format_reward",
+    "soft_format_reward_func",
     "strict_format_reward",
+    "strict_format_reward_func",
     "think_format_reward",
     "xmlcount_reward",
+    "xmlcount_reward_func",
 ]

@@ -157,15 +157,19 @@ _MINUS_SIGNS = str.maketrans({"\u2212": "-", "\u2012": "-", "\u2013": "-", "\ufe
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)")
 _PLAIN_INT = re.compile(r"-?[0-9]+")
 _THOUSANDS = re.compile(r"[+-]?\d{1,3}(?:,\d{3})+(?:\.\d*)?")
+# "1 000" and "12 345 678": a space only between groups of exactly three digits ("7 2" is not 72).
+_SPACED_THOUSANDS = re.compile(r"\d{1,3}(?: \d{3})+(?:\.\d*)?")
 
 
 def parse_number(text: Any) -> Fraction | None:
     r"""Exact value of a plainly written number, or ``None``.
 
     Accepts ASCII digits with an optional sign (``-``, ``+`` or the Unicode minus ``−``), a decimal
-    point, thousands commas (``1,000``), a leading ``$``, a trailing full stop, and a number wrapped in
-    ``\boxed{}``. ``Fraction`` keeps it exact, so ``72.0 == 72`` and ``0.1 + 0.2`` style float errors
-    cannot happen. Superscripts and other Unicode "digits" (``"²".isdigit()`` is True) are rejected.
+    point, thousands commas (``1,000``) or spaces (``1 000``: groups of exactly three digits after a
+    space, so ``7 2`` or ``1 2 3`` are *not* numbers — the course deleted every space), a leading ``$``,
+    a trailing full stop, and a number wrapped in ``\boxed{}``. ``Fraction`` keeps it exact, so
+    ``72.0 == 72`` and ``0.1 + 0.2`` style float errors cannot happen. Superscripts and other Unicode
+    "digits" (``"²".isdigit()`` is True) are rejected.
     """
     if isinstance(text, bool):
         return None
@@ -180,12 +184,13 @@ def parse_number(text: Any) -> Fraction | None:
         boxed = extract_boxed(s)
         if boxed is not None:
             s = boxed.strip()
-    s = s.translate(_MINUS_SIGNS).replace(" ", "")
-    s = s.removesuffix(".")
+    s = s.translate(_MINUS_SIGNS).removesuffix(".")
     sign = ""
     if s and s[0] in "+-":
         sign, s = s[0], s[1:]
     s = s.removeprefix("$")
+    if _SPACED_THOUSANDS.fullmatch(s):
+        s = s.replace(" ", "")
     s = sign + s
     if _THOUSANDS.fullmatch(s):
         s = s.replace(",", "")

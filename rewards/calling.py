@@ -21,7 +21,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .compose import _run_coroutines, reward_name
+from ._runtime import reward_name, run_coroutines
 
 __all__ = ["RewardFunctionError", "call_reward_funcs", "check_reward_funcs"]
 
@@ -42,30 +42,34 @@ def _is_factory(fn: Any) -> bool:
     return bool(getattr(fn, "is_reward_factory", False))
 
 
-def check_reward_funcs(funcs: Callable | Sequence[Callable], *, where: str = "reward_funcs") -> list[Callable]:
+def check_reward_funcs(
+    funcs: Callable | Sequence[Callable], *, where: str = "reward_funcs"
+) -> list[Callable]:
     """The reward functions as a list, or a ``TypeError`` naming the function and the fix.
 
     Accepts one function or a list. Call it before loading a model: every problem it finds would
     otherwise surface only after the model loaded and the first completions were sampled.
     """
-    if callable(funcs) or isinstance(funcs, (str, bytes)):
+    single = callable(funcs) or isinstance(funcs, (str, bytes))
+    if single:
         funcs = [funcs]
     if not isinstance(funcs, Sequence) or len(funcs) == 0:
         raise TypeError(f"{where} must be a reward function or a non-empty list of them, got {funcs!r}")
     checked = []
     for i, fn in enumerate(funcs):
+        at = where if single else f"{where}[{i}]"
         if isinstance(fn, (str, bytes)) or not callable(fn):
             raise TypeError(
-                f"{where}[{i}] is {type(fn).__name__} {fn!r}, not a reward function. Pass callables "
+                f"{at} is {type(fn).__name__} {fn!r}, not a reward function. Pass callables "
                 "fn(completions, **kwargs) -> list[float | None], e.g. rewards.correctness_reward."
             )
         name = reward_name(fn)
         if _is_factory(fn):
             raise TypeError(
-                f"{where}[{i}] is the reward factory {name} itself, not a reward function. Call it to get "
+                f"{at} is the reward factory {name} itself, not a reward function. Call it to get "
                 f"one: {name}(...) (e.g. length_reward(50), get_soft_overlong_punishment(100, 20))."
             )
-        _check_signature(fn, name, f"{where}[{i}]")
+        _check_signature(fn, name, at)
         checked.append(fn)
     return checked
 
@@ -110,17 +114,20 @@ def _row_kwargs(kwargs: dict[str, Any], row: int, n: int) -> dict[str, Any]:
 
 def _failing_row(fn: Callable, kwargs: dict[str, Any], n: int) -> int | None:
     """The first row on which ``fn`` raises when called alone (sync functions only), else ``None``."""
-    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(type(fn), "__call__", None)):
+    call = getattr(type(fn), "__call__", None)  # noqa: B004 - an async __call__ of a callable object
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call):
         return None
     for row in range(n):
         try:
             fn(**_row_kwargs(kwargs, row, n))
-        except Exception:
+        except Exception:  # noqa: BLE001 - any exception marks the failing row
             return row
     return None
 
 
-def _raised(fn: Callable, error: BaseException, kwargs: dict[str, Any], completions: Sequence) -> RewardFunctionError:
+def _raised(
+    fn: Callable, error: BaseException, kwargs: dict[str, Any], completions: Sequence
+) -> RewardFunctionError:
     name = reward_name(fn)
     row = _failing_row(fn, kwargs, len(completions))
     where = f" on row {row} (completion starts {_head(completions[row])!r})" if row is not None else ""
@@ -192,7 +199,9 @@ def call_reward_funcs(
     n = len(completions)
     if len(prompts) != n:
         raise ValueError(f"call_reward_funcs needs one prompt per completion; got {len(prompts)} and {n}")
-    kwargs = dict(prompts=list(prompts), completions=list(completions), completion_ids=completion_ids, **columns)
+    kwargs = dict(
+        prompts=list(prompts), completions=list(completions), completion_ids=completion_ids, **columns
+    )
     outputs: list[Any] = [None] * len(funcs)
     pending: list[tuple[int, Any]] = []
     for i, fn in enumerate(funcs):
@@ -205,13 +214,14 @@ def call_reward_funcs(
         else:
             outputs[i] = result
     if pending:  # async reward functions run concurrently, as GRPOTrainer runs them
+
         async def settle(coro):
             try:
                 return await coro, None
-            except Exception as error:  # reported below with the function's name
+            except Exception as error:  # noqa: BLE001 - reported below with the function's name
                 return None, error
 
-        for (i, _), (result, error) in zip(pending, _run_coroutines([settle(c) for _, c in pending])):
+        for (i, _), (result, error) in zip(pending, run_coroutines([settle(c) for _, c in pending])):
             if error is not None:
                 name = reward_name(funcs[i])
                 raise RewardFunctionError(

@@ -11,37 +11,16 @@
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ._runtime import reward_name, run_coroutines
 from ._text import completion_texts
+from .calling import check_reward_funcs
 
 __all__ = ["call_reward", "combine", "reward_name", "route"]
-
-
-def reward_name(fn: Callable) -> str:
-    """The name TRL logs a reward function under (``rewards/{name}/mean``)."""
-    return getattr(fn, "__name__", None) or type(fn).__name__
-
-
-def _run_coroutines(coros: list) -> list:
-    """Run coroutines concurrently and return their results, whether or not a loop is running here."""
-
-    async def gather():
-        return await asyncio.gather(*coros)
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(gather())
-    # Inside a running loop (Jupyter, marimo, an async trainer): asyncio.run would fail here, so the
-    # coroutines get their own loop on a helper thread while this thread waits.
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as executor:
-        return executor.submit(asyncio.run, gather()).result()
 
 
 def _check_output(fn: Callable, output: Any, n: int) -> list[float | None]:
@@ -59,7 +38,7 @@ def call_reward(fn: Callable, completions: Sequence, **kwargs) -> list[float | N
     """``fn(completions=..., **kwargs)`` for a sync or async reward function, output length checked."""
     output = fn(completions=completions, **kwargs)
     if inspect.isawaitable(output):
-        output = _run_coroutines([output])[0]
+        output = run_coroutines([output])[0]
     return _check_output(fn, output, len(completions))
 
 
@@ -113,7 +92,7 @@ class _Combined:
             else:
                 outputs[i] = result
         if pending:  # async reward functions run concurrently, as GRPOTrainer runs them
-            for (i, _), result in zip(pending, _run_coroutines([c for _, c in pending])):
+            for (i, _), result in zip(pending, run_coroutines([c for _, c in pending])):
                 outputs[i] = result
         columns = [_check_output(fn, out, n) for fn, out in zip(self.fns, outputs)]
         combined: list[float | None] = []
@@ -135,9 +114,7 @@ def combine(*fns: Callable, weights: Sequence[float] | None = None) -> Callable:
         fns = tuple(fns[0])
     if not fns:
         raise ValueError("combine needs at least one reward function: combine(f, g, weights=[1.0, 0.5])")
-    for fn in fns:
-        if not callable(fn):
-            raise TypeError(f"combine: {fn!r} is not callable; pass reward functions, e.g. combine(f, g)")
+    fns = tuple(check_reward_funcs(list(fns), where="combine"))  # an uncalled factory fails here, not later
     if weights is None:
         weights = [1.0] * len(fns)
     if isinstance(weights, (str, bytes)) or not isinstance(weights, Sequence) or len(weights) != len(fns):
@@ -190,7 +167,7 @@ class _Routed:
             if is_async:
                 coros.append(result)
             calls.append((fn, rows, result, is_async))
-        awaited = iter(_run_coroutines(coros)) if coros else iter(())
+        awaited = iter(run_coroutines(coros)) if coros else iter(())
         for fn, rows, result, is_async in calls:
             output = _check_output(fn, next(awaited) if is_async else result, len(rows))
             for i, value in zip(rows, output):
@@ -222,6 +199,5 @@ def route(column: str, routes: Mapping[Any, Callable]) -> Callable:
     if not isinstance(routes, Mapping) or not routes:
         raise ValueError("route: routes must be a non-empty dict {task value: reward function}")
     for task, fn in routes.items():
-        if not callable(fn):
-            raise TypeError(f"route: the function for task {task!r} is not callable")
+        check_reward_funcs(fn, where=f"route: the function for task {task!r}")
     return _Routed(column, dict(routes))

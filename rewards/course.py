@@ -18,6 +18,9 @@ What was wrong in the course and what we do instead (each has a test that fails 
 ``format_reward`` (``re.search(r"<think>(.*?)</think>\\s*<answer>(.*?)</answer>", c, re.DOTALL)``)
     * Empty tags ``<think></think><answer></answer>`` earn 0.5: a reward hack. → 0.0 unless both
       sections have non-blank text.
+    * Kept from the course on purpose: the ``len(think) > 20`` tier. Reasoning of 20 characters or
+      fewer (``<think>.</think><answer>72</answer>``) earns 0.5, not the full 1.0, so that trivial
+      reasoning is never the best-paid way to write the format.
     * ``re.search`` accepts any text before and after the block. → the completion must be the block
       (surrounding whitespace allowed).
 """
@@ -106,32 +109,48 @@ def length_reward(ideal_length: int = 50, unit: str = "tokens", tokenizer: Any =
 length_reward.is_reward_factory = True  # type: ignore[attr-defined]
 
 _TAGS = ("<think>", "</think>", "<answer>", "</answer>")
+_THINK_TAGS = ("<think>", "</think>")
+SUBSTANTIAL_REASONING_CHARS = 20  # the course: len(think_content) > 20 earns the full reward
 
 
-def _think_answer_ok(text: str) -> bool:
+def _think_answer_score(text: str) -> float:
+    """1.0 for substantial reasoning, 0.5 for reasoning of ≤ 20 characters (stripped), 0.0 otherwise."""
+    reasoning = _think_answer_reasoning(text)
+    if reasoning is None:
+        return 0.0
+    return 1.0 if len(reasoning) > SUBSTANTIAL_REASONING_CHARS else 0.5
+
+
+def _think_answer_reasoning(text: str) -> str | None:
+    """The stripped reasoning of a well-formed ``<think>…</think><answer>…</answer>``, else ``None``.
+
+    The reasoning may mention the answer tags (the layout decides); the answer may hold no tag."""
     # String scanning instead of a lazy regex: linear even on adversarial 1 MB outputs full of tags.
     body = text.strip()
     if not (body.startswith("<think>") and body.endswith("</answer>")):
-        return False
+        return None
     end_think = body.find("</think>")
     if end_think == -1:
-        return False
+        return None
     reasoning = body[len("<think>") : end_think]
     rest = body[end_think + len("</think>") :].lstrip()
     if not rest.startswith("<answer>"):
-        return False
+        return None
     answer = rest[len("<answer>") : -len("</answer>")] if len(rest) >= len("<answer></answer>") else None
     if answer is None or not reasoning.strip() or not answer.strip():
-        return False
-    return not any(tag in reasoning or tag in answer for tag in _TAGS)
+        return None
+    if any(tag in reasoning for tag in _THINK_TAGS) or any(tag in answer for tag in _TAGS):
+        return None
+    return reasoning.strip()
 
 
 def format_reward(completions: Sequence, **kwargs) -> list[float]:
-    """1.0 for ``<think>reasoning</think><answer>answer</answer>`` with non-blank reasoning and answer.
+    """``<think>reasoning</think><answer>answer</answer>``: 1.0 when the reasoning has more than 20
+    characters, 0.5 when it is shorter (the course's tier), 0.0 when the format is wrong or a section blank.
 
     Multi-line reasoning and answers are accepted (the course's regex lacked ``re.DOTALL``); whitespace
     around and between the blocks is allowed; anything else around them, repeated or nested tags, or
-    an empty section gives 0.0.
+    an empty section gives 0.0. The reasoning may mention ``<answer>``.
     """
     texts = completion_texts(completions, "format_reward")
-    return [1.0 if _think_answer_ok(text) else 0.0 for text in texts]
+    return [_think_answer_score(text) for text in texts]

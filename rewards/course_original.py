@@ -1,12 +1,14 @@
-"""The course's original reward functions, verbatim ("before"), from
-/work/shared/reference/llm-course-ch12-grpo-practice.ru.md (LLM Course ch. 12.4–12.6).
+"""The course's original reward functions, verbatim ("before"), from the Hugging Face LLM Course,
+chapter 12 (sections 12.4–12.6, the GRPO practice pages, Russian edition).
 
 Shipped for teaching only — never use these in training: tests/rewards/test_rewards_course_pitfalls.py
 shows each pitfall fails here and not in `rewards`, and lesson 3 (notebooks/03_designing_rewards.py)
 shows them live. Not imported by `rewards/__init__.py`. Kept byte-for-byte (including the bare `except:` and the undefined
 `extract_final_answer`), hence the lint exemptions.
 """
+
 # ruff: noqa
+# fmt: off
 import re
 
 # --- 12.4: "Пример 1: награда по длине ответа" ---------------------------------------------------

@@ -18,6 +18,10 @@ Fixed pitfalls (each has a test that fails on the course's code, ``tests/rewards
   and read the first message, not the last assistant message. → :func:`~rewards.completion_text`.
 * ``soft_format_reward_func`` / ``strict_format_reward_func`` lack ``re.DOTALL``: multi-line
   reasoning (i.e. real reasoning) never earns the format reward. → multi-line accepted.
+* ``strict_format_reward_func`` demands ``\\n`` after ``</answer>``: a model that stops at EOS right
+  after ``</answer>`` (the usual case) never earns it. → the final newline is optional.
+* Reasoning that *mentions* ``<answer>`` (decided, not a course bug): the format rewards accept it —
+  the layout decides, and the answer section itself may hold no tag.
 * The format rewards and ``xmlcount`` pay for empty tags (``<reasoning>\\n\\n</reasoning>…``): a reward
   hack. → a section must contain non-blank text to earn its tags.
 * ``count_xml``: when the completion ends right at ``</answer>`` (usual: EOS follows it) the
@@ -25,7 +29,8 @@ Fixed pitfalls (each has a test that fails on the course's code, ``tests/rewards
   so longer reasoning is punished; and with no trailing text it *adds* 0.001. Trailing text was also
   charged twice. → 0.001 per character after ``</answer>`` (one newline free), charged once.
 * ``int_reward_func`` uses ``str.isdigit``: ``-3`` is rejected while ``"²"`` (a superscript) passes.
-  → an ASCII integer with optional sign (also U+2212 minus) and thousands commas; ``72.0`` counts.
+  → an ASCII integer with optional sign (also U+2212 minus) and thousands commas or spaces (``1 000``;
+  but ``7 2`` is not 72); ``72.0`` counts.
 * ``correctness_reward_func`` compares strings: ``72.0``≠``72``, ``1,000``≠``1000``, ``−3``≠``-3``.
   → exact numeric equality (:func:`~rewards._text.parse_number`), string equality for non-numbers.
   It also prints every batch (the data, too) and needs a ``prompts`` argument. → silent, needs only ``answer``.
@@ -35,7 +40,6 @@ Fixed pitfalls (each has a test that fails on the course's code, ``tests/rewards
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from ._text import completion_texts, extract_hash_answer, extract_xml_answer, parse_number, require_column
@@ -87,10 +91,21 @@ def xmlcount_reward(completions: Sequence, **kwargs) -> list[float]:
     return [_count_xml(t, 0.125, 0.001) for t in texts]
 
 
+_REASONING_TAGS = ("<reasoning>", "</reasoning>")
+
+
 def _sections_ok(reasoning: str, answer: str) -> bool:
+    """Both sections non-blank; the reasoning opens and closes once, the answer holds no tag.
+
+    The reasoning may *mention* ``<answer>`` (e.g. "I put the total in <answer> tags"): the layout, not
+    the prose, decides the format, and :func:`~rewards.extract_xml_answer` reads the last ``<answer>``,
+    which is the answer section here because the answer itself may contain no tag.
+    """
     if not reasoning.strip() or not answer.strip():
         return False
-    return not any(tag in reasoning or tag in answer for tag in _XML_TAGS)
+    return not any(tag in reasoning for tag in _REASONING_TAGS) and not any(
+        tag in answer for tag in _XML_TAGS
+    )
 
 
 def _soft_ok(text: str) -> bool:
@@ -113,26 +128,42 @@ def _soft_ok(text: str) -> bool:
 def soft_format_reward(completions: Sequence, **kwargs) -> list[float]:
     """0.5 when the completion starts with ``<reasoning>…</reasoning>`` then ``<answer>…</answer>`` (any
     whitespace between, trailing text allowed — ``xmlcount_reward`` charges for it), sections non-blank,
-    multi-line accepted."""
+    multi-line accepted; the reasoning may mention ``<answer>``."""
     texts = completion_texts(completions, "soft_format_reward")
     return [0.5 if _soft_ok(t) else 0.0 for t in texts]
 
 
-_STRICT = re.compile(r"<reasoning>\n(.+?)\n</reasoning>\n<answer>\n(.+?)\n</answer>\n", re.DOTALL)
+_STRICT_HEAD = "<reasoning>\n"
+_STRICT_MIDDLE = "\n</reasoning>\n<answer>\n"
+_STRICT_TAIL = "\n</answer>"
 
 
 def _strict_ok(text: str) -> bool:
-    if not (text.startswith("<reasoning>\n") and text.endswith("\n</answer>\n")):
-        return False  # cheap rejection before the regex
-    if text.count("</reasoning>") != 1 or text.count("<answer>") != 1:
-        return False  # one of each, so the lazy groups below cannot backtrack across tags
-    match = _STRICT.fullmatch(text)
-    return match is not None and _sections_ok(match.group(1), match.group(2))
+    """``<reasoning>\\n{r}\\n</reasoning>\\n<answer>\\n{a}\\n</answer>`` plus at most one final ``\\n``.
+
+    String scanning, linear in the text: the reasoning ends at the first ``</reasoning>`` (it may not
+    contain a second one), the answer runs to the final ``</answer>``.
+    """
+    body = text.removesuffix("\n")  # optional final newline: a model stops at EOS
+    if not (body.startswith(_STRICT_HEAD) and body.endswith(_STRICT_TAIL)):
+        return False
+    middle = body.find(_STRICT_MIDDLE)
+    if middle < len(_STRICT_HEAD):  # not found (-1), or no room for a reasoning
+        return False
+    reasoning = body[len(_STRICT_HEAD) : middle]
+    answer_start = middle + len(_STRICT_MIDDLE)
+    if answer_start > len(body) - len(_STRICT_TAIL):
+        return False
+    return _sections_ok(reasoning, body[answer_start : len(body) - len(_STRICT_TAIL)])
 
 
 def strict_format_reward(completions: Sequence, **kwargs) -> list[float]:
     r"""0.5 for exactly ``<reasoning>\n…\n</reasoning>\n<answer>\n…\n</answer>\n`` (the course's
-    ``XML_COT_FORMAT``), sections non-blank; multi-line reasoning and answers accepted."""
+    ``XML_COT_FORMAT``), sections non-blank; multi-line reasoning and answers accepted.
+
+    The final ``\n`` is optional: the course's pattern demanded it, but a model usually stops at EOS right
+    after ``</answer>`` and then never earned this reward. The reasoning may mention ``<answer>``.
+    """
     texts = completion_texts(completions, "strict_format_reward")
     return [0.5 if _strict_ok(t) else 0.0 for t in texts]
 

@@ -27,6 +27,15 @@ What it checks (each finding names one ``check``):
 ``empty-tags``
     a completion made of empty tags (``<think></think><answer></answer>``) earns more than plain text:
     the model can collect the format reward without reasoning or answering.
+``negative-number``
+    an answer ``-3`` (gold ``-3``) scores lower than the same completion answering ``72`` (gold ``72``):
+    ``str.isdigit()`` rejects a minus sign.
+``number-format``
+    the same completion (answer ``72.0``) scores differently when the gold answer is written ``72``
+    instead of ``72.0``: numbers compared as strings.
+``eos-penalty``
+    stopping at EOS right after ``</answer>`` costs more (against the same text with a final newline)
+    the longer the reasoning: the course's ``count_xml`` charges the whole text as "trailing" text.
 ``constant``
     every tricky completion gets the same reward: GRPO's advantages are all zero, nothing is learned
     (e.g. an exception swallowed by a bare ``except:``).
@@ -51,7 +60,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .compose import _run_coroutines, reward_name
+from ._runtime import reward_name, run_coroutines
+from .calling import check_reward_funcs
 
 __all__ = ["PROBES", "Finding", "LintReport", "lint", "main"]
 
@@ -227,7 +237,7 @@ def _call(fn: Callable, completions: list, kwargs: dict, hang_s: float) -> _Call
         try:
             output = fn(completions=completions, **kwargs)
             if inspect.isawaitable(output):
-                output = _run_coroutines([output])[0]
+                output = run_coroutines([output])[0]
             box.output = output
         except BaseException as error:  # noqa: BLE001 - we report whatever it raised
             box.error = error
@@ -267,12 +277,6 @@ def _short(error: BaseException) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def _build(fn: Callable) -> Callable:
-    if getattr(fn, "is_reward_factory", False):  # lint the reward a factory makes with its defaults
-        return fn(**getattr(fn, "lint_defaults", {}))
-    return fn
-
-
 def lint(
     fn: Callable,
     *,
@@ -284,17 +288,16 @@ def lint(
     """Run ``fn`` over :data:`PROBES` as GRPOTrainer would call it; print and return the findings.
 
     Args:
-        fn: a reward function ``fn(completions, **kwargs) -> list[float | None]`` (sync or async), or a
-            factory from this package (it is built with its defaults).
+        fn: a reward function ``fn(completions, **kwargs) -> list[float | None]`` (sync or async). A
+            factory is refused with the call to make (``lint(length_reward(50))``, not
+            ``lint(length_reward)``), as everywhere reward functions are accepted.
         columns: dataset columns to pass, one value used for every row (``solution`` and ``answer``
             default to ``"72"``, the answer the probes are written around).
         slow_s: a single-completion call slower than this is reported.
         hang_s: a call that has not returned after this long is abandoned and reported.
         verbose: print the report.
     """
-    fn = _build(fn)
-    if not callable(fn):
-        raise TypeError(f"lint needs a reward function, got {type(fn).__name__}")
+    check_reward_funcs(fn, where="lint(fn)")  # not callable, an uncalled factory, no **kwargs: fail now
     name = reward_name(fn)
     acknowledged_checks: dict[str, str] = dict(getattr(fn, "lint_acknowledged", {}) or {})
     row_values = {"solution": GOLD, "answer": GOLD}
@@ -305,9 +308,13 @@ def lint(
 
     findings: list[Finding] = []
 
-    def make_kwargs(texts: Sequence[str], ids: list[list[int]] | None = None) -> dict:
+    def make_kwargs(
+        texts: Sequence[str], ids: list[list[int]] | None = None, gold: str | None = None
+    ) -> dict:
         n = len(texts)
         kwargs = {key: [value] * n for key, value in row_values.items()}
+        if gold is not None:  # a probe with its own gold answer replaces lint's default one
+            kwargs.update({k: [gold] * n for k, v in row_values.items() if k in _GOLD_COLUMNS and v == GOLD})
         kwargs["prompts"] = [[{"role": "user", "content": "What is 30 + 42?"}]] * n
         kwargs["completion_ids"] = ids if ids is not None else [_fake_token_ids(t) for t in texts]
         kwargs["trainer_state"] = None
@@ -421,7 +428,7 @@ def _run_checks(fn: Callable, make_kwargs: Callable, slow_s: float, hang_s: floa
 
     numeric = {p: v for p, v in scores.items() if _is_number(v) and math.isfinite(v)}
 
-    # 4. Missing re.DOTALL: multi-line reasoning must not score lower than one-line reasoning.
+    # 3. Missing re.DOTALL: multi-line reasoning must not score lower than one-line reasoning.
     for one_line, multi_line in DOTALL_PAIRS:
         if one_line in numeric and multi_line in numeric and numeric[multi_line] < numeric[one_line]:
             findings.append(
@@ -434,7 +441,7 @@ def _run_checks(fn: Callable, make_kwargs: Callable, slow_s: float, hang_s: floa
                 )
             )
 
-    # 5. Empty tags must not earn a format reward.
+    # 4. Empty tags must not earn a format reward.
     baseline = numeric.get("no format")
     if baseline is not None and any(numeric.get(p, -math.inf) > baseline for p in WELL_FORMED):
         hacked = [p for p, _ in EMPTY_TAG_PROBES if numeric.get(p, -math.inf) > baseline]
@@ -449,8 +456,12 @@ def _run_checks(fn: Callable, make_kwargs: Callable, slow_s: float, hang_s: floa
                 )
             )
 
-    # 6. Length in characters where tokens were probably meant.
+    # 5. Length in characters where tokens were probably meant.
     findings.extend(_chars_vs_tokens(fn, make_kwargs, hang_s))
+
+    # 6. The course's number and EOS pitfalls (isdigit, string comparison, count_xml).
+    if not any(f.check == "hang" for f in findings):
+        findings.extend(_answer_pitfalls(fn, make_kwargs, hang_s))
 
     # 7. No learning signal.
     values = [scores[p] for p in probe_names if p in scores and scores[p] is not _FAILED]
@@ -545,6 +556,86 @@ def _chars_vs_tokens(fn: Callable, make_kwargs: Callable, hang_s: float) -> list
     ]
 
 
+def _xml(reasoning: str, answer: str) -> str:
+    return f"<reasoning>\n{reasoning}\n</reasoning>\n<answer>\n{answer}\n</answer>\n"
+
+
+def _score(fn: Callable, text: str, make_kwargs: Callable, hang_s: float, gold: str | None = None) -> Any:
+    """``fn``'s reward for one completion, as a plain string or else as a one-message conversation
+    (the course's functions only read the latter); ``_FAILED`` when neither gives a number."""
+    for completions in ([text], [[{"role": "assistant", "content": text}]]):
+        result = _call(fn, completions, make_kwargs([text], gold=gold), hang_s)
+        output = result.output
+        if result.hung or result.error is not None or isinstance(output, (str, bytes)):
+            continue
+        if (
+            isinstance(output, Sequence)
+            and len(output) == 1
+            and _is_number(output[0])
+            and math.isfinite(output[0])
+        ):
+            return output[0]
+    return _FAILED
+
+
+def _lower(a: Any, b: Any) -> bool:
+    """``a < b`` for two numbers (by more than rounding), False when either failed."""
+    return _is_number(a) and _is_number(b) and a < b - 1e-9
+
+
+def _answer_pitfalls(fn: Callable, make_kwargs: Callable, hang_s: float) -> list[Finding]:
+    findings = []
+    reasoning = "Subtract 5 from 2, or add 30 and 42."
+    # Same length and layout; each answer equals its own gold answer.
+    negative = _score(fn, _xml(reasoning, "-3"), make_kwargs, hang_s, gold="-3")
+    positive = _score(fn, _xml(reasoning, "72"), make_kwargs, hang_s, gold="72")
+    if _lower(negative, positive):
+        findings.append(
+            Finding(
+                "negative-number",
+                "warning",
+                f"a correct negative answer (-3) scores {negative:g} but a correct positive one (72) scores "
+                f"{positive:g}: str.isdigit() rejects the minus sign; parse the number instead "
+                "(rewards.int_reward / rewards.correctness_reward)",
+                ("negative number",),
+            )
+        )
+    decimal = _xml(reasoning, "72.0")
+    as_int = _score(fn, decimal, make_kwargs, hang_s, gold="72")
+    as_decimal = _score(fn, decimal, make_kwargs, hang_s, gold="72.0")
+    if _is_number(as_int) and _is_number(as_decimal) and not _same(as_int, as_decimal):
+        findings.append(
+            Finding(
+                "number-format",
+                "warning",
+                f"the answer 72.0 scores {as_decimal:g} against the gold answer '72.0' but {as_int:g} "
+                "against '72' (the same number): numbers compared as strings; compare values "
+                "(rewards.correctness_reward)",
+                ("decimal number",),
+            )
+        )
+    eos_cost = []
+    for length in (1, 20):
+        with_newline = _xml(" ".join([reasoning] * length), "72")
+        at_eos = _score(fn, with_newline.removesuffix("\n"), make_kwargs, hang_s)
+        eos_cost.append((at_eos, _score(fn, with_newline, make_kwargs, hang_s)))
+    if all(_is_number(v) for pair in eos_cost for v in pair):
+        (short_eos, short_nl), (long_eos, long_nl) = eos_cost
+        if _lower(long_eos - long_nl, short_eos - short_nl):
+            findings.append(
+                Finding(
+                    "eos-penalty",
+                    "warning",
+                    "a completion that stops at EOS right after </answer> loses more the longer its "
+                    f"reasoning ({short_eos - short_nl:+g} with short, {long_eos - long_nl:+g} with long "
+                    "reasoning, against the same text ending in a newline): the whole text is charged as "
+                    "trailing text (the course's count_xml); use rewards.xmlcount_reward",
+                    ("xml ends at </answer>",),
+                )
+            )
+    return findings
+
+
 def _same(a: Any, b: Any) -> bool:
     if _is_number(a) and _is_number(b):
         return a == b or (math.isnan(a) and math.isnan(b))
@@ -586,6 +677,20 @@ def _resolve(target: str) -> Callable:
     return obj
 
 
+def _built(fn: Any, target: str) -> Any:
+    """A factory named on the command line is built with its defaults (a shell cannot call it)."""
+    if not getattr(fn, "is_reward_factory", False):
+        return fn
+    try:
+        return fn()
+    except TypeError as error:
+        raise SystemExit(
+            f"grpo-kit-reward-lint: {target} is a reward factory with required arguments ({error}); "
+            "build the reward in a module and lint that, e.g. my_rewards.py: "
+            "overlong = get_soft_overlong_punishment(100, 20), then grpo-kit-reward-lint my_rewards:overlong"
+        ) from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``grpo-kit-reward-lint module:function [...]`` — exit status 0 when every function is clean."""
     parser = argparse.ArgumentParser(
@@ -612,7 +717,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         columns[key] = value
     status = 0
     for target in args.targets:
-        report = lint(_resolve(target), columns=columns or None, slow_s=args.slow_s)
+        report = lint(_built(_resolve(target), target), columns=columns or None, slow_s=args.slow_s)
         status = status or (0 if report.ok else 1)
     return status
 

@@ -6,11 +6,12 @@ function runs in another thread, so one pathological completion can hang trainin
 
 What we do instead, without changing a single verdict:
 
-1. **Fast path.** When the gold answer is a plain integer (GSM8K style) and the completion either has
-   no LaTeX environment at all (math-verify then extracts nothing: verdict 0.0) or exactly one
-   ``\\boxed{<integer>}`` with nothing math-verify could prefer after it, the verdict is integer
-   equality. This is derived from math-verify 0.9's extraction rules (see :func:`fast_verdict`) and
-   checked against math-verify itself in ``tests/rewards``.
+1. **Fast path.** When the gold answer is an integer (GSM8K style) or a simple fraction and the
+   completion has nothing math-verify could extract (a plain trailing number, no answer), one
+   ``\\boxed{…}`` or one anchored ``$…$`` holding a plain number (integer, thousands commas, decimal,
+   ``\\frac{p}{q}``), the verdict and the logged strings follow from math-verify 0.9's rules alone
+   (:mod:`rewards.math_verify_fast`), checked against TRL in ``tests/rewards``. No worker process is
+   started for these: a cold first call costs microseconds, not a sympy import.
 2. **Bounded slow path.** Everything else goes to worker processes (:mod:`rewards._verify_worker`)
    that run TRL's exact ``parse``/``verify`` calls with math-verify's own timeouts disabled; the
    parent waits at most ``timeout_s`` per completion and kills a worker that runs over (verdict 0.0,
@@ -38,6 +39,9 @@ import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 
+from . import math_verify_fast as fast
+from .math_verify_fast import Gold, parse_gold
+
 __all__ = [
     "MathVerifyPool",
     "VerifyResult",
@@ -54,9 +58,7 @@ PARALLEL_MIN_JOBS = 8  # below this, one worker (a second one costs ~1 s of impo
 
 # A canonical integer written as math-verify's ExprExtractionConfig reads it: parse("72") == [72, "72"].
 _PLAIN_INT = re.compile(r"-?(?:0|[1-9]\d{0,14})")
-_BOXED_INT = re.compile(r"\\boxed\{(-?(?:0|[1-9]\d{0,14}))\}")
-# Any of these can open a LaTeX environment that math-verify's answer extraction could match.
-_ENV_MARKERS = ("$", "[", "\\(", "\\frac")
+_UNSEEN = object()
 
 
 @dataclass(frozen=True)
@@ -76,35 +78,16 @@ def plain_int_gold(solution: str) -> int | None:
 
 
 def fast_verdict(content: str, gold: int) -> VerifyResult | None:
-    """TRL's verdict for a plain-integer gold answer when it follows from math-verify's rules alone.
-
-    The answer extraction TRL uses is LaTeX-only with ``try_extract_without_anchor=False`` and
-    ``boxed_match_priority=0``: every pattern needs ``\\boxed{`` or a LaTeX environment (``$``, ``\\[``,
-    ``\\(``, `` [..] ``, ``\\frac``). So
-
-    - no ``\\boxed{`` and none of those markers → nothing is extracted → verdict 0.0;
-    - no environment markers, exactly one ``\\boxed{`` holding a canonical integer and no ``}`` after
-      it → the only priority-0 match is that ``\\boxed{n}`` (the greedy ``\\boxed{.+}`` stops at the
-      last ``}``), it parses to ``Integer(n)``, and ``verify`` compares integers exactly.
-
-    Returns ``None`` when the completion needs the real math-verify.
-    """
-    has_env = any(marker in content for marker in _ENV_MARKERS)
-    boxes = content.count("\\boxed{")
-    gold_str = f"[{gold}, '{gold}']"
-    if not has_env and boxes == 0:
-        return VerifyResult(0.0, gold_str, "[unparseable]")
-    if has_env or boxes != 1:
-        return None
-    start = content.find("\\boxed{")
-    match = _BOXED_INT.match(content, start)
-    if match is None or "}" in content[match.end() :]:
-        return None
-    value = int(match.group(1))
-    return VerifyResult(float(value == gold), gold_str, f"[{value}, '{value}']")
+    """TRL's verdict for an integer gold answer when math-verify's rules alone decide it (see
+    :mod:`rewards.math_verify_fast`); ``None`` when the completion needs the real math-verify."""
+    parsed_gold = parse_gold(str(gold))
+    decided = fast.fast_verdict(content, parsed_gold) if parsed_gold is not None else None
+    return None if decided is None else VerifyResult(decided[0], parsed_gold.parsed, decided[1])
 
 
 _TIMED_OUT = VerifyResult(0.0, "[timeout]", "[timeout]")
+_SKIPPED = VerifyResult(None, "[unparseable]", "[skipped]")  # TRL's row for a gold it cannot parse
+_UNPARSEABLE_GOLDS = 4096
 
 
 class _Worker:
@@ -176,6 +159,9 @@ class MathVerifyPool:
         self._idle: list[_Worker] = []
         self._lock = threading.Lock()
         self._pid = os.getpid()
+        # Gold solutions math-verify could not parse: every completion against them is skipped (None),
+        # so later jobs with the same gold need no worker (TRL's own cost there is one failed parse).
+        self._unparseable: OrderedDict[str, None] = OrderedDict()
 
     # -- worker bookkeeping -------------------------------------------------------------------
     def _checkout(self, n: int) -> list[_Worker]:
@@ -199,6 +185,12 @@ class MathVerifyPool:
                 else:
                     worker.kill()
 
+    def _remember_unparseable(self, solution: str) -> None:
+        with self._lock:
+            self._unparseable[solution] = None
+            if len(self._unparseable) > _UNPARSEABLE_GOLDS:
+                self._unparseable.popitem(last=False)
+
     def close(self) -> None:
         """Stop the idle workers (they also exit on their own when this process ends)."""
         with self._lock:
@@ -213,11 +205,17 @@ class MathVerifyPool:
         Jobs only go to workers that are ready; a worker still importing math-verify joins in when
         it is, so a cold start never counts against a job's time bound.
         """
-        if not jobs:
-            return []
-        n_workers = 1 if len(jobs) < PARALLEL_MIN_JOBS else min(self.max_workers, math.ceil(len(jobs) / 4))
         results: list[VerifyResult | None] = [None] * len(jobs)
-        pending = deque(range(len(jobs)))
+        pending = deque()
+        for index, (_, solution) in enumerate(jobs):
+            if solution in self._unparseable:
+                results[index] = _SKIPPED
+            else:
+                pending.append(index)
+        if not pending:
+            return results  # type: ignore[return-value]
+        n_jobs = len(pending)
+        n_workers = 1 if n_jobs < PARALLEL_MIN_JOBS else min(self.max_workers, math.ceil(n_jobs / 4))
         attempts = [0] * len(jobs)
         free: list[_Worker] = []
         starting: dict[int, tuple[_Worker, float]] = {}  # fd -> (worker, startup deadline)
@@ -235,7 +233,11 @@ class MathVerifyPool:
         try:
             while pending or busy:
                 while free and pending:
-                    worker, index = free.pop(), pending.popleft()
+                    index = pending.popleft()
+                    if jobs[index][1] in self._unparseable:
+                        results[index] = _SKIPPED
+                        continue
+                    worker = free.pop()
                     attempts[index] += 1
                     if worker.send(*jobs[index]):
                         busy[worker.fd] = (worker, index, time.monotonic() + self.timeout_s)
@@ -279,6 +281,8 @@ class MathVerifyPool:
                         elif fd in busy:
                             _, index, _ = busy.pop(fd)
                             results[index] = VerifyResult(*message)
+                            if message[0] is None:
+                                self._remember_unparseable(jobs[index][1])
                             free.append(worker)
                 now = time.monotonic()
                 for fd, (worker, index, deadline) in list(busy.items()):
@@ -372,9 +376,12 @@ def warm_up(workers: int | None = None) -> None:
 
 
 def clear_cache() -> None:
-    """Forget the remembered math-verify verdicts (benchmarks measure cold runs)."""
+    """Forget the remembered math-verify verdicts and unparseable golds (benchmarks measure cold runs)."""
     with _cache_lock:
         _cache.clear()
+    pool = _pool()
+    with pool._lock:
+        pool._unparseable.clear()
 
 
 def verify_batch(
@@ -383,18 +390,23 @@ def verify_batch(
     """TRL ``accuracy_reward`` verdicts for each (completion text, gold solution) pair, bounded in time."""
     results: list[VerifyResult | None] = [None] * len(contents)
     slow: dict[tuple[str, str], list[int]] = {}  # each distinct pair goes to math-verify once
+    golds: dict[str, Gold | None] = {}
     for i, (content, solution) in enumerate(zip(contents, solutions)):
         if solution is None:
-            results[i] = VerifyResult(None, "[unparseable]", "[skipped]")
+            results[i] = _SKIPPED
             continue
-        gold = plain_int_gold(solution)
-        fast = fast_verdict(content, gold) if gold is not None else None
-        if fast is None:
-            fast = _cached((content, solution))
-        if fast is None:
+        gold = golds.get(solution, _UNSEEN)
+        if gold is _UNSEEN:  # one GRPO group shares its gold answer: read it once
+            gold = golds[solution] = parse_gold(solution)
+        decided = fast.fast_verdict(content, gold) if gold is not None else None
+        if decided is not None:
+            results[i] = VerifyResult(decided[0], gold.parsed, decided[1])
+            continue
+        remembered = _cached((content, solution))
+        if remembered is None:
             slow.setdefault((content, solution), []).append(i)
         else:
-            results[i] = fast
+            results[i] = remembered
     if slow:
         keys = list(slow)
         for key, result in zip(keys, (pool or _pool()).run(keys)):

@@ -4,9 +4,12 @@ Proven by ``tests/rewards/test_trl_parity.py``. Where TRL is weak we are better 
 verdict:
 
 - ``accuracy_reward`` / ``reasoning_accuracy_reward`` / ``cosine_scaled_reward`` keep a wall-clock
-  bound in any thread (TRL drops math-verify's timeout off the main thread) and answer plain-integer
-  golds without math-verify (see :mod:`rewards.math_verify_bounded`), ≥ 5× TRL's throughput.
-- Every function also accepts standard-format ``list[str]`` completions (TRL's read
+  bound in any thread (TRL drops math-verify's timeout off the main thread) and decide boxed, inline
+  ``$…$``, plain and missing answers without math-verify where its own rules decide them
+  (:mod:`rewards.math_verify_fast`), far faster than TRL on every such answer style.
+- ``get_soft_overlong_punishment`` / ``get_repetition_penalty_reward`` take ``completion_ids`` first,
+  as TRL's (``fn(completion_ids, **kwargs)``), and also ``fn(completions=..., completion_ids=...)``.
+- Every text function also accepts standard-format ``list[str]`` completions (TRL's read
   ``completion[0]["content"]`` and crash on strings) and reads the *last* assistant message.
 - Factories validate their arguments (TRL divides by zero for ``ngram_size=0`` or ``max_len=0``).
 - Calling mistakes (a bare string, a missing ``solution`` column) raise errors that name the fix.
@@ -124,33 +127,53 @@ think_format_reward.lint_acknowledged = {  # type: ignore[attr-defined]
 }
 
 
-def _looks_like_ids(value: Any) -> bool:
+def _is_id_row(row: Any) -> bool:
+    if type(row) is list:  # the usual case, checked without the ABC machinery
+        return not row or type(row[0]) is int or isinstance(row[0], int)
     return (
-        isinstance(value, Sequence)
-        and not isinstance(value, (str, bytes))
-        and all(
-            isinstance(ids, Sequence)
-            and not isinstance(ids, (str, bytes))
-            and all(isinstance(t, int) for t in ids)
-            for ids in value
-        )
+        isinstance(row, Sequence)
+        and not isinstance(row, (str, bytes))
+        and all(isinstance(t, int) for t in row[:1])
     )
 
 
-def _ids_argument(completions: Any, completion_ids: Any, fn_name: str) -> list:
-    """TRL calls these ``fn(completion_ids)`` in its docs and ``fn(completions=..., completion_ids=...)``
-    in GRPOTrainer; the contract here is ``fn(completions, **kwargs)``. Accept all three."""
-    if completion_ids is None and completions is not None and _looks_like_ids(completions):
-        completion_ids = completions
-        return _ids_column(completion_ids, fn_name)
-    ids = _ids_column(completion_ids, fn_name)
-    if completions is not None:
-        if isinstance(completions, (str, bytes)) or not isinstance(completions, Sequence):
-            completion_texts(completions, fn_name)  # raises the contract's TypeError, naming the fix
-        n = len(completions)
-        if n != len(ids):
-            raise ValueError(f"{fn_name}: {len(ids)} completion_ids for {n} completions; pass one each.")
-    return ids
+def _ids_argument(completion_ids: Any, completions: Any, fn_name: str) -> list:
+    """The token ids for TRL's id-first signature ``fn(completion_ids, **kwargs)``.
+
+    GRPOTrainer calls ``fn(prompts=..., completions=..., completion_ids=..., ...)``; TRL's docs call
+    ``fn(completion_ids)``. Both work, and so does the older ``fn(completions=ids)``. Texts given where ids
+    belong raise an error that names ``completion_ids``.
+    """
+    if completion_ids is None:
+        if completions is not None and _looks_like_ids(completions):
+            return list(completions)
+        raise ValueError(
+            f"{fn_name} scores token ids: pass completion_ids=[[ids...], ...] (GRPOTrainer passes them "
+            "automatically; with a tokenizer: tokenizer(texts, add_special_tokens=False)['input_ids'])."
+        )
+    if isinstance(completion_ids, (str, bytes)) or not isinstance(completion_ids, Sequence):
+        raise TypeError(
+            f"{fn_name}: completion_ids must be a list of token-id lists, "
+            f"got {type(completion_ids).__name__}."
+        )
+    if not _looks_like_ids(completion_ids):
+        raise TypeError(
+            f"{fn_name} takes token ids first, as in TRL: {fn_name}(completion_ids, **kwargs). It got text "
+            "where completion_ids belong; pass completion_ids=[[ids...], ...] "
+            "(and completions=... by keyword)."
+        )
+    texts_given = isinstance(completions, Sequence) and not isinstance(completions, (str, bytes))
+    if texts_given and len(completions) != len(completion_ids):
+        raise ValueError(
+            f"{fn_name}: {len(completion_ids)} completion_ids for {len(completions)} completions; "
+            "pass one each."
+        )
+    return list(completion_ids)
+
+
+def _looks_like_ids(value: Any) -> bool:
+    """A list of token-id lists (each row checked by its type and its first id: O(rows), not O(tokens))."""
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes)) and all(map(_is_id_row, value))
 
 
 def _ids_column(completion_ids: Any, fn_name: str) -> list:
@@ -180,10 +203,8 @@ class _SoftOverlongPunishment:
         self.max_completion_len = max_completion_len
         self.soft_punish_cache = soft_punish_cache
 
-    def __call__(
-        self, completions: Sequence | None = None, completion_ids: Sequence | None = None, **kwargs
-    ) -> list[float]:
-        ids_list = _ids_argument(completions, completion_ids, self.__name__)
+    def __call__(self, completion_ids: Sequence[Sequence[int]] | None = None, **kwargs) -> list[float]:
+        ids_list = _ids_argument(completion_ids, kwargs.get("completions"), self.__name__)
         limit, cache = self.max_completion_len, self.soft_punish_cache
         rewards = []
         for ids in ids_list:
@@ -210,7 +231,6 @@ def get_soft_overlong_punishment(max_completion_len: int, soft_punish_cache: int
 
 
 get_soft_overlong_punishment.is_reward_factory = True  # type: ignore[attr-defined]
-get_soft_overlong_punishment.lint_defaults = {"max_completion_len": 256, "soft_punish_cache": 64}  # type: ignore[attr-defined]
 
 
 class _RepetitionPenalty:
@@ -225,13 +245,11 @@ class _RepetitionPenalty:
         self.ngram_size = ngram_size
         self.max_penalty = max_penalty
 
-    def __call__(
-        self, completions: Sequence | None = None, completion_ids: Sequence | None = None, **kwargs
-    ) -> list[float]:
-        ids_list = _ids_argument(completions, completion_ids, self.__name__)
+    def __call__(self, completion_ids: Sequence[Sequence[int]] | None = None, **kwargs) -> list[float]:
+        ids_list = _ids_argument(completion_ids, kwargs.get("completions"), self.__name__)
         rewards = []
         for ids in ids_list:
-            ids = list(ids)
+            ids = ids if type(ids) is list else list(ids)
             if len(ids) < self.ngram_size:
                 rewards.append(0.0)
                 continue
@@ -315,4 +333,3 @@ def get_cosine_scaled_reward(
 
 
 get_cosine_scaled_reward.is_reward_factory = True  # type: ignore[attr-defined]
-get_cosine_scaled_reward.lint_defaults = {"max_len": 256}  # type: ignore[attr-defined]

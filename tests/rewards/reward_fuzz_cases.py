@@ -165,7 +165,7 @@ def _math_functions() -> list:
 
 def _check(fn, completions, kwargs) -> None:
     start = time.monotonic()
-    out = fn(completions, **kwargs)
+    out = fn(completions=completions, **kwargs)  # as GRPOTrainer calls: all by keyword
     elapsed = time.monotonic() - start
     name = getattr(fn, "__name__", fn)
     assert elapsed < CALL_BOUND_S, f"{name} took {elapsed:.1f} s"

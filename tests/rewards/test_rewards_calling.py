@@ -41,8 +41,12 @@ def test_table_has_nan_for_none_and_columns_reach_the_functions():
     def needs_answer(completions, answer, **kwargs):
         return [None if a is None else float(c == a) for c, a in zip(completions, answer)]
 
-    table = call_reward_funcs([needs_answer, length_reward(2, unit="chars")], ["p", "q", "r"],
-                              ["7", "72", "x"], answer=["7", "8", None])
+    table = call_reward_funcs(
+        [needs_answer, length_reward(2, unit="chars")],
+        ["p", "q", "r"],
+        ["7", "72", "x"],
+        answer=["7", "8", None],
+    )
     assert [row[0] for row in table[:2]] == [1.0, 0.0] and math.isnan(table[2][0])
     assert [row[1] for row in table] == [-1.0, 0.0, -1.0]
 
@@ -58,17 +62,22 @@ def test_raising_function_is_named_with_its_row_and_completion():
     def breaks_on_empty(completions, **kwargs):
         return [1.0 / len(c) for c in completions]
 
-    with pytest.raises(RewardFunctionError, match=r"breaks_on_empty raised ZeroDivisionError.*row 2.*''") as info:
+    with pytest.raises(
+        RewardFunctionError, match=r"breaks_on_empty raised ZeroDivisionError.*row 2.*''"
+    ) as info:
         call_reward_funcs([breaks_on_empty], ["p"] * 3, ["ab", "c", ""])
     assert info.value.row == 2 and info.value.func_name == "breaks_on_empty"
 
 
-@pytest.mark.parametrize("bad, message", [
-    (lambda completions, **kw: [1.0], "returned 1 rewards for 2"),
-    (lambda completions, **kw: [math.inf, 0.0], "infinite reward"),
-    (lambda completions, **kw: ["a", 0.0], "returned str 'a' on row 0"),
-    (lambda completions, **kw: 1.0, "returned float"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (lambda completions, **kw: [1.0], "returned 1 rewards for 2"),
+        (lambda completions, **kw: [math.inf, 0.0], "infinite reward"),
+        (lambda completions, **kw: ["a", 0.0], "returned str 'a' on row 0"),
+        (lambda completions, **kw: 1.0, "returned float"),
+    ],
+)
 def test_unusable_outputs_are_named(bad, message):
     with pytest.raises(RewardFunctionError, match=message):
         call_reward_funcs([bad], ["p", "q"], ["a", "b"])

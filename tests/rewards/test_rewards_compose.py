@@ -68,14 +68,47 @@ def test_combine_rejects_bad_arguments():
         rewards.combine()
     with pytest.raises(ValueError, match="one number per function"):
         rewards.combine(rewards.int_reward, weights=[1.0, 2.0])
-    with pytest.raises(TypeError, match="not callable"):
+    with pytest.raises(TypeError, match="not a reward function"):
         rewards.combine("int_reward")
+
+
+@pytest.mark.parametrize(
+    "accept",
+    [
+        lambda f: rewards.combine(rewards.int_reward, f),
+        lambda f: rewards.combine([f]),
+        lambda f: rewards.route("task", {"math": rewards.accuracy_reward, "summary": f}),
+        lambda f: rewards.lint(f, verbose=False),
+    ],
+    ids=["combine", "combine-list", "route", "lint"],
+)
+@pytest.mark.parametrize("factory", [rewards.length_reward, rewards.get_repetition_penalty_reward])
+def test_an_uncalled_factory_fails_where_it_is_accepted_with_the_call_to_make(accept, factory):
+    """`combine(length_reward)` used to fail only at the first reward computation ("unexpected keyword
+    argument 'prompts'"); every place that accepts reward functions now says to call the factory."""
+    with pytest.raises(TypeError, match=rf"reward factory {factory.__name__} itself.*Call it"):
+        accept(factory)
+
+
+def test_a_user_factory_without_kwargs_is_refused_at_combine_and_route():
+    def my_length_reward(ideal):  # a factory of the user's own: no completions, no **kwargs
+        return lambda completions, **kwargs: [0.0] * len(completions)
+
+    with pytest.raises(TypeError, match="my_length_reward.*call it first"):
+        rewards.combine(my_length_reward)
+    with pytest.raises(TypeError, match="task 'x'.*my_length_reward.*call it first"):
+        rewards.route("task", {"x": my_length_reward})
     with pytest.raises(ValueError, match="returned 1 rewards for 2"):
         rewards.combine(constant([1.0]))(["a", "b"])
 
 
 def test_route_scores_each_task_with_its_function_and_slices_columns():
-    texts = ["<think>r</think><answer>72</answer>", XML.format(reasoning="r", answer="72"), "plain", "x"]
+    texts = [
+        "<think>thirty plus forty-two</think><answer>72</answer>",
+        XML.format(reasoning="r", answer="72"),
+        "plain",
+        "x",
+    ]
     fn = rewards.route("task", {"format": rewards.format_reward, "gsm8k": rewards.correctness_reward})
     assert fn.__name__ == "route_by_task"
     logged = {}

@@ -123,6 +123,19 @@ def test_pitfall_xml_format_regex_without_dotall(original, ours):
     check_xml_format_accepts_multiline_reasoning(ours)
 
 
+# -- 12.6 strict format: demands a newline after </answer> ----------------------------------------
+def check_strict_format_accepts_eos_after_answer_tag(fn):
+    with_newline = XML.format(reasoning="30 + 42 = 72.", answer="72")
+    at_eos = with_newline.rstrip("\n")  # the model stopped at EOS right after </answer>
+    assert fn(conv([at_eos, with_newline])) == [0.5, 0.5]
+    assert fn(conv([with_newline + "\n", at_eos + " "])) == [0.0, 0.0]  # one final newline, nothing more
+
+
+def test_pitfall_strict_format_demands_a_newline_after_the_answer_tag():
+    fails(check_strict_format_accepts_eos_after_answer_tag, course.strict_format_reward_func)
+    check_strict_format_accepts_eos_after_answer_tag(rewards.strict_format_reward)
+
+
 # -- 12.6 format rewards and xmlcount pay for empty tags -------------------------------------------
 def check_empty_xml_tags_earn_nothing(fn):
     empty = [
@@ -209,11 +222,11 @@ def test_pitfall_correctness_needs_prompts():
         (course.reward_len_50, {"chars-vs-tokens", "conversational"}),
         (course.format_reward, {"empty-tags", "exception"}),
         (course.problem_reward, {"constant"}),
-        (course.correctness_reward_func, {"exception", "prints"}),
-        (course.int_reward_func, {"exception"}),
+        (course.correctness_reward_func, {"exception", "prints", "number-format"}),
+        (course.int_reward_func, {"exception", "negative-number"}),
         (course.strict_format_reward_func, {"exception", "dotall", "empty-tags"}),
         (course.soft_format_reward_func, {"exception", "dotall", "empty-tags"}),
-        (course.xmlcount_reward_func, {"exception", "empty-tags"}),
+        (course.xmlcount_reward_func, {"exception", "empty-tags", "eos-penalty"}),
     ],
     ids=lambda x: getattr(x, "__name__", "") if callable(x) else "",
 )

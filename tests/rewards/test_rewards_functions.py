@@ -7,6 +7,7 @@ import pickle
 import pytest
 
 import rewards
+from rewards import course_original
 from rewards._text import numbers_equal, parse_number
 
 XML = "<reasoning>\n{reasoning}\n</reasoning>\n<answer>\n{answer}\n</answer>\n"
@@ -79,6 +80,24 @@ def test_parse_number_rejects(text):
     assert parse_number(text) is None
 
 
+@pytest.mark.parametrize("text", ["7 2", "3 4", "1 2 3", "1 00", "1000 000", "12 34", "- 3"])
+def test_spaces_inside_a_number_are_not_deleted(text):
+    """The course deleted every space ("7 2" was 72); only thousands groups of three may follow a space."""
+    assert parse_number(text) is None
+    assert rewards.int_reward([XML.format(reasoning="r", answer=text)]) == [0.0]
+    assert rewards.correctness_reward(
+        [XML.format(reasoning="r", answer=text)], answer=[text.replace(" ", "")]
+    ) == [0.0]
+
+
+@pytest.mark.parametrize(
+    "text,value", [("1 000", 1000), ("12 345 678", 12345678), ("-1 000", -1000), ("1 000.5", 1000.5)]
+)
+def test_thousands_separated_by_spaces_are_numbers(text, value):
+    assert parse_number(text) == value
+    assert rewards.correctness_reward([XML.format(reasoning="r", answer=text)], answer=[str(value)]) == [2.0]
+
+
 def test_numbers_equal_is_exact():
     assert numbers_equal("0.30000000000000004", "0.3") is False
     assert numbers_equal("1,000", "1000.00") is True
@@ -123,7 +142,7 @@ def test_format_reward():
     cases = [
         good,
         " \n" + good + "\n",
-        "<think>r</think><answer>\n72\nand more lines\n</answer>",
+        "<think>a longer line of reasoning</think><answer>\n72\nand more lines\n</answer>",
         "<think>r</think>",
         "junk " + good,
         good + " junk",
@@ -133,6 +152,33 @@ def test_format_reward():
         "",
     ]
     assert rewards.format_reward(cases) == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+
+
+def test_format_reward_keeps_the_courses_tier_for_trivial_reasoning():
+    """Course 12.4: reasoning of 20 characters or fewer earns 0.5, not the full 1.0 (same as the course)."""
+    trivial = "<think>.</think><answer>72</answer>"
+    exactly_20 = "<think>" + "x" * 20 + "</think><answer>72</answer>"
+    over_20 = "<think>" + "x" * 21 + "</think><answer>72</answer>"
+    padded = (
+        "<think>   " + "x" * 20 + "   </think><answer>72</answer>"
+    )  # counted after strip, as in the course
+    texts = [trivial, exactly_20, over_20, padded]
+    assert rewards.format_reward(texts) == course_original.format_reward(texts) == [0.5, 0.5, 1.0, 0.5]
+
+
+def test_reasoning_that_mentions_the_answer_tag_keeps_its_format_rewards():
+    """Decided: the layout decides the format, not the prose; the answer section itself holds no tag."""
+    mention = "I will write the total in <answer> tags, then close with </answer>."
+    strict = XML.format(reasoning=mention, answer="72")
+    assert rewards.strict_format_reward([strict, strict.rstrip("\n")]) == [0.5, 0.5]
+    assert rewards.soft_format_reward([strict]) == [0.5]
+    assert rewards.correctness_reward([strict], answer=["72"]) == [2.0]  # the last <answer> is the answer
+    assert rewards.format_reward([f"<think>{mention}</think><answer>72</answer>"]) == [1.0]
+    # ... but a tag inside the answer, or the reasoning closing twice, is still not the format
+    two_answers = XML.format(reasoning="r", answer="72\n</answer>\n<answer>\n73")
+    closes_twice = XML.format(reasoning="r\n</reasoning>\nmore", answer="72")
+    assert rewards.strict_format_reward([two_answers, closes_twice]) == [0.0, 0.0]
+    assert rewards.format_reward(["<think>r</think>x</think><answer>72</answer>"]) == [0.0]
 
 
 def test_gsm8k_scales_and_max_total():
@@ -155,14 +201,13 @@ def test_strict_format_layout():
     ok = XML.format(reasoning="line one\nline two", answer="72")
     cases = [
         ok,
-        ok.rstrip("\n"),
         ok + "\n",
         " " + ok,
         ok.replace("</reasoning>\n<answer>", "</reasoning><answer>"),
         XML.format(reasoning=" ", answer="72"),
         XML.format(reasoning="r", answer="1\n2"),
     ]
-    assert rewards.strict_format_reward(cases) == [0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5]
+    assert rewards.strict_format_reward(cases) == [0.5, 0.0, 0.0, 0.0, 0.0, 0.5]
 
 
 def test_soft_format_allows_whitespace_and_trailing_text():
@@ -218,7 +263,7 @@ def test_every_function_has_a_meaningful_name_and_pickles():
 def test_every_function_returns_one_value_per_completion_for_an_empty_batch():
     kwargs = {"solution": [], "answer": [], "completion_ids": []}
     for name, fn in all_functions().items():
-        assert fn([], **kwargs) == [], name
+        assert fn(completions=[], **kwargs) == [], name
 
 
 # -- calling mistakes -------------------------------------------------------------------------------
@@ -234,9 +279,11 @@ TEXT_FUNCTIONS = [
     "strict_format_reward",
     "int_reward",
     "correctness_reward",
+]
+ID_FIRST_FUNCTIONS = [
     "soft_overlong_punishment_reward",
     "repetition_penalty_reward",
-]
+]  # TRL: fn(completion_ids)
 
 
 @pytest.mark.parametrize("name", TEXT_FUNCTIONS)
@@ -244,6 +291,12 @@ def test_a_bare_string_is_a_type_error_that_says_wrap_it(name):
     fn = all_functions()[name]
     with pytest.raises(TypeError, match=r"Wrap it"):
         fn("<answer>72</answer>", solution=["72"], answer=["72"], completion_ids=[[1]])
+
+
+@pytest.mark.parametrize("name", ID_FIRST_FUNCTIONS)
+def test_a_bare_string_for_an_id_reward_is_a_type_error_naming_completion_ids(name):
+    with pytest.raises(TypeError, match="completion_ids"):
+        all_functions()[name]("<answer>72</answer>")
 
 
 @pytest.mark.parametrize(
@@ -262,9 +315,11 @@ def test_a_missing_column_names_the_column(name, column):
 
 
 def test_token_rewards_without_ids_say_where_ids_come_from():
-    for name in ("soft_overlong_punishment_reward", "repetition_penalty_reward", "cosine_scaled_reward"):
+    with pytest.raises(ValueError, match="completion_ids"):
+        all_functions()["cosine_scaled_reward"](["x"], solution=["72"])
+    for name in ID_FIRST_FUNCTIONS:
         with pytest.raises(ValueError, match="completion_ids"):
-            all_functions()[name](["x"], solution=["72"])
+            all_functions()[name](completions=["x"], solution=["72"])
 
 
 def test_a_column_of_the_wrong_length_is_a_value_error():

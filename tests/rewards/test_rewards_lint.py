@@ -23,10 +23,10 @@ def ours():
         rewards.accuracy_reward,
         rewards.reasoning_accuracy_reward,
         rewards.think_format_reward,
-        rewards.get_soft_overlong_punishment,  # factories are built with their lint defaults
-        rewards.get_repetition_penalty_reward,
-        rewards.get_cosine_scaled_reward,
-        rewards.length_reward,
+        rewards.get_soft_overlong_punishment(256, 64),
+        rewards.get_repetition_penalty_reward(),
+        rewards.get_cosine_scaled_reward(256),
+        rewards.length_reward(),
         rewards.length_reward(20, unit="chars"),
         rewards.format_reward,
         rewards.xmlcount_reward,
@@ -119,6 +119,8 @@ def test_cli_main_exit_status(capsys):
     assert "dotall" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         main(["no_colon_here"])
+    with pytest.raises(SystemExit, match="required arguments.*get_soft_overlong_punishment\\(100, 20\\)"):
+        main(["rewards:get_soft_overlong_punishment"])  # a shell cannot call it: the message says how
 
 
 def test_console_script_runs():

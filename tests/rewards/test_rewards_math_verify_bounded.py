@@ -19,8 +19,8 @@ logging.getLogger("math_verify").setLevel(logging.CRITICAL)
 PATHOLOGICAL = "\\boxed{9^{9^{9^{9}}}}"  # sympy tries to build a 370-million-digit integer
 
 
-def math_verify_verdict(content: str, solution: str) -> float | None:
-    """TRL's accuracy_reward verdict, computed in-process by math-verify itself."""
+def math_verify_verdict(content: str, solution: str, with_log: bool = False):
+    """TRL's accuracy_reward verdict (and its logged answer_parsed), computed in-process by math-verify."""
     from latex2sympy2_extended import NormalizationConfig
     from math_verify import LatexExtractionConfig, parse, verify
 
@@ -35,7 +35,8 @@ def math_verify_verdict(content: str, solution: str) -> float | None:
         )
     ]
     answer = parse(content, extraction_config=config, extraction_mode="first_match", parsing_timeout=None)
-    return float(verify(gold, answer, timeout_seconds=None))
+    reward = float(verify(gold, answer, timeout_seconds=None))
+    return (reward, str(answer) if answer else "[unparseable]") if with_log else reward
 
 
 pieces = st.sampled_from(
@@ -56,6 +57,16 @@ pieces = st.sampled_from(
         "I hope",
         "final answer is ",
         "answer: ",
+        "ANSWER ",
+        "72.0",
+        "72.5",
+        "1,234",
+        "0.0001",
+        "-\\frac{1}{2}",
+        "\\frac{3}{0}",
+        "%",
+        " percent",
+        "5$",
         "x",
         "\\frac{1}{2}",
         "$",
@@ -74,7 +85,18 @@ completion_text = st.lists(pieces, max_size=10).map("".join)
 def test_fast_path_agrees_with_math_verify(content, gold):
     fast = fast_verdict(content, gold)
     if fast is not None:
-        assert fast.reward == math_verify_verdict(content, str(gold))
+        assert (fast.reward, fast.answer_parsed) == math_verify_verdict(content, str(gold), with_log=True)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(content=completion_text, gold=st.sampled_from(["\\frac{1}{2}", "-\\frac{1}{2}", "\\frac{6}{4}", "0"]))
+def test_fast_path_agrees_with_math_verify_on_fraction_golds(content, gold):
+    from rewards.math_verify_fast import fast_verdict as decide
+    from rewards.math_verify_fast import parse_gold
+
+    fast = decide(content, parse_gold(gold))
+    if fast is not None:
+        assert fast == math_verify_verdict(content, gold, with_log=True)
 
 
 def test_fast_path_covers_gsm8k_style_answers():
@@ -84,7 +106,9 @@ def test_fast_path_covers_gsm8k_style_answers():
     )
     assert fast_verdict("So it is \\boxed{72}.", 72).reward == 1.0
     assert fast_verdict("The answer is 72.", 72).reward == 0.0  # TRL needs LaTeX
-    assert fast_verdict("$72$", 72) is None  # math-verify decides
+    assert fast_verdict("$72$", 72).reward == 0.0  # no "answer" anchor: math-verify extracts nothing
+    assert fast_verdict("The answer is $72$.", 72).reward == 1.0
+    assert fast_verdict("The answer is $x^2$.", 72) is None  # math-verify decides
 
 
 def _timed(fn):
@@ -159,3 +183,16 @@ def test_verify_batch_skips_missing_gold_and_accuracy_reward_is_bounded():
 def test_configure_validates():
     with pytest.raises(ValueError, match="timeout_s"):
         MathVerifyPool(timeout_s=0)
+
+
+def test_a_gold_math_verify_cannot_parse_is_remembered_and_skips_later_jobs_without_a_worker():
+    pool = MathVerifyPool(timeout_s=20, max_workers=1)
+    try:
+        first = pool.run([("\\boxed{x^2 + 1}", "x^2+1")])  # no $: math-verify cannot parse this gold
+        assert [r.reward for r in first] == [None]
+        pool.close()  # no worker left: a job that needed one would have to start it
+        again = pool.run([("\\boxed{x^3}", "x^2+1"), ("\\boxed{y}", "x^2+1")])
+        assert [(r.reward, r.answer_parsed) for r in again] == [(None, "[skipped]")] * 2
+        assert pool._idle == []  # answered without starting a worker
+    finally:
+        pool.close()

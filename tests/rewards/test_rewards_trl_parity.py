@@ -6,6 +6,7 @@ ours is also checked on the same texts as plain strings.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import random
 import threading
@@ -203,7 +204,7 @@ def test_soft_overlong_punishment_matches_trl(ids, max_len, cache):
     assert ours(ids) == expected  # TRL's positional form
     texts = ["t"] * len(ids)
     assert ours(completions=texts, completion_ids=ids) == expected  # GRPOTrainer's keyword form
-    assert ours(texts, completion_ids=ids) == expected  # the rewards contract
+    assert ours(ids, prompts=["p"] * len(ids), completions=texts) == expected  # TRL's id-first form
 
 
 @PARITY
@@ -215,6 +216,44 @@ def test_repetition_penalty_matches_trl(ids, ngram_size, max_penalty):
     expected = theirs(ids)
     assert ours(ids) == expected
     assert ours(completions=["t"] * len(ids), completion_ids=ids) == expected
+    assert ours(ids, completions=["t"] * len(ids)) == expected
+
+
+def _call_signature(fn):
+    """(name, kind) of each parameter of a reward function or of a factory-made reward's __call__."""
+    target = fn if inspect.isfunction(fn) else type(fn).__call__
+    params = list(inspect.signature(target).parameters.values())
+    if not inspect.isfunction(fn):
+        params = params[1:]  # self
+    return [(p.name, p.kind) for p in params]
+
+
+@pytest.mark.parametrize(
+    "name,make",
+    [
+        ("accuracy_reward", lambda m: m.accuracy_reward),
+        ("reasoning_accuracy_reward", lambda m: m.reasoning_accuracy_reward),
+        ("think_format_reward", lambda m: m.think_format_reward),
+        ("get_soft_overlong_punishment", lambda m: m.get_soft_overlong_punishment(100, 20)),
+        ("get_repetition_penalty_reward", lambda m: m.get_repetition_penalty_reward(2, -1.0)),
+        ("get_cosine_scaled_reward", lambda m: m.get_cosine_scaled_reward(100)),
+    ],
+)
+def test_signatures_are_trls_parameter_for_parameter(name, make):
+    """Positional calls that work with TRL work with ours: same names, order and kinds (ours may add a
+    default where TRL's parameter is required, so that a missing column gets an error naming it)."""
+    assert _call_signature(make(rewards)) == _call_signature(make(trl_rewards))
+    factory_params = list(inspect.signature(getattr(rewards, name)).parameters)
+    assert factory_params == list(inspect.signature(getattr(trl_rewards, name)).parameters)
+
+
+def test_id_rewards_take_ids_first_with_trainer_keywords_like_trl():
+    """TRL's own test (test_extra_kwargs_are_ignored): ids positional, completions as a keyword."""
+    ids, kwargs = [[5, 5, 5, 5, 5]], {"prompts": ["x"], "completions": [[{"content": "5 5 5 5 5"}]]}
+    assert rewards.get_repetition_penalty_reward(2, -1.0)(ids, **kwargs) == [-0.75]
+    assert rewards.get_soft_overlong_punishment(100, 20)([[1] * 90], completions=["x"]) == [-0.5]
+    with pytest.raises(TypeError, match="token ids first"):  # texts where the ids belong: named
+        rewards.get_soft_overlong_punishment(100, 20)(["some text"], completions=["some text"])
 
 
 def test_repetition_penalty_and_overlong_docstring_examples():

@@ -1,0 +1,202 @@
+r"""TRL's ``accuracy_reward`` verdict without math-verify, where math-verify's own rules decide it.
+
+TRL parses the gold answer with math-verify's defaults and the completion with
+``LatexExtractionConfig(boxed_match_priority=0, try_extract_without_anchor=False)`` in
+``first_match`` mode, then ``verify``. Read from math-verify 0.9 (``parser.lazy_latex_regex``,
+``extract_target_from_pred``, ``grader.sympy_numeric_eq``), that extraction can only match:
+
+* priority 0: ``\boxed{…}`` (alone, greedy to the *last* ``}`` of the text, or inside a ``$…$``,
+  ``$$…$$``, ``\[…\]``, ``\(…\)``, `` […] `` environment), and ``final answer is <env> I hope``;
+* priority 50–200: a LaTeX environment (or a bare ``\frac{a}{b}``) at most 50 characters after the
+  word "answer" (any case; 100 after "final answer … is").
+
+Within a priority the rightmost match is tried and, in ``first_match`` mode, only that one. So:
+
+1. **Nothing to extract** — no ``\boxed{``, and no "answer" or nothing after it that can open an
+   environment (``$``, ``\[``, ``\(``, ``[``, ``\frac``): the verdict is 0.0. This covers plain trailing
+   numbers ("… so the answer is 72."), no answer at all and unanchored ``$72$``.
+2. **One boxed number** — exactly one ``\boxed{``, no "I hope", no environment that could enclose it
+   (no ``\[``, ``\(``, no ``[`` on its line, no ``$`` unless exactly ``$\boxed{…}$``) and no ``}`` after
+   it: the match is that ``\boxed{…}``, whatever "answer" anchors exist (they have lower priority).
+3. **One anchored inline number** — no ``\boxed{``, exactly two ``$`` enclosing a number, no other
+   backslash, bracket or "I hope", no percent sign after it, "answer" at most 50 characters before it:
+   every anchored pattern that matches extracts that environment.
+
+The extracted LaTeX must be a number this module reads exactly as latex2sympy does: an integer
+(``72``, ``-3``, ``007``), thousands commas (``1,234``), a decimal with at most 6 fractional digits
+(``72.0``, ``1,234.5``; math-verify compares floats rounded to 6 places, so exact comparison gives the
+same verdict), or a simple fraction (``\frac{3}{4}``, ``-\frac{1}{2}``). The gold must be a canonical
+integer or a simple fraction. Anything else returns ``None`` and goes to math-verify.
+
+Proven against ``trl.rewards.accuracy_reward`` (verdicts *and* the logged ``gold_parsed`` /
+``answer_parsed`` strings) on generated cases of every answer style in ``tests/rewards``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+
+__all__ = ["Gold", "fast_verdict", "parse_gold"]
+
+_MAX_DIGITS = 15  # sympy Floats carry 15 significant digits: stay where strings round-trip exactly
+
+_GOLD_INT = re.compile(r"0|-?[1-9]\d{0,14}")
+_FRACTION = re.compile(r"(-?)\\frac\{(0|[1-9]\d{0,14})\}\{([1-9]\d{0,14})\}")
+_INTEGER = re.compile(r"-?\d{1,15}")
+_THOUSANDS = re.compile(r"-?[1-9]\d{0,2}(?:,\d{3}){1,4}")
+_DECIMAL = re.compile(r"-?(?:0|[1-9]\d{0,2}(?:,\d{3}){1,4}|[1-9]\d{0,13})\.\d{1,6}")
+_ANSWER = re.compile(r"(?i:answer)")  # math-verify's anchor, with its Unicode case-insensitivity
+_PERCENT_AFTER = re.compile(r"\s*(?:\\?%|[Pp]ercent|[Pp]ct)")  # math-verify's percent group
+_ANCHOR_WINDOW = 50  # answer.{0,50}?<env>
+# Whatever can open an environment after an anchor: $…$, \[…\], \(…\), " […] ", a bare \frac{a}{b}.
+_ENV_MARKERS = ("$", "\\[", "\\(", "[", "\\frac")
+
+
+@dataclass(frozen=True)
+class Gold:
+    """A gold answer this module can decide for: its exact value and math-verify's logged string."""
+
+    value: Fraction
+    parsed: str  # str(parse(solution)), what TRL logs as gold_parsed
+
+
+@dataclass(frozen=True)
+class _Number:
+    value: Fraction
+    is_float: bool  # a decimal: sympy Float, compared after rounding to 6 places
+    parsed: str  # str(parse(completion)), what TRL logs as answer_parsed
+
+
+def _rational_str(value: Fraction) -> str:
+    return str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
+
+
+def _parsed(value_str: str, latex: str) -> str:
+    return f"[{value_str}, {latex!r}]"
+
+
+def _fraction(text: str) -> Fraction | None:
+    match = _FRACTION.fullmatch(text)
+    if match is None:
+        return None
+    sign, numerator, denominator = match.groups()
+    return Fraction(int(numerator), int(denominator)) * (-1 if sign else 1)
+
+
+def parse_gold(solution: str) -> Gold | None:
+    """The gold answer when it is a canonical integer (``72``, ``-3``) or a simple ``\\frac{p}{q}``."""
+    if not isinstance(solution, str):
+        return None
+    if _GOLD_INT.fullmatch(solution):
+        return Gold(Fraction(int(solution)), _parsed(str(int(solution)), solution))
+    value = _fraction(solution)
+    if value is not None:
+        return Gold(value, _parsed(_rational_str(value), solution))
+    return None
+
+
+def _float_str(digits: str) -> str:
+    """sympy's ``str(Float(digits))`` for 15 digits of precision (mpmath's fixed notation)."""
+    value = Decimal(digits)
+    return format(value.quantize(Decimal(1).scaleb(value.adjusted() - (_MAX_DIGITS - 1))), "f")
+
+
+def _number(latex: str) -> _Number | None:
+    """The value latex2sympy gives ``latex``, when it is one of the plain forms above."""
+    if _INTEGER.fullmatch(latex) or _THOUSANDS.fullmatch(latex):
+        value = Fraction(int(latex.replace(",", "")))
+        return _Number(value, False, _parsed(str(value.numerator), latex))
+    if _DECIMAL.fullmatch(latex):
+        digits = latex.replace(",", "")
+        value = Fraction(digits)
+        # mpmath switches to exponent notation below 1e-4; zero prints as 0.0: leave both to math-verify
+        if value == 0 or abs(value) < Fraction(1, 10_000) or len(digits.strip("-0.").replace(".", "")) > 15:
+            return None
+        return _Number(value, True, _parsed(_float_str(digits), latex))
+    value = _fraction(latex)
+    if value is not None:
+        return _Number(value, False, _parsed(_rational_str(value), latex))
+    return None
+
+
+def _verdict(answer: _Number, gold: Gold) -> float | None:
+    if answer.is_float and gold.value.denominator != 1:
+        return None  # float vs non-integer rational: math-verify's rounding decides
+    return float(answer.value == gold.value)
+
+
+def _boxed_latex(content: str) -> str | None:
+    """Case 2: the content of the only ``\\boxed{…}`` when it must be the extracted match."""
+    start = content.find("\\boxed{")
+    if content.find("\\boxed{", start + 1) != -1 or "I hope" in content:
+        return None
+    if "\\[" in content or "\\(" in content:
+        return None
+    line_start = content.rfind("\n", 0, start) + 1
+    line_end = content.find("\n", start)
+    if "[" in content[line_start : len(content) if line_end == -1 else line_end]:
+        return None  # a " [ … \\boxed{…} … ] " environment could enclose it
+    depth, open_at = 0, start + len("\\boxed{")
+    for close in range(open_at - 1, min(len(content), open_at + 64)):  # numbers are short
+        depth += {"{": 1, "}": -1}.get(content[close], 0)
+        if depth == 0:
+            break
+    else:
+        return None
+    if "}" in content[close + 1 :]:
+        return None  # the greedy \\boxed{.+} runs to the last "}": math-verify decides
+    if "$" in content and not _only_dollars_around(content, start, close):
+        return None
+    return content[open_at:close]
+
+
+def _only_dollars_around(content: str, start: int, close: int) -> bool:
+    """``$\\boxed{…}$`` and no other ``$``: the environment match and the bare boxed match extract the
+    same number (the environment's normalisation keeps only the boxed content), unless a percent sign
+    follows the environment."""
+    return (
+        content.count("$") == 2
+        and content[start - 1 : start] == "$"
+        and content[close + 1 : close + 2] == "$"
+        and _PERCENT_AFTER.match(content, close + 2) is None
+    )
+
+
+def _inline_latex(content: str) -> str | None:
+    """Case 3: the content of the only ``$…$`` when every anchored pattern extracts it."""
+    if content.count("$") != 2 or "I hope" in content or "[" in content or "]" in content:
+        return None
+    open_, close = content.find("$"), content.rfind("$")
+    inner = content[open_ + 1 : close]
+    if "\\" in content[:open_] or "\\" in content[close + 1 :] or "\n" in inner:
+        return None
+    if open_ > 0 and (content[open_ - 1].isdigit() or content[open_ - 1] == "\\"):
+        return None  # math-verify's (?<!\\|\d)\$ would not open the environment here
+    if _PERCENT_AFTER.match(content, close + 1):
+        return None  # "$72$ %" is 0.72 to math-verify
+    anchored = any(0 <= open_ - m.end() <= _ANCHOR_WINDOW for m in _ANSWER.finditer(content, 0, open_))
+    return inner if anchored else None
+
+
+_NOTHING = "[unparseable]"
+
+
+def fast_verdict(content: str, gold: Gold) -> tuple[float, str] | None:
+    """``(reward, answer_parsed)`` exactly as TRL's ``accuracy_reward`` gives them, or ``None`` when only
+    math-verify can tell."""
+    has_boxed = "\\boxed{" in content
+    if not has_boxed and (
+        _ANSWER.search(content) is None or not any(marker in content for marker in _ENV_MARKERS)
+    ):
+        return 0.0, _NOTHING  # case 1: no pattern can match
+    latex = _boxed_latex(content) if has_boxed else _inline_latex(content)
+    if latex is None:
+        return None
+    answer = _number(latex)
+    if answer is None:
+        return None
+    reward = _verdict(answer, gold)
+    return None if reward is None else (reward, answer.parsed)

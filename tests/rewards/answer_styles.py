@@ -1,0 +1,130 @@
+r"""GSM8K/MATH-style completions by answer style, for the accuracy_reward parity tests and benchmark.
+
+Each style returns ``(completions, solutions)`` as plain strings; about half the answers are right.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+
+def _steps(rng: random.Random) -> str:
+    return "\n".join(
+        f"Step {i + 1}: we have {rng.randint(1, 99)} items and add {rng.randint(1, 99)} more."
+        for i in range(rng.randint(1, 5))
+    )
+
+
+def _answer(rng: random.Random, gold: int) -> int:
+    return gold if rng.random() < 0.5 else gold + rng.choice([-10, -1, 1, 2, 1000])
+
+
+def boxed(rng: random.Random) -> tuple[str, str]:
+    gold = rng.randint(-50, 900)
+    template = rng.choice(
+        [
+            "<think>\n{s}\n</think>\nSo the total gives \\boxed{{{a}}}.",
+            "{s}\nThe answer is \\boxed{{{a}}}.",
+            "<think>{s}</think><answer>\\boxed{{{a}}}</answer>",
+            "{s}\nThe final answer is $\\boxed{{{a}}}$.",
+        ]
+    )
+    return template.format(s=_steps(rng), a=_answer(rng, gold)), str(gold)
+
+
+def boxed_formatted(rng: random.Random) -> tuple[str, str]:
+    """Thousands separators (``1,234``) or decimals (``72.0``, ``72.5``) inside ``\\boxed{}``."""
+    gold = rng.randint(1000, 250_000) if rng.random() < 0.5 else rng.randint(1, 900)
+    answer = _answer(rng, gold)
+    if answer >= 1000 and rng.random() < 0.7:
+        written = f"{answer:,}"
+    else:
+        written = rng.choice([f"{answer}.0", f"{answer}.00", f"{answer}.5", f"{answer:,}.25"])
+    return f"<think>\n{_steps(rng)}\n</think>\nSo we get \\boxed{{{written}}}.", str(gold)
+
+
+def inline_dollar(rng: random.Random) -> tuple[str, str]:
+    gold = rng.randint(-50, 5000)
+    template = rng.choice(
+        [
+            "{s}\nThe answer is ${a}$.",
+            "{s}\nThe final answer is ${a}$.",
+            "{s}\nAnswer: ${a}$",
+            "{s}\nWe get ${a}$ apples in total.",
+            "<think>\n{s}\n</think>\nSo the answer is ${a}$ dollars.",
+        ]
+    )
+    return template.format(s=_steps(rng), a=_answer(rng, gold)), str(gold)
+
+
+def plain_trailing(rng: random.Random) -> tuple[str, str]:
+    gold = rng.randint(-50, 5000)
+    template = rng.choice(["{s}\nThe answer is {a}.", "{s}\nSo the total is {a}", "{s}\n#### {a}"])
+    return template.format(s=_steps(rng), a=_answer(rng, gold)), str(gold)
+
+
+def latex_fraction(rng: random.Random) -> tuple[str, str]:
+    p, q = rng.randint(1, 40), rng.randint(2, 12)
+    gold = rf"\frac{{{p}}}{{{q}}}" if rng.random() < 0.7 else str(p * q)
+    ap, aq = (p, q) if rng.random() < 0.5 else (p + 1, q)
+    if gold.isdigit():
+        ap, aq = (p * q * 2, 2) if rng.random() < 0.5 else (ap, aq)
+    fraction = rf"\frac{{{ap}}}{{{aq}}}"
+    template = rng.choice(
+        [
+            "<think>\n{s}\n</think>\nThe probability is \\boxed{{{f}}}.",
+            "{s}\nThe answer is ${f}$.",
+            "{s}\nSo the ratio is \\boxed{{-{f}}}.",
+        ]
+    )
+    return template.format(s=_steps(rng), f=fraction), gold
+
+
+def no_answer(rng: random.Random) -> tuple[str, str]:
+    gold = rng.randint(0, 900)
+    text = rng.choice([_steps(rng), "I could not solve this problem.", "", "<think>\nhmm\n</think>"])
+    return text, str(gold)
+
+
+def symbolic(rng: random.Random) -> tuple[str, str]:
+    """An expression only math-verify can compare (sympy): our workers run it, as TRL does in-process."""
+    a, b = rng.randint(2, 4), rng.randint(1, 9)
+    answer = f"x^{a} + {b}" if rng.random() < 0.5 else f"x^{a} + {b + 1}"
+    return f"{_steps(rng)}\nThe final answer is \\boxed{{{answer}}}.", f"$x^{a}+{b}$"
+
+
+STYLES: dict[str, Callable[[random.Random], tuple[str, str]]] = {
+    "boxed": boxed,
+    "boxed 1,234 / 72.0": boxed_formatted,
+    "inline $…$": inline_dollar,
+    "plain trailing number": plain_trailing,
+    "LaTeX fraction": latex_fraction,
+    "no answer": no_answer,
+}
+# Not decided without math-verify (reported beside the styles above, not part of their targets).
+MATH_VERIFY_STYLES: dict[str, Callable[[random.Random], tuple[str, str]]] = {
+    "symbolic \\boxed{x^2 + 1}": symbolic
+}
+
+
+def make(style: str, n: int, seed: int = 0) -> tuple[list[str], list[str]]:
+    rng = random.Random(f"{style}-{seed}")
+    pairs = [{**STYLES, **MATH_VERIFY_STYLES}[style](rng) for _ in range(n)]
+    return [c for c, _ in pairs], [s for _, s in pairs]
+
+
+def realistic_mix(n: int, seed: int = 0) -> tuple[list[str], list[str]]:
+    """A GSM8K-run mix: mostly boxed and plain answers, some formatted, inline and fractions."""
+    weights = {
+        "boxed": 0.40,
+        "boxed 1,234 / 72.0": 0.10,
+        "inline $…$": 0.15,
+        "plain trailing number": 0.20,
+        "LaTeX fraction": 0.05,
+        "no answer": 0.10,
+    }
+    rng = random.Random(f"mix-{seed}")
+    styles = rng.choices(list(weights), weights=list(weights.values()), k=n)
+    pairs = [STYLES[style](rng) for style in styles]
+    return [c for c, _ in pairs], [s for _, s in pairs]

@@ -1,0 +1,98 @@
+"""accuracy_reward per answer style: TRL's verdicts and logged strings, decided without math-verify.
+
+Every style of ``answer_styles`` is compared with the pinned ``trl.rewards.accuracy_reward`` on
+generated cases (reward, ``gold_parsed``, ``answer_parsed``), and each realistic style must be decided
+by the fast path (no worker process, no sympy): that is where the speed over TRL comes from.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+
+import answer_styles
+import pytest
+
+import rewards
+from rewards.math_verify_fast import fast_verdict, parse_gold
+
+trl_rewards = pytest.importorskip("trl.rewards")
+logging.getLogger("math_verify").setLevel(logging.CRITICAL)
+N_PER_STYLE = 120
+
+
+def conv(texts):
+    return [[{"role": "assistant", "content": t}] for t in texts]
+
+
+def _logged(fn, completions, solutions):
+    log = {}
+    out = fn(completions, solutions, log_extra=lambda key, values: log.__setitem__(key, values))
+    return out, log
+
+
+@pytest.mark.parametrize("style", [*answer_styles.STYLES, *answer_styles.MATH_VERIFY_STYLES])
+def test_verdicts_and_logs_equal_trls(style):
+    completions, solutions = answer_styles.make(style, N_PER_STYLE)
+    theirs, theirs_log = _logged(trl_rewards.accuracy_reward, conv(completions), solutions)
+    ours, ours_log = _logged(rewards.accuracy_reward, conv(completions), solutions)
+    assert ours == theirs
+    assert ours_log == theirs_log
+    never_right = ("no answer", "plain trailing number")  # TRL needs LaTeX: "The answer is 72." is 0.0
+    assert 0.0 in theirs and (1.0 in theirs or style in never_right)  # not all one verdict
+
+
+@pytest.mark.parametrize("style", list(answer_styles.STYLES))
+def test_every_realistic_style_is_decided_without_math_verify(style):
+    completions, solutions = answer_styles.make(style, N_PER_STYLE)
+    undecided = [
+        (c[-60:], s) for c, s in zip(completions, solutions) if fast_verdict(c, parse_gold(s)) is None
+    ]
+    assert undecided == []
+
+
+@pytest.mark.parametrize(
+    "content,gold",
+    [
+        ("The answer is $72$ %", "72"),  # percent: math-verify reads 0.72
+        ("final answer is $72$ I hope", "72"),  # another priority-0 pattern competes with boxed
+        ("\\boxed{72} then }", "72"),  # the greedy \boxed{.+} runs to the last brace
+        ("$\\boxed{72}$ and the answer is $73$", "72"),  # a boxed inside an environment, more $
+        ("So $\\boxed{72}$ %", "72"),  # percent after the environment: math-verify reads 0.72
+        ("So $x = \\boxed{72}$", "72"),  # more than the boxed inside the environment
+        ("\\boxed{72.1234567}", "72"),  # > 6 decimals: math-verify rounds
+        ("\\boxed{0.5}", "\\frac{1}{2}"),  # float against a fraction: math-verify rounds
+        ("answer" + " " * 51 + "$72$", "72"),  # farther than the 50-character anchor window
+        ("The answer is $1 000$", "1000"),  # latex2sympy reads 1*0
+        ("\\boxed{72}", "72.0"),  # a decimal gold: math-verify parses it
+    ],
+)
+def test_what_the_fast_path_leaves_to_math_verify_still_matches_trl(content, gold):
+    parsed_gold = parse_gold(gold)
+    assert parsed_gold is None or fast_verdict(content, parsed_gold) is None
+    theirs, theirs_log = _logged(trl_rewards.accuracy_reward, conv([content]), [gold])
+    ours, ours_log = _logged(rewards.accuracy_reward, conv([content]), [gold])
+    assert (ours, ours_log) == (theirs, theirs_log)
+
+
+def test_a_cold_first_call_on_fast_styles_starts_no_worker():
+    """The first call of a fresh process must not pay for a math-verify worker (sympy import, ~1-3 s)."""
+    completions, solutions = answer_styles.realistic_mix(64, seed=3)
+    code = (
+        "import sys, json, rewards\n"
+        "from rewards import math_verify_bounded as m\n"
+        "c, s = json.loads(sys.stdin.read())\n"
+        "rewards.accuracy_reward(c, solution=s)\n"
+        "print(m._default_pool is None, 'sympy' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        input=json.dumps([completions, solutions]),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert result.stdout.split() == ["True", "False"]
