@@ -121,7 +121,8 @@ def compute_loss(
             ``epsilon`` (0.2) is a trap this function reproduces for parity (``validate_loss_settings``
             rejects it).
         delta: optional upper cap on the ratio in the clipped losses (INTELLECT-2 two-sided clipping).
-        importance_sampling_level: "token" or "sequence" (GSPO); luspo needs "sequence", vespo "token".
+        importance_sampling_level: "token" or "sequence" (GSPO); luspo at "token" and vespo at "sequence"
+            warn with TRL's advice and compute what TRL computes.
         use_bias_correction_kl: multiply the KL term by the importance ratio (DeepSeek-V3.2).
         max_completion_length: the constant of ``dr_grpo`` (required for it).
         num_items_in_batch: active tokens in the whole generation batch (``dapo``/``cispo``/``vespo``);
