@@ -284,7 +284,7 @@ def _(
                   for p in held_out["prompt"]]
         _outputs = trained_model.fast_generate(
             _texts, sampling_params=_SamplingParams(**_sampling_params_kwargs(recipe, temperature=0.0)),
-            lora_request=trained_model.load_lora(str(run.lora_dir)),
+            lora_request=trained_model.load_lora(str(run.adapter_dir)),
         )
         after_answers = [o.outputs[0].text for o in _outputs]
     else:
@@ -342,7 +342,7 @@ def _(mo, run, use_unsloth):
         from datasets_prep import SYSTEM_PROMPT as _SYSTEM_PROMPT
 
         _rows = _up.compare_with_and_without_adapter(
-            run.model, run.tokenizer, run.lora_dir, ["Calculate pi."], system_prompt=_SYSTEM_PROMPT
+            run.model, run.tokenizer, run.adapter_dir, ["Calculate pi."], system_prompt=_SYSTEM_PROMPT
         )
         _out = mo.md(
             "**Calculate pi.** — without the adapter:\n\n```\n" + _rows[0]["without_adapter"] + "\n```\n\n"

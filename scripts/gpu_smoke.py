@@ -89,9 +89,9 @@ def check_unsloth(model: str, out: Path, steps: int) -> dict:
     result = unsloth_path.train(recipe, model_name=model, output_dir=out / "unsloth", max_steps=steps)
     seconds = time.perf_counter() - start
     rows = unsloth_path.compare_with_and_without_adapter(
-        result.model, result.tokenizer, result.lora_dir, ["What is 12 + 30?"], system_prompt=SYSTEM_PROMPT,
+        result.model, result.tokenizer, result.adapter_dir, ["What is 12 + 30?"], system_prompt=SYSTEM_PROMPT,
         sampling=unsloth_path.sampling_params_kwargs(temperature=0.0, max_tokens=48))
-    report = {"steps": result.global_step, "seconds": round(seconds, 1), "lora_dir": str(result.lora_dir),
+    report = {"steps": result.global_step, "seconds": round(seconds, 1), "lora_dir": str(result.adapter_dir),
               "compare": rows}
     try:  # Unsloth's own GGUF writer (it builds llama.cpp: needs network the first time)
         from grpo_kit.export import save_gguf
