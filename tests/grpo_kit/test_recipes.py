@@ -13,9 +13,9 @@ from grpo_kit.recipes import (
     Recipe,
     RewardSpec,
     get_recipe,
-    grpo_config_field_names,
-    to_loop_config,
 )
+from grpo_kit.run import to_loop_config
+from grpo_kit.settings import grpo_config_field_names
 
 
 def test_every_recipe_is_valid_for_the_pinned_grpo_config():

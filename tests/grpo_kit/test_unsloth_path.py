@@ -96,7 +96,7 @@ def test_sampling_params_kwargs():
     ({"max_completion_length": 1024}, "no room for the prompt"),
     ({"unsloth": {"gpu_memory_utilization": 1.5}}, "gpu_memory_utilization"),
     ({"per_device_train_batch_size": 4}, "divisible by num_generations"),
-    ({"loss_type": "luspo"}, "importance_sampling_level='sequence'"),
+    ({"loss_type": "cispo"}, "set epsilon_high"),
     ({"max_prompt_length": 256}, "max_prompt_length"),
 ])
 def test_settings_are_checked_without_a_gpu(overrides, message):
