@@ -63,10 +63,10 @@ def resolve_training(
     overrides: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``trainer_builder.grpo_config_kwargs`` plus the vLLM arguments (``vllm_mode`` turns ``use_vllm`` on)."""
-    return grpo_config_kwargs(recipe, output_dir=output_dir, max_steps=max_steps, report_to=report_to,
-                              precision=precision or detect_precision(),
-                              **_vllm_overrides(vllm_mode, vllm_server_host, vllm_server_port,
-                                                vllm_gpu_memory_utilization), **dict(overrides or {}))
+    settings = {"output_dir": output_dir, "max_steps": max_steps, "report_to": report_to,
+                **_vllm_overrides(vllm_mode, vllm_server_host, vllm_server_port, vllm_gpu_memory_utilization),
+                **dict(overrides or {})}  # overrides win, as GRPOConfig names
+    return grpo_config_kwargs(recipe, precision=precision or detect_precision(), **settings)
 
 
 def _vllm_overrides(mode, host, port, utilization) -> dict[str, Any]:

@@ -22,14 +22,6 @@ from grpo_kit.models import tiny_model
 LORA = {"r": 8, "lora_alpha": 16, "lora_dropout": 0.0}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # Tiny ops on a shared 2-core machine are ~50x faster single-threaded; results do not depend on it.
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
 
 def prompts(n: int = 8, conversational: bool = False) -> list[dict]:
     if conversational:

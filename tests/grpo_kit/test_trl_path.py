@@ -17,15 +17,6 @@ from grpo_kit.recipes import get_recipe
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """The tiny model's matrices are too small to split across threads; on a busy 2-core CI box the
-    threads' spin-waiting made a GRPO step ~10x slower (measured: 15 s vs 0.7 s per step)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
 
 class RecordingLoader:
     """A real model loader (the tiny model) that records whether it was called."""
