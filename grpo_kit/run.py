@@ -131,6 +131,11 @@ def resolve_run_dir(recipe_name: str, output_dir: str | Path | None, resume: Any
                                     "resume the latest one (--resume without a value).")
         return (Path(output_dir) if output_dir else checkpoint.parent), checkpoint
     if output_dir:
+        from grpo_kit.checkpoint import latest_checkpoint
+
+        if latest_checkpoint(output_dir) is None:
+            raise FileNotFoundError(f"resume: {output_dir} has no checkpoint-N folder; train without resuming first, "
+                                    "or pass a checkpoint folder.")
         return Path(output_dir), True
     run = _newest_run_with_checkpoint(recipe_name)
     if run is None:
@@ -196,8 +201,11 @@ def load_model(recipe: Recipe) -> tuple[Any, Any]:
         # quantization="4bit" (QLoRA) fails here, before loading, when there is no CUDA.
         model, tokenizer = load(recipe.model, quantization=recipe.quantization)
     if recipe.lora is not None:
+        import torch
         from peft import get_peft_model
 
+        # LoRA's A matrices start random: seed them, or the same recipe and seed give another run each time.
+        torch.manual_seed(int(recipe.training.get("seed", 42)))
         model = get_peft_model(model, recipe.lora.to_peft_config())
     return model, tokenizer
 
