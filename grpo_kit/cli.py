@@ -1,4 +1,4 @@
-"""``grpo-kit``: the command line. It parses, picks a path, and calls the library — no logic of its own.
+"""``grpo-kit``: the command line. It parses arguments and calls the library (``grpo_kit.run`` for runs).
 
     grpo-kit train                                  # the main job: default recipe, embedded model, CPU, offline
     grpo-kit train --recipe gsm8k-cpu --loop trl --max-steps 20 --set learning_rate=5e-5 --set lora.r=8
@@ -9,12 +9,8 @@
     grpo-kit rewards lint rewards:length_reward                  # rewards.lint
     grpo-kit recipes                                             # the named recipes
 
-``train`` writes into its output folder (default ``outputs/<recipe>-<timestamp>``): ``metrics.jsonl``
-(TRL's metric names), ``reward_curve.png``, ``checkpoint-N/`` folders, ``adapter/`` (LoRA + tokenizer),
-``merged/`` (16-bit, tokenizer beside it), ``samples.md``/``samples.json`` (answers to held-out prompts
-before and after training) and ``run.json`` (what ran, how long, the export checks).
-
-Model "tiny" (``--set model=tiny``) is grpo_kit.models.tiny_model(): a random 2-layer Llama for trying the
+``train`` writes a run folder (default ``outputs/<recipe>-<timestamp>``; see ``grpo_kit.run``). Model
+"tiny" (``--set model=tiny``) is grpo_kit.models.tiny_model(): a random 2-layer Llama for trying the
 plumbing in seconds.
 """
 
@@ -25,15 +21,12 @@ import ast
 import json
 import os
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-LOOPS = ("standalone", "trl", "unsloth")
-#: The loop `grpo-kit train` uses unless --loop says otherwise: the readable loop, proven equal to TRL.
-DEFAULT_LOOP = "standalone"
-TINY_MODEL = "tiny"
+from grpo_kit.run import DEFAULT_LOOP, LOOPS
+
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
@@ -134,197 +127,37 @@ def build_parser() -> argparse.ArgumentParser:
 
 # --------------------------------------------------------------------------- train
 
-
-def _default_output_dir(recipe_name: str) -> Path:
-    return Path("outputs") / f"{recipe_name}-{time.strftime('%Y%m%d-%H%M%S')}"
-
-
-def _newest_run_with_checkpoint(recipe_name: str) -> Path | None:
-    from grpo_kit.checkpoint import latest_checkpoint
-
-    runs = sorted(Path("outputs").glob(f"{recipe_name}-*"), key=lambda p: p.stat().st_mtime, reverse=True)
-    return next((r for r in runs if r.is_dir() and latest_checkpoint(r) is not None), None)
-
-
-def _resolve_run_dir(args, recipe_name: str) -> tuple[Path, Any]:
-    """(output folder, resume value for the trainer: None | True | checkpoint path)."""
-    resume = args.resume
-    if resume is None:
-        return Path(args.output_dir) if args.output_dir else _default_output_dir(recipe_name), None
-    if resume is not True:
-        ckpt = Path(resume)
-        if not ckpt.is_dir():
-            raise UsageError(f"--resume {resume}: no such checkpoint folder; pass a checkpoint-N folder or plain --resume.")
-        return (Path(args.output_dir) if args.output_dir else ckpt.parent), ckpt
-    if args.output_dir:
-        return Path(args.output_dir), True
-    run = _newest_run_with_checkpoint(recipe_name)
-    if run is None:
-        raise UsageError(f"--resume: no outputs/{recipe_name}-*/checkpoint-N found; pass --output-dir RUN or a checkpoint.")
-    return run, True
-
-
-def _build_recipe(args):
-    from grpo_kit.recipes import get_recipe
-
-    overrides = parse_overrides(args.overrides)
-    loop = args.loop or overrides.pop("loop", None) or DEFAULT_LOOP
-    if loop not in LOOPS:
-        raise UsageError(f"--loop {loop!r}: choose one of {', '.join(LOOPS)}.")
-    if args.max_steps is not None:
-        if args.max_steps < 1:
-            raise UsageError(f"--max-steps must be at least 1, got {args.max_steps}.")
-        overrides["max_steps"] = args.max_steps
-    recipe = get_recipe(args.recipe, small=args.small, **overrides)
-    return recipe.validate(), loop
-
-
-def _check_before_loading(recipe, loop: str, output_dir: Path, resume):
-    """Every check the chosen path makes before a model is loaded. Returns the path's config."""
-    if loop == "standalone":
-        from grpo_kit.recipes import to_loop_config
-
-        if recipe.quantization:
-            raise UsageError(f"recipe {recipe.name!r} uses {recipe.quantization} quantization, which the standalone loop "
-                             "does not do; use --loop trl (QLoRA) or --loop unsloth on a GPU.")
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # fields only TRL has (optim, ...) are listed in run.json
-            return to_loop_config(recipe, output_dir=str(output_dir), resume_from_checkpoint=resume)
-    if loop == "trl":
-        from grpo_kit import trl_path
-        from grpo_kit.hardware import detect_precision
-
-        precision = detect_precision()
-        training = trl_path.resolve_training(recipe, output_dir=output_dir, max_steps=None, report_to="none",
-                                             vllm_mode=None, vllm_server_host=None, vllm_server_port=None,
-                                             vllm_gpu_memory_utilization=None, precision=precision, overrides={})
-        trl_path.check_settings(recipe, training, precision=precision)
-        return trl_path.build_grpo_config(training)
-    from grpo_kit.hardware import require_cuda
-
-    require_cuda("--loop unsloth", "Use --loop trl (or standalone) on this machine.")
-    return None
-
-
-def _load_model(recipe):
-    if recipe.model == TINY_MODEL:
-        from grpo_kit.models import tiny_model
-
-        model, tokenizer = tiny_model(seed=0)
-    else:
-        from grpo_kit.models import load_model
-
-        # quantization="4bit" (QLoRA) fails here, before loading, when there is no CUDA.
-        model, tokenizer = load_model(recipe.model, quantization=recipe.quantization)
-    if recipe.lora is not None:
-        from peft import get_peft_model
-
-        model = get_peft_model(model, recipe.lora.to_peft_config())
-    return model, tokenizer
-
-
-def _held_out(recipe, n: int) -> tuple[list[Any], dict[str, list]]:
-    """n prompts the run does not train on: rows after the training rows (or the last rows when the
-    dataset has no more). Returns (prompts, other columns for the reward functions)."""
-    if n <= 0:
-        return [], {}
-    size = recipe.dataset_size
-    dataset = recipe.load_dataset(size=(size + n) if size else None)
-    start = size if size and len(dataset) >= size + n else max(0, len(dataset) - n)
-    rows = dataset.select(range(start, min(len(dataset), start + n)))
-    columns = {c: list(rows[c]) for c in rows.column_names if c != "prompt"}
-    return list(rows["prompt"]), columns
-
-
-def _samples_max_tokens(recipe) -> int:
-    return int(recipe.training.get("max_completion_length", 64))
+CONFIG_ERRORS = (ValueError, TypeError, FileNotFoundError, ImportError, RuntimeError)
 
 
 def cmd_train(args, console) -> int:
-    from grpo_kit import samples as samples_mod
+    from grpo_kit import run
 
     try:  # every configuration mistake surfaces here, before a model is loaded
-        recipe, loop = _build_recipe(args)
-        output_dir, resume = _resolve_run_dir(args, recipe.name)
-        path_config = _check_before_loading(recipe, loop, output_dir, resume)
-    except (ValueError, TypeError, FileNotFoundError, ImportError, RuntimeError) as error:
+        plan = run.plan_run(args.recipe, small=args.small, overrides=parse_overrides(args.overrides), loop=args.loop,
+                            max_steps=args.max_steps, output_dir=args.output_dir, resume=args.resume)
+    except CONFIG_ERRORS as error:
         raise UsageError(str(error)) from error
-    if loop == "unsloth":
-        from grpo_kit import unsloth_path
-
+    recipe, output_dir = plan.recipe, plan.output_dir
+    if plan.loop == "unsloth":
         console.print(f"[bold]grpo-kit train[/] {recipe.name} — Unsloth path")
-        unsloth_path.train(recipe, output_dir=output_dir, resume_from_checkpoint=resume)
-        return 0
-
-    console.print(f"[bold]grpo-kit train[/] recipe [cyan]{recipe.name}[/] · loop [cyan]{loop}[/] · model "
-                  f"[cyan]{recipe.model}[/] · {recipe.training.get('max_steps', '?')} steps → [green]{output_dir}[/]")
-    started = time.perf_counter()
-    output_dir.mkdir(parents=True, exist_ok=True)
-    with console.status("loading model and data…"):
-        model, tokenizer = _load_model(recipe)
-        dataset = recipe.load_dataset()
-        reward_funcs = recipe.build_reward_funcs(tokenizer)
-        prompts, columns = _held_out(recipe, args.samples)
-    with console.status("answers before training…"):
-        before = samples_mod.generate_answers(model, tokenizer, prompts, max_new_tokens=_samples_max_tokens(recipe))
-
-    if loop == "standalone":
-        from grpo_kit import loop as loop_mod
-
-        result = loop_mod.train(model, tokenizer, dataset, reward_funcs, path_config, reward_weights=recipe.reward_weights)
-        interrupted, step, checkpoint = result.interrupted, result.global_step, result.last_checkpoint
-        log_history = result.log_history
     else:
-        from grpo_kit import trl_path
-
-        result = trl_path.train(recipe, model=model, tokenizer=tokenizer, train_dataset=dataset,
-                                reward_funcs=reward_funcs, output_dir=output_dir, resume_from_checkpoint=resume,
-                                save_final=False)
-        model = result.trainer.model
-        interrupted, step, checkpoint = result.interrupted, result.global_step, result.checkpoint
-        log_history = result.log_history
-    if interrupted and checkpoint is None:
+        console.print(f"[bold]grpo-kit train[/] recipe [cyan]{recipe.name}[/] · loop [cyan]{plan.loop}[/] · model "
+                      f"[cyan]{recipe.model}[/] · {recipe.training.get('max_steps', '?')} steps → [green]{output_dir}[/]")
+    outcome = run.execute(plan, samples=args.samples, merge=not args.no_merge, gguf=args.gguf, status=console.status)
+    result = outcome.result
+    if plan.loop == "unsloth":
+        return 0
+    if result.interrupted and result.checkpoint is None:
         console.print(f"[yellow]Interrupted before the first step finished[/]: no checkpoint to resume; {output_dir} holds no training.")
         return EXIT_INTERRUPTED
-    if interrupted:
-        console.print(f"[yellow]Interrupted at step {step}[/]; checkpoint {checkpoint}. Continue with:\n"
+    if result.interrupted:
+        console.print(f"[yellow]Interrupted at step {result.global_step}[/]; checkpoint {result.checkpoint}. Continue with:\n"
                       f"  grpo-kit train --recipe {args.recipe} --output-dir {output_dir} --resume"
-                      + "".join(f" --set {o}" for o in args.overrides) + (f" --loop {loop}" if args.loop else ""))
+                      + "".join(f" --set {o}" for o in args.overrides) + (f" --loop {plan.loop}" if args.loop else ""))
         return EXIT_INTERRUPTED
-    train_seconds = time.perf_counter() - started
-
-    from grpo_kit.export import save_adapter, save_merged
-
-    reports = []
-    with console.status("answers after training, exports…"):
-        after = samples_mod.generate_answers(model, tokenizer, prompts, max_new_tokens=_samples_max_tokens(recipe))
-        pairs = samples_mod.before_after(prompts, before, after, reward_funcs=reward_funcs,
-                                         reward_weights=recipe.reward_weights, columns=columns)
-        samples_mod.write_samples(pairs, output_dir, title=f"{recipe.name}: before / after {step} GRPO steps")
-        if recipe.lora is not None:
-            reports.append(save_adapter(model, tokenizer, output_dir / "adapter"))
-        if not args.no_merge:
-            reports.append(save_merged(model, tokenizer, output_dir / "merged"))
-        if args.gguf:
-            from grpo_kit.export import save_gguf
-
-            reports.append(save_gguf(output_dir / "merged" if not args.no_merge else model, output_dir / f"model-{args.gguf}.gguf",
-                                     args.gguf, tokenizer=tokenizer))
-    rewards = [r["reward"] for r in log_history if r.get("reward") is not None]
-    summary = {
-        "recipe": recipe.name, "loop": loop, "model": recipe.model, "steps": step,
-        "train_seconds": round(train_seconds, 1), "total_seconds": round(time.perf_counter() - started, 1),
-        "reward_first_step": rewards[0] if rewards else None, "reward_last_step": rewards[-1] if rewards else None,
-        "samples_mean_reward_before": samples_mod.mean_reward(pairs, "before"),
-        "samples_mean_reward_after": samples_mod.mean_reward(pairs, "after"),
-        "exports": [{"kind": r.kind, "path": str(r.path), "size_bytes": r.size_bytes, "verified": r.verified} for r in reports],
-        "training": dict(recipe.training),
-    }
-    (output_dir / "run.json").write_text(json.dumps(summary, indent=2, default=str))
-    _print_summary(console, output_dir, summary, reports)
-    return 0 if all(r.verified for r in reports) else 1
+    _print_summary(console, output_dir, outcome.summary, outcome.reports)
+    return 0 if outcome.verified else 1
 
 
 def _print_summary(console, output_dir: Path, summary: dict, reports) -> None:
@@ -352,47 +185,22 @@ def _print_summary(console, output_dir: Path, summary: dict, reports) -> None:
 
 
 def _run_paths(source: Path) -> tuple[Path | None, Path | None]:
-    """(adapter folder, model folder) found in ``source``."""
-    if (source / "adapter" / "adapter_config.json").is_file():
-        return source / "adapter", (source / "merged" if (source / "merged" / "config.json").is_file() else None)
-    if (source / "adapter_config.json").is_file():
-        return source, None
-    if (source / "config.json").is_file():
-        return None, source
-    raise UsageError(f"{source} holds no adapter (adapter_config.json, adapter/) and no model (config.json); "
-                     "pass a `grpo-kit train` run folder, an adapter folder or a model folder.")
+    from grpo_kit.run import run_paths
+
+    try:
+        return run_paths(source)
+    except FileNotFoundError as error:
+        raise UsageError(str(error)) from error
 
 
-def _base_model_name(source: Path, adapter_dir: Path, base: str | None) -> str:
-    """Which base model the adapter belongs to: --base, else the run's run.json, else adapter_config.json."""
-    if base:
-        return base
-    for run_json in (source / "run.json", adapter_dir.parent / "run.json"):
-        if run_json.is_file():
-            return json.loads(run_json.read_text())["model"]
-    name = json.loads((adapter_dir / "adapter_config.json").read_text()).get("base_model_name_or_path")
-    if name:
-        return name
-    raise UsageError(f"cannot tell which base model the adapter in {adapter_dir} belongs to; pass --base MODEL.")
+def _load_adapter(source: Path, adapter_dir: Path, base: str | None):
+    from grpo_kit.run import base_model_name, load_adapter
 
-
-def _load_adapter_model(adapter_dir: Path, base_name: str):
-    """Base model + the adapter in ``adapter_dir`` (tokenizer from the adapter folder)."""
-    from peft import PeftModel
-    from transformers import AutoTokenizer
-
-    from grpo_kit.models import prepare_tokenizer
-
-    if base_name == TINY_MODEL:
-        from grpo_kit.models import tiny_model
-
-        base, _ = tiny_model(seed=0)
-    else:
-        from grpo_kit.models import load_model
-
-        base, _ = load_model(base_name)
-    tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(adapter_dir))
-    return PeftModel.from_pretrained(base, adapter_dir), tokenizer
+    try:
+        base_name = base_model_name(source, adapter_dir, base)
+    except ValueError as error:
+        raise UsageError(str(error)) from error
+    return load_adapter(adapter_dir, base_name)
 
 
 def cmd_export(args, console) -> int:
@@ -405,7 +213,7 @@ def cmd_export(args, console) -> int:
     reports = []
     if adapter_dir is not None and (model_dir is None or args.out or args.dtype != "16bit"):
         with console.status("loading base model + adapter…"):
-            model, tokenizer = _load_adapter_model(adapter_dir, _base_model_name(source, adapter_dir, args.base))
+            model, tokenizer = _load_adapter(source, adapter_dir, args.base)
         with console.status("merging and verifying…"):
             reports.append(save_merged(model, tokenizer, out / "merged", dtype=args.dtype))
         model_dir = out / "merged"
@@ -425,6 +233,7 @@ def cmd_export(args, console) -> int:
 
 def cmd_generate(args, console) -> int:
     from grpo_kit import samples as samples_mod
+    from grpo_kit.run import held_out
 
     source = Path(args.source)
     adapter_dir, _ = _run_paths(source)
@@ -440,11 +249,11 @@ def cmd_generate(args, console) -> int:
 
         recipe = get_recipe(recipe_name)
         if not prompts:
-            prompts, columns = _held_out(recipe, args.num_prompts)
+            prompts, columns = held_out(recipe, args.num_prompts)
     if not prompts:
         raise UsageError("no prompts: pass --prompt TEXT (repeatable) or --recipe NAME.")
     with console.status("loading…"):
-        model, tokenizer = _load_adapter_model(adapter_dir, _base_model_name(source, adapter_dir, args.base))
+        model, tokenizer = _load_adapter(source, adapter_dir, args.base)
     gen = {"max_new_tokens": args.max_new_tokens, "do_sample": args.sample}
     with model.disable_adapter():
         before = samples_mod.generate_answers(model, tokenizer, prompts, **gen)

@@ -1,87 +1,59 @@
 """The standalone GRPO loop: plain PyTorch + transformers + peft, readable top to bottom, no TRL at run time.
 
-One optimizer step does what TRL's ``GRPOTrainer`` does (trl 1.15.0), with the same names:
+``train()`` is the algorithm; one optimizer step does what TRL 1.15's ``GRPOTrainer`` does, same names:
 
 1. take ``per_device_train_batch_size * gradient_accumulation_steps / num_generations`` prompts;
-2. sample ``num_generations`` (G) completions per prompt (``grpo_kit.sampling``: a KV-cached decode loop
-   with ``generate``'s temperature/top-k/top-p/min-p, one prefill per prompt); the completion mask runs
+2. sample G = ``num_generations`` completions per prompt (``grpo_kit.sampling``); the completion mask runs
    up to and including the first EOS;
-3. score every completion with every reward function (TRL's calling convention), ``None`` -> NaN;
+3. score every completion with every reward function (``rewards.call_reward_funcs``), ``None`` -> NaN;
 4. group-relative advantages (``grpo_kit.advantages``, proven equal to TRL);
-5. old log-probs (only when ``num_iterations > 1``; otherwise ``per_token_logps.detach()`` is exact, as in
-   TRL) and reference log-probs with the LoRA adapter disabled (only when ``beta > 0``);
-6. per micro-batch: per-token log-probs with gradient, ``compute_loss`` (``grpo_kit.losses``, proven equal
-   to TRL), backward; then gradient clipping, optimizer and scheduler step.
+5. old log-probs (only when ``num_iterations > 1``) and reference log-probs with the LoRA adapter
+   disabled (only when ``beta > 0``);
+6. per micro-batch: log-probs with gradient, ``compute_loss`` (``grpo_kit.losses``, proven equal to TRL),
+   backward; then gradient clipping, optimizer and scheduler step.
 
-Steps 1-5 make a *generation batch*; with ``num_iterations = μ > 1`` it is reused for μ optimizer steps.
+Steps 1-5 make a ``Rollout``; with ``num_iterations = μ > 1`` it is reused for μ optimizer steps. The
+bookkeeping around the steps (resume, Ctrl-C, checkpoints, progress, metrics) is ``grpo_kit.run_context``.
 
 What this loop simplifies compared with TRL's GRPOTrainer:
 
-* one process, one device: no accelerate/DeepSpeed/FSDP, no cross-process gathers;
-* generation with a plain KV-cached decode loop only (``grpo_kit.sampling``): no vLLM, no continuous
-  batching, no tools/environments, no multimodal inputs; ``steps_per_generation`` is always ``gradient_accumulation_steps`` and there is no
-  ``generation_batch_size`` knob;
-* reward functions are Python callables (sync or ``async``); reward *models* (``nn.Module``) are not called;
-* the reference policy is the base model with the LoRA adapter disabled (``with model.disable_adapter():``),
-  never a second copy: ``beta > 0`` without LoRA is an error (TRL would load a second model);
-  ``sync_ref_model`` and re-training an existing adapter against a "ref" adapter are not supported;
-* no entropy bonus / adaptive entropy, no off-policy mask, no vLLM importance-sampling correction,
-  no completion tables (``log_completions``), no Hub upload, no mixed precision (float32 on CPU);
-* optimizer: ``torch.optim.AdamW`` (no weight decay on biases and norms, like ``Trainer``) with a
-  ``transformers.get_scheduler`` schedule; epochs are counted in prompts seen;
-* when ``per_device_train_batch_size`` is a multiple of G (the usual case), micro-batches hold whole groups
-  and it is the groups that are shuffled (TRL shuffles single completions); each prompt then runs through
-  the model once per micro-batch instead of G times (``per_token_logps_grouped``). The summed gradient is
-  the same for every loss type except ``bnpo`` (its per-micro-batch token count depends on the split, as does
-  the ``top_entropy_quantile`` threshold); under LoRA dropout a group shares one dropout draw on its prompt;
-* sampling uses one prefill per prompt, inverse-CDF draws and LoRA merged into ``W + ΔW``
-  (``grpo_kit.sampling``) instead of ``generate``'s per-copy prefill, ``torch.multinomial`` and the
-  unmerged adapter: the same distribution up to float rounding, other random numbers, and no LoRA dropout
-  while sampling (TRL samples in training mode, dropout on);
-* entropies are computed without gradient (they only feed the ``entropy`` metric and the
-  ``top_entropy_quantile`` mask);
-* ``top_entropy_quantile < 1`` drops the low-entropy tokens through the completion mask given to
-  ``compute_loss``. With dapo/cispo/vespo/dr_grpo and ``beta = 0`` at token level (the defaults) that is exactly
-  TRL's masking; otherwise TRL still averages over (and applies the KL to) every valid token, and this loop
-  only over the kept ones.
-
-Around the loop: a rich progress bar, ``metrics.jsonl`` with TRL's metric names, ``reward_curve.png`` at the
-end, checkpoints every ``save_steps`` (and on Ctrl-C) that ``resume_from_checkpoint`` continues exactly.
+* one process, one device, float32; no vLLM, tools, environments or multimodal inputs; no reward
+  *models*; ``steps_per_generation`` is always ``gradient_accumulation_steps``;
+* the reference policy is the base model with the LoRA adapter disabled, never a second copy
+  (``beta > 0`` without LoRA is an error);
+* no entropy bonus, off-policy mask, vLLM importance-sampling correction, completion tables or Hub upload;
+* ``torch.optim.AdamW`` (no decay on biases and norms, like ``Trainer``) + a ``transformers`` schedule;
+* when ``per_device_train_batch_size`` is a multiple of G, micro-batches hold whole groups and each prompt
+  runs through the model once per micro-batch (``per_token_logps_grouped``); the summed gradient is TRL's
+  for every loss type except ``bnpo`` (its token count depends on the split);
+* sampling: one prefill per prompt, LoRA merged into the weights, no dropout: the same distribution as
+  ``generate`` up to float rounding, other random numbers;
+* ``top_entropy_quantile < 1`` masks low-entropy tokens in the loss mask; with the defaults (dapo-like
+  losses, ``beta = 0``, token level) that is exactly TRL's masking.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import inspect
 import math
 import random
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 import torch
 
 from datasets_prep import is_conversational_prompt, prompt_to_text
-from grpo_kit.advantages import compute_advantages_with_metrics, normalize_scale_rewards
-from grpo_kit.checkpoint import (
-    capture_rng_state,
-    is_peft_model,
-    latest_checkpoint,
-    load_checkpoint,
-    restore_rng_state,
-    rotate_checkpoints,
-    save_checkpoint,
-)
+from grpo_kit.advantages import compute_advantages_with_metrics
+from grpo_kit.checkpoint import is_peft_model
 from grpo_kit.logprobs import entropy_mask, per_token_logps, per_token_logps_grouped
-from grpo_kit.metrics_log import MetricsAccumulator, MetricsWriter
+from grpo_kit.losses import LossSettings, compute_loss
+from grpo_kit.result import RunResult
+from grpo_kit.run_context import LoopState, RunContext
 from grpo_kit.sampling import mask_after_eos, merged_lora, sample_completions, stop_token_ids
+from grpo_kit.settings import check_grpo_settings, check_reward_funcs
 
-__all__ = ["GRPOLoopConfig", "LoopResult", "LoopState", "train"]
-
+__all__ = ["GRPOLoopConfig", "LoopState", "MicroBatch", "Rollout", "RunResult", "Samples", "train"]
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -196,29 +168,16 @@ class GRPOLoopConfig:
     vespo_k_neg: float = 3.0
     vespo_lambda_neg: float = 2.0
 
+
     def __post_init__(self) -> None:
-        _check_int("num_generations", self.num_generations, minimum=1)
-        if self.num_generations < 2:
-            raise ValueError(
-                f"num_generations={self.num_generations}: GRPO compares each completion with the others of its "
-                "group, so it needs at least 2 completions per prompt; set num_generations>=2 (8 is TRL's default)."
-            )
-        _check_int("per_device_train_batch_size", self.per_device_train_batch_size, minimum=1)
-        _check_int("gradient_accumulation_steps", self.gradient_accumulation_steps, minimum=1)
-        generation_batch = self.per_device_train_batch_size * self.gradient_accumulation_steps
-        if generation_batch % self.num_generations != 0:
-            raise ValueError(
-                f"per_device_train_batch_size ({self.per_device_train_batch_size}) × gradient_accumulation_steps "
-                f"({self.gradient_accumulation_steps}) = {generation_batch} completions is not divisible by "
-                f"num_generations ({self.num_generations}); the generation batch must hold whole groups. "
-                f"Set per_device_train_batch_size to a multiple of {self.num_generations}, or change "
-                "gradient_accumulation_steps/num_generations."
-            )
-        _check_int("max_completion_length", self.max_completion_length, minimum=1)
-        _check_int("num_iterations", self.num_iterations, minimum=1)
-        _check_int("logging_steps", self.logging_steps, minimum=1)
-        _check_int("save_steps", self.save_steps, minimum=0)
-        _check_int("max_steps", self.max_steps, minimum=-1)
+        for name, minimum in (("num_generations", 1), ("per_device_train_batch_size", 1),
+                              ("gradient_accumulation_steps", 1), ("max_completion_length", 1),
+                              ("num_iterations", 1), ("logging_steps", 1), ("save_steps", 0), ("max_steps", -1),
+                              ("top_k", 0)):
+            _check_int(name, getattr(self, name), minimum=minimum)
+        # The rules every path shares (group size, whole groups, loss type, advantages): grpo_kit.settings.
+        check_grpo_settings({f.name: getattr(self, f.name) for f in fields(self)})
+        self.scale_rewards = {True: "group", False: "none"}.get(self.scale_rewards, self.scale_rewards)
         if self.max_steps == 0:
             raise ValueError("max_steps=0 trains nothing; set max_steps>0, or -1 to use num_train_epochs.")
         if self.max_steps == -1 and not self.num_train_epochs > 0:
@@ -229,9 +188,8 @@ class GRPOLoopConfig:
             raise ValueError(f"temperature={self.temperature} must be > 0 (sampling is always on in GRPO); try 1.0.")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p={self.top_p} must be in (0, 1]; 1.0 turns nucleus sampling off.")
-        _check_int("top_k", self.top_k, minimum=0)
-        if self.learning_rate < 0 or self.beta < 0 or self.epsilon < 0 or self.weight_decay < 0:
-            raise ValueError("learning_rate, beta, epsilon and weight_decay must be >= 0.")
+        if self.learning_rate < 0 or self.weight_decay < 0:
+            raise ValueError("learning_rate and weight_decay must be >= 0.")
         if self.max_grad_norm < 0:
             raise ValueError(f"max_grad_norm={self.max_grad_norm} must be >= 0 (0 disables clipping).")
         if not 0.0 <= self.top_entropy_quantile <= 1.0:
@@ -241,12 +199,6 @@ class GRPOLoopConfig:
             )
         if self.warmup_steps < 0:
             raise ValueError(f"warmup_steps={self.warmup_steps} must be >= 0 (an int, or a ratio in [0, 1)).")
-        self.scale_rewards = normalize_scale_rewards(self.scale_rewards)
-        if self.multi_objective_aggregation not in ("sum_then_normalize", "normalize_then_sum"):
-            raise ValueError(
-                f"multi_objective_aggregation={self.multi_objective_aggregation!r}: use 'sum_then_normalize' "
-                "or 'normalize_then_sum'."
-            )
         if self.reward_weights is not None:
             if isinstance(self.reward_weights, (str, bytes)) or not all(
                 isinstance(w, (int, float)) and not isinstance(w, bool) for w in self.reward_weights
@@ -254,15 +206,11 @@ class GRPOLoopConfig:
                 raise TypeError("reward_weights must be a list of numbers, one per reward function (or None).")
             self.reward_weights = [float(w) for w in self.reward_weights]
         _check_scheduler(self.lr_scheduler_type)
-        _validate_loss_settings(self)
 
     @property
     def prompts_per_generation(self) -> int:
         """Distinct prompts in one generation batch."""
         return self.per_device_train_batch_size * self.gradient_accumulation_steps // self.num_generations
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _check_int(name: str, value: Any, *, minimum: int) -> None:
@@ -280,41 +228,57 @@ def _check_scheduler(name: str) -> None:
         raise ValueError(f"lr_scheduler_type={name!r} is unknown; use one of {valid}.")
 
 
-def _validate_loss_settings(config: GRPOLoopConfig) -> None:
-    """The loss-type rules every training path shares (luspo needs sequence level, vespo token level, cispo
-    an explicit epsilon_high, …) live in ``grpo_kit.losses.validation``; the loop runs them here."""
-    from grpo_kit.losses import validate_config
-
-    validate_config(config)
-
-
 # ----------------------------------------------------------------------------------------------------------
-# State handed to reward functions and callbacks, and what train() returns
+# What one generation batch carries
 
 
 @dataclass
-class LoopState:
-    """The subset of transformers' ``TrainerState`` that reward functions read (``trainer_state`` kwarg)."""
+class Samples:
+    """Steps 1-2: the prompts of one generation batch and their G sampled completions each."""
 
-    global_step: int = 0
-    max_steps: int = 0
-    epoch: float = 0.0
-    num_input_tokens_seen: int = 0
-    prompts_seen: int = 0  # data position: how many prompts (not completions) have been consumed
-    log_history: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[dict[str, Any]]  # N dataset rows, each prompt's row repeated G times
+    prompt_ids: torch.Tensor  # (N/G, P) left-padded, one row per distinct prompt
+    prompt_mask: torch.Tensor  # (N/G, P)
+    completion_ids: torch.Tensor  # (N, T) pad after the first EOS
+    completion_mask: torch.Tensor  # (N, T) 1 up to and including EOS; 0 for truncated rows when masked
+    lengths: torch.Tensor  # (N,) tokens up to and including EOS
+    is_truncated: torch.Tensor  # (N,) no EOS within max_completion_length
+    completions: list[Any]  # N decoded texts (or assistant messages for chat prompts)
+
+    @property
+    def prompts(self) -> list[Any]:
+        return [row["prompt"] for row in self.rows]
 
 
 @dataclass
-class LoopResult:
-    global_step: int
-    losses: list[float]  # one per optimizer step run in this call, in order
-    log_history: list[dict[str, Any]]  # the metrics.jsonl records, including those before a resume
-    output_dir: Path
-    metrics_path: Path
-    reward_curve_png: Path | None
-    last_checkpoint: Path | None
-    interrupted: bool = False
-    step_losses: dict[int, float] = field(default_factory=dict)  # step -> loss for the steps run here
+class MicroBatch:
+    """The completions one forward/backward pass sees, with everything the loss needs."""
+
+    prompt_ids: torch.Tensor  # (b, P) b = mb/G distinct prompts when grouped, else mb
+    prompt_mask: torch.Tensor  # (b, P)
+    group_size: int  # G when the micro-batch holds whole groups, else 1
+    completion_ids: torch.Tensor  # (mb, T)
+    completion_mask: torch.Tensor  # (mb, T)
+    advantages: torch.Tensor  # (mb,)
+    old_per_token_logps: torch.Tensor | None = None  # (mb, T), only when num_iterations > 1
+    ref_per_token_logps: torch.Tensor | None = None  # (mb, T), only when beta > 0
+
+
+@dataclass
+class Rollout:
+    """Steps 1-5: one generation batch cut into micro-batches, reused for ``num_iterations`` steps."""
+
+    micro_batches: list[MicroBatch]
+    num_items_in_batch: torch.Tensor  # () completion tokens of the whole generation batch (dapo/cispo/vespo)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain tensors and numbers, as ``grpo_kit.checkpoint.save_checkpoint(rollout=...)`` stores them."""
+        return {"micro_batches": [dict(vars(mb)) for mb in self.micro_batches],
+                "num_items_in_batch": self.num_items_in_batch}
+
+    @classmethod
+    def from_dict(cls, saved: dict[str, Any]) -> Rollout:
+        return cls([MicroBatch(**mb) for mb in saved["micro_batches"]], saved["num_items_in_batch"])
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -330,280 +294,62 @@ def train(
     *,
     reward_weights: Sequence[float] | None = None,
     callbacks: Sequence[Callable[[LoopState, dict[str, float]], None]] | None = None,
-) -> LoopResult:
+    reporters: Sequence[Any] = (),
+) -> RunResult:
     """Train ``model`` in place with GRPO on the ``prompt`` column of ``train_dataset``.
 
-    ``reward_funcs``: one or more TRL-style reward functions ``fn(prompts, completions, completion_ids,
-    trainer_state, **dataset_columns) -> list[float | None]`` (``async def`` allowed). ``callbacks`` are called
-    as ``cb(state, step_metrics)`` after every optimizer step. Ctrl-C saves a checkpoint and returns with
+    ``reward_funcs``: TRL-style reward functions ``fn(prompts, completions, completion_ids, trainer_state,
+    **dataset_columns) -> list[float | None]`` (``async def`` allowed). ``callbacks``: ``cb(state,
+    step_metrics)`` after every optimizer step. ``reporters``: objects with ``log(record, step)`` /
+    ``close()`` that receive every ``metrics.jsonl`` record. Ctrl-C saves a checkpoint and returns with
     ``interrupted=True``; pass that checkpoint (or ``resume_from_checkpoint=True``) to continue.
     """
-    if not isinstance(config, GRPOLoopConfig):
-        raise TypeError(f"config must be a GRPOLoopConfig, not {type(config).__name__}.")
-    reward_funcs = [reward_funcs] if callable(reward_funcs) else list(reward_funcs)
-    if not reward_funcs or not all(callable(f) for f in reward_funcs):
-        raise TypeError("reward_funcs must be a callable or a non-empty list of callables (TRL reward functions).")
-    reward_names = [_reward_name(f) for f in reward_funcs]
-    weights = list(reward_weights) if reward_weights is not None else config.reward_weights
-    if weights is not None and len(weights) != len(reward_funcs):
-        raise ValueError(f"{len(weights)} reward_weights for {len(reward_funcs)} reward functions; give one each.")
-    if len(train_dataset) == 0 or "prompt" not in train_dataset[0]:
-        raise ValueError("train_dataset needs rows with a 'prompt' column (text or a list of chat messages).")
-    if config.beta > 0 and not is_peft_model(model):
-        raise ValueError(
-            f"beta={config.beta} needs reference log-probs; this loop gets them by disabling the LoRA adapter "
-            "(no second model copy), but the model has no adapter. Load it with LoRA "
-            "(grpo_kit.models.load_model(..., lora=...)) or set beta=0.0."
-        )
-    if tokenizer.pad_token_id is None:
-        raise ValueError("the tokenizer has no pad token; set tokenizer.pad_token (grpo_kit.models does this).")
-
-    output_dir = Path(config.output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    reward_funcs, weights = _check_inputs(model, tokenizer, train_dataset, reward_funcs, config, reward_weights)
     _seed_everything(config.seed)
-    device = next(model.parameters()).device
-    eos_token_ids = stop_token_ids(model, tokenizer)
     max_steps = _resolve_max_steps(config, len(train_dataset))
-
     model.train()  # TRL trains (and samples) with the model in training mode
     optimizer = _build_optimizer(model, config)
     scheduler = _build_scheduler(optimizer, config, max_steps)
-    state = LoopState(max_steps=max_steps)
-    rollout: dict[str, Any] | None = None  # the current generation batch, reused num_iterations times
+    loss_settings = LossSettings.from_config(config)
+    eos_token_ids = stop_token_ids(model, tokenizer)
+    run = RunContext(config, model, tokenizer, optimizer, scheduler, max_steps, callbacks, reporters)
+    rollout = run.resume(Rollout.from_dict)  # a generation batch still to be reused, when resuming mid-block
 
-    # --- resume: weights, optimizer, scheduler, data position, the pending generation batch, RNG last ---
-    checkpoint = _checkpoint_to_resume(config)
-    if checkpoint is not None:
-        saved, rng_state, rollout = load_checkpoint(checkpoint, model=model, optimizer=optimizer, scheduler=scheduler)
-        state.global_step = saved["global_step"]
-        state.prompts_seen = saved["prompts_seen"]
-        state.epoch = saved["epoch"]
-        state.num_input_tokens_seen = saved["num_input_tokens_seen"]
-        state.log_history = saved["log_history"]
-        restore_rng_state(rng_state)
-    writer = MetricsWriter(output_dir / "metrics.jsonl", keep_up_to_step=state.global_step if checkpoint else None)
+    with run:  # progress bar; Ctrl-C saves a checkpoint; the reward curve at the end
+        while run.state.global_step < max_steps:
+            if rollout is None or run.state.global_step % config.num_iterations == 0:
+                rows = _next_rows(train_dataset, run.state, config)  # 1. prompts
+                with run.timed("generation"):
+                    samples = _sample(model, tokenizer, rows, config, eos_token_ids)  # 2. G completions each
+                run.log_samples(samples.prompt_mask, samples.lengths, samples.is_truncated, config.num_generations)
+                with run.timed("scoring"):
+                    rewards = _score(reward_funcs, samples, run)  # 3. (N, F), NaN for None
+                advantages = compute_advantages_with_metrics(  # 4. (N,) group-relative
+                    rewards, config.num_generations, reward_weights=weights, scale_rewards=config.scale_rewards,
+                    multi_objective_aggregation=config.multi_objective_aggregation,
+                    reward_func_names=[_reward_name(f) for f in reward_funcs],
+                )
+                run.log(advantages.metrics)
+                rollout = _rollout(model, samples, advantages.advantages, config)  # 5. old/ref log-probs
 
-    accumulator = MetricsAccumulator()
-    step_losses: dict[int, float] = {}
-    last_checkpoint: Path | None = checkpoint
-    # What a checkpoint needs if Ctrl-C lands in the middle of the next step: the RNG state and generation
-    # batch as they were when the last step *finished* (weights and optimizer only change at its very end).
-    snapshot = _snapshot(state, rollout)
-    interrupted = False
-    progress = _progress_bar(config.disable_tqdm)
-
-    try:
-        with progress:
-            task = progress.add_task("GRPO", total=max_steps, completed=state.global_step, info="")
-            while state.global_step < max_steps:
-                step_start = time.perf_counter()
-
-                # 1-5. A new generation batch every num_iterations steps (TRL: every steps_per_generation * μ).
-                if rollout is None or state.global_step % config.num_iterations == 0:
-                    rollout = _generate_and_score(
-                        model, tokenizer, train_dataset, reward_funcs, reward_names, weights, config, state,
-                        accumulator, eos_token_ids, device,
-                    )
-
-                # 6. One optimizer step over the gradient_accumulation_steps micro-batches of that batch.
+            with run.timed("training"):  # 6. one optimizer step over the micro-batches
                 step_loss = 0.0
-                for micro_batch in rollout["micro_batches"]:
-                    loss, loss_metrics = _micro_batch_loss(model, micro_batch, rollout, config)
+                for micro_batch in rollout.micro_batches:
+                    loss, metrics = _micro_batch_loss(model, micro_batch, rollout, config, loss_settings)
                     loss.backward()
                     step_loss += loss.item()
-                    accumulator.update(loss_metrics)
-                trainable = [p for p in model.parameters() if p.requires_grad]
-                max_norm = config.max_grad_norm if config.max_grad_norm > 0 else float("inf")
-                grad_norm = torch.nn.utils.clip_grad_norm_(trainable, max_norm)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
-                state.global_step += 1
-                snapshot = _snapshot(state, rollout)
-
-                # --- bookkeeping: metrics, callbacks, progress, checkpoints ---
-                step_losses[state.global_step] = step_loss
-                accumulator.update({
-                    "loss": step_loss,
-                    "grad_norm": grad_norm.item(),
-                    "learning_rate": scheduler.get_last_lr()[0],
-                    "step_time": time.perf_counter() - step_start,
-                })
-                if state.global_step % config.logging_steps == 0 or state.global_step == max_steps:
-                    record = {"step": state.global_step, "epoch": round(state.epoch, 4), **accumulator.flush()}
-                    state.log_history.append(record)
-                    writer.write(record)
-                for callback in callbacks or ():
-                    callback(state, {"step": state.global_step, "loss": step_loss})
-                reward_text = _last_reward_text(state.log_history)
-                progress.update(task, completed=state.global_step, info=f"loss {step_loss:+.4f}{reward_text}")
-                if config.save_steps and (
-                    state.global_step % config.save_steps == 0 or state.global_step == max_steps
-                ):
-                    last_checkpoint = _save(output_dir, model, tokenizer, optimizer, scheduler, state, snapshot, config)
-    except KeyboardInterrupt:
-        # Ctrl-C: keep what the finished steps learned, so `resume_from_checkpoint` continues exactly here.
-        interrupted = True
-        optimizer.zero_grad(set_to_none=True)
-        if state.global_step > 0:
-            last_checkpoint = _save(output_dir, model, tokenizer, optimizer, scheduler, state, snapshot, config)
-            print(f"Interrupted after step {state.global_step}; checkpoint saved to {last_checkpoint}. "
-                  "Resume with resume_from_checkpoint=True (CLI: --resume).")
-        else:
-            print("Interrupted before the first optimizer step finished; nothing to save.")
-
-    png = None
-    if any(r.get("reward") is not None for r in state.log_history):
-        from grpo_kit.plots import plot_reward_curve
-
-        png = plot_reward_curve(state.log_history, output_dir / "reward_curve.png")
-    return LoopResult(
-        global_step=state.global_step,
-        losses=[step_losses[s] for s in sorted(step_losses)],
-        log_history=state.log_history,
-        output_dir=output_dir,
-        metrics_path=writer.path,
-        reward_curve_png=png,
-        last_checkpoint=last_checkpoint,
-        interrupted=interrupted,
-        step_losses=step_losses,
-    )
+                    run.log(metrics)
+                grad_norm = _optimizer_step(model, optimizer, scheduler, config)
+            run.end_step(step_loss, grad_norm, rollout.to_dict())
+    return run.result()
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Steps 1-5: one generation batch
-
-
-def _generate_and_score(
-    model, tokenizer, dataset, reward_funcs, reward_names, reward_weights, config, state, accumulator,
-    eos_token_ids, device,
-) -> dict[str, Any]:
-    G = config.num_generations
-
-    # 1. Prompts: each one repeated G times, its completions next to each other (TRL's RepeatSampler order).
-    unique_rows = _next_rows(dataset, state, config)
-    rows = [row for row in unique_rows for _ in range(G)]
-    prompts = [row["prompt"] for row in rows]
-    conversational = is_conversational_prompt(prompts[0])
-    unique_ids, unique_mask = _tokenize_prompts(tokenizer, [r["prompt"] for r in unique_rows], conversational,
-                                                config, device)  # (N/G, P)
-    prompt_ids = unique_ids.repeat_interleave(G, dim=0)  # (N, P)
-    prompt_mask = unique_mask.repeat_interleave(G, dim=0)  # (N, P)
-
-    # 2. Sample completions (one prefill per prompt, see grpo_kit.sampling); mask everything after the first EOS.
-    with merged_lora(model):  # one matmul per adapted layer while decoding (see grpo_kit.sampling)
-        sampled = sample_completions(
-            model, unique_ids, unique_mask, num_generations=G, max_new_tokens=config.max_completion_length,
-            eos_token_ids=eos_token_ids, pad_token_id=tokenizer.pad_token_id, temperature=config.temperature,
-            top_k=config.top_k, top_p=config.top_p, min_p=config.min_p, repetition_penalty=config.repetition_penalty,
-        )  # (N, T)
-    completion_ids, completion_mask, is_truncated = mask_after_eos(sampled, eos_token_ids, tokenizer.pad_token_id)
-    lengths = completion_mask.sum(1)  # (N,) tokens up to and including EOS
-    completion_ids_list = [ids[: int(n)].tolist() for ids, n in zip(completion_ids, lengths)]
-    texts = tokenizer.batch_decode(completion_ids_list, skip_special_tokens=True)
-    completions = [[{"role": "assistant", "content": t}] for t in texts] if conversational else texts
-    _log_completion_metrics(accumulator, state, prompt_mask, lengths, is_truncated)
-    if config.mask_truncated_completions:  # DAPO: a truncated completion has no reliable reward
-        completion_mask = completion_mask * (~is_truncated).unsqueeze(1).long()  # (N, T)
-
-    # 3-4. Rewards (N, F) with NaN for None, then group-relative advantages (N,).
-    rewards_per_func = _score(reward_funcs, reward_names, rows, prompts, completions, completion_ids_list,
-                              state, accumulator)
-    result = compute_advantages_with_metrics(
-        rewards_per_func, G, reward_weights=reward_weights, scale_rewards=config.scale_rewards,
-        multi_objective_aggregation=config.multi_objective_aggregation, reward_func_names=reward_names,
-    )
-    accumulator.update(result.metrics)
-
-    # Cut the batch into gradient_accumulation_steps micro-batches in a random order (TRL shuffles too).
-    # When a micro-batch holds whole groups, we shuffle groups instead of completions, so each prompt is
-    # run through the model once per micro-batch (per_token_logps_grouped); the summed gradient is the same.
-    mb = config.per_device_train_batch_size
-    grouped = mb % G == 0
-    if grouped:
-        group_order = torch.randperm(unique_ids.size(0))  # (N/G,)
-        chunks = [(groups, (groups.unsqueeze(1) * G + torch.arange(G)).flatten())  # prompt rows, completion rows
-                  for groups in group_order.split(mb // G)]
-    else:
-        chunks = [(order, order) for order in torch.randperm(prompt_ids.size(0)).split(mb)]
-    micro_batches = []
-    for prompt_rows, completion_rows in chunks:
-        micro_batch = {
-            "prompt_ids": (unique_ids if grouped else prompt_ids)[prompt_rows],  # (b, P) b = mb/G or mb
-            "prompt_mask": (unique_mask if grouped else prompt_mask)[prompt_rows],  # (b, P)
-            "group_size": G if grouped else 1,
-            "completion_ids": completion_ids[completion_rows],  # (mb, T)
-            "completion_mask": completion_mask[completion_rows],  # (mb, T)
-            "advantages": result.advantages[completion_rows].to(device),  # (mb,)
-            "old_per_token_logps": None,
-            "ref_per_token_logps": None,
-        }
-        # 5. Log-probs that stay fixed during the update. Old ones only matter when the batch is reused
-        #    (num_iterations > 1); otherwise ratio = exp(logp - logp.detach()) = 1 and TRL skips them too.
-        with torch.no_grad():
-            if config.num_iterations > 1:
-                micro_batch["old_per_token_logps"], _ = _score_completions(model, micro_batch, config)  # (mb, T)
-            if config.beta > 0:
-                with model.disable_adapter():  # the base model *is* the reference policy
-                    micro_batch["ref_per_token_logps"], _ = _score_completions(model, micro_batch, config)
-        micro_batches.append(micro_batch)
-    return {
-        "micro_batches": micro_batches,
-        # dapo/cispo/vespo normalise by the tokens of the whole generation batch, not the micro-batch
-        "num_items_in_batch": completion_mask.sum(),
-    }
-
-
-def _score_completions(model, micro_batch, config, compute_entropy=False):
-    """Per-token log-probs (and entropies) of a micro-batch's completions under the current model."""
-    if micro_batch["group_size"] > 1:
-        return per_token_logps_grouped(
-            model, micro_batch["prompt_ids"], micro_batch["prompt_mask"], micro_batch["completion_ids"],
-            micro_batch["completion_mask"], micro_batch["group_size"], temperature=config.temperature,
-            compute_entropy=compute_entropy,
-        )  # (mb, T), (mb, T) | None
-    input_ids = torch.cat([micro_batch["prompt_ids"], micro_batch["completion_ids"]], dim=1)  # (mb, P+T)
-    attention_mask = torch.cat([micro_batch["prompt_mask"], micro_batch["completion_mask"]], dim=1)  # (mb, P+T)
-    return per_token_logps(model, input_ids, attention_mask, micro_batch["completion_ids"].size(1),
-                           temperature=config.temperature, compute_entropy=compute_entropy)
-
-
-def _micro_batch_loss(model, micro_batch, rollout, config) -> tuple[torch.Tensor, dict[str, float]]:
-    from grpo_kit.losses import compute_loss
-
-    mask = micro_batch["completion_mask"]  # (mb, T)
-    logps, entropies = _score_completions(model, micro_batch, config, compute_entropy=True)  # (mb, T), (mb, T)
-    loss_mask = mask
-    if config.top_entropy_quantile < 1.0:  # train only on the high-entropy "forking" tokens
-        loss_mask = mask * entropy_mask(entropies, mask, config.top_entropy_quantile).long()  # (mb, T)
-    loss, metrics = compute_loss(
-        logps, micro_batch["advantages"], loss_mask,
-        old_per_token_logps=micro_batch["old_per_token_logps"],
-        ref_per_token_logps=micro_batch["ref_per_token_logps"],
-        loss_type=config.loss_type, beta=config.beta, epsilon=config.epsilon,
-        epsilon_high=config.epsilon_high, delta=config.delta,
-        importance_sampling_level=config.importance_sampling_level,
-        use_bias_correction_kl=config.use_bias_correction_kl,
-        max_completion_length=config.max_completion_length,
-        num_items_in_batch=rollout["num_items_in_batch"],
-        gradient_accumulation_steps=config.gradient_accumulation_steps,
-        sapo_temperature_pos=config.sapo_temperature_pos, sapo_temperature_neg=config.sapo_temperature_neg,
-        vespo_k_pos=config.vespo_k_pos, vespo_lambda_pos=config.vespo_lambda_pos,
-        vespo_k_neg=config.vespo_k_neg, vespo_lambda_neg=config.vespo_lambda_neg,
-    )
-    metrics = dict(metrics)
-    metrics.pop("loss", None)  # the logged loss is the sum over micro-batches, added by the loop
-    tokens = mask.sum().clamp(min=1)
-    metrics["entropy"] = ((entropies * mask).sum() / tokens).item()  # TRL: mean over valid tokens
-    return loss, metrics
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Helpers: data, tokenisation, sampling, rewards
+# Steps 1-5
 
 
 def _next_rows(dataset, state: LoopState, config: GRPOLoopConfig) -> list[dict[str, Any]]:
-    """The next ``prompts_per_generation`` rows in the seeded per-epoch order; advances the data position."""
+    """Step 1: the next ``prompts_per_generation`` rows in the seeded per-epoch order; advances the data position."""
     n = len(dataset)
     rows = []
     for k in range(state.prompts_seen, state.prompts_seen + config.prompts_per_generation):
@@ -629,77 +375,156 @@ def _epoch_order(n: int, seed: int, epoch: int, shuffle: bool) -> list[int]:
     return _ORDER_CACHE[key]
 
 
-def _tokenize_prompts(tokenizer, prompts, conversational, config, device) -> tuple[torch.Tensor, torch.Tensor]:
-    texts = [prompt_to_text(p, tokenizer, **(config.chat_template_kwargs or {})) for p in prompts]
+def _sample(model, tokenizer, unique_rows, config: GRPOLoopConfig, eos_token_ids) -> Samples:
+    """Step 2: G completions per prompt, next to each other (TRL's RepeatSampler order)."""
+    G = config.num_generations
+    rows = [row for row in unique_rows for _ in range(G)]
+    conversational = is_conversational_prompt(unique_rows[0]["prompt"])
+    texts = [prompt_to_text(r["prompt"], tokenizer, **(config.chat_template_kwargs or {})) for r in unique_rows]
     # The chat template already wrote the special tokens; plain text gets the tokenizer's own (TRL does the same).
     encoded = tokenizer(texts, padding=True, padding_side="left", return_tensors="pt",
                         add_special_tokens=not conversational)
-    return encoded["input_ids"].to(device), encoded["attention_mask"].to(device)  # (N, P), (N, P)
+    device = next(model.parameters()).device
+    prompt_ids, prompt_mask = encoded["input_ids"].to(device), encoded["attention_mask"].to(device)  # (N/G, P)
+    with merged_lora(model):  # one matmul per adapted layer while decoding (see grpo_kit.sampling)
+        sampled = sample_completions(
+            model, prompt_ids, prompt_mask, num_generations=G, max_new_tokens=config.max_completion_length,
+            eos_token_ids=eos_token_ids, pad_token_id=tokenizer.pad_token_id, temperature=config.temperature,
+            top_k=config.top_k, top_p=config.top_p, min_p=config.min_p, repetition_penalty=config.repetition_penalty,
+        )  # (N, T)
+    completion_ids, completion_mask, is_truncated = mask_after_eos(sampled, eos_token_ids, tokenizer.pad_token_id)
+    lengths = completion_mask.sum(1)  # (N,)
+    decoded = tokenizer.batch_decode([ids[: int(n)].tolist() for ids, n in zip(completion_ids, lengths)],
+                                     skip_special_tokens=True)
+    completions = [[{"role": "assistant", "content": t}] for t in decoded] if conversational else decoded
+    if config.mask_truncated_completions:  # DAPO: a truncated completion has no reliable reward
+        completion_mask = completion_mask * (~is_truncated).unsqueeze(1).long()  # (N, T)
+    return Samples(rows, prompt_ids, prompt_mask, completion_ids, completion_mask, lengths, is_truncated, completions)
 
 
-def _log_completion_metrics(accumulator, state, prompt_mask, lengths, is_truncated) -> None:
-    state.num_input_tokens_seen += int(prompt_mask.sum() + lengths.sum())
-    lengths = lengths.float()
-    terminated = lengths[~is_truncated]
-    if terminated.numel() == 0:  # TRL's edge case: no completion ended with EOS
-        terminated = torch.zeros(1)
-    accumulator.update({
-        "num_tokens": state.num_input_tokens_seen,
-        "completions/mean_length": lengths.mean().item(),
-        "completions/min_length": lengths.min().item(),
-        "completions/max_length": lengths.max().item(),
-        "completions/clipped_ratio": is_truncated.float().mean().item(),
-        "completions/mean_terminated_length": terminated.mean().item(),
-        "completions/min_terminated_length": terminated.min().item(),
-        "completions/max_terminated_length": terminated.max().item(),
-    })
+def _score(reward_funcs, samples: Samples, run: RunContext) -> torch.Tensor:
+    """Step 3: every reward function TRL's way (``rewards.call_reward_funcs``) -> ``(N, F)`` float32."""
+    from rewards import call_reward_funcs
 
-
-def _reward_name(func: Callable) -> str:
-    return getattr(func, "__name__", None) or type(func).__name__
-
-
-def _score(reward_funcs, reward_names, rows, prompts, completions, completion_ids_list, state, accumulator):
-    """Call every reward function TRL's way; returns ``(N, F)`` float32 with NaN for ``None``."""
     # Dataset columns other than the prompt reach the reward functions as keyword arguments (one per completion).
+    rows = samples.rows
     columns = {k: [row[k] for row in rows] for k in rows[0] if k not in ("prompt", "completion", "completion_ids")}
-    kwargs = dict(
-        prompts=prompts, completions=completions, completion_ids=completion_ids_list, trainer_state=state,
-        log_metric=accumulator.add, **columns,
-    )
-    outputs: dict[int, list] = {}
-    async_funcs = []
-    for i, func in enumerate(reward_funcs):
-        if _is_async(func):
-            async_funcs.append((i, func))
-        else:
-            outputs[i] = func(**kwargs)
-    if async_funcs:
-        async def gather_all():
-            return await asyncio.gather(*(func(**kwargs) for _, func in async_funcs))
-
-        # A worker thread owns a fresh event loop, so this also works inside Jupyter/marimo's running loop.
-        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-            results = pool.submit(asyncio.run, gather_all()).result()
-        outputs.update({i: r for (i, _), r in zip(async_funcs, results)})
-
-    rewards = torch.full((len(prompts), len(reward_funcs)), math.nan, dtype=torch.float32)  # (N, F)
-    for i, name in enumerate(reward_names):
-        values = list(outputs[i])
-        if len(values) != len(prompts):
-            raise ValueError(f"reward function {name!r} returned {len(values)} rewards for {len(prompts)} "
-                             "completions; return exactly one reward (or None) per completion.")
-        rewards[:, i] = torch.tensor([math.nan if v is None else float(v) for v in values], dtype=torch.float32)
-    return rewards
+    completion_ids = [ids[: int(n)].tolist() for ids, n in zip(samples.completion_ids, samples.lengths)]
+    table = call_reward_funcs(reward_funcs, samples.prompts, samples.completions, completion_ids=completion_ids,
+                              trainer_state=run.state, log_metric=run.accumulator.add, **columns)
+    return torch.tensor(table, dtype=torch.float32).reshape(len(rows), len(reward_funcs))  # (N, F)
 
 
-def _is_async(func: Callable) -> bool:
-    call = type(func).__call__ if not inspect.isfunction(func) else None  # async callable objects
-    return inspect.iscoroutinefunction(func) or (call is not None and inspect.iscoroutinefunction(call))
+def _rollout(model, samples: Samples, advantages: torch.Tensor, config: GRPOLoopConfig) -> Rollout:
+    """Step 5: cut the batch into micro-batches in a random order (TRL shuffles too) and add the log-probs
+    that stay fixed during the update. When a micro-batch holds whole groups, groups are shuffled instead
+    of completions, so each prompt runs through the model once per micro-batch; the summed gradient is the same."""
+    G, mb = config.num_generations, config.per_device_train_batch_size
+    device = samples.completion_ids.device
+    grouped = mb % G == 0
+    prompt_ids, prompt_mask = samples.prompt_ids, samples.prompt_mask  # (N/G, P)
+    if grouped:
+        group_order = torch.randperm(prompt_ids.size(0))  # (N/G,)
+        chunks = [(groups, (groups.unsqueeze(1) * G + torch.arange(G)).flatten())  # prompt rows, completion rows
+                  for groups in group_order.split(mb // G)]
+    else:
+        prompt_ids, prompt_mask = prompt_ids.repeat_interleave(G, 0), prompt_mask.repeat_interleave(G, 0)  # (N, P)
+        chunks = [(order, order) for order in torch.randperm(prompt_ids.size(0)).split(mb)]
+    micro_batches = []
+    for prompt_rows, completion_rows in chunks:
+        micro_batch = MicroBatch(
+            prompt_ids[prompt_rows], prompt_mask[prompt_rows], G if grouped else 1,
+            samples.completion_ids[completion_rows], samples.completion_mask[completion_rows],
+            advantages[completion_rows].to(device),
+        )
+        # Old log-probs only matter when the batch is reused (num_iterations > 1); otherwise
+        # ratio = exp(logp - logp.detach()) = 1 and TRL skips them too.
+        with torch.no_grad():
+            if config.num_iterations > 1:
+                micro_batch.old_per_token_logps, _ = _completion_logps(model, micro_batch, config)  # (mb, T)
+            if config.beta > 0:
+                with model.disable_adapter():  # the base model *is* the reference policy
+                    micro_batch.ref_per_token_logps, _ = _completion_logps(model, micro_batch, config)
+        micro_batches.append(micro_batch)
+    # dapo/cispo/vespo normalise by the tokens of the whole generation batch, not the micro-batch
+    return Rollout(micro_batches, samples.completion_mask.sum())
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Helpers: optimisation, schedule, run length, checkpoints, display
+# Step 6
+
+
+def _completion_logps(model, micro_batch: MicroBatch, config, compute_entropy=False):
+    """Per-token log-probs (and entropies) of a micro-batch's completions under the current model."""
+    mb = micro_batch
+    if mb.group_size > 1:
+        return per_token_logps_grouped(
+            model, mb.prompt_ids, mb.prompt_mask, mb.completion_ids, mb.completion_mask, mb.group_size,
+            temperature=config.temperature, compute_entropy=compute_entropy,
+        )  # (mb, T), (mb, T) | None
+    input_ids = torch.cat([mb.prompt_ids, mb.completion_ids], dim=1)  # (mb, P+T)
+    attention_mask = torch.cat([mb.prompt_mask, mb.completion_mask], dim=1)  # (mb, P+T)
+    return per_token_logps(model, input_ids, attention_mask, mb.completion_ids.size(1),
+                           temperature=config.temperature, compute_entropy=compute_entropy)
+
+
+def _micro_batch_loss(model, micro_batch: MicroBatch, rollout: Rollout, config, loss_settings: LossSettings):
+    mask = micro_batch.completion_mask  # (mb, T)
+    logps, entropies = _completion_logps(model, micro_batch, config, compute_entropy=True)  # (mb, T), (mb, T)
+    loss_mask = mask
+    if config.top_entropy_quantile < 1.0:  # train only on the high-entropy "forking" tokens
+        loss_mask = mask * entropy_mask(entropies, mask, config.top_entropy_quantile).long()  # (mb, T)
+    loss, metrics = compute_loss(
+        logps, micro_batch.advantages, loss_mask, old_per_token_logps=micro_batch.old_per_token_logps,
+        ref_per_token_logps=micro_batch.ref_per_token_logps, num_items_in_batch=rollout.num_items_in_batch,
+        settings=loss_settings,
+    )
+    metrics = dict(metrics)
+    metrics.pop("loss", None)  # the logged loss is the sum over micro-batches, added by the run context
+    tokens = mask.sum().clamp(min=1)
+    metrics["entropy"] = ((entropies * mask).sum() / tokens).item()  # TRL: mean over valid tokens
+    return loss, metrics
+
+
+def _optimizer_step(model, optimizer, scheduler, config: GRPOLoopConfig) -> float:
+    """Clip the global gradient norm, step optimizer and schedule; returns the norm before clipping."""
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    max_norm = config.max_grad_norm if config.max_grad_norm > 0 else float("inf")
+    grad_norm = torch.nn.utils.clip_grad_norm_(trainable, max_norm)
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    return grad_norm.item()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Setup: inputs, seed, run length, optimizer, schedule
+
+
+def _reward_name(func: Callable) -> str:
+    from rewards.compose import reward_name
+
+    return reward_name(func)
+
+
+def _check_inputs(model, tokenizer, train_dataset, reward_funcs, config, reward_weights):
+    if not isinstance(config, GRPOLoopConfig):
+        raise TypeError(f"config must be a GRPOLoopConfig, not {type(config).__name__}.")
+    reward_funcs = check_reward_funcs(reward_funcs)
+    weights = list(reward_weights) if reward_weights is not None else config.reward_weights
+    if weights is not None and len(weights) != len(reward_funcs):
+        raise ValueError(f"{len(weights)} reward_weights for {len(reward_funcs)} reward functions; give one each.")
+    if len(train_dataset) == 0 or "prompt" not in train_dataset[0]:
+        raise ValueError("train_dataset needs rows with a 'prompt' column (text or a list of chat messages).")
+    if config.beta > 0 and not is_peft_model(model):
+        raise ValueError(
+            f"beta={config.beta} needs reference log-probs; this loop gets them by disabling the LoRA adapter "
+            "(no second model copy), but the model has no adapter. Load it with LoRA "
+            "(grpo_kit.models.load_model(..., lora=...)) or set beta=0.0."
+        )
+    if tokenizer.pad_token_id is None:
+        raise ValueError("the tokenizer has no pad token; set tokenizer.pad_token (grpo_kit.models does this).")
+    return reward_funcs, weights
 
 
 def _seed_everything(seed: int) -> None:
@@ -735,62 +560,3 @@ def _build_scheduler(optimizer, config: GRPOLoopConfig, max_steps: int):
     warmup = config.warmup_steps
     warmup = math.ceil(warmup * max_steps) if isinstance(warmup, float) and warmup < 1 else int(warmup)
     return get_scheduler(config.lr_scheduler_type, optimizer, num_warmup_steps=warmup, num_training_steps=max_steps)
-
-
-def _checkpoint_to_resume(config: GRPOLoopConfig) -> Path | None:
-    target = config.resume_from_checkpoint
-    if target in (None, False):
-        return None
-    if target is True:
-        found = latest_checkpoint(config.output_dir)
-        if found is None:
-            raise FileNotFoundError(f"resume_from_checkpoint=True but {config.output_dir} has no checkpoint-<step> "
-                                    "folder; run without resuming first, or pass a checkpoint path.")
-        return found
-    path = Path(target)
-    if not path.is_dir():
-        raise FileNotFoundError(f"resume_from_checkpoint={target!r} is not a folder; pass a checkpoint-<step> path.")
-    return path
-
-
-def _snapshot(state: LoopState, rollout: dict[str, Any] | None) -> dict[str, Any]:
-    """Everything that moves during a step besides weights/optimizer/scheduler (which only change at its end),
-    taken when a step has finished: a Ctrl-C in the middle of the next step saves this, not the half-step."""
-    return {"rng": capture_rng_state(), "rollout": rollout, "prompts_seen": state.prompts_seen,
-            "epoch": state.epoch, "num_input_tokens_seen": state.num_input_tokens_seen}
-
-
-def _save(output_dir, model, tokenizer, optimizer, scheduler, state, snapshot, config) -> Path:
-    # Mid-block of a reused generation batch, the batch itself is part of the state to continue exactly.
-    pending = snapshot["rollout"] if state.global_step % config.num_iterations != 0 else None
-    trainer_state = {
-        "global_step": state.global_step, "max_steps": state.max_steps, "epoch": snapshot["epoch"],
-        "prompts_seen": snapshot["prompts_seen"], "num_input_tokens_seen": snapshot["num_input_tokens_seen"],
-        "log_history": state.log_history, "config": {f.name: getattr(config, f.name) for f in fields(config)},
-    }
-    path = save_checkpoint(output_dir / f"checkpoint-{state.global_step}", model=model, tokenizer=tokenizer,
-                           optimizer=optimizer, scheduler=scheduler, trainer_state=trainer_state,
-                           rng_state=snapshot["rng"], rollout=pending)
-    rotate_checkpoints(output_dir, config.save_total_limit)
-    return path
-
-
-def _progress_bar(disable: bool):
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    TimeRemainingColumn(), TextColumn("{task.fields[info]}"), disable=disable)
-
-
-def _last_reward_text(log_history) -> str:
-    for record in reversed(log_history):
-        if record.get("reward") is not None:
-            return f" | reward {record['reward']:.3f}"
-    return ""

@@ -2,7 +2,7 @@
 
 A :class:`Recipe` says *what* to train (model, dataset, rewards, adapter, quantization) and *how*
 (``training``: a dict whose keys are TRL ``GRPOConfig`` field names, so the same dict feeds
-``GRPOConfig(**training)`` in the TRL and Unsloth paths and, through :func:`to_loop_config`, the
+``GRPOConfig(**training)`` in the TRL and Unsloth paths and, through ``grpo_kit.run.to_loop_config``, the
 standalone loop's ``GRPOLoopConfig``, which uses the same names where they mean the same thing).
 
     >>> from grpo_kit.recipes import get_recipe
@@ -11,18 +11,18 @@ standalone loop's ``GRPOLoopConfig``, which uses the same names where they mean 
     ('smoltldr-length-small', 1e-05)
 
 Recipes are named after what they teach (ARCHITECTURE.md). Course numbers refer to the Hugging
-Face LLM course, chapter 12 (see /work/shared/reference/llm-course-ch12-grpo-practice.ru.md).
+Face LLM course, chapter 12 ("Implementing GRPO in TRL" and "Practical exercise: GRPO with Unsloth").
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
-import functools
-import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from grpo_kit.settings import RETIRED_TRAINING_FIELDS, check_training_fields, grpo_config_field_names
 
 __all__ = [
     "RECIPES",
@@ -31,27 +31,7 @@ __all__ = [
     "RewardSpec",
     "UnslothSettings",
     "get_recipe",
-    "grpo_config_field_names",
-    "list_recipes",
-    "to_loop_config",
 ]
-
-# GRPOConfig / TrainingArguments fields that older tutorials (the course targets TRL 0.14) still use
-# and that the pinned TRL 1.15 / transformers 5.17 no longer accept, with the fix for each.
-RETIRED_TRAINING_FIELDS: dict[str, str] = {
-    "max_prompt_length": (
-        "GRPOConfig no longer truncates prompts (the field was removed in TRL 1.x). Drop it; keep prompts "
-        "short in the dataset, and bound the total length with max_completion_length (Unsloth: max_seq_length)."
-    ),
-    "warmup_ratio": (
-        "transformers 5 removed warmup_ratio; use warmup_steps with a float in [0, 1), e.g. warmup_steps=0.1 "
-        "for 10% of the steps."
-    ),
-    "num_generation": "the field is spelled num_generations (the course's typo).",
-    "model_id": "the Hub repo name field is hub_model_id.",
-    "evaluation_strategy": "use eval_strategy.",
-    "use_transformers_paged": "use use_transformers_continuous_batching.",
-}
 
 # Loaders in datasets_prep, by the name a recipe uses.
 DATASET_LOADERS = {"smoltldr": "load_smoltldr", "gsm8k": "load_gsm8k", "deepmath": "load_deepmath"}
@@ -225,30 +205,8 @@ class Recipe:
         return {**dict(self.training), "reward_weights": self.reward_weights}
 
     def replace(self, **changes: Any) -> Recipe:
-        """A copy with some fields changed (validated again)."""
-        return dataclasses.replace(self, **changes)
-
-
-@functools.lru_cache(maxsize=1)
-def grpo_config_field_names() -> frozenset[str]:
-    """Every field the installed TRL's GRPOConfig accepts (TrainingArguments' included)."""
-    from trl import GRPOConfig
-
-    return frozenset(f.name for f in dataclasses.fields(GRPOConfig) if f.init)
-
-
-def check_training_fields(training: Mapping[str, Any], *, where: str = "training") -> None:
-    """Raise ValueError for keys GRPOConfig would reject: retired names get their fix, typos a suggestion."""
-    valid = grpo_config_field_names()
-    for key in training:
-        if key in RETIRED_TRAINING_FIELDS and key not in valid:
-            raise ValueError(f"{where}: {key!r} is not accepted by the installed TRL/transformers: "
-                             f"{RETIRED_TRAINING_FIELDS[key]}")
-        if key not in valid:
-            close = difflib.get_close_matches(key, sorted(valid), n=3)
-            hint = f" Did you mean {', '.join(close)}?" if close else ""
-            raise ValueError(f"{where}: {key!r} is not a GRPOConfig field.{hint} "
-                             "See `python -c \"from trl import GRPOConfig; help(GRPOConfig)\"` for the list.")
+        """A copy with some fields changed, validated again (``__post_init__`` and :meth:`validate`)."""
+        return dataclasses.replace(self, **changes).validate()
 
 
 # --- the recipes ---------------------------------------------------------------------------------
@@ -411,11 +369,6 @@ SMALL_VARIANTS = {"smoltldr-length": "smoltldr-length-small", "gsm8k-unsloth": "
 DEFAULT_RECIPE = "smoltldr-length-small"
 
 
-def list_recipes() -> list[tuple[str, str]]:
-    """(name, description) of every recipe."""
-    return [(r.name, r.description) for r in RECIPES.values()]
-
-
 _RECIPE_FIELDS = {f.name for f in dataclasses.fields(Recipe)} - {"name", "training"}
 
 
@@ -471,31 +424,3 @@ def get_recipe(name: str, *, small: bool = False, **overrides: Any) -> Recipe:
             RewardSpec(r) if isinstance(r, str) else r for r in recipe_changes["rewards"]
         )
     return dataclasses.replace(recipe, training=training, **recipe_changes).validate()
-
-
-def to_loop_config(recipe: Recipe | str, **overrides: Any):
-    """A ``grpo_kit.loop.GRPOLoopConfig`` from the recipe's training fields with the same names.
-
-    GRPOConfig fields the standalone loop has no counterpart for (``optim``, ``lr_scheduler_type``,
-    ...) are left out with a warning that names them; ``overrides`` are applied last and must be
-    GRPOLoopConfig fields.
-    """
-    from grpo_kit.loop import GRPOLoopConfig
-
-    recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
-    loop_fields = {f.name for f in dataclasses.fields(GRPOLoopConfig) if f.init}
-    unknown = sorted(set(overrides) - loop_fields)
-    if unknown:
-        raise ValueError(f"{', '.join(unknown)} are not GRPOLoopConfig fields; choose from {', '.join(sorted(loop_fields))}")
-    values = recipe.grpo_training()
-    kept = {k: v for k, v in values.items() if k in loop_fields}
-    dropped = sorted(k for k in values if k not in loop_fields)
-    if dropped:
-        warnings.warn(
-            f"recipe {recipe.name!r}: the standalone loop has no {', '.join(dropped)}; they are ignored "
-            "(use --loop trl for the full GRPOConfig).",
-            UserWarning,
-            stacklevel=2,
-        )
-    kept.update(overrides)
-    return GRPOLoopConfig(**kept)

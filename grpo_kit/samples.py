@@ -78,16 +78,25 @@ def generate_answers(model, tokenizer, prompts: Sequence[Any], *, max_new_tokens
 
 
 def score_answers(prompts: Sequence[Any], answers: Sequence[str], reward_funcs: Sequence[Callable],
-                  reward_weights: Sequence[float] | None = None, columns: dict[str, list] | None = None) -> list[float]:
-    """Weighted sum of the reward functions for each answer (TRL's calling convention; None counts as 0)."""
+                  reward_weights: Sequence[float] | None = None,
+                  columns: dict[str, list] | None = None) -> list[float | None]:
+    """Weighted reward of each answer, called the one way (``rewards.call_reward_funcs``, async included).
+
+    As TRL sums them: Σ_f w_f · r_f over the functions that scored the answer (``None`` is skipped, not
+    counted as 0); ``None`` when no function scored it, so ``mean_reward`` averages only scored answers.
+    """
+    import math
+
+    from rewards import call_reward_funcs
+
     conversational = bool(prompts) and not isinstance(prompts[0], str)
     completions = [[{"role": "assistant", "content": a}] for a in answers] if conversational else list(answers)
     weights = list(reward_weights) if reward_weights is not None else [1.0] * len(reward_funcs)
-    totals = [0.0] * len(answers)
-    for func, weight in zip(reward_funcs, weights):
-        values = func(prompts=list(prompts), completions=completions, completion_ids=None, **(columns or {}))
-        for i, v in enumerate(values):
-            totals[i] += weight * (0.0 if v is None else float(v))
+    table = call_reward_funcs(list(reward_funcs), list(prompts), completions, **(columns or {}))  # (N, F)
+    totals: list[float | None] = []
+    for row in table:
+        present = [w * r for w, r in zip(weights, row) if not math.isnan(r)]
+        totals.append(sum(present) if present else None)
     return totals
 
 

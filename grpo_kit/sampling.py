@@ -26,7 +26,14 @@ from collections.abc import Iterator
 
 import torch
 
-__all__ = ["merged_lora", "sample_completions", "sample_next_token", "warp_logits"]
+__all__ = [
+    "mask_after_eos",
+    "merged_lora",
+    "sample_completions",
+    "sample_next_token",
+    "stop_token_ids",
+    "warp_logits",
+]
 
 
 def _mergeable_lora_layers(model: torch.nn.Module) -> list | None:

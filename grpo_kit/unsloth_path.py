@@ -3,7 +3,7 @@
 
     from grpo_kit import unsloth_path
     result = unsloth_path.train("gsm8k-unsloth", output_dir="runs/gsm8k")
-    unsloth_path.compare_with_and_without_adapter(result.model, result.tokenizer, result.lora_dir,
+    unsloth_path.compare_with_and_without_adapter(result.model, result.tokenizer, result.adapter_dir,
                                                   ["Calculate pi."])
 
 The steps, with the real Unsloth API (unsloth 2026.10.9):
@@ -20,7 +20,7 @@ The steps, with the real Unsloth API (unsloth 2026.10.9):
    lora_request=model.load_lora(dir))`` — with and without the adapter, to compare.
 
 Everything up to the GPU boundary is pure and tested on CPU: :func:`from_pretrained_kwargs`,
-:func:`get_peft_model_kwargs`, :func:`grpo_config_kwargs`, :func:`sampling_params_kwargs` and
+:func:`get_peft_model_kwargs`, ``grpo_config_kwargs`` (``grpo_kit.trainer_builder``), :func:`sampling_params_kwargs` and
 :func:`check_settings`. Without CUDA, :func:`require_cuda` raises *before* ``unsloth`` is imported
 (importing it on a CPU machine fails deep inside Unsloth), pointing to ``--loop trl``.
 
@@ -32,16 +32,25 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from grpo_kit.hardware import Precision, cuda_available
-from grpo_kit.recipes import Recipe, check_training_fields, get_recipe
+from grpo_kit.recipes import Recipe, get_recipe
+from grpo_kit.result import RunResult
+from grpo_kit.trainer_builder import (
+    ModelBackend,
+    check_training,
+    grpo_config_kwargs,
+    resume_point,
+    run_trainer,
+    world_size,
+)
+from grpo_kit.trainer_builder import build_trainer as build_grpo_trainer
 
 __all__ = [
-    "UnslothRunResult",
+    "backend",
     "build_trainer",
     "check_settings",
     "compare_with_and_without_adapter",
@@ -57,21 +66,6 @@ __all__ = [
 CPU_FIX = ("Unsloth's fast path needs a CUDA GPU (its kernels are Triton/CUDA, generation uses vLLM). "
            "On this machine train with `grpo-kit train --loop trl` (TRL GRPOTrainer, plain LoRA) "
            "or `--loop standalone`; for the GSM8K course recipe on CPU use `--recipe gsm8k-cpu`.")
-
-
-@dataclass
-class UnslothRunResult:
-    """What :func:`train` leaves behind."""
-
-    output_dir: Path
-    lora_dir: Path  # model.save_lora(...) output: adapter weights + config
-    metrics_path: Path
-    reward_curve_path: Path | None
-    log_history: list[dict[str, Any]]
-    global_step: int
-    model: Any  # the Unsloth model (with its vLLM engine), for fast_generate
-    tokenizer: Any
-    trainer: Any
 
 
 # --- the pure mapping (tested on CPU) ------------------------------------------------------------
@@ -108,29 +102,6 @@ def get_peft_model_kwargs(recipe: Recipe) -> dict[str, Any]:
     }
 
 
-def grpo_config_kwargs(
-    recipe: Recipe,
-    *,
-    output_dir: str | os.PathLike,
-    max_steps: int | None = None,
-    report_to: str | Sequence[str] = "none",
-    precision: Precision | None = None,
-    **overrides: Any,
-) -> dict[str, Any]:
-    """``GRPOConfig`` keyword arguments: the recipe's training fields and reward weights, precision flags
-    (bf16 only on compute capability >= 8), then the arguments. ``use_vllm`` is left to Unsloth, which
-    turns it on when the model was loaded with ``fast_inference=True``."""
-    kwargs = recipe.grpo_training()
-    if precision is not None:
-        kwargs.update(bf16=precision.bf16, fp16=precision.fp16)
-    kwargs["output_dir"] = os.fspath(output_dir)
-    kwargs["report_to"] = report_to
-    if max_steps is not None:
-        kwargs["max_steps"] = max_steps
-    kwargs.update(overrides)
-    return kwargs
-
-
 def sampling_params_kwargs(recipe: Recipe | None = None, *, temperature: float = 0.8, top_p: float = 0.95,
                            max_tokens: int | None = None) -> dict[str, Any]:
     """Keyword arguments for ``vllm.SamplingParams`` (the course's 0.8 / 0.95; max_tokens defaults to the
@@ -143,8 +114,14 @@ def sampling_params_kwargs(recipe: Recipe | None = None, *, temperature: float =
 
 
 def check_settings(recipe: Recipe, training: dict[str, Any]) -> None:
-    """Checks that need no GPU; run before Unsloth loads anything. Raises ValueError naming the fix."""
-    check_training_fields({k: v for k, v in training.items() if k != "reward_weights"}, where="training")
+    """Checks that need no GPU; run before Unsloth loads anything. Raises ValueError naming the fix.
+    The batch and loss rules are the TRL path's (``grpo_kit.settings``): Unsloth would silently raise
+    per_device_train_batch_size to num_generations; we ask for it explicitly instead."""
+    check_training(training, world_size=world_size())
+    _check_unsloth(recipe, training)
+
+
+def _check_unsloth(recipe: Recipe, training: dict[str, Any], precision: Precision | None = None) -> None:
     if recipe.lora is None:
         raise ValueError(f"recipe {recipe.name!r} has lora=None; the Unsloth path trains a LoRA adapter "
                          "(get_recipe(..., lora={'r': 16})), or use --loop trl for full fine-tuning.")
@@ -164,13 +141,6 @@ def check_settings(recipe: Recipe, training: dict[str, Any]) -> None:
     if training.get("use_vllm") is False and recipe.unsloth.fast_inference:
         raise ValueError("use_vllm=False contradicts fast_inference=True (Unsloth then generates with vLLM); "
                          "set unsloth={'fast_inference': False} to generate with transformers instead.")
-    from grpo_kit import trl_path
-
-    # The same batch and loss rules as the TRL path. Unsloth would silently raise
-    # per_device_train_batch_size to num_generations; we ask for it explicitly instead.
-    trl_path._check_batch(training, int(os.environ.get("WORLD_SIZE", "1")))
-    trl_path._check_loss_settings(training)
-    trl_path._check_report_to(training.get("report_to", "none"))
 
 
 def require_cuda(*, need_vllm: bool = True) -> None:
@@ -205,97 +175,51 @@ def load_model(recipe: Recipe | str, *, model_name: str | None = None) -> tuple[
     return model, tokenizer
 
 
-def build_trainer(
-    recipe: Recipe | str,
-    *,
-    model: Any = None,
-    tokenizer: Any = None,
-    model_name: str | None = None,
-    train_dataset: Any = None,
-    reward_funcs: Sequence[Callable] | None = None,
-    output_dir: str | os.PathLike | None = None,
-    max_steps: int | None = None,
-    report_to: str | Sequence[str] = "none",
-    callbacks: Sequence[Any] | None = None,
-    **overrides: Any,
-):
-    """A GRPOTrainer (patched by Unsloth) for the recipe: CUDA check, ``import unsloth``, the settings
-    checks, then the model loads (unless ``model``/``tokenizer`` from :func:`load_model` are given)."""
+def backend(*, model_name: str | None = None) -> ModelBackend:
+    """The Unsloth path's model handling: its own checks, then :func:`load_model` (4-bit weights + vLLM
+    engine + ``get_peft_model``). LoRA is already in the model, so no ``peft_config``."""
+
+    def precision() -> Precision:
+        from grpo_kit.hardware import detect_precision
+
+        return detect_precision("cuda")
+
+    def check(recipe: Recipe, training: dict[str, Any], precision: Precision) -> None:
+        _check_unsloth(recipe, training)
+
+    def load(recipe: Recipe, precision: Precision, args) -> tuple[Any, Any]:
+        return load_model(recipe, model_name=model_name)
+
+    return ModelBackend(name="Unsloth", precision=precision, check=check, load=load,
+                        peft_config=lambda recipe, model: None)
+
+
+def build_trainer(recipe: Recipe | str, *, model_name: str | None = None, **kwargs: Any):
+    """A GRPOTrainer (patched by Unsloth) for the recipe: CUDA check, the settings checks, ``import unsloth``,
+    then the model loads (unless ``model``/``tokenizer`` from :func:`load_model` are given). The other
+    arguments are ``trainer_builder.build_trainer``'s."""
     recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
-    require_cuda(need_vllm=recipe.unsloth.fast_inference)
-    from grpo_kit.hardware import detect_precision
-
-    precision = detect_precision("cuda")
-    output_dir = Path(output_dir or Path("outputs") / recipe.name)
-    training = grpo_config_kwargs(recipe, output_dir=output_dir, max_steps=max_steps, report_to=report_to,
-                                  precision=precision, **overrides)
-    if reward_funcs is not None and len(reward_funcs) != len(recipe.rewards):
-        training["reward_weights"] = overrides.get("reward_weights", [1.0] * len(reward_funcs))
     # unsloth first: it patches transformers/peft/TRL at import, so it must precede their use (the
-    # checks below import trl). Importing loads no model; the checks still run before any weights do.
+    # checks import trl). Importing loads no model; the checks still run before any weights do.
     _import_unsloth(need_vllm=recipe.unsloth.fast_inference)
-    check_settings(recipe, training)
-    if model is None:
-        model, tokenizer = load_model(recipe, model_name=model_name)
-    elif tokenizer is None:
-        raise ValueError("a model was given without its tokenizer; pass tokenizer= too.")
-
-    from trl import GRPOConfig, GRPOTrainer
-
-    args = GRPOConfig(**training)
-    if train_dataset is None:
-        train_dataset = recipe.load_dataset()
-    if reward_funcs is None:
-        reward_funcs = recipe.build_reward_funcs(tokenizer)
-    trainer = GRPOTrainer(
-        model=model,
-        processing_class=tokenizer,
-        reward_funcs=list(reward_funcs),
-        args=args,
-        train_dataset=train_dataset,
-        callbacks=list(callbacks or []),
-    )
-    from grpo_kit.trl_path import use_plain_progress_bar
-
-    use_plain_progress_bar(trainer)
-    trainer.grpo_kit_recipe = recipe
-    return trainer
+    return build_grpo_trainer(recipe, backend(model_name=model_name), **kwargs)
 
 
 def train(recipe: Recipe | str, *, lora_dir: str | os.PathLike | None = None, plot: bool = True,
-          resume_from_checkpoint: str | os.PathLike | bool | None = None, **kwargs: Any) -> UnslothRunResult:
+          resume_from_checkpoint: str | os.PathLike | bool | None = None, **kwargs: Any) -> RunResult:
     """Build (see :func:`build_trainer`), train, ``model.save_lora``; metrics.jsonl, the reward curve and
     Ctrl-C checkpoints as in the TRL path (``resume_from_checkpoint``: a checkpoint-N folder or True for
-    the latest in output_dir)."""
-    from grpo_kit import trl_path
-
+    the latest in output_dir). The adapter folder is ``result.adapter_dir``."""
     recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
     output_dir = Path(kwargs.pop("output_dir", None) or Path("outputs") / recipe.name)
-    resume, keep_up_to_step = trl_path._resume_point(output_dir, resume_from_checkpoint)
+    resume, keep_up_to_step = resume_point(output_dir, resume_from_checkpoint)
     trainer = build_trainer(recipe, output_dir=output_dir, **kwargs)
-    metrics_path = output_dir / "metrics.jsonl"
-    metrics_callback, interrupt_callback = trl_path._make_callbacks(metrics_path, keep_up_to_step)
-    trainer.add_callback(metrics_callback)
-    trainer.add_callback(interrupt_callback)
-    interrupt_callback.install()
-    try:
-        trainer.train(resume_from_checkpoint=os.fspath(resume) if resume else None)
-    finally:
-        interrupt_callback.uninstall()
-
-    model, tokenizer = trainer.model, trainer.processing_class
-    lora_dir = Path(lora_dir or output_dir / "grpo_saved_lora")
-    model.save_lora(os.fspath(lora_dir))
-    tokenizer.save_pretrained(os.fspath(lora_dir))
-    log_history = list(trainer.state.log_history)
-    curve = None
-    if plot and any(r.get("reward") is not None for r in log_history):
-        from grpo_kit.plots import plot_reward_curve
-
-        curve = plot_reward_curve(log_history, output_dir / "reward_curve.png",
-                                  title=f"GRPO reward — {trainer.grpo_kit_recipe.name} (Unsloth)")
-    return UnslothRunResult(output_dir, lora_dir, metrics_path, curve, log_history, trainer.state.global_step,
-                            model, tokenizer, trainer)
+    result = run_trainer(trainer, output_dir=output_dir, resume=resume, keep_up_to_step=keep_up_to_step,
+                         title=f"{recipe.name} (Unsloth)", plot=plot)
+    result.adapter_dir = Path(lora_dir or output_dir / "grpo_saved_lora")
+    result.model.save_lora(os.fspath(result.adapter_dir))
+    result.tokenizer.save_pretrained(os.fspath(result.adapter_dir))
+    return result
 
 
 def compare_with_and_without_adapter(

@@ -55,7 +55,8 @@ def _():
     from grpo_kit.losses import compute_loss
     from grpo_kit.metrics_log import TRL_METRIC_NAMES
     from grpo_kit.models import load_model, tiny_model
-    from grpo_kit.recipes import get_recipe, to_loop_config
+    from grpo_kit.recipes import get_recipe
+    from grpo_kit.run import to_loop_config
     from grpo_kit.sampling import mask_after_eos, sample_completions, stop_token_ids
 
     return (
@@ -444,7 +445,7 @@ def _(loop_result, mo):
     _record = loop_result.log_history[-1]
     mo.vstack(
         [
-            mo.image(src=loop_result.reward_curve_png.read_bytes()) if loop_result.reward_curve_png else mo.md(""),
+            mo.image(src=loop_result.reward_curve_path.read_bytes()) if loop_result.reward_curve_path else mo.md(""),
             mo.md(
                 f"`{loop_result.metrics_path.name}`, last record — the keys are TRL's:\n\n"
                 "| metric | value |\n|---|---|\n"
@@ -457,12 +458,12 @@ def _(loop_result, mo):
 
 @app.cell
 def test_loop_logs_trls_metric_names(TRL_METRIC_NAMES, loop_result):
-    assert loop_result.global_step == len(loop_result.losses) > 0
+    assert loop_result.global_step == len(loop_result.step_losses) > 0
     _record = loop_result.log_history[-1]
     _missing = set(TRL_METRIC_NAMES) - set(_record)
     assert not _missing, _missing
     assert any(k.startswith("rewards/") and k.endswith("/mean") for k in _record)
-    assert loop_result.metrics_path.exists() and loop_result.last_checkpoint is not None
+    assert loop_result.metrics_path.exists() and loop_result.checkpoint is not None
     return
 
 

@@ -177,12 +177,17 @@ def _(mo, recipe):
 def _(held_out, recipe):
     def evaluate(answers: list[str], tokenizer) -> dict[str, float]:
         """Per reward function: the mean over the held-out problems; plus accuracy (correctness > 0)."""
-        _prompts = list(held_out["prompt"])
+        import math
+
+        from rewards import call_reward_funcs
+
+        _funcs = recipe.build_reward_funcs(tokenizer)
         _completions = [[{"role": "assistant", "content": a}] for a in answers]
+        _table = call_reward_funcs(_funcs, list(held_out["prompt"]), _completions, answer=list(held_out["answer"]))
         _scores = {}
-        for _fn in recipe.build_reward_funcs(tokenizer):
-            _values = _fn(prompts=_prompts, completions=_completions, answer=list(held_out["answer"]))
-            _scores[_fn.__name__] = sum(v or 0.0 for v in _values) / len(_values)
+        for _i, _fn in enumerate(_funcs):  # None (NaN) means "not scored": average the scored answers only
+            _values = [row[_i] for row in _table if not math.isnan(row[_i])]
+            _scores[_fn.__name__] = sum(_values) / len(_values) if _values else float("nan")
         _scores["accuracy"] = _scores["correctness_reward"] / 2.0
         return _scores
 
@@ -284,7 +289,7 @@ def _(
                   for p in held_out["prompt"]]
         _outputs = trained_model.fast_generate(
             _texts, sampling_params=_SamplingParams(**_sampling_params_kwargs(recipe, temperature=0.0)),
-            lora_request=trained_model.load_lora(str(run.lora_dir)),
+            lora_request=trained_model.load_lora(str(run.adapter_dir)),
         )
         after_answers = [o.outputs[0].text for o in _outputs]
     else:
@@ -342,7 +347,7 @@ def _(mo, run, use_unsloth):
         from datasets_prep import SYSTEM_PROMPT as _SYSTEM_PROMPT
 
         _rows = _up.compare_with_and_without_adapter(
-            run.model, run.tokenizer, run.lora_dir, ["Calculate pi."], system_prompt=_SYSTEM_PROMPT
+            run.model, run.tokenizer, run.adapter_dir, ["Calculate pi."], system_prompt=_SYSTEM_PROMPT
         )
         _out = mo.md(
             "**Calculate pi.** — without the adapter:\n\n```\n" + _rows[0]["without_adapter"] + "\n```\n\n"

@@ -49,7 +49,8 @@ def _():
     from grpo_kit.export.verify import VERIFY_PROMPT
     from grpo_kit.lesson_helpers import cli_args, on_gpu, run_button, should_run
     from grpo_kit.models import load_model
-    from grpo_kit.recipes import get_recipe, to_loop_config
+    from grpo_kit.recipes import get_recipe
+    from grpo_kit.run import to_loop_config
     from grpo_kit.samples import generate_answers
 
     return (

@@ -1,7 +1,7 @@
 """The Hugging Face course's length and format rewards (LLM Course ch. 12.4–12.5), pitfalls fixed.
 
 What was wrong in the course and what we do instead (each has a test that fails on the original,
-``tests/rewards/test_course_pitfalls.py``):
+``tests/rewards/test_rewards_course_pitfalls.py``):
 
 ``reward_len`` (``-abs(ideal_length - len(completion))``)
     * ``len`` counts **characters**, while the text promises an ideal of 20/50 **tokens**: the model

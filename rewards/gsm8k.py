@@ -12,7 +12,7 @@ The completion is expected in the ``XML_COT_FORMAT`` layout::
 Defaults keep the course's scales: correctness 2.0, int 0.5, strict 0.5, soft 0.5, xmlcount 4 × 0.125,
 so the maximum total is 4.0 and correctness outweighs all format rewards together.
 
-Fixed pitfalls (each has a test that fails on the course's code, ``tests/rewards/test_course_pitfalls.py``):
+Fixed pitfalls (each has a test that fails on the course's code, ``tests/rewards/test_rewards_course_pitfalls.py``):
 
 * All five read ``completion[0]["content"]``: they crash on standard-format ``list[str]`` completions
   and read the first message, not the last assistant message. → :func:`~rewards.completion_text`.

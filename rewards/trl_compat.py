@@ -1,6 +1,6 @@
 """Drop-in equivalents of ``trl.rewards`` (trl 1.15): same names, same outputs on the same inputs.
 
-Proven by ``tests/rewards/test_trl_parity.py``. Where TRL is weak we are better without changing a
+Proven by ``tests/rewards/test_rewards_trl_parity.py``. Where TRL is weak we are better without changing a
 verdict:
 
 - ``accuracy_reward`` / ``reasoning_accuracy_reward`` / ``cosine_scaled_reward`` keep a wall-clock

@@ -159,9 +159,9 @@ def check_unsloth(args) -> dict:
                                 max_steps=args.steps, callbacks=[recorder])
     report: dict[str, Any] = {"fast_inference": fast_inference, "steps": recorder.steps,
                               **summarise_steps(recorder.steps), "train_seconds": round(time.perf_counter() - start, 1),
-                              "global_step": result.global_step, "lora_dir": str(result.lora_dir)}
+                              "global_step": result.global_step, "lora_dir": str(result.adapter_dir)}
     assert result.global_step == args.steps, result.global_step
-    assert (result.lora_dir / "adapter_config.json").exists(), "save_lora wrote no adapter_config.json"
+    assert (result.adapter_dir / "adapter_config.json").exists(), "save_lora wrote no adapter_config.json"
 
     # After training, each part is reported on its own: a failing export keeps the step measurements.
     report["errors"] = []
@@ -178,14 +178,14 @@ def check_unsloth(args) -> dict:
         from transformers import AutoModelForCausalLM
 
         base = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.bfloat16).to("cuda")
-        with_adapter = PeftModel.from_pretrained(base, os.fspath(result.lora_dir))
+        with_adapter = PeftModel.from_pretrained(base, os.fspath(result.adapter_dir))
         ids = result.tokenizer("Summarize: the cat sat on the mat.", return_tensors="pt").to("cuda")
         generated = with_adapter.generate(**ids, max_new_tokens=8, do_sample=False)
         report["lora_reload_new_tokens"] = int(generated.shape[1] - ids["input_ids"].shape[1])
 
     def vllm_compare():
         report["compare"] = unsloth_path.compare_with_and_without_adapter(
-            result.model, result.tokenizer, result.lora_dir, ["Summarize: the cat sat on the mat."],
+            result.model, result.tokenizer, result.adapter_dir, ["Summarize: the cat sat on the mat."],
             sampling=unsloth_path.sampling_params_kwargs(temperature=0.0, max_tokens=16))
 
     for part in (merged_16bit, lora_reload) + ((vllm_compare,) if fast_inference else ()):

@@ -6,7 +6,7 @@ types out of four objectives), ``registry.py`` (``LOSS_TYPES``), ``compute.py`` 
 """
 
 from grpo_kit.losses.aggregation import NORMALIZATIONS, aggregate_loss
-from grpo_kit.losses.compute import compute_loss
+from grpo_kit.losses.compute import LossSettings, compute_loss
 from grpo_kit.losses.policy import (
     PolicyInputs,
     PolicySettings,
@@ -30,6 +30,7 @@ __all__ = [
     "IMPORTANCE_SAMPLING_LEVELS",
     "LOSS_TYPES",
     "NORMALIZATIONS",
+    "LossSettings",
     "LossType",
     "PolicyInputs",
     "PolicySettings",

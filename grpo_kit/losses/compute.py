@@ -27,7 +27,10 @@ TRL behaviours reproduced on purpose (parity first), each documented where it ha
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -37,6 +40,37 @@ from grpo_kit.losses.metrics import global_masked_mean
 from grpo_kit.losses.policy import PolicyInputs, PolicySettings, importance_log_weights
 from grpo_kit.losses.registry import LOSS_TYPES
 from grpo_kit.losses.validation import check_loss_options
+
+
+@dataclass(frozen=True)
+class LossSettings:
+    """The loss hyper-parameters of a run, built once from its config and handed to every ``compute_loss``
+    call (``compute_loss(..., settings=LossSettings.from_config(config))``). Names and defaults are
+    ``compute_loss``'s (GRPOConfig's)."""
+
+    loss_type: str = "dapo"
+    beta: float = 0.0
+    epsilon: float = 0.2
+    epsilon_high: float | None = None
+    delta: float | None = None
+    importance_sampling_level: str = "token"
+    use_bias_correction_kl: bool = True
+    max_completion_length: int | None = None
+    gradient_accumulation_steps: int = 1
+    sapo_temperature_pos: float = 1.0
+    sapo_temperature_neg: float = 1.05
+    vespo_k_pos: float = 2.0
+    vespo_lambda_pos: float = 3.0
+    vespo_k_neg: float = 3.0
+    vespo_lambda_neg: float = 2.0
+
+    @classmethod
+    def from_config(cls, config: Any) -> LossSettings:
+        """The fields of ``config`` (GRPOConfig, GRPOLoopConfig, ...) that carry these names."""
+        return cls(**{f.name: getattr(config, f.name) for f in dataclasses.fields(cls) if hasattr(config, f.name)})
+
+    def kwargs(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
 def _check_tensors(
@@ -104,6 +138,7 @@ def compute_loss(
     vespo_lambda_pos: float = 3.0,
     vespo_k_neg: float = 3.0,
     vespo_lambda_neg: float = 2.0,
+    settings: LossSettings | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The GRPO loss of one micro-batch and TRL's metrics for it.
 
@@ -121,7 +156,8 @@ def compute_loss(
             ``epsilon`` (0.2) is a trap this function reproduces for parity (``validate_loss_settings``
             rejects it).
         delta: optional upper cap on the ratio in the clipped losses (INTELLECT-2 two-sided clipping).
-        importance_sampling_level: "token" or "sequence" (GSPO); luspo needs "sequence", vespo "token".
+        importance_sampling_level: "token" or "sequence" (GSPO); luspo at "token" and vespo at "sequence"
+            warn with TRL's advice and compute what TRL computes.
         use_bias_correction_kl: multiply the KL term by the importance ratio (DeepSeek-V3.2).
         max_completion_length: the constant of ``dr_grpo`` (required for it).
         num_items_in_batch: active tokens in the whole generation batch (``dapo``/``cispo``/``vespo``);
@@ -129,12 +165,19 @@ def compute_loss(
         gradient_accumulation_steps: micro-batches per optimiser step; the loss is pre-divided for them.
         steps_per_generation: micro-batches per generation batch; ``None`` means ``gradient_accumulation_steps``.
         sapo_temperature_pos, sapo_temperature_neg, vespo_*: the SAPO / VESPO shape parameters.
+        settings: a :class:`LossSettings`; when given, it supplies every hyper-parameter above.
 
     Returns:
         ``(loss, metrics)``: a 0-dim tensor to call ``.backward()`` on, and floats under TRL's names –
         ``kl`` (when ``beta != 0``), ``clip_ratio/{low_mean,high_mean,region_mean,low_min,high_max}``
         (grpo, bnpo, dr_grpo, dapo, luspo), ``cispo_clip_ratio``, ``vespo/phi_seq_mean``.
     """
+    if settings is not None:
+        return compute_loss(
+            per_token_logps, advantages, completion_mask, old_per_token_logps=old_per_token_logps,
+            ref_per_token_logps=ref_per_token_logps, num_items_in_batch=num_items_in_batch,
+            steps_per_generation=steps_per_generation, **settings.kwargs(),
+        )
     _check_tensors(per_token_logps, advantages, completion_mask, old_per_token_logps, ref_per_token_logps, beta)
     check_loss_options(
         loss_type=loss_type,

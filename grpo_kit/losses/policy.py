@@ -168,7 +168,7 @@ def vespo_objective(x: PolicyInputs, s: PolicySettings) -> PolicyTerm:
         L_t = −sg(φ(w)) · A · log π_θ(o_t),    φ(w) = e^λ · w^k · e^(−λw)
 
     φ peaks at w = k/λ and vanishes for w → 0 and w → ∞, down-weighting stale sequences without a hard
-    cut. It ignores ``importance_sampling_level`` (``compute_loss`` requires "token", like TRL advises).
+    cut. It ignores ``importance_sampling_level`` (only the KL bias correction reads it; "sequence" warns, as in TRL).
     Metric ``vespo/phi_seq_mean``: mean φ over all sequences, fully masked ones (φ = 1) included (TRL).
     """
     phi = vespo_gamma_weights(x, s)  # (B, 1)

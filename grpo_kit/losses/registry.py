@@ -25,7 +25,7 @@ class LossType:
     normalization: str  # a key of aggregation.NORMALIZATIONS
     paper: str
     summary: str
-    # Importance-sampling levels compute_loss accepts for this loss type.
+    # Importance-sampling levels the paper (and TRL) recommend; the other level only warns, as in TRL.
     levels: tuple[str, ...] = ("token", "sequence")
 
 

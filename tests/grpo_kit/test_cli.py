@@ -52,12 +52,12 @@ def test_recipes_lists_every_recipe(capsys):
     ],
 )
 def test_invalid_config_fails_before_the_model_loads(argv, fix, tmp_path, capsys, monkeypatch):
-    from grpo_kit import cli
+    from grpo_kit import run
 
     def no_loading(recipe):  # the error must come first
         raise AssertionError("the model was loaded before the configuration was checked")
 
-    monkeypatch.setattr(cli, "_load_model", no_loading)
+    monkeypatch.setattr(run, "load_model", no_loading)
     assert main([*argv, "--output-dir", str(tmp_path / "run")]) == 2
     out = capsys.readouterr().out.replace("\n", " ")
     assert "error:" in out and fix in out

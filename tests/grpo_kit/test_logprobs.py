@@ -18,15 +18,6 @@ from grpo_kit.logprobs import entropy_mask, per_token_logps, per_token_logps_gro
 from grpo_kit.models import tiny_model
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # Tiny ops on a shared 2-core machine are ~50x faster single-threaded; results do not depend on it.
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 @pytest.fixture(scope="module")
 def model_and_batch():
     model, tokenizer = tiny_model(seed=0)

@@ -207,14 +207,23 @@ def test_unknown_loss_type_lists_the_options():
         compute_loss(*_args(), loss_type="ppo")
 
 
-def test_luspo_needs_sequence_level():
-    with pytest.raises(ValueError, match="importance_sampling_level='sequence'"):
-        compute_loss(*_args(), loss_type="luspo")
-
-
-def test_vespo_rejects_sequence_level():
-    with pytest.raises(ValueError, match="importance_sampling_level='token'"):
-        compute_loss(*_args(), loss_type="vespo", importance_sampling_level="sequence")
+@pytest.mark.parametrize(("loss_type", "level", "advice"), [
+    ("luspo", "token", "should be set to `'sequence'`"),
+    ("vespo", "sequence", "should be set to `'token'`"),
+])
+@pytest.mark.parametrize("beta", [0.0, 0.04])
+@pytest.mark.parametrize("accumulation", [1, 2])
+def test_off_paper_levels_warn_and_equal_trl(trainer, loss_type, level, advice, beta, accumulation):
+    """TRL 1.15 only warns for luspo at token level and vespo at sequence level (issue 11): so do we, with
+    TRL's advice, and the loss, gradient and metrics are TRL's."""
+    batch = make_batch(seed=zlib.crc32(f"{loss_type}{level}{beta}{accumulation}".encode()))
+    num_items = None if accumulation == 1 else int(batch[2].sum()) + 11
+    with pytest.warns(UserWarning, match=re.escape(advice)):
+        compute_loss(*batch[:3], loss_type=loss_type, importance_sampling_level=level)
+    loss, _ = assert_parity(trainer, batch, num_items_in_batch=num_items, expect_warning=True,
+                           loss_type=loss_type, importance_sampling_level=level, beta=beta,
+                           gradient_accumulation_steps=accumulation, epsilon_high=DEFAULT_EPSILON_HIGH)
+    assert torch.isfinite(loss)
 
 
 @pytest.mark.parametrize(
@@ -248,7 +257,7 @@ def test_validate_loss_settings_rules():
     validate_loss_settings()  # GRPOConfig's defaults are valid
     validate_loss_settings(loss_type="cispo", epsilon_high=5.0)
     validate_loss_settings(loss_type="luspo", importance_sampling_level="sequence")
-    with pytest.raises(ValueError, match="num_generations >= 2"):
+    with pytest.raises(ValueError, match="num_generations>=2"):
         validate_loss_settings(num_generations=1)
     with pytest.raises(ValueError, match="set epsilon_high, e.g. 5.0"):
         validate_loss_settings(loss_type="cispo")
@@ -256,9 +265,9 @@ def test_validate_loss_settings_rules():
         validate_loss_settings(loss_type="cispo", epsilon_high=0.28)
     with pytest.raises(ValueError, match="multiple of num_generations"):
         validate_loss_settings(num_generations=4, generation_batch_size=6)
-    with pytest.raises(ValueError, match="importance_sampling_level='sequence'"):
+    with pytest.warns(UserWarning, match="should be set to `'sequence'`"):
         validate_loss_settings(loss_type="luspo")
-    with pytest.raises(ValueError, match="importance_sampling_level='token'"):
+    with pytest.warns(UserWarning, match="should be set to `'token'`"):
         validate_loss_settings(loss_type="vespo", importance_sampling_level="sequence")
     with pytest.raises(ValueError, match="scale_rewards='std'"):
         validate_loss_settings(scale_rewards="std")
@@ -272,7 +281,7 @@ def test_validate_config_reads_grpo_config_fields(tmp_path):
     validate_config(GRPOConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True, loss_type="cispo", epsilon_high=5.0))
     with pytest.raises(ValueError, match="set epsilon_high"):
         validate_config(GRPOConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True, loss_type="cispo"))
-    with pytest.raises(ValueError, match="importance_sampling_level='sequence'"):
+    with pytest.warns(UserWarning, match="should be set to `'sequence'`"):
         validate_config(GRPOConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True, loss_type="luspo"))
 
 

@@ -13,9 +13,9 @@ from grpo_kit.recipes import (
     Recipe,
     RewardSpec,
     get_recipe,
-    grpo_config_field_names,
-    to_loop_config,
 )
+from grpo_kit.run import to_loop_config
+from grpo_kit.settings import grpo_config_field_names
 
 
 def test_every_recipe_is_valid_for_the_pinned_grpo_config():
@@ -172,3 +172,12 @@ def test_to_loop_config_keeps_same_named_fields_and_says_what_it_drops():
     assert dropped and "optim" in dropped[0]
     with pytest.raises(ValueError, match="GRPOLoopConfig"):
         to_loop_config(recipe, use_vllm=True)
+
+
+def test_replace_validates_again():
+    recipe = get_recipe("smoltldr-length-small")
+    assert recipe.replace(description="x").description == "x"
+    with pytest.raises(ValueError, match="max_prompt_length"):
+        recipe.replace(training={**recipe.training, "max_prompt_length": 256})
+    with pytest.raises(ValueError, match="quantization"):
+        recipe.replace(quantization="3bit")

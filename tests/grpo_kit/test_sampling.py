@@ -9,14 +9,6 @@ from grpo_kit.models import tiny_model
 from grpo_kit.sampling import merged_lora, sample_completions, sample_next_token, warp_logits
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 @pytest.mark.parametrize(
     "warp", [{"temperature": 0.7}, {"top_k": 5}, {"top_p": 0.8}, {"min_p": 0.1}, {"temperature": 1.3, "top_k": 50,
                                                                                     "top_p": 0.9, "min_p": 0.05}]

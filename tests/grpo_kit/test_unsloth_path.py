@@ -96,7 +96,7 @@ def test_sampling_params_kwargs():
     ({"max_completion_length": 1024}, "no room for the prompt"),
     ({"unsloth": {"gpu_memory_utilization": 1.5}}, "gpu_memory_utilization"),
     ({"per_device_train_batch_size": 4}, "divisible by num_generations"),
-    ({"loss_type": "luspo"}, "importance_sampling_level='sequence'"),
+    ({"loss_type": "cispo"}, "set epsilon_high"),
     ({"max_prompt_length": 256}, "max_prompt_length"),
 ])
 def test_settings_are_checked_without_a_gpu(overrides, message):
@@ -166,9 +166,9 @@ def test_unsloth_grpo_steps_save_lora_and_compare(tmp_path):
     recipe = get_recipe("gsm8k-unsloth", dataset_source="synthetic", dataset_size=12, max_completion_length=64,
                         unsloth={"max_seq_length": 512, "gpu_memory_utilization": 0.3}, save_steps=1000)
     result = unsloth_path.train(recipe, model_name=str(embedded_model_dir()), output_dir=tmp_path, max_steps=2)
-    assert result.global_step == 2 and (result.lora_dir / "adapter_config.json").exists()
+    assert result.global_step == 2 and (result.adapter_dir / "adapter_config.json").exists()
     assert result.metrics_path.read_text().count('"reward"') >= 2
     rows = unsloth_path.compare_with_and_without_adapter(
-        result.model, result.tokenizer, result.lora_dir, ["What is 2 + 3?"], system_prompt=SYSTEM_PROMPT,
+        result.model, result.tokenizer, result.adapter_dir, ["What is 2 + 3?"], system_prompt=SYSTEM_PROMPT,
         sampling=unsloth_path.sampling_params_kwargs(temperature=0.0, max_tokens=32))
     assert rows[0]["question"] == "What is 2 + 3?" and isinstance(rows[0]["with_adapter"], str)

@@ -217,6 +217,9 @@ def trl_advantages(
     # Generation aligned with the optimiser step, so TRL skips the old-log-prob forward pass (as configured by
     # GRPOConfig's defaults; `configure` may have changed them for a loss case).
     trainer.args.gradient_accumulation_steps = trainer.args.steps_per_generation = 1
+    # The trainer is shared: a loss case may have left beta > 0, which would ask this adapter-less model for
+    # reference log-probs. Advantages do not depend on beta.
+    trainer.beta = trainer.args.beta = 0.0
     trainer.scale_rewards = scale_rewards
     trainer.multi_objective_aggregation = multi_objective_aggregation
     weights = [1.0] * NUM_REWARD_FUNCS if reward_weights is None else list(reward_weights)

@@ -1,0 +1,378 @@
+"""Every rule about a GRPO configuration, written once. Each rule is a small function whose error names the fix.
+
+Who calls what (each before any model loads):
+
+* ``check_grpo_settings(values, world_size=...)`` – the configuration-level rules on a mapping with
+  ``GRPOConfig``'s names (missing names take GRPOConfig's defaults). ``GRPOLoopConfig.__post_init__``,
+  the TRL path and the Unsloth path all call it.
+* ``check_loss_call(...)`` – the subset ``compute_loss`` enforces on every call (names, combinations,
+  numbers); ``check_grpo_settings`` runs it too.
+* ``check_training_fields`` (retired and misspelled GRPOConfig names), ``check_precision`` (bf16/fp16,
+  QLoRA, 8-bit optimizers, vLLM against the hardware), ``check_report_to`` and ``check_reward_funcs``
+  (``rewards.check_reward_funcs``: uncalled reward factories, missing ``**kwargs``) – the TRL and Unsloth
+  paths call them; the loop needs only the last.
+
+Where TRL 1.15 merely *warns* (``luspo`` at token level, ``vespo`` at sequence level, a token-summing
+loss at sequence level), so do we, with TRL's advice, and ``compute_loss`` computes what TRL computes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import importlib.util
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "GRPO_DEFAULTS",
+    "IMPORTANCE_SAMPLING_LEVELS",
+    "REPORT_BACKENDS",
+    "RETIRED_TRAINING_FIELDS",
+    "check_cispo_cap",
+    "check_grpo_settings",
+    "check_loss_call",
+    "check_multi_objective_aggregation",
+    "check_non_negative",
+    "check_num_generations",
+    "check_precision",
+    "check_report_to",
+    "check_reward_funcs",
+    "check_scale_rewards",
+    "check_training_fields",
+    "check_whole_groups",
+    "grpo_config_field_names",
+    "warn_like_trl",
+]
+
+IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence")
+REPORT_BACKENDS = {"none": None, "trackio": "trackio", "wandb": "wandb", "tensorboard": "tensorboard"}
+VLLM_MODES = ("colocate", "server")
+
+#: GRPOConfig's defaults (TRL 1.15) for the names the rules read; ``tests/grpo_kit/test_settings.py``
+#: compares them with the installed GRPOConfig.
+GRPO_DEFAULTS: dict[str, Any] = {
+    "num_generations": 8,
+    "per_device_train_batch_size": 8,
+    "gradient_accumulation_steps": 1,
+    "generation_batch_size": None,
+    "steps_per_generation": None,
+    "loss_type": "dapo",
+    "importance_sampling_level": "token",
+    "beta": 0.0,
+    "epsilon": 0.2,
+    "epsilon_high": None,
+    "delta": None,
+    "max_completion_length": 512,
+    "scale_rewards": "group",
+    "multi_objective_aggregation": "sum_then_normalize",
+}
+
+# GRPOConfig / TrainingArguments fields that older tutorials (the course targets TRL 0.14) still use
+# and that the pinned TRL 1.15 / transformers 5.17 no longer accept, with the fix for each.
+RETIRED_TRAINING_FIELDS: dict[str, str] = {
+    "max_prompt_length": (
+        "GRPOConfig no longer truncates prompts (the field was removed in TRL 1.x). Drop it; keep prompts "
+        "short in the dataset, and bound the total length with max_completion_length (Unsloth: max_seq_length)."
+    ),
+    "warmup_ratio": (
+        "transformers 5 removed warmup_ratio; use warmup_steps with a float in [0, 1), e.g. warmup_steps=0.1 "
+        "for 10% of the steps."
+    ),
+    "num_generation": "the field is spelled num_generations (the course's typo).",
+    "model_id": "the Hub repo name field is hub_model_id.",
+    "evaluation_strategy": "use eval_strategy.",
+    "use_transformers_paged": "use use_transformers_continuous_batching.",
+}
+
+# TRL 1.15's warnings (GRPOTrainer.__init__), word for word, so a reader can search for them.
+TRL_LUSPO_ADVICE = ("When using `'luspo'` loss, `importance_sampling_level` should be set to `'sequence'` to mirror "
+                    "the paper's setup.")
+TRL_VESPO_ADVICE = ("VESPO computes sequence-level importance weights internally. `importance_sampling_level` "
+                    "should be set to `'token'` (the default).")
+
+
+# --- group and batch ------------------------------------------------------------------------------
+
+
+def check_num_generations(num_generations: Any) -> None:
+    """GRPO compares each completion with the others of its group: G ≥ 2."""
+    if isinstance(num_generations, bool) or not isinstance(num_generations, int) or num_generations < 2:
+        raise ValueError(
+            f"num_generations={num_generations}: GRPO compares each completion with the others of its group, "
+            "so it needs at least 2 completions per prompt; set num_generations>=2 (8 is TRL's default)."
+        )
+
+
+def check_whole_groups(
+    *,
+    num_generations: int,
+    per_device_train_batch_size: int,
+    gradient_accumulation_steps: int,
+    world_size: int = 1,
+    generation_batch_size: int | None = None,
+    steps_per_generation: int | None = None,
+) -> None:
+    """The generation batch (``per_device_train_batch_size × world size × steps``, or ``generation_batch_size``)
+    must hold whole groups of ``num_generations`` completions (TRL checks it in GRPOConfig and again inside
+    the trainer, for the per-process split)."""
+    per_device = per_device_train_batch_size
+    if generation_batch_size is not None and steps_per_generation is not None:
+        raise ValueError("set either generation_batch_size or steps_per_generation, not both "
+                         "(one is derived from the other).")
+    global_batch = per_device * world_size
+    if generation_batch_size is not None:
+        if generation_batch_size % global_batch:
+            raise ValueError(
+                f"generation_batch_size ({generation_batch_size}) must be a multiple of per_device_train_batch_size "
+                f"({per_device}) × world size ({world_size}) = {global_batch}; set generation_batch_size="
+                f"{max(1, round(generation_batch_size / global_batch)) * global_batch}."
+            )
+        formula = f"generation_batch_size = {generation_batch_size}"
+        steps = generation_batch_size // global_batch
+    else:
+        steps = steps_per_generation or gradient_accumulation_steps
+        name = "steps_per_generation" if steps_per_generation else "gradient_accumulation_steps"
+        generation_batch_size = global_batch * steps
+        formula = (f"per_device_train_batch_size ({per_device}) × world size ({world_size}) × {name} ({steps}) "
+                   f"= {generation_batch_size}")
+    if generation_batch_size % num_generations:
+        import math
+
+        per_device_fix = num_generations // math.gcd(num_generations, world_size * steps)
+        divisors = [g for g in range(2, generation_batch_size + 1) if generation_batch_size % g == 0]
+        raise ValueError(
+            f"The generation batch must hold whole groups (a multiple of num_generations), but {formula} is not "
+            f"divisible by num_generations ({num_generations}). Fix: set per_device_train_batch_size to a multiple "
+            f"of {per_device_fix}, or raise gradient_accumulation_steps"
+            + (f", or set num_generations to one of {divisors}." if divisors else ".")
+        )
+
+
+# --- advantages ------------------------------------------------------------------------------------
+
+
+def check_scale_rewards(scale_rewards: str | bool) -> str:
+    """group | batch | none (True → group, False → none); returns the name."""
+    from grpo_kit.advantages import normalize_scale_rewards
+
+    return normalize_scale_rewards(scale_rewards)
+
+
+def check_multi_objective_aggregation(multi_objective_aggregation: str) -> str:
+    """sum_then_normalize | normalize_then_sum (GDPO)."""
+    from grpo_kit.advantages import check_multi_objective_aggregation as check
+
+    return check(multi_objective_aggregation)
+
+
+# --- the loss --------------------------------------------------------------------------------------
+
+
+def check_non_negative(*, beta: float = 0.0, epsilon: float = 0.2, epsilon_high: float | None = None) -> None:
+    """β and the clip ranges are magnitudes."""
+    if beta < 0:
+        raise ValueError(f"beta={beta} is negative; the KL coefficient must be >= 0 (0 disables the KL term).")
+    if epsilon < 0 or (epsilon_high is not None and epsilon_high < 0):
+        raise ValueError(f"epsilon={epsilon} and epsilon_high={epsilon_high} must be >= 0.")
+
+
+def warn_like_trl(loss_type: str, importance_sampling_level: str) -> None:
+    """The combinations TRL 1.15 accepts with a warning (its advice text); the loss is still TRL's."""
+    if loss_type == "luspo" and importance_sampling_level != "sequence":
+        warnings.warn(TRL_LUSPO_ADVICE, UserWarning, stacklevel=3)
+    if loss_type == "vespo" and importance_sampling_level != "token":
+        warnings.warn(TRL_VESPO_ADVICE, UserWarning, stacklevel=3)
+
+
+def check_loss_call(
+    *,
+    loss_type: str,
+    importance_sampling_level: str = "token",
+    beta: float = 0.0,
+    epsilon: float = 0.2,
+    epsilon_high: float | None = None,
+    delta: float | None = None,
+    max_completion_length: int | None = None,
+) -> None:
+    """The rules ``compute_loss`` enforces on every call: known names, sane numbers; TRL's warnings."""
+    from grpo_kit.losses.registry import LOSS_TYPES
+
+    if loss_type not in LOSS_TYPES:
+        raise ValueError(f"unknown loss_type={loss_type!r}; choose one of {sorted(LOSS_TYPES)}.")
+    if importance_sampling_level not in IMPORTANCE_SAMPLING_LEVELS:
+        raise ValueError(
+            f"unknown importance_sampling_level={importance_sampling_level!r}; use 'token' or 'sequence'."
+        )
+    warn_like_trl(loss_type, importance_sampling_level)
+    check_non_negative(beta=beta, epsilon=epsilon, epsilon_high=epsilon_high)
+    if delta is not None and delta <= 1:
+        raise ValueError(
+            f"delta={delta} caps the importance ratio from above and must be > 1 (INTELLECT-2 recommends > 1 + "
+            "epsilon_high); use delta=None to disable two-sided clipping."
+        )
+    if loss_type == "dr_grpo" and (max_completion_length is None or max_completion_length < 1):
+        raise ValueError(
+            "loss_type='dr_grpo' divides by batch size × max_completion_length; pass "
+            "max_completion_length=<the generation limit> (a positive int)."
+        )
+
+
+def check_cispo_cap(loss_type: str, epsilon: float, epsilon_high: float | None) -> None:
+    """cispo's ``epsilon_high`` is an absolute cap on the IS weight; TRL falls back to ``epsilon`` (0.2) when
+    it is unset, which scales every on-policy token down. ``compute_loss`` reproduces that trap (parity);
+    a configuration refuses it."""
+    if loss_type != "cispo":
+        return
+    if epsilon_high is None:
+        raise ValueError(
+            "loss_type='cispo' caps the importance ratio at epsilon_high, and TRL falls back to epsilon "
+            f"(={epsilon}) when it is unset, which clips even on-policy tokens (ratio 1); set epsilon_high, "
+            "e.g. 5.0 as recommended by ScaleRL."
+        )
+    if epsilon_high < 1:
+        raise ValueError(
+            f"loss_type='cispo' uses epsilon_high={epsilon_high} as an absolute cap on the ratio (not 1 + ε "
+            "as in the clipped losses); a cap below 1 clips on-policy tokens. Set epsilon_high >= 1, e.g. 5.0."
+        )
+
+
+def _warn_sequence_level_sums(loss_type: str, importance_sampling_level: str) -> None:
+    if importance_sampling_level == "sequence" and loss_type in ("bnpo", "dr_grpo", "dapo", "cispo"):
+        warnings.warn(
+            f"loss_type={loss_type!r} sums per-token terms, so with importance_sampling_level='sequence' each "
+            "sequence is weighted by its length; use loss_type='grpo' for GSPO's per-sequence objective.",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+# --- the whole configuration -------------------------------------------------------------------------
+
+
+def check_grpo_settings(values: Mapping[str, Any], *, world_size: int = 1) -> None:
+    """Every configuration-level rule on ``values`` (GRPOConfig names; missing ones take GRPOConfig's
+    defaults). Raises ``ValueError`` naming the fix; warns where TRL warns."""
+    s = {**GRPO_DEFAULTS, **{k: v for k, v in values.items() if k in GRPO_DEFAULTS}}
+    check_num_generations(s["num_generations"])
+    check_whole_groups(
+        num_generations=s["num_generations"], per_device_train_batch_size=s["per_device_train_batch_size"],
+        gradient_accumulation_steps=s["gradient_accumulation_steps"], world_size=world_size,
+        generation_batch_size=s["generation_batch_size"], steps_per_generation=s["steps_per_generation"],
+    )
+    check_scale_rewards(s["scale_rewards"])
+    check_multi_objective_aggregation(s["multi_objective_aggregation"])
+    max_completion_length = s["max_completion_length"]
+    if max_completion_length is not None and max_completion_length < 1:
+        raise ValueError(f"max_completion_length={max_completion_length} must be a positive number of tokens.")
+    check_loss_call(
+        loss_type=s["loss_type"], importance_sampling_level=s["importance_sampling_level"], beta=s["beta"],
+        epsilon=s["epsilon"], epsilon_high=s["epsilon_high"], delta=s["delta"],
+        max_completion_length=max_completion_length,
+    )
+    check_cispo_cap(s["loss_type"], s["epsilon"], s["epsilon_high"])
+    _warn_sequence_level_sums(s["loss_type"], s["importance_sampling_level"])
+
+
+# --- names, hardware, reporting, reward functions -------------------------------------------------
+
+
+@functools.lru_cache(maxsize=1)
+def grpo_config_field_names() -> frozenset[str]:
+    """Every field the installed TRL's GRPOConfig accepts (TrainingArguments' included)."""
+    from trl import GRPOConfig
+
+    return frozenset(f.name for f in dataclasses.fields(GRPOConfig) if f.init)
+
+
+def check_training_fields(training: Mapping[str, Any], *, where: str = "training") -> None:
+    """Raise ValueError for keys GRPOConfig would reject: retired names get their fix, typos a suggestion."""
+    valid = grpo_config_field_names()
+    for key in training:
+        if key in RETIRED_TRAINING_FIELDS and key not in valid:
+            raise ValueError(f"{where}: {key!r} is not accepted by the installed TRL/transformers: "
+                             f"{RETIRED_TRAINING_FIELDS[key]}")
+        if key not in valid:
+            close = difflib.get_close_matches(key, sorted(valid), n=3)
+            hint = f" Did you mean {', '.join(close)}?" if close else ""
+            raise ValueError(f"{where}: {key!r} is not a GRPOConfig field.{hint} "
+                             "See `python -c \"from trl import GRPOConfig; help(GRPOConfig)\"` for the list.")
+
+
+def check_report_to(report_to: str | Sequence[str] | None) -> None:
+    """Named, installed reporting backends only (``'all'`` depends on what happens to be installed)."""
+    backends = [report_to] if isinstance(report_to, str) else list(report_to or ["none"])
+    for backend in backends:
+        if backend not in REPORT_BACKENDS and backend != "all":
+            raise ValueError(f"report_to={backend!r}: use one of {', '.join(REPORT_BACKENDS)} (or a list of them).")
+        module = REPORT_BACKENDS.get(backend)
+        if module and importlib.util.find_spec(module) is None:
+            raise ImportError(f"report_to={backend!r} needs the {module} package: `pip install {module}` "
+                              "(or use report_to='none').")
+    if "all" in backends:
+        raise ValueError("report_to='all' depends on what happens to be installed; name the backends "
+                         f"({', '.join(b for b in REPORT_BACKENDS if b != 'none')}).")
+
+
+def _needs_bitsandbytes(optim: Any) -> bool:
+    name = str(getattr(optim, "value", optim))
+    return "8bit" in name or "paged" in name or name.startswith(("lion_", "ademamix"))
+
+
+def check_precision(training: Mapping[str, Any], precision: Any, *, quantization: str | None = None,
+                    recipe_name: str = "this recipe") -> None:
+    """What the hardware (``grpo_kit.hardware.Precision``) can run: bf16/fp16, QLoRA, 8-bit optimizers, vLLM."""
+    on_cuda = precision.device == "cuda"
+    if quantization is not None and not on_cuda:
+        raise RuntimeError(
+            f"recipe {recipe_name!r} loads the model in {quantization} (QLoRA, bitsandbytes), which needs a "
+            "CUDA GPU. On this machine pass quantization=None (plain LoRA in fp32)"
+            + (" or use the CPU-sized recipe 'gsm8k-cpu'." if recipe_name == "gsm8k-unsloth" else ".")
+        )
+    if quantization is not None and importlib.util.find_spec("bitsandbytes") is None:
+        raise ImportError("QLoRA needs bitsandbytes: `pip install 'grpo-kit[unsloth]'` (bitsandbytes==0.50.2).")
+    optim = training.get("optim")
+    if optim is not None and _needs_bitsandbytes(optim):
+        if not on_cuda:
+            raise RuntimeError(f"optim={optim!r} is a bitsandbytes optimizer and needs a CUDA GPU; on CPU set "
+                               "optim='adamw_torch'.")
+        if importlib.util.find_spec("bitsandbytes") is None:
+            raise ImportError(f"optim={optim!r} needs bitsandbytes: `pip install bitsandbytes==0.50.2`, "
+                              "or set optim='adamw_torch'.")
+    if training.get("bf16") and on_cuda and not precision.bf16:
+        raise ValueError(f"bf16=True on this GPU emulates bf16 ({precision.reason}) Set fp16=True instead.")
+    if training.get("bf16") and precision.device == "cpu":
+        raise ValueError("bf16=True on CPU: leave precision to grpo-kit (fp32 on CPU) or run on a GPU.")
+    if training.get("fp16") and not on_cuda:
+        raise ValueError("fp16=True needs a CUDA GPU; on CPU train in fp32 (fp16=False).")
+    if training.get("use_vllm"):
+        mode = training.get("vllm_mode", "colocate")
+        if mode not in VLLM_MODES:
+            raise ValueError(f"vllm_mode={mode!r}: use 'colocate' (vLLM inside each training process) or 'server' "
+                             "(a separate `trl vllm-serve` process).")
+        if not on_cuda:
+            raise RuntimeError("use_vllm needs a CUDA GPU (vLLM does not run on CPU); drop vllm_mode to generate "
+                               "with transformers.")
+        if importlib.util.find_spec("vllm") is None:
+            raise ImportError("use_vllm needs vLLM: `pip install 'grpo-kit[unsloth]'` (it pins a vllm that matches "
+                              "torch 2.13.0).")
+        utilization = training.get("vllm_gpu_memory_utilization")
+        if utilization is not None and not 0 < utilization <= 1:
+            raise ValueError(f"vllm_gpu_memory_utilization={utilization} must be in (0, 1]; 0.3 is TRL's default.")
+    if (training.get("loss_type") == "vespo" and training.get("use_vllm")
+            and training.get("vllm_importance_sampling_correction", True)
+            and training.get("vllm_importance_sampling_mode", "sequence_mask") not in ("token_truncate", "token_mask")):
+        raise ValueError(
+            "loss_type='vespo' with vLLM importance-sampling correction needs vllm_importance_sampling_mode="
+            f"'token_truncate' or 'token_mask' (it is {training.get('vllm_importance_sampling_mode')!r})."
+        )
+
+
+def check_reward_funcs(funcs: Callable | Sequence[Callable], *, where: str = "reward_funcs") -> list[Callable]:
+    """The reward functions as a list; refuses uncalled factories, non-callables, missing ``**kwargs``
+    (``rewards.check_reward_funcs``, the one implementation)."""
+    from rewards import check_reward_funcs as check
+
+    return check(funcs, where=where)

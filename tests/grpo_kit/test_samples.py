@@ -1,0 +1,42 @@
+"""Held-out samples are scored the one way (rewards.call_reward_funcs): None is skipped, not counted as 0."""
+
+from __future__ import annotations
+
+import pytest
+
+from grpo_kit.samples import before_after, mean_reward, score_answers
+
+
+def only_long(completions, **kwargs):
+    return [1.0 if len(c) > 3 else None for c in completions]  # None: "cannot judge"
+
+
+def length(completions, **kwargs):
+    return [float(len(c)) for c in completions]
+
+
+async def async_bonus(completions, **kwargs):
+    return [0.5 for _ in completions]
+
+
+def test_none_is_skipped_not_counted_as_zero():
+    assert score_answers(["p", "q"], ["long answer", "ab"], [only_long]) == [1.0, None]
+    # Weighted sum over the functions that scored the answer, as TRL sums them.
+    assert score_answers(["p", "q"], ["long answer", "ab"], [only_long, length], [2.0, 1.0]) == [13.0, 2.0]
+
+
+def test_mean_reward_averages_only_scored_answers_and_async_functions_run():
+    pairs = before_after(["p", "q"], ["long answer", "ab"], ["abcd", "abcde"], reward_funcs=[only_long, async_bonus])
+    assert [s.reward_before for s in pairs] == [1.5, 0.5]
+    assert mean_reward(pairs, "after") == 1.5
+    assert mean_reward(before_after(["p"], ["ab"], ["cd"], reward_funcs=[only_long]), "before") is None
+
+
+def test_a_failing_reward_function_is_named():
+    from rewards import RewardFunctionError
+
+    def broken(completions, **kwargs):
+        raise KeyError("answer")
+
+    with pytest.raises(RewardFunctionError, match="broken"):
+        score_answers(["p"], ["x"], [broken])
