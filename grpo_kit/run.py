@@ -201,12 +201,10 @@ def load_model(recipe: Recipe) -> tuple[Any, Any]:
         # quantization="4bit" (QLoRA) fails here, before loading, when there is no CUDA.
         model, tokenizer = load(recipe.model, quantization=recipe.quantization)
     if recipe.lora is not None:
-        import torch
-        from peft import get_peft_model
+        from grpo_kit.models import add_lora
 
         # LoRA's A matrices start random: seed them, or the same recipe and seed give another run each time.
-        torch.manual_seed(int(recipe.training.get("seed", 42)))
-        model = get_peft_model(model, recipe.lora.to_peft_config())
+        model = add_lora(model, recipe.lora.to_peft_config(), seed=int(recipe.training.get("seed", 42)))
     return model, tokenizer
 
 
