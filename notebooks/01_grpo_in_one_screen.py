@@ -38,7 +38,7 @@ def _(mo):
     $$
     \mathcal{L} = -\frac{1}{\sum_i |o_i|}\sum_{i}\sum_{t}
       \Big[\min\big(\rho_{i,t}\hat A_i,\ \operatorname{clip}(\rho_{i,t}, 1-\varepsilon_{\text{low}}, 1+\varepsilon_{\text{high}})\hat A_i\big)
-      - \beta\, k_{3,i,t}\Big]
+      \;-\; \beta\, k_{3,i,t}\Big]
     $$
 
     Every number below is computed by `grpo_kit` — the same functions the training loop uses, proven

@@ -392,7 +392,10 @@ def _(cli_args, get_recipe, mo, on_gpu, run_button, to_loop_config):
     _args = cli_args()
     loop_recipe = get_recipe("smoltldr-length", small=not on_gpu())
     loop_steps = int(_args.get("max-steps") or (40 if on_gpu() else 3))
-    loop_button = run_button(f"Train SmolLM2-135M for {loop_steps} steps with grpo_kit.loop")
+    # `-- --model tiny`: the random 2-layer model instead of SmolLM2-135M (the browser test presses this button).
+    loop_model = _args.get("model") or loop_recipe.model
+    _model_label = "the tiny model" if loop_model == "tiny" else "SmolLM2-135M"
+    loop_button = run_button(f"Train {_model_label} for {loop_steps} steps with grpo_kit.loop")
     loop_config_overrides = dict(
         max_steps=loop_steps, logging_steps=1, save_steps=loop_steps, learning_rate=3e-4, disable_tqdm=True
     )
@@ -407,7 +410,7 @@ def _(cli_args, get_recipe, mo, on_gpu, run_button, to_loop_config):
             loop_button,
         ]
     )
-    return loop_button, loop_config_overrides, loop_recipe
+    return loop_button, loop_config_overrides, loop_model, loop_recipe
 
 
 @app.cell
@@ -418,15 +421,18 @@ def _(
     loop,
     loop_button,
     loop_config_overrides,
+    loop_model,
     loop_recipe,
     mo,
     on_gpu,
     should_run,
     tempfile,
+    tiny_model,
     to_loop_config,
 ):
     mo.stop(not should_run(loop_button), mo.md("Press the button to train."))
-    _model, _tokenizer = load_model(loop_recipe.model, lora=loop_recipe.lora.to_peft_config())
+    _lora = loop_recipe.lora.to_peft_config()
+    _model, _tokenizer = tiny_model(lora=_lora) if loop_model == "tiny" else load_model(loop_model, lora=_lora)
     _model = _model.to("cuda") if on_gpu() else _model  # the loop trains wherever the model is
     _config = to_loop_config(
         loop_recipe, output_dir=str(Path(tempfile.mkdtemp(prefix="grpo-kit-loop-"))), **loop_config_overrides
