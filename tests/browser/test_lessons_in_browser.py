@@ -9,8 +9,11 @@ button stays unclicked, and its cell shows "Press the button to train.".
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
+
+LESSONS = {p.stem[:2]: p for p in (Path(__file__).resolve().parents[2] / "notebooks").glob("[0-9][0-9]_*.py")}
 
 # Texts each lesson must show once all its cells ran: its title and outputs computed by its cells.
 KEY_OUTPUTS = {
@@ -25,22 +28,28 @@ KEY_OUTPUTS = {
 }
 
 
-def table_row(text: str, first_cell: str) -> list[str]:
-    """The cells of the rendered table row whose first cell is ``first_cell`` (innerText: tab-separated)."""
-    for line in text.splitlines():
+def table_row(text: str, first_cell: str, *, after: str = "") -> list[str]:
+    """The cells of the first rendered table row (innerText: tab-separated) whose first cell is
+    ``first_cell``, looking only below the text ``after``."""
+    for line in text[text.index(after):].splitlines():
         cells = [c.strip() for c in line.split("\t")]
         if cells[0] == first_cell:
             return cells
     raise AssertionError(f"no table row {first_cell!r} on the page")
 
 
+def expects_formulas(number: str) -> bool:
+    return "$" in LESSONS[number].read_text()
+
+
+# Lessons 1, 2, 3 and 5 are checked the same way by their interaction tests below.
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("number", sorted(KEY_OUTPUTS))
+@pytest.mark.parametrize("number", ["04", "06", "07"])
 def test_lesson_renders_cleanly(open_lesson, number):
     lesson = open_lesson(number)
     lesson.settle(KEY_OUTPUTS[number])
     lesson.assert_clean()
-    assert lesson.page.locator(".katex").count() > 0 or number == "07"  # the formulas were typeset
+    assert lesson.page.locator(".katex").count() > 0 or not expects_formulas(number)
 
 
 def test_lesson1_objective_is_typeset(open_lesson):
@@ -71,17 +80,20 @@ def test_lesson1_reward_sliders_drive_the_advantage_table(open_lesson):
     lesson.assert_clean()
 
 
+WEIGHTS_TABLE = "push per token / per completion"
+
+
 def test_lesson2_length_slider_moves_the_per_token_weights(open_lesson):
     lesson = open_lesson("02")
     text = lesson.settle(KEY_OUTPUTS["02"])
-    before = table_row(text, "grpo")
+    before = table_row(text, "grpo", after=WEIGHTS_TABLE)
     assert "correct, short (L=4)" in text
 
     slider = lesson.page.get_by_role("slider").first  # "correct, short", 4 tokens
     slider.focus()
     slider.press("End")  # 64 tokens
     text = lesson.settle(("correct, short (L=64)",))
-    after = table_row(text, "grpo")
+    after = table_row(text, "grpo", after=WEIGHTS_TABLE)
     per_token_before, per_token_after = (float(row[1].split("/")[0]) for row in (before, after))
     # grpo weighs a sequence as a whole: 16x the tokens, 1/16 the push per token.
     assert per_token_after == pytest.approx(per_token_before * 4 / 64, abs=1e-4)
