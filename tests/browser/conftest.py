@@ -83,8 +83,17 @@ def _lesson_env() -> dict[str, str]:
 class LessonPage:
     """One lesson served by ``marimo run`` and opened in a browser tab."""
 
+    number: str
     page: object
     console_errors: list[str] = field(default_factory=list)
+
+    def save_first_screen(self) -> None:
+        """``make screenshots`` (GRPO_KIT_SCREENSHOTS=docs/img): the lesson's first screen as lesson_NN.png."""
+        folder = os.environ.get("GRPO_KIT_SCREENSHOTS")
+        if folder:
+            self.page.evaluate("window.scrollTo(0, 0)")
+            Path(folder).mkdir(parents=True, exist_ok=True)
+            self.page.screenshot(path=str(Path(folder) / f"lesson_{self.number}.png"))
 
     def text(self) -> str:
         return self.page.inner_text("body")
@@ -161,7 +170,7 @@ def open_lesson(browser, tmp_path) -> Iterator:
         context = browser.new_context(viewport={"width": width, "height": height})
         contexts.append(context)
         page = context.new_page()
-        lesson = LessonPage(page)
+        lesson = LessonPage(number, page)
         page.on("console", lambda m: lesson.console_errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: lesson.console_errors.append(str(e)))
         page.goto(f"http://127.0.0.1:{port}/")

@@ -48,6 +48,7 @@ def expects_formulas(number: str) -> bool:
 def test_lesson_renders_cleanly(open_lesson, number):
     lesson = open_lesson(number)
     lesson.settle(KEY_OUTPUTS[number])
+    lesson.save_first_screen()
     lesson.assert_clean()
     assert lesson.page.locator(".katex").count() > 0 or not expects_formulas(number)
 
@@ -64,6 +65,7 @@ def test_lesson1_objective_is_typeset(open_lesson):
 def test_lesson1_reward_sliders_drive_the_advantage_table(open_lesson):
     lesson = open_lesson("01")
     text = lesson.settle(KEY_OUTPUTS["01"])
+    lesson.save_first_screen()
     assert table_row(text, "A1")[1:] == ["1.00", "+1.500", "+1.513", "+0.750"]
     assert "frac_reward_zero_std = 0.00" in text
 
@@ -86,6 +88,7 @@ WEIGHTS_TABLE = "push per token / per completion"
 def test_lesson2_length_slider_moves_the_per_token_weights(open_lesson):
     lesson = open_lesson("02")
     text = lesson.settle(KEY_OUTPUTS["02"])
+    lesson.save_first_screen()
     before = table_row(text, "grpo", after=WEIGHTS_TABLE)
     assert "correct, short (L=4)" in text
 
@@ -104,6 +107,7 @@ def test_lesson2_length_slider_moves_the_per_token_weights(open_lesson):
 def test_lesson3_typed_answer_is_scored_by_correctness_reward(open_lesson):
     lesson = open_lesson("03")
     lesson.settle(KEY_OUTPUTS["03"])
+    lesson.save_first_screen()
     completion, gold = lesson.page.get_by_role("textbox").nth(0), lesson.page.get_by_role("textbox").nth(1)
 
     gold.fill("-3")
@@ -123,6 +127,7 @@ def test_lesson3_typed_answer_is_scored_by_correctness_reward(open_lesson):
 def test_lesson5_run_button_trains_the_tiny_model(open_lesson):
     lesson = open_lesson("05", "--max-steps", "1", "--model", "tiny")
     lesson.settle(KEY_OUTPUTS["05"])
+    lesson.save_first_screen()
     lesson.page.get_by_role("button", name=re.compile("Train the tiny model for 1 steps")).click()
     text = lesson.settle(("last record — the keys are TRL's",), timeout=400)
     assert "Press the button to train." not in text
