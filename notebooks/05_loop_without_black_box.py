@@ -10,14 +10,14 @@ __generated_with = "0.25.2"
 app = marimo.App(width="medium")
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _():
     import marimo as mo
 
     return (mo,)
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     # Lesson 5 · The loop without the black box
@@ -87,7 +87,7 @@ def _():
     )
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## 0 · Model, prompts, settings
@@ -128,7 +128,7 @@ def _(mo, problems):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## 1 · Sample
@@ -195,7 +195,7 @@ def _(completion_lengths, completion_texts, is_truncated, mo, prompt_ids, step_c
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## 2 · Score
@@ -233,7 +233,7 @@ def _(completion_ids, completion_lengths, completions, reward_funcs, rows, stack
     return (rewards_per_func,)
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## 3 · Advantages
@@ -276,7 +276,7 @@ def _(advantage_result, advantages, mo, reward_funcs, rewards_per_func):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## 4 · Per-token log-probabilities and the loss
@@ -325,7 +325,7 @@ def _(logps_before, loss, loss_metrics, mo):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## 5 · Update
@@ -374,7 +374,7 @@ def test_one_step_moves_probability_towards_positive_advantages(advantages, sequ
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## 6 · The same, many times: `grpo_kit.loop.train` on SmolLM2-135M
@@ -472,7 +472,7 @@ def test_loop_logs_trls_metric_names(TRL_METRIC_NAMES, loop_result):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     Next: **Lesson 6** — the course's GSM8K practicum with five rewards, Unsloth and vLLM on a GPU.
