@@ -73,14 +73,22 @@ def _(mo):
 @app.cell
 def _(mo):
     group_a_sliders = mo.ui.array(
-        [mo.ui.slider(0.0, 1.0, step=0.05, value=v, label=f"A{i + 1}") for i, v in enumerate([1.0, 0.0, 0.0, 0.0])],
+        [mo.ui.slider(0.0, 1.0, step=0.05, value=v, label=f"A{i + 1}", show_value=True) for i, v in enumerate([1.0, 0.0, 0.0, 0.0])],
         label="prompt A: rewards of its 4 completions",
     )
     group_b_sliders = mo.ui.array(
-        [mo.ui.slider(0.0, 1.0, step=0.05, value=v, label=f"B{i + 1}") for i, v in enumerate([1.0, 1.0, 0.5, 0.0])],
+        [mo.ui.slider(0.0, 1.0, step=0.05, value=v, label=f"B{i + 1}", show_value=True) for i, v in enumerate([1.0, 1.0, 0.5, 0.0])],
         label="prompt B: rewards of its 4 completions",
     )
-    mo.hstack([group_a_sliders, group_b_sliders], justify="start", gap=4)
+    # .vstack(): the sliders themselves (an array shown as a value renders as a collapsible JSON tree)
+    mo.hstack(
+        [
+            mo.vstack([mo.md(f"**prompt {_name}**: rewards of its 4 completions"), _group.vstack()])
+            for _name, _group in (("A", group_a_sliders), ("B", group_b_sliders))
+        ],
+        justify="start",
+        gap=4,
+    )
     return group_a_sliders, group_b_sliders
 
 

@@ -74,14 +74,15 @@ def _(mo):
 def _(mo):
     length_sliders = mo.ui.array(
         [
-            mo.ui.slider(1, 64, value=4, label="correct, short"),
-            mo.ui.slider(1, 64, value=48, label="correct, long"),
-            mo.ui.slider(1, 64, value=8, label="wrong, short"),
-            mo.ui.slider(1, 64, value=60, label="wrong, long"),
+            mo.ui.slider(1, 64, value=4, label="correct, short", show_value=True),
+            mo.ui.slider(1, 64, value=48, label="correct, long", show_value=True),
+            mo.ui.slider(1, 64, value=8, label="wrong, short", show_value=True),
+            mo.ui.slider(1, 64, value=60, label="wrong, long", show_value=True),
         ],
         label="completion lengths (tokens)",
     )
-    length_sliders
+    # .vstack(): the sliders themselves (an array shown as a value renders as a collapsible JSON tree)
+    mo.vstack([mo.md("**completion lengths (tokens)**"), length_sliders.vstack()])
     return (length_sliders,)
 
 
