@@ -7,7 +7,7 @@ PIP     := $(BIN)/python -m pip
 # command as the project) keeps pip from choosing a multi-GB CUDA build.
 TORCH   := torch==2.13.0
 
-.PHONY: setup train test lint notebooks bench clean
+.PHONY: setup train test lint notebooks screenshots chromium bench clean
 
 setup: $(VENV)/.installed
 
@@ -33,6 +33,16 @@ lint: setup
 # Re-export the marimo lessons to notebooks/ipynb/ (Colab); tests/test_notebooks.py fails on drift.
 notebooks: setup
 	$(BIN)/python scripts/export_notebooks.py
+
+# The browser tests (tests/browser) drive the system's Chromium through playwright (which cannot download
+# its own browsers offline). Debian/Ubuntu: this target; elsewhere install Chromium and/or set GRPO_KIT_CHROMIUM.
+chromium:
+	command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+		{ apt-get update -qq && apt-get install -y -qq chromium; }
+
+# One PNG per lesson (its first screen, as `marimo run` shows it) in docs/img/, taken by the browser tests.
+screenshots: setup chromium
+	GRPO_KIT_SCREENSHOTS=docs/img $(BIN)/python -m pytest tests/browser -q
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -10,14 +10,14 @@ __generated_with = "0.25.2"
 app = marimo.App(width="medium")
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _():
     import marimo as mo
 
     return (mo,)
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     # Lesson 1 · GRPO in one screen
@@ -38,7 +38,7 @@ def _(mo):
     $$
     \mathcal{L} = -\frac{1}{\sum_i |o_i|}\sum_{i}\sum_{t}
       \Big[\min\big(\rho_{i,t}\hat A_i,\ \operatorname{clip}(\rho_{i,t}, 1-\varepsilon_{\text{low}}, 1+\varepsilon_{\text{high}})\hat A_i\big)
-      - \beta\, k_{3,i,t}\Big]
+      \;-\; \beta\, k_{3,i,t}\Big]
     $$
 
     Every number below is computed by `grpo_kit` — the same functions the training loop uses, proven
@@ -47,30 +47,15 @@ def _(mo):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _():
-    import math
-
     import matplotlib.pyplot as plt
     import torch
 
-    from grpo_kit.advantages import SCALE_REWARDS_OPTIONS, compute_advantages_with_metrics, stack_rewards
-    from grpo_kit.kl import k3_kl
-    from grpo_kit.losses import compute_loss
-
-    return (
-        SCALE_REWARDS_OPTIONS,
-        compute_advantages_with_metrics,
-        compute_loss,
-        k3_kl,
-        math,
-        plt,
-        stack_rewards,
-        torch,
-    )
+    return plt, torch
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## 1 · Group-relative advantages
@@ -88,19 +73,29 @@ def _(mo):
 @app.cell
 def _(mo):
     group_a_sliders = mo.ui.array(
-        [mo.ui.slider(0.0, 1.0, step=0.05, value=v, label=f"A{i + 1}") for i, v in enumerate([1.0, 0.0, 0.0, 0.0])],
+        [mo.ui.slider(0.0, 1.0, step=0.05, value=v, label=f"A{i + 1}", show_value=True) for i, v in enumerate([1.0, 0.0, 0.0, 0.0])],
         label="prompt A: rewards of its 4 completions",
     )
     group_b_sliders = mo.ui.array(
-        [mo.ui.slider(0.0, 1.0, step=0.05, value=v, label=f"B{i + 1}") for i, v in enumerate([1.0, 1.0, 0.5, 0.0])],
+        [mo.ui.slider(0.0, 1.0, step=0.05, value=v, label=f"B{i + 1}", show_value=True) for i, v in enumerate([1.0, 1.0, 0.5, 0.0])],
         label="prompt B: rewards of its 4 completions",
     )
-    mo.hstack([group_a_sliders, group_b_sliders], justify="start", gap=4)
+    # .vstack(): the sliders themselves (an array shown as a value renders as a collapsible JSON tree)
+    mo.hstack(
+        [
+            mo.vstack([mo.md(f"**prompt {_name}**: rewards of its 4 completions"), _group.vstack()])
+            for _name, _group in (("A", group_a_sliders), ("B", group_b_sliders))
+        ],
+        justify="start",
+        gap=4,
+    )
     return group_a_sliders, group_b_sliders
 
 
 @app.cell
-def _(SCALE_REWARDS_OPTIONS, compute_advantages_with_metrics, group_a_sliders, group_b_sliders, stack_rewards):
+def _(group_a_sliders, group_b_sliders):
+    from grpo_kit.advantages import SCALE_REWARDS_OPTIONS, compute_advantages_with_metrics, stack_rewards
+
     num_generations = 4
     slider_rewards = [*group_a_sliders.value, *group_b_sliders.value]
     # One reward function → rewards_per_func has shape (N, 1); N = 2 prompts × G.
@@ -109,7 +104,7 @@ def _(SCALE_REWARDS_OPTIONS, compute_advantages_with_metrics, group_a_sliders, g
         scale: compute_advantages_with_metrics(rewards_per_func, num_generations, scale_rewards=scale)
         for scale in SCALE_REWARDS_OPTIONS
     }
-    return num_generations, results_by_scale, slider_rewards
+    return compute_advantages_with_metrics, num_generations, results_by_scale, slider_rewards
 
 
 @app.cell
@@ -153,7 +148,7 @@ def _(mo, num_generations, plt, results_by_scale, slider_rewards):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     Try it: set all four rewards of prompt A equal. Its advantages become exactly 0 under every
@@ -184,7 +179,7 @@ def test_advantages_sum_to_zero_per_group(compute_advantages_with_metrics, resul
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## 2 · The KL penalty: why $k_3$ and not the log-ratio
@@ -210,7 +205,9 @@ def _(mo):
 
 
 @app.cell
-def _(drift_slider, k3_kl, torch):
+def _(drift_slider, torch):
+    from grpo_kit.kl import k3_kl
+
     _generator = torch.Generator().manual_seed(0)
     _vocab = 50
     policy_logits = torch.randn(_vocab, generator=_generator)  # (V,)
@@ -222,7 +219,7 @@ def _(drift_slider, k3_kl, torch):
     _tokens = torch.multinomial(_policy_logp.exp(), 20_000, replacement=True, generator=_generator)  # (S,)
     sampled_k3 = k3_kl(_policy_logp[_tokens].unsqueeze(0), _ref_logp[_tokens].unsqueeze(0))  # (1, S)
     sampled_k1 = (_policy_logp[_tokens] - _ref_logp[_tokens]).unsqueeze(0)  # (1, S)
-    return exact_kl, sampled_k1, sampled_k3
+    return exact_kl, k3_kl, sampled_k1, sampled_k3
 
 
 @app.cell
@@ -267,7 +264,7 @@ def test_k3_is_nonnegative_and_unbiased(exact_kl, k3_kl, sampled_k3, torch):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## 3 · The clipped surrogate
@@ -296,7 +293,9 @@ def _(mo):
 
 
 @app.cell
-def _(compute_loss, epsilon_high_slider, epsilon_low_slider, torch):
+def _(epsilon_high_slider, epsilon_low_slider, torch):
+    from grpo_kit.losses import compute_loss
+
     ratios = torch.linspace(0.5, 1.6, 111)  # (R,) π_θ / π_old, one token each
 
     def _dapo_loss(logps, advantage):
@@ -373,7 +372,7 @@ def test_clip_stops_the_gradient_outside_the_trust_region(
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## The whole algorithm, once more

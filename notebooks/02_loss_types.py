@@ -10,14 +10,14 @@ __generated_with = "0.25.2"
 app = marimo.App(width="medium")
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _():
     import marimo as mo
 
     return (mo,)
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     # Lesson 2 · Eight loss types, one batch
@@ -59,7 +59,7 @@ def _(LOSS_TYPES, mo):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## 1 · The batch
@@ -74,14 +74,15 @@ def _(mo):
 def _(mo):
     length_sliders = mo.ui.array(
         [
-            mo.ui.slider(1, 64, value=4, label="correct, short"),
-            mo.ui.slider(1, 64, value=48, label="correct, long"),
-            mo.ui.slider(1, 64, value=8, label="wrong, short"),
-            mo.ui.slider(1, 64, value=60, label="wrong, long"),
+            mo.ui.slider(1, 64, value=4, label="correct, short", show_value=True),
+            mo.ui.slider(1, 64, value=48, label="correct, long", show_value=True),
+            mo.ui.slider(1, 64, value=8, label="wrong, short", show_value=True),
+            mo.ui.slider(1, 64, value=60, label="wrong, long", show_value=True),
         ],
         label="completion lengths (tokens)",
     )
-    length_sliders
+    # .vstack(): the sliders themselves (an array shown as a value renders as a collapsible JSON tree)
+    mo.vstack([mo.md("**completion lengths (tokens)**"), length_sliders.vstack()])
     return (length_sliders,)
 
 
@@ -106,7 +107,7 @@ def _(all_loss_weights, demo_batch, length_sliders):
     )
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## 2 · How much each completion and each token weighs
@@ -167,7 +168,7 @@ def test_grpo_is_length_biased_and_dapo_is_not(completion_mask, lengths, pushes,
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## 3 · SAPO's soft gate vs the hard clip
@@ -246,7 +247,7 @@ def test_sapo_fades_where_grpo_cuts(ratios, sapo_curves):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## 4 · CISPO: clip the weight, keep the gradient
@@ -291,7 +292,7 @@ def test_cispo_weight_is_the_capped_ratio(cispo_cap_slider, cispo_push, dapo_pus
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## 5 · Why the logged loss can sit at 0 while the model learns
@@ -335,7 +336,7 @@ def test_zero_loss_but_nonzero_gradient(zero_loss_table):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## Which one?

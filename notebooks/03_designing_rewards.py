@@ -10,14 +10,14 @@ __generated_with = "0.25.2"
 app = marimo.App(width="medium")
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _():
     import marimo as mo
 
     return (mo,)
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     # Lesson 3 · Designing rewards
@@ -55,7 +55,7 @@ def _():
     return contextlib, io, re, rewards, tokenizer
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## 1 · Type a completion, see every reward score it
@@ -156,7 +156,7 @@ def test_every_reward_scores_both_formats_alike(score_everything):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## 2 · The course's pitfalls, live — and fixed
@@ -289,7 +289,7 @@ def test_strict_format_accepts_eos_after_the_answer_tag(eos_scores):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## 3 · math-verify: is `\frac{1}{2}` the same answer as `0.5`?
@@ -343,7 +343,7 @@ def test_math_verify_verdicts(verdict_pairs, verdicts):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## 4 · `rewards.lint`: catch the hack before the model does
@@ -395,7 +395,7 @@ def test_lint_catches_the_hackable_reward(library_report, my_report):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## Takeaways

@@ -10,14 +10,14 @@ __generated_with = "0.25.2"
 app = marimo.App(width="medium")
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _():
     import marimo as mo
 
     return (mo,)
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     # Lesson 4 · Practicum: SmolLM2 + TRL + LoRA
@@ -255,7 +255,7 @@ def _(held_out_samples, mean_reward, mo):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## 5 · Merge and save — with the tokenizer
@@ -305,7 +305,7 @@ def test_trained_beats_untrained_and_merged_model_reloads(
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     Next: **Lesson 5** opens the black box — the same training step without TRL, line by line.

@@ -10,14 +10,14 @@ __generated_with = "0.25.2"
 app = marimo.App(width="medium")
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _():
     import marimo as mo
 
     return (mo,)
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     # Lesson 5 · The loop without the black box
@@ -88,7 +88,7 @@ def _():
     )
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## 0 · Model, prompts, settings
@@ -129,7 +129,7 @@ def _(mo, problems):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## 1 · Sample
@@ -196,7 +196,7 @@ def _(completion_lengths, completion_texts, is_truncated, mo, prompt_ids, step_c
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## 2 · Score
@@ -234,7 +234,7 @@ def _(completion_ids, completion_lengths, completions, reward_funcs, rows, stack
     return (rewards_per_func,)
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## 3 · Advantages
@@ -277,7 +277,7 @@ def _(advantage_result, advantages, mo, reward_funcs, rewards_per_func):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## 4 · Per-token log-probabilities and the loss
@@ -326,7 +326,7 @@ def _(logps_before, loss, loss_metrics, mo):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## 5 · Update
@@ -375,7 +375,7 @@ def test_one_step_moves_probability_towards_positive_advantages(advantages, sequ
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## 6 · The same, many times: `grpo_kit.loop.train` on SmolLM2-135M
@@ -393,7 +393,10 @@ def _(cli_args, get_recipe, mo, on_gpu, run_button, to_loop_config):
     _args = cli_args()
     loop_recipe = get_recipe("smoltldr-length", small=not on_gpu())
     loop_steps = int(_args.get("max-steps") or (40 if on_gpu() else 3))
-    loop_button = run_button(f"Train SmolLM2-135M for {loop_steps} steps with grpo_kit.loop")
+    # `-- --model tiny`: the random 2-layer model instead of SmolLM2-135M (the browser test presses this button).
+    loop_model = _args.get("model") or loop_recipe.model
+    _model_label = "the tiny model" if loop_model == "tiny" else "SmolLM2-135M"
+    loop_button = run_button(f"Train {_model_label} for {loop_steps} steps with grpo_kit.loop")
     loop_config_overrides = dict(
         max_steps=loop_steps, logging_steps=1, save_steps=loop_steps, learning_rate=3e-4, disable_tqdm=True
     )
@@ -408,7 +411,7 @@ def _(cli_args, get_recipe, mo, on_gpu, run_button, to_loop_config):
             loop_button,
         ]
     )
-    return loop_button, loop_config_overrides, loop_recipe
+    return loop_button, loop_config_overrides, loop_model, loop_recipe
 
 
 @app.cell
@@ -419,15 +422,18 @@ def _(
     loop,
     loop_button,
     loop_config_overrides,
+    loop_model,
     loop_recipe,
     mo,
     on_gpu,
     should_run,
     tempfile,
+    tiny_model,
     to_loop_config,
 ):
     mo.stop(not should_run(loop_button), mo.md("Press the button to train."))
-    _model, _tokenizer = load_model(loop_recipe.model, lora=loop_recipe.lora.to_peft_config())
+    _lora = loop_recipe.lora.to_peft_config()
+    _model, _tokenizer = tiny_model(lora=_lora) if loop_model == "tiny" else load_model(loop_model, lora=_lora)
     _model = _model.to("cuda") if on_gpu() else _model  # the loop trains wherever the model is
     _config = to_loop_config(
         loop_recipe, output_dir=str(Path(tempfile.mkdtemp(prefix="grpo-kit-loop-"))), **loop_config_overrides
@@ -467,7 +473,7 @@ def test_loop_logs_trls_metric_names(TRL_METRIC_NAMES, loop_result):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     Next: **Lesson 6** — the course's GSM8K practicum with five rewards, Unsloth and vLLM on a GPU.

@@ -10,14 +10,14 @@ __generated_with = "0.25.2"
 app = marimo.App(width="medium")
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _():
     import marimo as mo
 
     return (mo,)
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     # Lesson 6 · Practicum: GSM8K with Unsloth QLoRA + vLLM
@@ -362,7 +362,7 @@ def _(mo, run, use_unsloth):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     Next: **Lesson 7** — export the trained model: the LoRA adapter, a merged 16-bit model and GGUF.

@@ -10,14 +10,14 @@ __generated_with = "0.25.2"
 app = marimo.App(width="medium")
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _():
     import marimo as mo
 
     return (mo,)
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     # Lesson 7 · Export: adapter, merged 16-bit, GGUF
@@ -132,7 +132,7 @@ def _(
     return model, tokenizer
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## 2 · Export all three
@@ -166,7 +166,7 @@ def _(export_reports, mo):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## 3 · Reload each one and chat with it
@@ -254,7 +254,7 @@ def test_every_export_reloads_and_answers(
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## Use it elsewhere

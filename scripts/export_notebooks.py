@@ -25,18 +25,25 @@ EXPORT_DIR = LESSONS_DIR / "ipynb"
 
 # The install line a Colab user runs first. Lessons that use the Unsloth path on a GPU ask for the
 # `unsloth` extra only when a GPU is present (it pulls vLLM and bitsandbytes, which need CUDA).
-INSTALL_PLAIN = """\
+# GRPO_KIT_SKIP_INSTALL=1 skips it where grpo-kit is already installed (the test that executes the exports).
+SKIP_INSTALL_ENV = "GRPO_KIT_SKIP_INSTALL"
+INSTALL_PLAIN = f"""\
 # Colab / Jupyter: install grpo-kit with the lessons' extras first (then run the cells top to bottom).
 # marimo and molab install it from the lesson's script header (PEP 723) instead.
-%pip install -q "grpo-kit[notebooks]"
+import os
+
+if os.environ.get("{SKIP_INSTALL_ENV}") != "1":
+    %pip install -q "grpo-kit[notebooks]"
 """
-INSTALL_GPU_AWARE = """\
+INSTALL_GPU_AWARE = f"""\
 # Colab / Jupyter: install grpo-kit with the lessons' extras first (then run the cells top to bottom).
 # On a GPU runtime the `unsloth` extra (Unsloth, vLLM, bitsandbytes) is added for the fast path.
+import os
 import shutil
 
 _grpo_kit_extras = "notebooks,unsloth" if shutil.which("nvidia-smi") else "notebooks"
-%pip install -q "grpo-kit[{_grpo_kit_extras}]"
+if os.environ.get("{SKIP_INSTALL_ENV}") != "1":
+    %pip install -q "grpo-kit[{{_grpo_kit_extras}}]"
 """
 # Lessons whose GPU version runs the Unsloth path.
 GPU_AWARE_LESSONS = {"06_practicum_gsm8k_unsloth.py"}

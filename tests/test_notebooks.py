@@ -4,7 +4,9 @@
   with its run buttons passed through (grpo_kit.lesson_helpers.should_run) — the ``test_*`` cells
   execute as ordinary cells there, so a failed claim fails the run;
 * ``marimo check --strict`` is clean;
-* the Colab exports in notebooks/ipynb/ match the lessons (``make notebooks`` regenerates them).
+* the Colab exports in notebooks/ipynb/ match the lessons (``make notebooks`` regenerates them), and each
+  runs top to bottom in a Jupyter kernel (nbclient + ipykernel), offline, CPU settings, its install cell
+  skipped through GRPO_KIT_SKIP_INSTALL=1 (the cell honours it).
 
 pytest also collects the lessons' own ``test_*`` cells directly (pyproject's ``testpaths`` and
 ``python_files`` include ``notebooks/``).
@@ -67,6 +69,29 @@ def test_colab_exports_match_the_lessons():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+EXPORTS = sorted((ROOT / "notebooks" / "ipynb").glob("[0-9][0-9]_*.ipynb"))
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("export", EXPORTS, ids=[p.stem for p in EXPORTS])
+def test_export_runs_in_jupyter(export: Path, tmp_path: Path, monkeypatch):
+    import nbformat
+    from nbclient import NotebookClient
+
+    # The kernel inherits this process's environment: offline, one thread under xdist, grpo-kit importable,
+    # and the install cell told to skip (it would reach PyPI).
+    for name, value in {**_env(), "GRPO_KIT_SKIP_INSTALL": "1", "PYTHONPATH": str(ROOT)}.items():
+        monkeypatch.setenv(name, value)
+    notebook = nbformat.read(export, as_version=4)
+    client = NotebookClient(
+        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
+    client.execute()  # raises CellExecutionError naming the cell and its traceback
+    # %pip always prints "Note: you may need to restart the kernel…": a silent cell is a skipped install.
+    assert notebook.cells[0].outputs == [], notebook.cells[0].outputs
+    assert all(c.get("execution_count") for c in notebook.cells if c.cell_type == "code")
+
+
 def test_exports_start_with_an_install_cell():
     import nbformat
 
@@ -74,6 +99,7 @@ def test_exports_start_with_an_install_cell():
         notebook = nbformat.read(ROOT / "notebooks" / "ipynb" / f"{lesson.stem}.ipynb", as_version=4)
         first = notebook.cells[0]
         assert first.cell_type == "code" and "%pip install" in first.source and "grpo-kit[" in first.source
+        assert 'os.environ.get("GRPO_KIT_SKIP_INSTALL") != "1"' in first.source
         # the rest is the lesson itself, importing the library rather than redefining it
         assert any("import marimo as mo" in c.source for c in notebook.cells[1:])
 

