@@ -122,6 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
     lint.add_argument("args", nargs=argparse.REMAINDER)
 
     sub.add_parser("recipes", help="list the named recipes")
+    doctor = sub.add_parser("doctor", help="check this environment: versions vs pins, device, paths, model, disk",
+                            add_help=False)
+    doctor.add_argument("args", nargs=argparse.REMAINDER)
     return parser
 
 
@@ -318,8 +321,14 @@ def cmd_rewards(args, console) -> int:
     return _call_tool(lint_main, args.args, console)
 
 
+def cmd_doctor(args, console) -> int:
+    from grpo_kit.doctor import main as doctor_main
+
+    return _call_tool(doctor_main, args.args, console)
+
+
 COMMANDS = {"train": cmd_train, "export": cmd_export, "generate": cmd_generate, "losses": cmd_losses,
-            "rewards": cmd_rewards, "recipes": cmd_recipes}
+            "rewards": cmd_rewards, "recipes": cmd_recipes, "doctor": cmd_doctor}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -331,6 +340,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Pass-through commands hand their arguments (options included) to the tool's own parser.
     if argv[:1] == ["losses"]:
         return cmd_losses(argparse.Namespace(args=argv[1:]), console)
+    if argv[:1] == ["doctor"]:
+        return cmd_doctor(argparse.Namespace(args=argv[1:]), console)
     if argv[:2] == ["rewards", "lint"]:
         return cmd_rewards(argparse.Namespace(rewards_command="lint", args=argv[2:]), console)
     parser = build_parser()

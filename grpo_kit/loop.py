@@ -51,7 +51,7 @@ from grpo_kit.losses import LossSettings, compute_loss
 from grpo_kit.result import RunResult
 from grpo_kit.run_context import LoopState, RunContext
 from grpo_kit.sampling import mask_after_eos, merged_lora, sample_completions, stop_token_ids
-from grpo_kit.settings import check_grpo_settings, check_reward_funcs
+from grpo_kit.settings import check_grpo_settings, check_report_to, check_reward_funcs
 
 __all__ = ["GRPOLoopConfig", "LoopState", "MicroBatch", "Rollout", "RunResult", "Samples", "train"]
 
@@ -85,7 +85,11 @@ class GRPOLoopConfig:
     resume_from_checkpoint: str | bool | None = None
     """A ``checkpoint-<step>`` folder to continue from, or True for the latest one in ``output_dir``."""
     disable_tqdm: bool = False
-    """Hide the progress bar (Trainer's name for it)."""
+    """Hide the progress display (Trainer's name for it): the rich bar on a terminal, plain lines elsewhere."""
+    report_to: str | list[str] | None = "none"
+    """Where metrics go besides ``metrics.jsonl``, with TRL's values and meaning: ``"none"``, ``"trackio"``
+    (local SQLite, offline; ``trackio show``), ``"tensorboard"`` (``<output_dir>/runs``), ``"wandb"``, ``"all"``
+    (every one installed) or a list. Metric names are TRL's (``train/reward``). Needs ``grpo-kit[logging]``."""
 
     # --- batch and generation ---
     num_generations: int = 8
@@ -177,6 +181,7 @@ class GRPOLoopConfig:
             _check_int(name, getattr(self, name), minimum=minimum)
         # The rules every path shares (group size, whole groups, loss type, advantages): grpo_kit.settings.
         check_grpo_settings({f.name: getattr(self, f.name) for f in fields(self)})
+        check_report_to(self.report_to)
         self.scale_rewards = {True: "group", False: "none"}.get(self.scale_rewards, self.scale_rewards)
         if self.max_steps == 0:
             raise ValueError("max_steps=0 trains nothing; set max_steps>0, or -1 to use num_train_epochs.")

@@ -66,8 +66,8 @@ def check_report_to(value: str | Sequence[str] | None) -> list[str]:
     unknown = [n for n in names if n not in REPORT_BACKENDS]
     if unknown:
         raise ValueError(
-            f"report_to: {unknown} not supported by the standalone loop; use one of {sorted(REPORT_BACKENDS)}, "
-            "'all' or 'none' (other transformers integrations work on the TRL path: --loop trl)."
+            f"report_to: {unknown} is not supported by grpo-kit; use one of {sorted(REPORT_BACKENDS)}, "
+            "'all' or 'none' (or a list of them)."
         )
     missing = [n for n in names if not _installed(REPORT_BACKENDS[n])]
     if missing:

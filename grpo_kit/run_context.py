@@ -22,6 +22,7 @@ import torch
 
 from grpo_kit.checkpoint import (
     capture_rng_state,
+    jsonable_config,
     latest_checkpoint,
     load_checkpoint,
     restore_rng_state,
@@ -29,6 +30,7 @@ from grpo_kit.checkpoint import (
     save_checkpoint,
 )
 from grpo_kit.metrics_log import MetricsAccumulator, MetricsWriter
+from grpo_kit.reporting import PlainProgress, check_report_to, make_reporter, stream_is_terminal
 from grpo_kit.result import RunResult
 
 __all__ = ["LoopState", "RunContext"]
@@ -63,6 +65,7 @@ class RunContext:
         self.interrupted = False
         self.writer: MetricsWriter | None = None
         self._seconds: dict[str, float] = {}
+        self._plain: PlainProgress | None = None
         self._snapshot: dict[str, Any] = {}
 
     # --- resume ---------------------------------------------------------------------------------------
@@ -125,6 +128,8 @@ class RunContext:
         self.writer.write(record)
         for reporter in self.reporters:
             reporter.log(record, step=record["step"])
+        if self._plain is not None:  # no terminal to draw a bar on: one line per logging step
+            self._plain.update(record["step"], self.state.max_steps, record)
 
     # --- the step -------------------------------------------------------------------------------------
 
@@ -170,7 +175,12 @@ class RunContext:
     # --- around the loop ------------------------------------------------------------------------------
 
     def __enter__(self):  # returns self
-        self._progress = _progress_bar(self.config.disable_tqdm)
+        if check_report_to(self.config.report_to):
+            self.reporters.append(make_reporter(self.config.report_to, output_dir=self.output_dir,
+                                                config=jsonable_config(self.config)))
+        terminal = stream_is_terminal()
+        self._plain = None if terminal or self.config.disable_tqdm else PlainProgress(start_step=self.state.global_step)
+        self._progress = _progress_bar(self.config.disable_tqdm or not terminal)
         self._progress.__enter__()
         self._task = self._progress.add_task("GRPO", total=self.state.max_steps, completed=self.state.global_step,
                                              info="")

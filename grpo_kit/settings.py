@@ -26,10 +26,11 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from grpo_kit.reporting import check_report_to  # the report_to rule lives with the reporters
+
 __all__ = [
     "GRPO_DEFAULTS",
     "IMPORTANCE_SAMPLING_LEVELS",
-    "REPORT_BACKENDS",
     "RETIRED_TRAINING_FIELDS",
     "check_cispo_cap",
     "check_grpo_settings",
@@ -48,7 +49,6 @@ __all__ = [
 ]
 
 IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence")
-REPORT_BACKENDS = {"none": None, "trackio": "trackio", "wandb": "wandb", "tensorboard": "tensorboard"}
 VLLM_MODES = ("colocate", "server")
 
 #: GRPOConfig's defaults (TRL 1.15) for the names the rules read; ``tests/grpo_kit/test_settings.py``
@@ -299,21 +299,6 @@ def check_training_fields(training: Mapping[str, Any], *, where: str = "training
             hint = f" Did you mean {', '.join(close)}?" if close else ""
             raise ValueError(f"{where}: {key!r} is not a GRPOConfig field.{hint} "
                              "See `python -c \"from trl import GRPOConfig; help(GRPOConfig)\"` for the list.")
-
-
-def check_report_to(report_to: str | Sequence[str] | None) -> None:
-    """Named, installed reporting backends only (``'all'`` depends on what happens to be installed)."""
-    backends = [report_to] if isinstance(report_to, str) else list(report_to or ["none"])
-    for backend in backends:
-        if backend not in REPORT_BACKENDS and backend != "all":
-            raise ValueError(f"report_to={backend!r}: use one of {', '.join(REPORT_BACKENDS)} (or a list of them).")
-        module = REPORT_BACKENDS.get(backend)
-        if module and importlib.util.find_spec(module) is None:
-            raise ImportError(f"report_to={backend!r} needs the {module} package: `pip install {module}` "
-                              "(or use report_to='none').")
-    if "all" in backends:
-        raise ValueError("report_to='all' depends on what happens to be installed; name the backends "
-                         f"({', '.join(b for b in REPORT_BACKENDS if b != 'none')}).")
 
 
 def _needs_bitsandbytes(optim: Any) -> bool:

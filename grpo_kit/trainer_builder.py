@@ -60,7 +60,7 @@ def grpo_config_kwargs(
     *,
     output_dir: str | os.PathLike,
     max_steps: int | None = None,
-    report_to: str | Sequence[str] = "none",
+    report_to: str | Sequence[str] | None = None,
     precision: Precision | None = None,
     **overrides: Any,
 ) -> dict[str, Any]:
@@ -71,7 +71,8 @@ def grpo_config_kwargs(
     if precision is not None:
         training.update(precision.trainer_kwargs())
     training["output_dir"] = os.fspath(output_dir)
-    training["report_to"] = report_to
+    if report_to is not None or "report_to" not in training:  # the recipe's (--set report_to=...) otherwise
+        training["report_to"] = "none" if report_to is None else report_to
     if max_steps is not None:
         training["max_steps"] = max_steps
     for wanted, other in (("fp16", "bf16"), ("bf16", "fp16")):
@@ -98,7 +99,7 @@ def build_trainer(
     reward_funcs: Sequence[Callable] | None = None,
     output_dir: str | os.PathLike | None = None,
     max_steps: int | None = None,
-    report_to: str | Sequence[str] = "none",
+    report_to: str | Sequence[str] | None = None,
     callbacks: Sequence[Any] | None = None,
     trainer_kwargs: Mapping[str, Any] | None = None,
     **overrides: Any,

@@ -54,7 +54,7 @@ def resolve_training(
     *,
     output_dir: str | os.PathLike,
     max_steps: int | None = None,
-    report_to: str | Sequence[str] = "none",
+    report_to: str | Sequence[str] | None = None,
     vllm_mode: str | None = None,
     vllm_server_host: str | None = None,
     vllm_server_port: int | None = None,

@@ -131,3 +131,23 @@ def test_stream_is_terminal():
             return True
 
     assert stream_is_terminal(Tty())
+
+
+def test_cli_run_reports_to_tensorboard_and_prints_plain_progress_when_piped(tmp_path):
+    """`grpo-kit train --set report_to=tensorboard | cat`: readable events with the reward, and one line per step."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "grpo_kit.cli", "train", "--set", "model=tiny", "--set", "report_to=tensorboard",
+               "--set", "logging_steps=1", "--max-steps", "2", "--samples", "0", "--no-merge", "--output-dir", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    lines = [line for line in done.stdout.splitlines() if line.startswith("step ")]
+    assert [line.split(" · ")[0] for line in lines] == ["step 1/2", "step 2/2"]
+    assert all("reward" in line and "s/step" in line for line in lines)
+    events = EventAccumulator(str(out / "runs"))
+    events.Reload()
+    assert [e.step for e in events.Scalars("train/reward")] == [1, 2]
+    assert "train/loss" in events.Tags()["scalars"]

@@ -91,7 +91,7 @@ def test_build_trainer_uses_recipe_rewards_weights_and_given_dataset(tmp_path):
     ({"fp16": True}, ValueError, "fp32"),
     ({"vllm_mode": "colocate"}, RuntimeError, "CUDA"),
     ({"vllm_mode": "remote"}, ValueError, "'colocate'.*'server'"),
-    ({"report_to": "wandb"}, ImportError, "pip install wandb"),
+    ({"report_to": "wandb"}, ImportError, "grpo-kit\\[logging\\]"),
     ({"report_to": "comet"}, ValueError, "trackio"),
     ({"auto_find_batch_size": True}, ValueError, "auto_find_batch_size"),  # TRL's own GRPOConfig check
 ])
