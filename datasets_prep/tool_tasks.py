@@ -16,8 +16,9 @@ so every group scores the same and GRPO has nothing to learn from (issue 15). He
   of", "minus", "times"), so the right tool must be picked; the worked example shows only one of them;
 * ``two_step``: ``a * b + c`` -- two calls in sequence (needs ``max_tool_calling_iterations >= 2``).
 
-Deterministic for a seed. Train and test questions are disjoint, and the worked examples are drawn
-from a separate stream and never equal a train or test question.
+Deterministic for a seed. Train and test questions are disjoint; the test questions depend only on
+``seed``, ``n_test`` and ``kinds`` (not on ``n_train``), so runs of any length share one held-out set.
+The worked examples come from a separate stream and never equal a train or test question.
 """
 
 from __future__ import annotations
@@ -167,7 +168,7 @@ def tool_task_rows(
         attempts += 1
         if attempts > 100 * (n_train + n_test) + 1000:
             raise ValueError(f"Could not draw {n_train + n_test} distinct questions of kinds {list(kinds)}.")
-        task = TASK_KINDS[kinds[len(tasks) % len(kinds)]](question_rng)
+        task = TASK_KINDS[kinds[len(tasks) % len(kinds)]](question_rng)  # test rows first, then train
         if task.question not in seen:
             seen.add(task.question)
             tasks.append(task)
@@ -185,7 +186,9 @@ def tool_task_rows(
         rows.append(
             {"prompt": prompt, "answer": str(task.answer), "task": task.kind, "question": task.question}
         )
-    return rows[:n_train], rows[n_train:]
+    # The held-out questions are drawn first, so they depend only on (seed, n_test, kinds): a run with
+    # more training rows is still evaluated on the same questions, and never trains on them.
+    return rows[n_test:], rows[:n_test]
 
 
 def load_tool_tasks(

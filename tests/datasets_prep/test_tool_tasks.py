@@ -53,6 +53,13 @@ def test_train_and_test_are_disjoint_and_examples_are_never_asked():
         assert not asked & set(example_questions)
 
 
+def test_held_out_questions_do_not_depend_on_the_number_of_training_rows():
+    _, small = tool_task_rows(8, 16, seed=0)
+    big_train, big = tool_task_rows(500, 16, seed=0)
+    assert small == big
+    assert not {r["question"] for r in big} & {r["question"] for r in big_train}
+
+
 def test_worked_example_is_a_complete_tool_exchange_with_true_results():
     (row,), _ = tool_task_rows(1, 0, seed=0, kinds=["two_step"])
     roles = [m["role"] for m in row["prompt"]]
