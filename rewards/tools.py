@@ -42,6 +42,7 @@ _NUMBER_IN_TEXT = re.compile(r"[-\u2212]?\d[\d,]*(?:\.\d+)?")
 _CALL_LINE = re.compile(
     r"^[ \t]*CALL[ \t]+\w+\((?:\s*\w+\s*=\s*[^,()=\s][^,()=]*(?:,\s*\w+\s*=\s*[^,()=\s][^,()=]*)*)?\)"
 )
+_TURN_MARKERS = ("<|im_start|>", "<|im_end|>")
 _ANY_CALL = re.compile(r"^[ \t]*CALL\b", re.MULTILINE)
 
 
@@ -61,12 +62,19 @@ def _is_error_result(message: dict) -> bool:
     return text.lstrip().startswith(("{'error'", '{"error"'))
 
 
+def _ran_past_turn(content: Any) -> bool:
+    """Chat markup inside a call turn: the model wrote the call, then kept going into a made-up next turn
+    instead of ending its turn (the parser keeps the call and leaves the rest as content)."""
+    return isinstance(content, str) and any(marker in content for marker in _TURN_MARKERS)
+
+
 def count_tool_calls(completion: Any) -> tuple[int, int]:
     """``(calls, failures)`` in one completion.
 
     Conversational: each entry of an assistant message's ``tool_calls`` is a call; a failure is a tool
     result TRL marked as an error, or a call left without any result. A ``CALL`` line TRL could not parse
-    (left as text) counts as a failed call, and so does a call with no result (TRL stopped the loop:
+    (left as text) counts as a failed call, and so do a call whose turn runs on into chat markup
+    (``CALL f(a=1)<|im_start|>user ...``: the model did not end its turn) and a call with no result (TRL stopped the loop:
     ``max_tool_calling_iterations`` or the length budget). Plain text: every ``CALL`` line is a call, failed unless it is
     well-formed.
     """
@@ -75,20 +83,22 @@ def count_tool_calls(completion: Any) -> tuple[int, int]:
         text = completion if isinstance(completion, str) else ""
         lines = [line for line in text.splitlines() if _ANY_CALL.match(line)]
         return len(lines), sum(1 for line in lines if not _CALL_LINE.match(line))
-    parsed = unparsed = 0
+    parsed = unparsed = run_on = 0
     for message in messages:
         if message.get("role") != "assistant":
             continue
         tool_calls = message.get("tool_calls")
         if isinstance(tool_calls, list) and tool_calls:
             parsed += len(tool_calls)
+            if _ran_past_turn(message.get("content")):
+                run_on += len(tool_calls)
         elif isinstance(message.get("content"), str):
             unparsed += len(_ANY_CALL.findall(message["content"]))
     results = [m for m in messages if m.get("role") == "tool"]
     errors = sum(1 for m in results if _is_error_result(m))
     without_result = max(0, parsed - len(results))  # e.g. max_tool_calling_iterations ran out
     calls = parsed + unparsed
-    return calls, min(calls, unparsed + errors + without_result)
+    return calls, min(calls, unparsed + errors + without_result + run_on)
 
 
 def final_answer_text(completion: Any) -> str:

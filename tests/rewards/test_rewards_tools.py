@@ -48,6 +48,16 @@ BAD_ARGS = [
 NO_CALL_RIGHT = [_answer("37 * 48 = 1776")]
 STOPPED_AFTER_CALL = [_assistant_call("multiply", a=37, b=48)]  # max_tool_calling_iterations ran out
 UNPARSED_CALL = [_answer("CALL multiply(37 48")]  # TRL's parser fell back to plain text
+# Seen after a short training run: the call, then the model kept writing a made-up user turn.
+RUN_ON_CALL = [
+    {
+        "role": "assistant",
+        "content": "<|im_start|>user\nA creature",
+        "tool_calls": [_call("multiply", a=37, b=48)],
+    },
+    _tool("1776"),
+    _answer("The answer is 1776."),
+]
 
 
 @pytest.mark.parametrize(
@@ -60,6 +70,7 @@ UNPARSED_CALL = [_answer("CALL multiply(37 48")]  # TRL's parser fell back to pl
         (NO_CALL_RIGHT, 1.0, 0.0, 0.0),
         (STOPPED_AFTER_CALL, 0.0, 0.0, 0.0),
         (UNPARSED_CALL, 0.0, 0.0, 0.0),
+        (RUN_ON_CALL, 1.0, 0.0, 0.0),
     ],
 )
 def test_rewards_on_trl_tool_loop_completions(completion, answer, call, success):
@@ -101,6 +112,7 @@ def test_count_tool_calls_counts_each_call_and_failure():
     assert count_tool_calls(NO_CALL_RIGHT) == (0, 0)
     assert count_tool_calls(STOPPED_AFTER_CALL) == (1, 1)
     assert count_tool_calls(UNPARSED_CALL) == (1, 1)
+    assert count_tool_calls(RUN_ON_CALL) == (1, 1)
 
 
 @pytest.mark.parametrize(
