@@ -36,6 +36,7 @@ raise before any model loads, with a message that names the fix.
 
 from __future__ import annotations
 
+import copy
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -171,10 +172,11 @@ def enable_tool_calling(tokenizer):
 
 def check_tool_tokenizer(tokenizer) -> None:
     """Raise ``ValueError`` unless TRL can run a tool loop with ``tokenizer``: its chat template renders a
-    whole tool exchange (TRL's ``supports_tool_calling``), is prefix-preserving, and it can parse calls
-    (a ``response_template``, or a chat template TRL knows how to parse)."""
+    whole tool exchange (TRL's ``supports_tool_calling``), is prefix-preserving (or TRL has a training
+    template to swap in), and it can parse calls (a ``response_template``, or a template TRL knows)."""
     from trl.chat_template_utils import (
         add_response_schema,
+        get_training_chat_template,
         is_chat_template_prefix_preserving,
         supports_tool_calling,
     )
@@ -186,16 +188,18 @@ def check_tool_tokenizer(tokenizer) -> None:
             f"calls or the tool results), so TRL's GRPOTrainer would refuse tools=. {fix}"
         )
     if not is_chat_template_prefix_preserving(tokenizer):
-        raise ValueError(
-            f"This tokenizer's chat template is not prefix-preserving, as TRL's tool loop needs. {fix}"
-        )
+        try:  # TRL swaps in its own prefix-preserving training template for the templates it knows (Qwen3, ...)
+            get_training_chat_template(tokenizer)
+        except ValueError:
+            raise ValueError(
+                "This tokenizer's chat template is not prefix-preserving, as TRL's tool loop needs, and TRL has "
+                f"no training template for it. {fix}"
+            ) from None
     has_parser = getattr(tokenizer, "response_template", None) is not None or (
         getattr(tokenizer, "response_schema", None) is not None
     )
     if not has_parser:
         try:  # a copy: only asks whether TRL knows the template, without setting anything on the caller's object
-            import copy
-
             add_response_schema(copy.copy(tokenizer))
         except ValueError:
             raise ValueError(

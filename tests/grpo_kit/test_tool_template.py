@@ -173,10 +173,23 @@ def test_check_tool_tokenizer_names_the_helper(plain, tok):
 def test_check_tool_tokenizer_needs_a_response_template(tok):
     import copy
 
-    no_parser = copy.copy(tok)
+    no_parser = copy.deepcopy(tok)
     no_parser.response_template = None
     with pytest.raises(ValueError, match="response_template.*enable_tool_calling"):
         check_tool_tokenizer(no_parser)
+
+
+def test_check_tool_tokenizer_refuses_a_template_that_is_not_prefix_preserving(tok):
+    import copy
+
+    from grpo_kit.tool_template import TOOL_CHAT_TEMPLATE
+
+    shifty = copy.deepcopy(tok)
+    # The first line now depends on how many messages follow: earlier turns render differently.
+    shifty.chat_template = "{{ messages | length }}" + TOOL_CHAT_TEMPLATE
+    assert supports_tool_calling(shifty) and not is_chat_template_prefix_preserving(shifty)
+    with pytest.raises(ValueError, match="not prefix-preserving.*enable_tool_calling"):
+        check_tool_tokenizer(shifty)
 
 
 def test_enable_tool_calling_refuses_a_non_chatml_tokenizer():
