@@ -17,8 +17,10 @@ from datasets_prep.hub import hub_available
 from datasets_prep.smoltldr import check_smoltldr_row, load_smoltldr
 from datasets_prep.sources import load_raw
 from datasets_prep.synthetic import synthetic_gsm8k, synthetic_tldr
+from datasets_prep.tool_tasks import CALCULATOR_TOOLS, load_tool_tasks, tool_task_rows
 
 __all__ = [
+    "CALCULATOR_TOOLS",
     "SYSTEM_PROMPT",
     "XML_COT_FORMAT",
     "check_gsm8k_row",
@@ -31,7 +33,9 @@ __all__ = [
     "load_gsm8k",
     "load_raw",
     "load_smoltldr",
+    "load_tool_tasks",
     "prompt_to_text",
     "synthetic_gsm8k",
     "synthetic_tldr",
+    "tool_task_rows",
 ]

@@ -14,6 +14,7 @@ from .compose import combine, route
 from .course import format_reward, length_reward
 from .gsm8k import correctness_reward, int_reward, soft_format_reward, strict_format_reward, xmlcount_reward
 from .lint import lint
+from .tools import tool_answer_reward, tool_call_reward, tool_success_reward
 from .trl_compat import (
     accuracy_reward,
     get_cosine_scaled_reward,
@@ -69,6 +70,9 @@ __all__ = [
     "strict_format_reward",
     "strict_format_reward_func",
     "think_format_reward",
+    "tool_answer_reward",
+    "tool_call_reward",
+    "tool_success_reward",
     "xmlcount_reward",
     "xmlcount_reward_func",
 ]
