@@ -1,4 +1,5 @@
-"""The reward curve: mean reward per logged step (± reward_std) and each reward function's mean.
+"""The reward curve (mean reward per logged step, ± reward_std, each reward function's mean) and the
+held-out report card (before/after per metric with confidence intervals, plus the reward curve).
 
 ``plot_reward_curve`` reads any of the three shapes a GRPO run leaves behind:
 
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["load_log_history", "plot_reward_curve"]
+__all__ = ["load_log_history", "plot_report_card", "plot_reward_curve"]
 
 
 def load_log_history(source: str | Path | Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -74,5 +75,56 @@ def plot_reward_curve(
     png_path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(png_path, dpi=110)
+    plt.close(fig)
+    return png_path
+
+
+def plot_report_card(comparisons: Sequence[Any], png_path: str | Path, *,
+                     log_history: str | Path | Sequence[dict[str, Any]] | None = None,
+                     title: str = "Held-out evaluation: before / after") -> Path:
+    """Before/after bars of each compared metric with the bootstrap CI of the change as an error bar on
+    the "after" bar, and (when ``log_history`` is given and holds rewards) the training reward curve.
+
+    ``comparisons``: :class:`grpo_kit.evaluate.Comparison` objects (or dicts with their fields).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    items = [c if isinstance(c, dict) else c.__dict__ for c in comparisons]
+    if not items:
+        raise ValueError("no comparisons to plot; compare at least one metric (grpo_kit.evaluate.compare).")
+    records = []
+    if log_history is not None:
+        records = [r for r in load_log_history(log_history) if r.get("reward") is not None and "step" in r]
+    panels = len(items) + (1 if records else 0)
+    cols = min(panels, 3)
+    rows = (panels + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.2 * rows), squeeze=False)
+    flat = [ax for row in axes for ax in row]
+    colours = {"improved": "tab:green", "worse": "tab:red"}
+    for ax, c in zip(flat, items):
+        # The CI is of the paired change, so it is drawn around the after mean: after + [low, high] - diff.
+        err = [[max(c["mean_diff"] - c["ci_low"], 0.0)], [max(c["ci_high"] - c["mean_diff"], 0.0)]]
+        ax.bar([0], [c["before"]], color="tab:gray", label="before")
+        ax.bar([1], [c["after"]], yerr=err, capsize=6, color=colours.get(c["verdict"], "tab:blue"), label="after")
+        ax.set_xticks([0, 1], ["before", "after"])
+        ax.set_title(f"{c['metric']}\n{c['verdict']} ({c['level']:.0%} CI of change "
+                     f"[{c['ci_low']:+.2g}, {c['ci_high']:+.2g}])", fontsize="small")
+        ax.grid(axis="y", alpha=0.3)
+    if records:
+        ax = flat[len(items)]
+        ax.plot([r["step"] for r in records], [r["reward"] for r in records], marker="o", markersize=3)
+        ax.set_title("training reward (mean per step)", fontsize="small")
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    for ax in flat[panels:]:
+        ax.axis("off")
+    fig.suptitle(title)
+    fig.tight_layout()
+    png_path = Path(png_path)
+    png_path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png_path, dpi=100)
     plt.close(fig)
     return png_path

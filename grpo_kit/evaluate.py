@@ -1,0 +1,505 @@
+"""Held-out evaluation with the same decoding before and after training, and a paired comparison.
+
+``evaluate`` answers ``num_prompts`` held-out prompts greedily (deterministic, so "before" and "after"
+differ only because the weights did) and, with ``k > 1``, also draws ``k`` seeded samples per prompt
+for pass@k and mean@k. Every metric is kept **per prompt** in the :class:`EvalReport`, because the
+comparison is paired: the same prompt before and after.
+
+``compare`` takes the per-prompt differences ``d_i = after_i - before_i`` of one metric and gives
+their mean with a seeded percentile-bootstrap confidence interval (resample the n prompts with
+replacement ``n_boot`` times, take the mean of each resample, read the ``(1-level)/2`` and
+``(1+level)/2`` quantiles; Efron & Tibshirani, *An Introduction to the Bootstrap*, ch. 13). The verdict
+is "improved" when the whole interval lies on the better side of 0, "worse" when on the worse side,
+"no change" when it contains 0. Which side is better depends on the metric (a length error falls
+when it improves).
+
+Per-prompt metrics (greedy answer):
+
+* ``reward`` — the weighted sum of the reward functions (None counts as 0, TRL's nansum);
+* ``reward/<name>`` — each function; ``at_max/<name>`` — 1 when it reaches its known maximum;
+* ``format`` — 1 when every *format* reward is > 0; ``accuracy`` — 1 when every *accuracy* reward
+  is at its maximum; ``length_error/<name>`` — ``|length - target|`` for length rewards;
+* ``length`` (tokens, EOS included), ``clipped`` (no EOS within ``max_new_tokens``), ``eos``;
+* with ``k > 1``: ``mean@k`` (mean total reward of the k samples) and ``pass@k/<name>`` (some sample
+  reaches the function's maximum).
+
+What a reward function's maximum is and what kind it is (format / accuracy / length) comes from its
+``max_reward`` / ``reward_kind`` attributes when it has them, else from :data:`REWARD_INFO` keyed by
+the function's name. (``rewards/`` could expose both attributes on its functions; this table keeps
+them here so the reward library stays unchanged.)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "REWARD_INFO",
+    "Comparison",
+    "EvalReport",
+    "GeneratedCompletion",
+    "RewardInfo",
+    "better_direction",
+    "compare",
+    "compare_all",
+    "evaluate",
+    "generate",
+    "load_eval_target",
+    "reward_info",
+    "write_atomic",
+]
+
+
+@dataclass(frozen=True)
+class RewardInfo:
+    """What a reward function measures (``kind``: "format", "accuracy", "length" or "other") and its
+    maximum (``None`` when unbounded or unknown)."""
+
+    kind: str = "other"
+    max_reward: float | None = None
+
+
+REWARD_INFO: dict[str, RewardInfo] = {
+    # rewards.gsm8k (course 12.6 scales)
+    "xmlcount_reward": RewardInfo("format", 0.5),
+    "soft_format_reward": RewardInfo("format", 0.5),
+    "strict_format_reward": RewardInfo("format", 0.5),
+    "int_reward": RewardInfo("other", 0.5),
+    "correctness_reward": RewardInfo("accuracy", 2.0),
+    # rewards.course and TRL's reward functions
+    "format_reward": RewardInfo("format", 1.0),
+    "think_format_reward": RewardInfo("format", 1.0),
+    "accuracy_reward": RewardInfo("accuracy", 1.0),
+    "reasoning_accuracy_reward": RewardInfo("accuracy", 1.0),
+}
+
+# Metrics that get better when they fall; None = no better direction (a length in tokens).
+LOWER_IS_BETTER_PREFIXES = ("length_error", "clipped")
+NO_DIRECTION = ("length",)
+
+
+def reward_info(fn: Callable) -> RewardInfo:
+    """Kind and maximum of a reward function: its own attributes first, then :data:`REWARD_INFO`."""
+    from rewards.compose import reward_name
+
+    name = reward_name(fn)
+    base = REWARD_INFO.get(name, RewardInfo())
+    if hasattr(fn, "ideal_length"):  # rewards.length_reward: -|ideal - length|, best at 0
+        base = RewardInfo("length", 0.0)
+    return RewardInfo(getattr(fn, "reward_kind", base.kind), getattr(fn, "max_reward", base.max_reward))
+
+
+def better_direction(metric: str) -> bool | None:
+    """True / False / None (no better direction) for a metric name of an :class:`EvalReport`."""
+    if metric in NO_DIRECTION:
+        return None
+    return not metric.startswith(LOWER_IS_BETTER_PREFIXES)
+
+
+# --------------------------------------------------------------------------- generation
+
+
+@dataclass
+class GeneratedCompletion:
+    """One decoded completion: its text, its length in tokens (EOS included) and whether it ended."""
+
+    text: str
+    num_tokens: int
+    ended: bool  # an EOS came within max_new_tokens (else it was clipped)
+    ids: list[int] = field(default_factory=list)
+
+
+def prompt_texts(tokenizer, prompts: Sequence[Any], chat_template_kwargs: dict | None = None) -> list[str]:
+    """The model input text of each prompt, rendered as the trainers render it (``prompt_to_text``)."""
+    from datasets_prep.chat import prompt_to_text
+
+    return [prompt_to_text(p, tokenizer, **(chat_template_kwargs or {})) for p in prompts]
+
+
+def generate(model, tokenizer, prompts: Sequence[Any], *, num_generations: int = 1, max_new_tokens: int,
+             temperature: float = 1.0, greedy: bool = False, seed: int = 0, batch_size: int = 8,
+             chat_template_kwargs: dict | None = None, top_p: float = 1.0, top_k: int = 0,
+             min_p: float | None = None, repetition_penalty: float = 1.0) -> list[list[GeneratedCompletion]]:
+    """``num_generations`` completions for each prompt (greedy: ``top_k=1``), batched with left padding
+    and a KV cache (:func:`grpo_kit.sampling.sample_completions`). Seeded; the caller's RNG is untouched.
+
+    Returns one list of completions per prompt.
+    """
+    import torch
+
+    from datasets_prep.chat import is_conversational_prompt
+    from grpo_kit.sampling import mask_after_eos, merged_lora, sample_completions, stop_token_ids
+
+    if greedy:
+        top_k, top_p, min_p, temperature = 1, 1.0, None, 1.0  # top-1 sampling picks the argmax
+    texts = prompt_texts(tokenizer, prompts, chat_template_kwargs)
+    eos_ids = stop_token_ids(model, tokenizer)
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    out: list[list[GeneratedCompletion]] = []
+    try:
+        with torch.random.fork_rng(devices=[]), merged_lora(model):
+            torch.manual_seed(seed)
+            for start in range(0, len(texts), batch_size):
+                chunk = texts[start:start + batch_size]
+                conversational = is_conversational_prompt(prompts[start])
+                enc = tokenizer(chunk, padding=True, padding_side="left", return_tensors="pt",
+                                add_special_tokens=not conversational)
+                sampled = sample_completions(
+                    model, enc["input_ids"].to(device), enc["attention_mask"].to(device),
+                    num_generations=num_generations, max_new_tokens=max_new_tokens, eos_token_ids=eos_ids,
+                    pad_token_id=tokenizer.pad_token_id, temperature=temperature, top_k=top_k, top_p=top_p,
+                    min_p=min_p, repetition_penalty=repetition_penalty,
+                )  # (b * G, T)
+                ids, mask, truncated = mask_after_eos(sampled, eos_ids, tokenizer.pad_token_id)  # (b*G, T)
+                lengths = mask.sum(1)  # (b*G,)
+                id_lists = [row[: int(n)].tolist() for row, n in zip(ids, lengths)]
+                decoded = tokenizer.batch_decode(id_lists, skip_special_tokens=True)
+                flat = [GeneratedCompletion(t, int(n), not bool(c), i)
+                        for t, n, c, i in zip(decoded, lengths, truncated, id_lists)]
+                out.extend(flat[j:j + num_generations] for j in range(0, len(flat), num_generations))
+    finally:
+        model.train(was_training)
+    return out
+
+
+Sampler = Callable[[Sequence[Any], int], list[list[GeneratedCompletion]]]
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+@dataclass
+class EvalReport:
+    """Per-prompt metrics of one evaluation (JSON round-trip: :meth:`to_dict` / :meth:`from_dict`)."""
+
+    per_prompt: dict[str, list[float]]  # metric -> one value per prompt (NaN where undefined)
+    prompts: list[str]  # the rendered prompt texts (identify the prompts for a paired comparison)
+    completions: list[str]  # the greedy answers
+    reward_names: list[str]
+    reward_kinds: dict[str, str]
+    settings: dict[str, Any]
+
+    @property
+    def num_prompts(self) -> int:
+        return len(self.prompts)
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """Mean of every per-prompt metric over the prompts where it is defined (NaN if nowhere)."""
+        return {name: _nanmean(values) for name, values in self.per_prompt.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["metrics"] = self.metrics
+        data["per_prompt"] = {k: [None if math.isnan(v) else v for v in vs] for k, vs in self.per_prompt.items()}
+        data["metrics"] = {k: None if math.isnan(v) else v for k, v in data["metrics"].items()}
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EvalReport:
+        per_prompt = {k: [math.nan if v is None else float(v) for v in vs] for k, vs in data["per_prompt"].items()}
+        return cls(per_prompt=per_prompt, prompts=list(data["prompts"]), completions=list(data["completions"]),
+                   reward_names=list(data["reward_names"]), reward_kinds=dict(data["reward_kinds"]),
+                   settings=dict(data["settings"]))
+
+
+def _nanmean(values: Sequence[float]) -> float:
+    kept = [v for v in values if not math.isnan(v)]
+    return sum(kept) / len(kept) if kept else math.nan
+
+
+def _rows(dataset: Any, num_prompts: int) -> list[dict[str, Any]]:
+    if hasattr(dataset, "column_names"):
+        if "prompt" not in dataset.column_names:
+            raise ValueError(f"the evaluation dataset has no 'prompt' column (columns: {dataset.column_names}); "
+                             "prepare it with a datasets_prep loader or rename the prompt column to 'prompt'.")
+        n = min(num_prompts, len(dataset))
+        return [dict(dataset[i]) for i in range(n)]
+    rows = list(dataset)[:num_prompts]
+    if not rows or not all(isinstance(r, dict) and "prompt" in r for r in rows):
+        raise ValueError("evaluate needs a datasets.Dataset or a list of dicts with a 'prompt' column.")
+    return rows
+
+
+def _score(funcs, prompts, completions: list[GeneratedCompletion], rows, conversational) -> list[list[float]]:
+    from rewards import call_reward_funcs
+
+    texts = [c.text for c in completions]
+    formatted = [[{"role": "assistant", "content": t}] for t in texts] if conversational else texts
+    columns = {k: [r[k] for r in rows] for k in rows[0] if k != "prompt"} if rows else {}
+    return call_reward_funcs(funcs, prompts, formatted, completion_ids=[c.ids for c in completions], **columns)
+
+
+def _weighted_total(row: Sequence[float], weights: Sequence[float]) -> float:
+    return sum(w * v for w, v in zip(weights, row) if not math.isnan(v))
+
+
+def evaluate(model, tokenizer, dataset: Any, reward_funcs: Callable | Sequence[Callable], *, num_prompts: int = 32,
+             k: int = 1, max_new_tokens: int = 128, temperature: float = 1.0, seed: int = 0,
+             chat_template_kwargs: dict | None = None, batch_size: int = 8,
+             reward_weights: Sequence[float] | None = None, sampler: Sampler | None = None) -> EvalReport:
+    """Evaluate the first ``num_prompts`` rows of ``dataset`` (held-out: rows the run never trains on).
+
+    Greedy answers always; with ``k > 1`` also ``k`` samples per prompt at ``temperature`` (seeded) for
+    ``mean@k`` and ``pass@k/<name>``. ``sampler(prompts, num_generations)`` replaces the model's decoding
+    (canned completions in tests; ``model``/``tokenizer`` are then only used by the sampler).
+    Raises ``RewardFunctionError`` naming the function and row if a reward function fails.
+    """
+    from datasets_prep.chat import is_conversational_prompt
+    from rewards import check_reward_funcs
+    from rewards.compose import reward_name
+
+    funcs = check_reward_funcs(reward_funcs)
+    weights = list(reward_weights) if reward_weights is not None else [1.0] * len(funcs)
+    if len(weights) != len(funcs):
+        raise ValueError(f"{len(weights)} reward_weights for {len(funcs)} reward functions; give one weight each.")
+    if not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be an int >= 1 (samples per prompt for pass@k), got {k!r}.")
+    if num_prompts < 1:
+        raise ValueError(f"num_prompts must be >= 1, got {num_prompts}.")
+    rows = _rows(dataset, num_prompts)
+    prompts = [r["prompt"] for r in rows]
+    conversational = is_conversational_prompt(prompts[0])
+
+    def sample(num_generations: int, greedy: bool) -> list[list[GeneratedCompletion]]:
+        if sampler is not None:
+            return sampler(prompts, num_generations)
+        return generate(model, tokenizer, prompts, num_generations=num_generations, max_new_tokens=max_new_tokens,
+                        temperature=temperature, greedy=greedy, seed=seed, batch_size=batch_size,
+                        chat_template_kwargs=chat_template_kwargs)
+
+    names = [reward_name(f) for f in funcs]
+    infos = [reward_info(f) for f in funcs]
+    greedy = [group[0] for group in sample(1, greedy=True)]
+    scores = _score(funcs, prompts, greedy, rows, conversational)  # (N, F)
+
+    per_prompt: dict[str, list[float]] = {"reward": [_weighted_total(s, weights) for s in scores]}
+    for j, (name, info) in enumerate(zip(names, infos)):
+        per_prompt[f"reward/{name}"] = [s[j] for s in scores]
+        if info.max_reward is not None:
+            per_prompt[f"at_max/{name}"] = [_at_max(s[j], info.max_reward) for s in scores]
+        if info.kind == "length":
+            per_prompt[f"length_error/{name}"] = [abs(s[j]) for s in scores]
+    for kind, metric in (("format", "format"), ("accuracy", "accuracy")):
+        idx = [j for j, i in enumerate(infos) if i.kind == kind]
+        if idx:
+            per_prompt[metric] = [_all_met(s, idx, infos, kind) for s in scores]
+    per_prompt["length"] = [float(c.num_tokens) for c in greedy]
+    per_prompt["clipped"] = [0.0 if c.ended else 1.0 for c in greedy]
+    per_prompt["eos"] = [1.0 if c.ended else 0.0 for c in greedy]
+
+    if k > 1:
+        groups = sample(k, greedy=False)
+        flat = [c for g in groups for c in g]
+        flat_rows = [r for r in rows for _ in range(k)]
+        flat_scores = _score(funcs, [r["prompt"] for r in flat_rows], flat, flat_rows, conversational)  # (N*k, F)
+        per_prompt[f"mean@{k}"] = [
+            sum(_weighted_total(s, weights) for s in flat_scores[i * k:(i + 1) * k]) / k for i in range(len(rows))
+        ]
+        for j, (name, info) in enumerate(zip(names, infos)):
+            if info.max_reward is not None:
+                per_prompt[f"pass@{k}/{name}"] = [
+                    _any_at_max([s[j] for s in flat_scores[i * k:(i + 1) * k]], info.max_reward)
+                    for i in range(len(rows))
+                ]
+    settings = {"num_prompts": len(rows), "k": k, "max_new_tokens": max_new_tokens, "temperature": temperature,
+                "seed": seed, "chat_template_kwargs": chat_template_kwargs, "reward_weights": weights,
+                "decoding": "greedy" + (f" + {k} samples at T={temperature}" if k > 1 else "")}
+    return EvalReport(per_prompt=per_prompt, prompts=[_prompt_key(p) for p in prompts], completions=[c.text for c in greedy], reward_names=names,
+                      reward_kinds={n: i.kind for n, i in zip(names, infos)}, settings=settings)
+
+
+def _prompt_key(prompt: Any) -> str:
+    return prompt if isinstance(prompt, str) else json.dumps(prompt, ensure_ascii=False)
+
+
+def _at_max(value: float, maximum: float) -> float:
+    return math.nan if math.isnan(value) else float(value >= maximum - 1e-9)
+
+
+def _any_at_max(values: Sequence[float], maximum: float) -> float:
+    kept = [v for v in values if not math.isnan(v)]
+    return math.nan if not kept else float(any(v >= maximum - 1e-9 for v in kept))
+
+
+def _all_met(scores: Sequence[float], idx: list[int], infos: list[RewardInfo], kind: str) -> float:
+    """1 when every format reward pays something (> 0) / every accuracy reward is at its maximum (> 0 when
+    its maximum is unknown); NaN when one of them skipped the row."""
+    if any(math.isnan(scores[j]) for j in idx):
+        return math.nan
+    if kind == "format":
+        return float(all(scores[j] > 0 for j in idx))
+    return float(all(scores[j] >= infos[j].max_reward - 1e-9 if infos[j].max_reward is not None else scores[j] > 0
+                     for j in idx))
+
+
+# --------------------------------------------------------------------------- comparison
+
+
+@dataclass
+class Comparison:
+    """Paired before/after comparison of one metric: mean difference (after - before) with a bootstrap CI."""
+
+    metric: str
+    n: int
+    before: float
+    after: float
+    mean_diff: float
+    ci_low: float
+    ci_high: float
+    level: float
+    n_boot: int
+    seed: int
+    higher_is_better: bool | None
+    verdict: str  # "improved" | "no change" | "worse" ("increased"/"decreased" without a better direction)
+
+    @property
+    def relative_change(self) -> float:
+        """``mean_diff / before`` (NaN when before is 0)."""
+        return self.mean_diff / self.before if self.before else math.nan
+
+    def summary(self) -> str:
+        return (f"{self.metric}: {self.before:.3f} -> {self.after:.3f} (diff {self.mean_diff:+.3f}, "
+                f"{self.level:.0%} CI [{self.ci_low:+.3f}, {self.ci_high:+.3f}], n={self.n}): {self.verdict}")
+
+
+def bootstrap_mean_ci(diffs: Sequence[float], *, n_boot: int = 10000, seed: int = 0,
+                      level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap CI of the mean of ``diffs`` (seeded numpy Generator)."""
+    import numpy as np
+
+    d = np.asarray(diffs, dtype=float)
+    rng = np.random.default_rng(seed)
+    means = np.empty(n_boot)
+    for start in range(0, n_boot, 1000):  # chunks keep memory at 1000 x n
+        stop = min(start + 1000, n_boot)
+        means[start:stop] = d[rng.integers(0, d.size, size=(stop - start, d.size))].mean(axis=1)
+    alpha = (1 - level) / 2
+    low, high = np.quantile(means, [alpha, 1 - alpha])
+    return float(low), float(high)
+
+
+def _verdict(low: float, high: float, better: bool | None) -> str:
+    if low <= 0 <= high:
+        return "no change"
+    up = low > 0
+    if better is None:
+        return "increased" if up else "decreased"
+    return "improved" if up == better else "worse"
+
+
+def compare(before: EvalReport, after: EvalReport, *, metric: str = "reward", n_boot: int = 10000, seed: int = 0,
+            level: float = 0.95, higher_is_better: bool | None = None) -> Comparison:
+    """Paired comparison of ``metric`` over the prompts both reports answered (NaN pairs are dropped).
+
+    ``higher_is_better`` defaults from the metric's name (``length_error/*`` and ``clipped`` improve when
+    they fall; ``length`` has no better side). Raises ``ValueError`` if the reports were made on different
+    prompts or lack the metric.
+    """
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), e.g. 0.95; got {level!r}.")
+    if n_boot < 100:
+        raise ValueError(f"n_boot={n_boot} is too few resamples for a stable interval; use >= 1000.")
+    for name, report in (("before", before), ("after", after)):
+        if metric not in report.per_prompt:
+            raise ValueError(f"metric {metric!r} is not in the {name} report; it has {sorted(report.per_prompt)}.")
+    if before.prompts != after.prompts:
+        raise ValueError("before and after were evaluated on different prompts; a paired comparison needs the "
+                         "same held-out prompts in the same order (same dataset rows, num_prompts and template).")
+    pairs = [(b, a) for b, a in zip(before.per_prompt[metric], after.per_prompt[metric])
+             if not (math.isnan(b) or math.isnan(a))]
+    if not pairs:
+        raise ValueError(f"metric {metric!r} is undefined (NaN) on every prompt; nothing to compare.")
+    diffs = [a - b for b, a in pairs]
+    low, high = bootstrap_mean_ci(diffs, n_boot=n_boot, seed=seed, level=level)
+    better = higher_is_better if higher_is_better is not None else better_direction(metric)
+    n = len(pairs)
+    return Comparison(metric=metric, n=n, before=sum(b for b, _ in pairs) / n, after=sum(a for _, a in pairs) / n,
+                      mean_diff=sum(diffs) / n, ci_low=low, ci_high=high, level=level, n_boot=n_boot, seed=seed,
+                      higher_is_better=better, verdict=_verdict(low, high, better))
+
+
+def compare_all(before: EvalReport, after: EvalReport, **kwargs: Any) -> dict[str, Comparison]:
+    """:func:`compare` for every metric both reports have and that is defined somewhere."""
+    out = {}
+    for metric in before.per_prompt:
+        if metric in after.per_prompt:
+            try:
+                out[metric] = compare(before, after, metric=metric, **kwargs)
+            except ValueError as error:
+                if "undefined" not in str(error):
+                    raise
+    return out
+
+
+# --------------------------------------------------------------------------- files and targets
+
+
+def write_atomic(path: str | os.PathLike, text: str | bytes) -> Path:
+    """Write ``path`` through a temporary file in the same folder and ``os.replace`` it: an interrupted
+    write (Ctrl-C) leaves the old file, never half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode() if isinstance(text, str) else text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def load_eval_target(path: str | os.PathLike):
+    """``(model, tokenizer)`` to evaluate from a run folder or an exported model folder.
+
+    A run folder has ``run.json`` and ``adapter/`` (LoRA, loaded on the base model named in run.json or
+    adapter_config.json) or ``merged/``; a model folder has ``config.json``; an adapter folder has
+    ``adapter_config.json``. Anything else raises ``FileNotFoundError`` naming what was expected.
+    """
+    from grpo_kit.models import load_model
+
+    root = Path(path)
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root} is not a folder; pass a grpo-kit run folder (run.json + adapter/ or "
+                                "merged/) or an exported model folder (config.json).")
+    adapter = next((d for d in (root / "adapter", root) if (d / "adapter_config.json").is_file()), None)
+    if adapter is not None:
+        return _load_adapter(root, adapter)
+    for model_dir in (root / "merged", root):
+        if (model_dir / "config.json").is_file():
+            return load_model(model_dir)
+    raise FileNotFoundError(
+        f"{root} is neither a run folder nor a model: expected adapter/adapter_config.json or merged/config.json "
+        "(a `grpo-kit train` run folder), config.json (an exported model) or adapter_config.json (an adapter)."
+    )
+
+
+def _load_adapter(root: Path, adapter: Path):
+    from peft import PeftModel
+    from transformers import AutoTokenizer
+
+    from grpo_kit.models import load_model, prepare_tokenizer, tiny_model
+
+    base_name = None
+    for run_json in (root / "run.json", adapter.parent / "run.json"):
+        if run_json.is_file():
+            base_name = json.loads(run_json.read_text()).get("model")
+            break
+    base_name = base_name or json.loads((adapter / "adapter_config.json").read_text()).get("base_model_name_or_path")
+    if not base_name:
+        raise FileNotFoundError(f"cannot tell which base model the adapter in {adapter} belongs to: no run.json "
+                                "with 'model' and no base_model_name_or_path in adapter_config.json.")
+    base, _ = tiny_model(seed=0) if base_name == "tiny" else load_model(base_name)
+    tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(adapter))
+    return PeftModel.from_pretrained(base, adapter), tokenizer

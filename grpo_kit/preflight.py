@@ -1,0 +1,233 @@
+"""Pre-flight: will GRPO have anything to learn from? Seconds of sampling before minutes of training.
+
+GRPO learns only from differences *within* a group of G completions of one prompt: the advantage is
+``(r_i - mean(r)) / std(r)``, so a group whose rewards are all equal contributes nothing (TRL logs its
+share as ``frac_reward_zero_std``). Three things silently kill a run this way, and each shows up in a
+handful of samples from the base model:
+
+* the reward is (almost) always the same, e.g. a format the model never writes -> zero-std groups;
+* no completion ends (no EOS: a chat template the model does not follow) -> every completion is
+  clipped at ``max_completion_length`` and the length/format rewards are all alike;
+* the chat template already opens ``<think>``, so a reward that expects the completion to start with
+  it never pays.
+
+:func:`validate_inputs` catches what needs no model (no ``prompt`` column, a reward function that
+raises on a row, named with the row); :func:`check` samples ``num_generations`` completions for
+``num_prompts`` prompts with the recipe's generation settings and returns a :class:`PreflightReport`
+with a go/no-go verdict, each finding carrying its fix.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from grpo_kit.evaluate import GeneratedCompletion, Sampler, generate, prompt_texts, reward_info
+
+__all__ = ["Finding", "PreflightReport", "check", "validate_inputs"]
+
+# A run is no-go at or above these shares (the issue's examples: 94 % zero-std, 88 % clipped).
+ZERO_STD_NO_GO = 0.5
+CLIPPED_NO_GO = 0.5
+# Format rewards that need the completion itself to start with "<think>".
+EXPECTS_OPENING_THINK = frozenset({"format_reward", "think_format_reward"})
+# Probe completions for validate_inputs: empty, plain text, and the course's XML layout.
+PROBE_COMPLETIONS = ("", "The answer is 42.", "<reasoning>\n6 * 7 = 42\n</reasoning>\n<answer>\n42\n</answer>\n")
+
+
+@dataclass
+class Finding:
+    """One thing pre-flight saw: ``severity`` "no-go" (training would not learn) or "warning"."""
+
+    code: str
+    severity: str
+    message: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"[{self.severity}] {self.message} Fix: {self.fix}"
+
+
+@dataclass
+class PreflightReport:
+    num_prompts: int
+    num_generations: int
+    zero_std_share: float  # groups whose total reward has zero variance
+    clipped_ratio: float  # completions that hit max_completion_length without EOS
+    eos_rate: float
+    reward_mean: dict[str, float]
+    reward_std: dict[str, float]
+    pass_at_g: dict[str, float]  # per correctness/accuracy function: prompts with >= 1 completion at its max
+    prompt_ending: str  # the last characters of the first rendered prompt
+    opens_think: bool  # the rendered prompt already ends inside <think>
+    findings: list[Finding] = field(default_factory=list)
+    examples: list[str] = field(default_factory=list)  # a few completions, to look at
+
+    @property
+    def go(self) -> bool:
+        return not any(f.severity == "no-go" for f in self.findings)
+
+    @property
+    def verdict(self) -> str:
+        return "go" if self.go else "no-go"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "verdict": self.verdict}
+
+    def summary(self) -> str:
+        lines = [(f"pre-flight: {self.verdict.upper()} ({self.num_prompts} prompts x {self.num_generations} "
+                 f"completions)"),
+                 (f"  zero-std groups {self.zero_std_share:.0%}, clipped {self.clipped_ratio:.0%}, "
+                 f"EOS {self.eos_rate:.0%}")]
+        for name, mean in self.reward_mean.items():
+            lines.append(f"  {name}: mean {mean:.3g}, std {self.reward_std[name]:.3g}"
+                         + (f", pass@{self.num_generations} {self.pass_at_g[name]:.0%}" if name in self.pass_at_g
+                            else ""))
+        lines.append(f"  rendered prompt ends with {self.prompt_ending!r}")
+        lines += [f"  {f}" for f in self.findings]
+        return "\n".join(lines)
+
+
+def validate_inputs(dataset: Any, reward_funcs: Callable | Sequence[Callable], *, num_prompts: int = 8) -> list:
+    """Checks that need no model. Returns the reward functions as a list; raises ``ValueError`` for a
+    dataset without a ``prompt`` column and ``RewardFunctionError`` (function + row) when a reward
+    function raises on one of the first ``num_prompts`` rows with a probe completion."""
+    from datasets_prep.chat import is_conversational_prompt
+    from rewards import call_reward_funcs, check_reward_funcs
+
+    funcs = check_reward_funcs(reward_funcs)
+    columns = list(getattr(dataset, "column_names", None) or (dataset[0].keys() if len(dataset) else []))
+    if "prompt" not in columns:
+        raise ValueError(f"the dataset has no 'prompt' column (columns: {columns}). GRPO samples completions for "
+                         "dataset['prompt']: rename your question column to 'prompt' or prepare the data with a "
+                         "datasets_prep loader (e.g. load_gsm8k).")
+    rows = [dict(dataset[i]) for i in range(min(num_prompts, len(dataset)))]
+    if not rows:
+        raise ValueError("the dataset is empty; pre-flight needs at least one prompt.")
+    conversational = is_conversational_prompt(rows[0]["prompt"])
+    probe_rows = [r for r in rows for _ in PROBE_COMPLETIONS]
+    texts = [t for _ in rows for t in PROBE_COMPLETIONS]
+    completions = [[{"role": "assistant", "content": t}] for t in texts] if conversational else texts
+    other = {k: [r[k] for r in probe_rows] for k in rows[0] if k != "prompt"}
+    call_reward_funcs(funcs, [r["prompt"] for r in probe_rows], completions, completion_ids=None, **other)
+    return funcs
+
+
+def check(model, tokenizer, dataset: Any, reward_funcs: Callable | Sequence[Callable], *, num_prompts: int = 8,
+          num_generations: int = 8, max_completion_length: int = 256, temperature: float = 1.0, top_p: float = 1.0,
+          top_k: int = 0, min_p: float | None = None, repetition_penalty: float = 1.0,
+          chat_template_kwargs: dict | None = None, reward_weights: Sequence[float] | None = None, seed: int = 0,
+          batch_size: int = 8, sampler: Sampler | None = None) -> PreflightReport:
+    """Sample ``num_generations`` completions for the first ``num_prompts`` prompts and judge learnability.
+
+    Use the run's generation settings (``num_generations``, ``max_completion_length``, ``temperature``…),
+    so what pre-flight sees is what the first training step will see. ``sampler(prompts, G)`` replaces
+    the model's decoding (canned completions in tests).
+    """
+    from datasets_prep.chat import is_conversational_prompt
+    from rewards import call_reward_funcs
+    from rewards.compose import reward_name
+
+    if num_generations < 2:
+        raise ValueError(f"num_generations={num_generations}: GRPO compares completions within a group; use >= 2.")
+    funcs = validate_inputs(dataset, reward_funcs, num_prompts=num_prompts)
+    weights = list(reward_weights) if reward_weights is not None else [1.0] * len(funcs)
+    rows = [dict(dataset[i]) for i in range(min(num_prompts, len(dataset)))]
+    prompts = [r["prompt"] for r in rows]
+    rendered = prompt_texts(tokenizer, prompts[:1], chat_template_kwargs)[0] if tokenizer is not None else (
+        prompts[0] if isinstance(prompts[0], str) else "")
+    if sampler is not None:
+        groups = sampler(prompts, num_generations)
+    else:
+        groups = generate(model, tokenizer, prompts, num_generations=num_generations,
+                          max_new_tokens=max_completion_length, temperature=temperature, top_p=top_p, top_k=top_k,
+                          min_p=min_p, repetition_penalty=repetition_penalty, seed=seed, batch_size=batch_size,
+                          chat_template_kwargs=chat_template_kwargs)
+    flat: list[GeneratedCompletion] = [c for g in groups for c in g]
+    flat_rows = [r for r in rows for _ in range(num_generations)]
+    conversational = is_conversational_prompt(prompts[0])
+    texts = [c.text for c in flat]
+    completions = [[{"role": "assistant", "content": t}] for t in texts] if conversational else texts
+    other = {k: [r[k] for r in flat_rows] for k in rows[0] if k != "prompt"}
+    scores = call_reward_funcs(funcs, [r["prompt"] for r in flat_rows], completions,
+                               completion_ids=[c.ids for c in flat], **other)  # (N*G, F)
+
+    G = num_generations
+    totals = [sum(w * v for w, v in zip(weights, s) if not math.isnan(v)) for s in scores]  # TRL's nansum
+    group_totals = [totals[i:i + G] for i in range(0, len(totals), G)]
+    zero_std = sum(math.isclose(statistics.pstdev(g), 0.0, abs_tol=1e-8) for g in group_totals) / len(group_totals)
+    clipped = sum(not c.ended for c in flat) / len(flat)
+    names = [reward_name(f) for f in funcs]
+    means, stds, pass_at = {}, {}, {}
+    for j, (name, fn) in enumerate(zip(names, funcs)):
+        values = [s[j] for s in scores if not math.isnan(s[j])]
+        means[name] = statistics.fmean(values) if values else math.nan
+        stds[name] = statistics.pstdev(values) if values else math.nan
+        info = reward_info(fn)
+        if info.kind == "accuracy" and info.max_reward is not None:
+            solved = [any(s[j] >= info.max_reward - 1e-9 for s in scores[i:i + G] if not math.isnan(s[j]))
+                      for i in range(0, len(scores), G)]
+            pass_at[name] = sum(solved) / len(solved)
+
+    report = PreflightReport(
+        num_prompts=len(rows), num_generations=G, zero_std_share=zero_std, clipped_ratio=clipped,
+        eos_rate=1.0 - clipped, reward_mean=means, reward_std=stds, pass_at_g=pass_at,
+        prompt_ending=rendered[-40:], opens_think=rendered.rstrip().endswith("<think>"),
+        examples=texts[:: max(1, G)][:4],
+    )
+    report.findings = _findings(report, funcs, names, max_completion_length)
+    return report
+
+
+def _findings(report: PreflightReport, funcs: list, names: list[str], max_completion_length: int) -> list[Finding]:
+    found = []
+    if report.zero_std_share >= ZERO_STD_NO_GO:
+        found.append(Finding(
+            "zero_std", "no-go",
+            f"{report.zero_std_share:.0%} of groups have zero reward variance: the task is too hard or too easy "
+            "for this model, so those groups give no learning signal.",
+            "Use a partial-credit reward (e.g. xmlcount_reward, soft_format_reward), raise num_generations, "
+            "or pick easier prompts (a worked example in the prompt helps a small model).",
+        ))
+    if report.clipped_ratio >= CLIPPED_NO_GO:
+        found.append(Finding(
+            "clipped", "no-go",
+            f"{report.clipped_ratio:.0%} of completions hit max_completion_length={max_completion_length}: "
+            "no EOS.",
+            "Check the chat template (conversational prompts for an instruct model), or raise "
+            "max_completion_length.",
+        ))
+    for name in names:
+        if math.isnan(report.reward_mean[name]):
+            found.append(Finding(
+                "reward_all_none", "no-go",
+                f"{name} returned None for every completion, so it never contributes.",
+                "Check that the dataset has the column it reads (e.g. 'answer' for correctness_reward).",
+            ))
+    for name, share in report.pass_at_g.items():
+        if share == 0:
+            found.append(Finding(
+                "never_solved", "warning",
+                f"no prompt was solved in {report.num_generations} samples ({name} pass@{report.num_generations} "
+                "= 0%): the correctness reward gives no signal yet.",
+                "Keep format/partial-credit rewards so the model learns something first, or use easier prompts.",
+            ))
+    expects_think = any(n in EXPECTS_OPENING_THINK for n in names)
+    if report.opens_think and expects_think:
+        found.append(Finding(
+            "template_opens_think", "warning",
+            "the chat template already ends the prompt with <think>, so completions start inside the reasoning "
+            "and a reward that expects them to open <think> never pays.",
+            "Pass chat_template_kwargs={'enable_thinking': False} so the model writes the tag itself, or use a "
+            "format reward that accepts a completion starting inside <think> (prepend '<think>' before scoring).",
+        ))
+    elif report.opens_think:
+        found.append(Finding(
+            "template_opens_think", "warning",
+            "the chat template already ends the prompt with <think>: completions start inside the reasoning.",
+            "Make sure the format rewards do not expect the completion to open <think> itself.",
+        ))
+    return found

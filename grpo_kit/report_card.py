@@ -1,0 +1,133 @@
+"""The report card of a run: ``eval.json``, ``report.md`` and ``report_card.png`` in the run folder.
+
+``eval.json`` holds both evaluations (every per-prompt value, so the comparison can be redone) and the
+comparison of every metric; ``report.md`` is the table a learner reads (before, after, change, CI,
+verdict) with a few answers side by side; ``report_card.png`` draws the headline metrics with their
+CIs next to the training reward curve.
+
+All three files are written to temporary files first and renamed into place only when all of them
+are ready, so an evaluation interrupted with Ctrl-C leaves the run folder as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from grpo_kit.evaluate import Comparison, EvalReport, compare_all
+
+__all__ = ["headline_metrics", "render_report_md", "write_report_card"]
+
+# Metrics a learner looks at first, in this order; prefixes match per-function metrics.
+HEADLINE = ("reward", "format", "accuracy", "length_error/", "at_max/strict_format_reward", "mean@", "pass@",
+            "length", "clipped")
+
+
+def headline_metrics(comparisons: dict[str, Comparison], limit: int = 8) -> list[str]:
+    """The compared metrics worth a panel, most telling first (at most ``limit``)."""
+    chosen: list[str] = []
+    for key in HEADLINE:
+        for name in comparisons:
+            matches = name.startswith(key) if key.endswith(("/", "@")) else name == key
+            if matches and name not in chosen:
+                chosen.append(name)
+    return chosen[:limit]
+
+
+def _fmt(value: float) -> str:
+    return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3g}"
+
+
+def _cell(text: str, limit: int = 400) -> str:
+    text = text if len(text) <= limit else text[:limit] + "…"
+    return text.replace("|", "\\|").replace("\n", "<br>") or "*(empty)*"
+
+
+def _prompt_preview(prompt: str) -> str:
+    try:
+        messages = json.loads(prompt)
+    except (json.JSONDecodeError, TypeError):
+        return prompt
+    if isinstance(messages, list) and messages and isinstance(messages[-1], dict):
+        return str(messages[-1].get("content", prompt))
+    return prompt
+
+
+def render_report_md(before: EvalReport, after: EvalReport, comparisons: dict[str, Comparison], *,
+                     title: str = "Report card", num_samples: int = 4) -> str:
+    """Markdown: settings, the metric table with CIs and verdicts, a few answers before/after."""
+    s = before.settings
+    lines = [f"# {title}", "",
+             (f"{before.num_prompts} held-out prompts, decoding: {s.get('decoding')}, "
+             f"max_new_tokens={s.get('max_new_tokens')}, seed={s.get('seed')}. Changes are paired per prompt "
+             "(after − before) with a seeded percentile-bootstrap confidence interval."), "",
+             "| metric | before | after | change | CI | verdict |", "|---|---|---|---|---|---|"]
+    for name, c in comparisons.items():
+        lines.append(f"| {name} | {_fmt(c.before)} | {_fmt(c.after)} | {c.mean_diff:+.3g} | "
+                     f"[{c.ci_low:+.3g}, {c.ci_high:+.3g}] ({c.level:.0%}) | {c.verdict} |")
+    if num_samples > 0:
+        lines += ["", "## Answers before / after (greedy)", "", "| # | prompt | before | after |", "|---|---|---|---|"]
+        for i in range(min(num_samples, before.num_prompts)):
+            lines.append(f"| {i} | {_cell(_prompt_preview(before.prompts[i]), 300)} | "
+                         f"{_cell(before.completions[i])} | {_cell(after.completions[i])} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_report_card(out_dir: str | os.PathLike, before: EvalReport, after: EvalReport, *,
+                      log_history: str | Path | Sequence[dict[str, Any]] | None = None,
+                      title: str = "Report card", n_boot: int = 10000, seed: int = 0, level: float = 0.95,
+                      num_samples: int = 4) -> dict[str, Path]:
+    """Compare ``before`` and ``after`` on every metric and write the three files into ``out_dir``.
+
+    ``log_history``: the run's ``metrics.jsonl`` (or TRL log history) for the reward-curve panel; a
+    missing file is skipped. Returns ``{"eval.json": path, "report.md": path, "report_card.png": path}``.
+    """
+    from grpo_kit.plots import plot_report_card
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    comparisons = compare_all(before, after, n_boot=n_boot, seed=seed, level=level)
+    if log_history is not None and isinstance(log_history, (str, Path)) and not Path(log_history).exists():
+        log_history = None
+    payload = {"before": before.to_dict(), "after": after.to_dict(),
+               "comparisons": {k: {**asdict(c), "relative_change": _json_float(c.relative_change)}
+                               for k, c in comparisons.items()}}
+    contents = {
+        "eval.json": json.dumps(payload, indent=2, ensure_ascii=False),
+        "report.md": render_report_md(before, after, comparisons, title=title, num_samples=num_samples),
+    }
+    temps: dict[str, Path] = {}
+    try:
+        for name, text in contents.items():
+            temps[name] = _temp_in(out, name)
+            temps[name].write_text(text)
+        temps["report_card.png"] = _temp_in(out, "report_card.png")
+        try:
+            plot_report_card([comparisons[m] for m in headline_metrics(comparisons)], temps["report_card.png"],
+                             log_history=log_history, title=title)
+        except ValueError:  # no reward records in the log: the card without its curve
+            plot_report_card([comparisons[m] for m in headline_metrics(comparisons)], temps["report_card.png"],
+                             title=title)
+        for name, tmp in temps.items():  # all files are ready: swap them in
+            os.replace(tmp, out / name)
+    finally:
+        for tmp in temps.values():
+            tmp.unlink(missing_ok=True)
+    return {name: out / name for name in temps}
+
+
+def _temp_in(folder: Path, name: str) -> Path:
+    suffix = Path(name).suffix  # matplotlib picks the format from the suffix
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=f".tmp{suffix}")
+    os.close(fd)
+    return Path(tmp)
+
+
+def _json_float(value: float) -> float | None:
+    return None if math.isnan(value) else value

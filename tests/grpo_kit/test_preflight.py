@@ -1,0 +1,125 @@
+"""Pre-flight: each finding from canned completions (a sampler argument), validation before any model,
+and a real sampling run on ``tiny_model()``."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import rewards
+from grpo_kit.evaluate import GeneratedCompletion
+from grpo_kit.models import tiny_model
+from grpo_kit.preflight import check, validate_inputs
+
+GOOD = "<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>\n"
+WRONG = "<reasoning>\n3 + 4 = 8\n</reasoning>\n<answer>\n8\n</answer>\n"
+PLAIN = "The answer is 7"
+GSM8K_FUNCS = [rewards.xmlcount_reward, rewards.soft_format_reward, rewards.strict_format_reward,
+               rewards.int_reward, rewards.correctness_reward]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def _dataset(n: int, answer: str | None = "7") -> list[dict]:
+    return [{"prompt": [{"role": "user", "content": f"What is 3 + 4? (#{i})"}], "answer": answer} for i in range(n)]
+
+
+def canned(groups: list[list[str]], *, ended: bool = True):
+    def sampler(prompts, num_generations):
+        assert len(prompts) == len(groups) and all(len(g) == num_generations for g in groups)
+        return [[GeneratedCompletion(t, len(t.split()), ended) for t in g] for g in groups]
+
+    return sampler
+
+
+def codes(report) -> dict[str, str]:
+    return {f.code: f.severity for f in report.findings}
+
+
+def test_learnable_batch_is_go():
+    groups = [[GOOD, PLAIN, WRONG, PLAIN], [PLAIN, GOOD, PLAIN, PLAIN]]
+    report = check(None, None, _dataset(2), GSM8K_FUNCS, num_prompts=2, num_generations=4, sampler=canned(groups))
+    assert report.verdict == "go" and report.findings == []
+    assert report.zero_std_share == 0.0 and report.clipped_ratio == 0.0 and report.eos_rate == 1.0
+    assert report.pass_at_g == {"correctness_reward": 1.0}
+    assert report.reward_mean["correctness_reward"] == pytest.approx(2.0 * 2 / 8)
+    assert "GO" in report.summary()
+
+
+def test_zero_variance_groups_are_no_go_with_the_fix():
+    groups = [[PLAIN] * 4, [PLAIN] * 4, [PLAIN] * 3 + [GOOD]]
+    report = check(None, None, _dataset(3), GSM8K_FUNCS, num_prompts=3, num_generations=4, sampler=canned(groups))
+    assert report.zero_std_share == pytest.approx(2 / 3)
+    assert codes(report)["zero_std"] == "no-go" and report.verdict == "no-go"
+    finding = next(f for f in report.findings if f.code == "zero_std")
+    assert finding.message.startswith("67% of groups have zero reward variance")
+    assert "partial-credit reward" in finding.fix and "num_generations" in finding.fix
+
+
+def test_no_eos_is_no_go():
+    groups = [[GOOD, PLAIN], [PLAIN, GOOD]]
+    report = check(None, None, _dataset(2), GSM8K_FUNCS, num_prompts=2, num_generations=2,
+                   max_completion_length=64, sampler=canned(groups, ended=False))
+    assert report.clipped_ratio == 1.0 and report.eos_rate == 0.0
+    finding = next(f for f in report.findings if f.code == "clipped")
+    assert finding.severity == "no-go"
+    assert "100% of completions hit max_completion_length=64: no EOS" in finding.message
+    assert "chat template" in finding.fix
+
+
+def test_never_solved_is_a_warning_and_all_none_reward_is_no_go():
+    groups = [[WRONG, PLAIN], [PLAIN, WRONG]]
+    report = check(None, None, _dataset(2), GSM8K_FUNCS, num_prompts=2, num_generations=2, sampler=canned(groups))
+    assert codes(report) == {"never_solved": "warning"} and report.verdict == "go"
+    no_answer = check(None, None, _dataset(2, answer=None), GSM8K_FUNCS, num_prompts=2, num_generations=2,
+                      sampler=canned(groups))
+    assert codes(no_answer)["reward_all_none"] == "no-go"
+    assert "correctness_reward returned None for every completion" in str(no_answer.findings[0])
+
+
+def test_chat_template_that_opens_think():
+    _, tokenizer = tiny_model()
+    tokenizer.chat_template = tokenizer.chat_template + "{% if add_generation_prompt %}<think>\n{% endif %}"
+    groups = [["</think><answer>7</answer>", "x"]]
+    report = check(None, tokenizer, _dataset(1), [rewards.format_reward], num_prompts=1, num_generations=2,
+                   sampler=canned(groups))
+    assert report.opens_think and report.prompt_ending.endswith("<think>\n")
+    assert "enable_thinking" in next(f for f in report.findings if f.code == "template_opens_think").fix
+    _, plain = tiny_model()
+    assert not check(None, plain, _dataset(1), [rewards.format_reward], num_prompts=1, num_generations=2,
+                     sampler=canned(groups)).opens_think
+
+
+def test_validation_before_any_model_loads():
+    with pytest.raises(ValueError, match="no 'prompt' column.*rename"):
+        check(None, None, [{"question": "?", "answer": "1"}], GSM8K_FUNCS)
+
+    def brittle(completions, **kwargs):
+        return [float(c[-1]["content"].split()[0] == "<reasoning>") for c in completions]  # IndexError on ""
+
+    with pytest.raises(rewards.RewardFunctionError, match=r"brittle raised IndexError.*row 0") as info:
+        validate_inputs(_dataset(2), [brittle])
+    assert info.value.func_name == "brittle"
+    with pytest.raises(TypeError, match="factory"):
+        validate_inputs(_dataset(1), [rewards.length_reward])
+    with pytest.raises(ValueError, match="num_generations"):
+        check(None, None, _dataset(1), GSM8K_FUNCS, num_generations=1)
+
+
+def test_real_sampling_on_tiny_model_finds_no_eos():
+    model, tokenizer = tiny_model(seed=0)
+    report = check(model, tokenizer, _dataset(2), GSM8K_FUNCS, num_prompts=2, num_generations=3,
+                   max_completion_length=5, seed=0)
+    # a random model never emits EOS within 5 tokens, and never writes the XML format
+    assert report.clipped_ratio == 1.0 and report.zero_std_share == 1.0
+    assert codes(report) == {"zero_std": "no-go", "clipped": "no-go", "never_solved": "warning"}
+    assert report.to_dict()["verdict"] == "no-go"
+    again = check(model, tokenizer, _dataset(2), GSM8K_FUNCS, num_prompts=2, num_generations=3,
+                  max_completion_length=5, seed=0)
+    assert again.examples == report.examples  # seeded
