@@ -295,6 +295,7 @@ def _stored_invocation(output_dir: str | Path | None, resume: Any) -> dict[str, 
 def _check_resumes_the_same_run(plan: RunPlan) -> None:
     """Resuming with another configuration would continue one run with another's settings: refuse it."""
     from grpo_kit.checkpoint import CheckpointError, config_diff
+    from grpo_kit.run_context import BOOKKEEPING_FIELDS
 
     stored = _stored_run_config(plan.output_dir, plan.resume)
     if stored is None:
@@ -302,6 +303,8 @@ def _check_resumes_the_same_run(plan: RunPlan) -> None:
     current = plan.run_config()
     diff = config_diff({"recipe": stored["recipe"], "loop": stored["loop"]},
                        {"recipe": current["recipe"], "loop": current["loop"]})
+    bookkeeping = {f"recipe.training.{name}" for name in BOOKKEEPING_FIELDS} | {"recipe.description"}
+    diff = {name: values for name, values in diff.items() if name not in bookkeeping}
     if diff:
         listed = "; ".join(f"{name}: {old!r} (stored) -> {new!r} (now)" for name, (old, new) in diff.items())
         raise CheckpointError(f"--resume: {plan.output_dir} was trained with another configuration ({listed}). "

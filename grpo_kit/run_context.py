@@ -46,10 +46,12 @@ from grpo_kit.checkpoint import (
 from grpo_kit.metrics_log import MetricsAccumulator, MetricsWriter
 from grpo_kit.result import RunResult
 
-__all__ = ["BadStepWarning", "BadStepsError", "LoopState", "RunContext", "loop_config_record"]
+__all__ = ["BOOKKEEPING_FIELDS", "BadStepWarning", "BadStepsError", "LoopState", "RunContext", "loop_config_record"]
 
-#: Fields of the loop config that say where and how to show a run, not what it computes.
-_NOT_PART_OF_THE_RUN = ("output_dir", "resume_from_checkpoint", "disable_tqdm")
+#: Fields that say where a run writes and how often it reports or saves, not what it computes: a resume may
+#: change them (e.g. continue from a periodic checkpoint with another save_steps).
+BOOKKEEPING_FIELDS = frozenset({"output_dir", "resume_from_checkpoint", "disable_tqdm", "logging_steps",
+                                "save_steps", "save_total_limit", "report_to", "run_name", "logging_dir"})
 
 
 class BadStepWarning(RuntimeWarning):
@@ -63,7 +65,7 @@ class BadStepsError(RuntimeError):
 def loop_config_record(config) -> dict[str, Any]:
     """The loop config as a checkpoint stores it: what the run computes (not where it writes)."""
     return {f.name: jsonable_config(getattr(config, f.name)) for f in fields(config)
-            if f.name not in _NOT_PART_OF_THE_RUN}
+            if f.name not in BOOKKEEPING_FIELDS}
 
 
 @dataclass
