@@ -159,7 +159,7 @@ def cmd_train(args, console) -> int:
     recipe, output_dir = plan.recipe, plan.output_dir
     if plan.set_aside is not None:
         console.print(f"--overwrite: the run already in {output_dir} is moved aside to {plan.set_aside}.",
-                      highlight=False)
+                      highlight=False, soft_wrap=True)
     if plan.loop == "unsloth":
         console.print(f"[bold]grpo-kit train[/] {recipe.name} — Unsloth path")
     else:
