@@ -170,6 +170,7 @@ class RunContext:
 
     def _skip_step(self, reason: str) -> None:
         """Drop the step's gradients, count it, warn; after max_bad_steps in a row save and stop."""
+        reason = reason.rstrip(".")
         self.optimizer.zero_grad(set_to_none=True)
         self.skipped_steps += 1
         self._bad_in_a_row += 1
