@@ -2,14 +2,17 @@
 
     grpo-kit train                                  # the main job: default recipe, embedded model, CPU, offline
     grpo-kit train --recipe gsm8k-cpu --loop trl --max-steps 20 --set learning_rate=5e-5 --set lora.r=8
-    grpo-kit train --output-dir outputs/run --resume            # continue after Ctrl-C
+    grpo-kit train --output-dir outputs/run --resume            # continue after Ctrl-C (stored configuration)
+    grpo-kit train --output-dir outputs/run --overwrite         # start again there (old run moved aside)
     grpo-kit export outputs/run --gguf f16                       # adapter -> merged (+ GGUF), verified
     grpo-kit generate outputs/run                                # base vs trained answers, side by side
     grpo-kit losses --lengths 4 32 16 128 --rewards 1 0 1 0      # grpo_kit.loss_demo
     grpo-kit rewards lint rewards:length_reward                  # rewards.lint
     grpo-kit recipes                                             # the named recipes
 
-``train`` writes a run folder (default ``outputs/<recipe>-<timestamp>``; see ``grpo_kit.run``). Model
+``train`` writes a run folder (default ``outputs/<recipe>-<timestamp>``; see ``grpo_kit.run``). Mistakes in
+the configuration are found before the model loads (exit 2); anything that goes wrong later is one line
+naming the fix (exit 1); ``--debug`` shows the traceback instead. Model
 "tiny" (``--set model=tiny``) is grpo_kit.models.tiny_model(): a random 2-layer Llama for trying the
 plumbing in seconds.
 """
@@ -27,6 +30,7 @@ from typing import Any
 
 from grpo_kit.run import DEFAULT_LOOP, LOOPS
 
+EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
@@ -77,10 +81,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grpo-kit", description="Learn GRPO from the formula to an exported model.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    train = sub.add_parser("train", help="train with a recipe (no arguments: the CPU main job)",
+    debug = argparse.ArgumentParser(add_help=False)
+    debug.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+    train = sub.add_parser("train", help="train with a recipe (no arguments: the CPU main job)", parents=[debug],
                            description="Train with GRPO. With no arguments: the default recipe on the embedded "
                                        "SmolLM2-135M, offline, on CPU.")
-    train.add_argument("--recipe", default=DEFAULT_RECIPE, help=f"recipe name (default {DEFAULT_RECIPE}; see `grpo-kit recipes`)")
+    train.add_argument("--recipe", default=None,
+                       help=f"recipe name (default {DEFAULT_RECIPE}, or the stored one with --resume; see `grpo-kit recipes`)")
     train.add_argument("--small", action="store_true", help="use the recipe's CPU-sized variant")
     train.add_argument("--loop", choices=LOOPS, default=None,
                        help=f"standalone (readable PyTorch loop), trl (GRPOTrainer), unsloth (GPU). Default {DEFAULT_LOOP}")
@@ -88,7 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--output-dir", default=None, help="run folder (default outputs/<recipe>-<timestamp>)")
     train.add_argument("--resume", nargs="?", const=True, default=None, metavar="CKPT",
                        help="continue from the latest checkpoint in --output-dir (or the newest run of this recipe), "
-                            "or from the checkpoint folder given")
+                            "or from the checkpoint folder given; alone, it takes the run's stored configuration")
+    train.add_argument("--overwrite", action="store_true",
+                       help="--output-dir already holds a run: move it aside to <dir>.old-<timestamp> and start anew")
     train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="override a recipe field or GRPOConfig field: --set learning_rate=1e-5 --set model=tiny "
                             "--set lora.r=8 (repeatable)")
@@ -96,15 +105,18 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--no-merge", action="store_true", help="skip the merged 16-bit export")
     train.add_argument("--gguf", default=None, metavar="TYPE", help="also export GGUF (f16, q8_0, ...)")
 
-    export = sub.add_parser("export", help="export a trained run: merged 16-bit model and/or GGUF, verified")
+    export = sub.add_parser("export", help="export a trained run: merged 16-bit model and/or GGUF, verified",
+                            parents=[debug])
     export.add_argument("source", help="a run folder (with adapter/), an adapter folder, or a model folder")
     export.add_argument("--out", default=None, help="destination folder (default: the source run folder)")
     export.add_argument("--dtype", default="16bit", help="merged weights: 16bit (bf16; fp16 on pre-Ampere GPUs), bf16, fp16, fp32")
     export.add_argument("--gguf", default=None, metavar="TYPE", help="also write a GGUF file of this type (f16, bf16, q8_0, ...)")
     export.add_argument("--base", default=None, help="base model of the adapter (default: from run.json / adapter_config.json)")
+    export.add_argument("--overwrite", action="store_true",
+                        help="empty a destination folder that holds other files before writing into it")
     export.add_argument("--llama-cpp-dir", default=None, help="llama.cpp checkout with convert_hf_to_gguf.py (default $LLAMA_CPP_DIR)")
 
-    generate = sub.add_parser("generate", help="answers before vs after training, side by side")
+    generate = sub.add_parser("generate", help="answers before vs after training, side by side", parents=[debug])
     generate.add_argument("source", help="a run folder (with adapter/) or an adapter folder")
     generate.add_argument("--prompt", action="append", default=[], help="a prompt (repeatable; default: held-out recipe prompts)")
     generate.add_argument("--recipe", default=None, help="recipe whose held-out prompts to use (default: the run's)")
@@ -130,24 +142,34 @@ def build_parser() -> argparse.ArgumentParser:
 
 # --------------------------------------------------------------------------- train
 
-CONFIG_ERRORS = (ValueError, TypeError, FileNotFoundError, ImportError, RuntimeError)
+# OSError: output folder is a file / not writable / already holds a run; CheckpointError is a ValueError.
+CONFIG_ERRORS = (ValueError, TypeError, OSError, ImportError, RuntimeError)
+
+
+class RunError(RuntimeError):
+    """Something failed after the model loaded; the message names what and the fix (exit status 1)."""
 
 
 def cmd_train(args, console) -> int:
     from grpo_kit import run
 
-    try:  # every configuration mistake surfaces here, before a model is loaded
+    try:  # every configuration mistake surfaces here, before a model is loaded or a folder is written
         plan = run.plan_run(args.recipe, small=args.small, overrides=parse_overrides(args.overrides), loop=args.loop,
-                            max_steps=args.max_steps, output_dir=args.output_dir, resume=args.resume)
+                            max_steps=args.max_steps, output_dir=args.output_dir, resume=args.resume,
+                            overwrite=args.overwrite, gguf=args.gguf)
     except CONFIG_ERRORS as error:
         raise UsageError(str(error)) from error
     recipe, output_dir = plan.recipe, plan.output_dir
+    if plan.set_aside is not None:
+        console.print(f"--overwrite: the run already in {output_dir} is moved aside to {plan.set_aside}.",
+                      highlight=False, soft_wrap=True)
     if plan.loop == "unsloth":
         console.print(f"[bold]grpo-kit train[/] {recipe.name} — Unsloth path")
     else:
         console.print(f"[bold]grpo-kit train[/] recipe [cyan]{recipe.name}[/] · loop [cyan]{plan.loop}[/] · model "
                       f"[cyan]{recipe.model}[/] · {recipe.training.get('max_steps', '?')} steps → [green]{output_dir}[/]")
-    outcome = run.execute(plan, samples=args.samples, merge=not args.no_merge, gguf=args.gguf, status=console.status)
+    outcome = _after_loading(args, lambda: run.execute(plan, samples=args.samples, merge=not args.no_merge,
+                                                       status=console.status))
     result = outcome.result
     if plan.loop == "unsloth":
         return 0
@@ -155,12 +177,24 @@ def cmd_train(args, console) -> int:
         console.print(f"[yellow]Interrupted before the first step finished[/]: no checkpoint to resume; {output_dir} holds no training.")
         return EXIT_INTERRUPTED
     if result.interrupted:
-        console.print(f"[yellow]Interrupted at step {result.global_step}[/]; checkpoint {result.checkpoint}. Continue with:\n"
-                      f"  grpo-kit train --recipe {args.recipe} --output-dir {output_dir} --resume"
-                      + "".join(f" --set {o}" for o in args.overrides) + (f" --loop {plan.loop}" if args.loop else ""))
+        console.print(f"[yellow]Interrupted at step {result.global_step}[/]; checkpoint {result.checkpoint}. "
+                      f"Continue with:\n  {plan.resume_command()}", highlight=False, soft_wrap=True)
         return EXIT_INTERRUPTED
     _print_summary(console, output_dir, outcome.summary, outcome.reports)
     return 0 if outcome.verified else 1
+
+
+def _after_loading(args, work):
+    """Run ``work()``; an exception becomes a :class:`RunError` with one line (the traceback with --debug)."""
+    if args.debug:
+        return work()
+    try:
+        return work()
+    except UsageError:
+        raise
+    except Exception as error:  # every failure after loading is reported the same way
+        message = " ".join(str(error).split()) or "(no message)"
+        raise RunError(f"{type(error).__name__}: {message} (--debug shows the traceback)") from error
 
 
 def _print_summary(console, output_dir: Path, summary: dict, reports) -> None:
@@ -207,6 +241,10 @@ def _load_adapter(source: Path, adapter_dir: Path, base: str | None):
 
 
 def cmd_export(args, console) -> int:
+    return _after_loading(args, lambda: _export(args, console))
+
+
+def _export(args, console) -> int:
     from grpo_kit.export import save_gguf, save_merged
 
     source = Path(args.source)
@@ -218,7 +256,7 @@ def cmd_export(args, console) -> int:
         with console.status("loading base model + adapter…"):
             model, tokenizer = _load_adapter(source, adapter_dir, args.base)
         with console.status("merging and verifying…"):
-            reports.append(save_merged(model, tokenizer, out / "merged", dtype=args.dtype))
+            reports.append(save_merged(model, tokenizer, out / "merged", dtype=args.dtype, overwrite=args.overwrite))
         model_dir = out / "merged"
     if args.gguf:
         with console.status(f"GGUF {args.gguf}: converting and verifying…"):
@@ -235,6 +273,10 @@ def cmd_export(args, console) -> int:
 
 
 def cmd_generate(args, console) -> int:
+    return _after_loading(args, lambda: _generate(args, console))
+
+
+def _generate(args, console) -> int:
     from grpo_kit import samples as samples_mod
     from grpo_kit.run import held_out
 
@@ -353,10 +395,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return COMMANDS[args.command](args, console)
     except UsageError as error:
         # Configuration mistakes: one readable line that names the fix, no traceback.
-        console.print(f"[red]error:[/] {error}", highlight=False)
-        if os.environ.get("GRPO_KIT_DEBUG"):
+        console.print(f"[red]error:[/] {error}", highlight=False, soft_wrap=True)
+        if os.environ.get("GRPO_KIT_DEBUG") or getattr(args, "debug", False):
             raise
         return EXIT_USAGE
+    except RunError as error:
+        console.print(f"[red]error:[/] {error}", highlight=False, soft_wrap=True)
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -53,11 +54,13 @@ from grpo_kit.run_context import LoopState, RunContext
 from grpo_kit.sampling import mask_after_eos, merged_lora, sample_completions, stop_token_ids
 from grpo_kit.settings import check_grpo_settings, check_report_to, check_reward_funcs
 
-__all__ = ["GRPOLoopConfig", "LoopState", "MicroBatch", "Rollout", "RunResult", "Samples", "train"]
+__all__ = ["ON_REWARD_ERROR", "GRPOLoopConfig", "LoopState", "MicroBatch", "Rollout", "RunResult", "Samples", "train"]
 
 
 # ----------------------------------------------------------------------------------------------------------
 # Configuration
+
+ON_REWARD_ERROR = ("stop", "skip")
 
 
 @dataclass
@@ -90,6 +93,15 @@ class GRPOLoopConfig:
     """Where metrics go besides ``metrics.jsonl``, with TRL's values and meaning: ``"none"``, ``"trackio"``
     (local SQLite, offline; ``trackio show``), ``"tensorboard"`` (``<output_dir>/runs``), ``"wandb"``, ``"all"``
     (every one installed) or a list. Metric names are TRL's (``train/reward``). Needs ``grpo-kit[logging]``."""
+    max_bad_steps: int = 3
+    """grpo-kit only. A *bad* step has rewards that are all NaN/None, a non-finite loss or grad-norm, or (with
+    ``on_reward_error="skip"``) a reward function that raised. It is skipped: no optimizer step, nothing saved
+    from it, ``skipped_steps`` counts it. After this many bad steps in a row the run saves its last good
+    checkpoint and stops with an error naming the cause (``grpo_kit.run_context.BadStepsError``)."""
+    on_reward_error: str = "stop"
+    """grpo-kit only. What a reward function that raises does to the run: ``"stop"`` (default) saves a
+    checkpoint and raises ``rewards.RewardFunctionError`` naming the function, the row and the completion's
+    start; ``"skip"`` reports it and treats the step as bad (see ``max_bad_steps``)."""
 
     # --- batch and generation ---
     num_generations: int = 8
@@ -187,6 +199,10 @@ class GRPOLoopConfig:
             raise ValueError("max_steps=0 trains nothing; set max_steps>0, or -1 to use num_train_epochs.")
         if self.max_steps == -1 and not self.num_train_epochs > 0:
             raise ValueError("with max_steps=-1 the run length comes from num_train_epochs; set it > 0.")
+        _check_int("max_bad_steps", self.max_bad_steps, minimum=1)
+        if self.on_reward_error not in ON_REWARD_ERROR:
+            raise ValueError(f"on_reward_error={self.on_reward_error!r}: choose "
+                             f"{' or '.join(map(repr, ON_REWARD_ERROR))}.")
         if self.save_total_limit is not None:
             _check_int("save_total_limit", self.save_total_limit, minimum=1)
         if not self.temperature > 0:
@@ -300,6 +316,7 @@ def train(
     reward_weights: Sequence[float] | None = None,
     callbacks: Sequence[Callable[[LoopState, dict[str, float]], None]] | None = None,
     reporters: Sequence[Any] = (),
+    run_config: dict[str, Any] | None = None,
 ) -> RunResult:
     """Train ``model`` in place with GRPO on the ``prompt`` column of ``train_dataset``.
 
@@ -308,6 +325,8 @@ def train(
     step_metrics)`` after every optimizer step. ``reporters``: objects with ``log(record, step)`` /
     ``close()`` that receive every ``metrics.jsonl`` record. Ctrl-C saves a checkpoint and returns with
     ``interrupted=True``; pass that checkpoint (or ``resume_from_checkpoint=True``) to continue.
+    ``run_config``: what else every checkpoint records about the run (``grpo_kit.run`` passes the recipe).
+    Bad steps (all-NaN rewards, non-finite loss or grad-norm) are skipped: see ``grpo_kit.run_context``.
     """
     reward_funcs, weights = _check_inputs(model, tokenizer, train_dataset, reward_funcs, config, reward_weights)
     _seed_everything(config.seed)
@@ -317,7 +336,8 @@ def train(
     scheduler = _build_scheduler(optimizer, config, max_steps)
     loss_settings = LossSettings.from_config(config)
     eos_token_ids = stop_token_ids(model, tokenizer)
-    run = RunContext(config, model, tokenizer, optimizer, scheduler, max_steps, callbacks, reporters)
+    reward_names = [_reward_name(f) for f in reward_funcs]
+    run = RunContext(config, model, tokenizer, optimizer, scheduler, max_steps, callbacks, reporters, run_config)
     rollout = run.resume(Rollout.from_dict)  # a generation batch still to be reused, when resuming mid-block
 
     with run:  # progress bar; Ctrl-C saves a checkpoint; the reward curve at the end
@@ -327,12 +347,14 @@ def train(
                 with run.timed("generation"):
                     samples = _sample(model, tokenizer, rows, config, eos_token_ids)  # 2. G completions each
                 run.log_samples(samples.prompt_mask, samples.lengths, samples.is_truncated, config.num_generations)
-                with run.timed("scoring"):
-                    rewards = _score(reward_funcs, samples, run)  # 3. (N, F), NaN for None
+                with run.timed("scoring"):  # 3. (N, F), NaN for None; None: a bad step, skipped
+                    rewards = run.checked_rewards(partial(_score, reward_funcs, samples, run), reward_names)
+                if rewards is None:
+                    rollout = None
+                    continue
                 advantages = compute_advantages_with_metrics(  # 4. (N,) group-relative
                     rewards, config.num_generations, reward_weights=weights, scale_rewards=config.scale_rewards,
-                    multi_objective_aggregation=config.multi_objective_aggregation,
-                    reward_func_names=[_reward_name(f) for f in reward_funcs],
+                    multi_objective_aggregation=config.multi_objective_aggregation, reward_func_names=reward_names,
                 )
                 run.log(advantages.metrics)
                 rollout = _rollout(model, samples, advantages.advantages, config)  # 5. old/ref log-probs
@@ -344,7 +366,11 @@ def train(
                     loss.backward()
                     step_loss += loss.item()
                     run.log(metrics)
-                grad_norm = _optimizer_step(model, optimizer, scheduler, config)
+                grad_norm = _clip_gradients(model, config)
+                if not run.update_is_finite(step_loss, grad_norm, reward_names):  # a bad step: no update
+                    rollout = None
+                    continue
+                _optimizer_step(optimizer, scheduler)
             run.end_step(step_loss, grad_norm, rollout.to_dict())
     return run.result()
 
@@ -491,15 +517,17 @@ def _micro_batch_loss(model, micro_batch: MicroBatch, rollout: Rollout, config, 
     return loss, metrics
 
 
-def _optimizer_step(model, optimizer, scheduler, config: GRPOLoopConfig) -> float:
-    """Clip the global gradient norm, step optimizer and schedule; returns the norm before clipping."""
+def _clip_gradients(model, config: GRPOLoopConfig) -> float:
+    """Clip the global gradient norm; returns the norm before clipping (inf/NaN when a gradient is)."""
     trainable = [p for p in model.parameters() if p.requires_grad]
     max_norm = config.max_grad_norm if config.max_grad_norm > 0 else float("inf")
-    grad_norm = torch.nn.utils.clip_grad_norm_(trainable, max_norm)
+    return torch.nn.utils.clip_grad_norm_(trainable, max_norm).item()
+
+
+def _optimizer_step(optimizer, scheduler) -> None:
     optimizer.step()
     scheduler.step()
     optimizer.zero_grad(set_to_none=True)
-    return grad_norm.item()
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -22,7 +22,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from grpo_kit.settings import RETIRED_TRAINING_FIELDS, check_training_fields, grpo_config_field_names
+from grpo_kit.settings import (
+    LOOP_ONLY_FIELDS,
+    RETIRED_TRAINING_FIELDS,
+    check_training_fields,
+    grpo_config_field_names,
+)
 
 __all__ = [
     "RECIPES",
@@ -401,7 +406,7 @@ def get_recipe(name: str, *, small: bool = False, **overrides: Any) -> Recipe:
 
     recipe_changes: dict[str, Any] = {}
     training = dict(recipe.training)
-    valid_training = grpo_config_field_names()
+    valid_training = grpo_config_field_names() | LOOP_ONLY_FIELDS
     for key, value in overrides.items():
         if key in _RECIPE_FIELDS:
             recipe_changes[key] = value

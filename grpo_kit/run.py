@@ -21,6 +21,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
+import shlex
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grpo_kit.paths import check_output_dir
 from grpo_kit.recipes import Recipe, get_recipe
 from grpo_kit.result import RunResult
 
@@ -43,9 +46,12 @@ __all__ = [
     "load_adapter",
     "load_model",
     "plan_run",
+    "prepare_run_dir",
+    "resume_command",
     "run_paths",
     "to_loop_config",
     "train_on_path",
+    "write_run_config",
 ]
 
 LOOPS = ("standalone", "trl", "unsloth")
@@ -63,6 +69,21 @@ class RunPlan:
     output_dir: Path
     resume: Any = None  # None | True | a checkpoint folder
     path_config: Any = None  # GRPOLoopConfig (standalone) or GRPOConfig (trl); None for unsloth
+    invocation: dict[str, Any] = field(default_factory=dict)  # recipe name, small, overrides, loop, max_steps
+    set_aside: Path | None = None  # --overwrite: where execute() moves the run already in output_dir
+    gguf: str | None = None  # the GGUF type to export, checked available before training
+
+    def run_config(self) -> dict[str, Any]:
+        """What identifies this run, stored in ``run_config.json`` and every checkpoint: the arguments it was
+        planned with (``invocation``) and the resolved recipe and loop, which a resume must match."""
+        from grpo_kit.checkpoint import jsonable_config
+
+        return {"invocation": jsonable_config(self.invocation), "recipe": jsonable_config(self.recipe),
+                "loop": self.loop}
+
+    def resume_command(self) -> str:
+        """The ``grpo-kit train`` command that continues this run exactly (every flag it was planned with)."""
+        return resume_command(self.invocation, self.output_dir)
 
 
 @dataclass
@@ -167,23 +188,164 @@ def _path_config(recipe: Recipe, loop: str, output_dir: Path, resume: Any):
     return None
 
 
-def plan_run(recipe: Recipe | str, *, small: bool = False, overrides: Mapping[str, Any] | None = None,
+def plan_run(recipe: Recipe | str | None = None, *, small: bool = False, overrides: Mapping[str, Any] | None = None,
              loop: str | None = None, max_steps: int | None = None, output_dir: str | Path | None = None,
-             resume: Any = None) -> RunPlan:
+             resume: Any = None, overwrite: bool = False, gguf: str | None = None) -> RunPlan:
     """The recipe with its overrides (``loop`` may also come from ``overrides["loop"]``), the run folder and
     the path's config: every configuration mistake raises here (ValueError, TypeError, FileNotFoundError,
-    ImportError, RuntimeError naming the fix), before a model is loaded."""
-    overrides = dict(overrides or {})
+    FileExistsError, PermissionError, ImportError, RuntimeError, CheckpointError naming the fix), before a
+    model is loaded, and nothing is written.
+
+    Run folders cannot be mixed: a folder that already holds a run is refused unless ``resume`` (continue
+    it: the configuration must be the one stored in its checkpoint, and with ``recipe=None`` and no
+    overrides that stored configuration is taken) or ``overwrite`` (:func:`execute` first moves the old run
+    aside to ``<folder>.old-<timestamp>``). Also checked: the folder is writable and not a file, the model
+    path is a model, and the ``gguf`` type can be written (before training, not after it).
+    """
+    if resume is not None and overwrite:
+        raise ValueError("--resume continues the run in the folder and --overwrite moves it aside; choose one.")
+    given = {"recipe": recipe, "small": small, "overrides": dict(overrides or {}), "loop": loop,
+             "max_steps": max_steps}
+    if resume is not None and recipe is None and not (small or overrides or loop or max_steps):
+        given = _stored_invocation(output_dir, resume) or given  # --resume alone: the run as it was started
+    invocation = _resolve_invocation(**given)
+    overrides = {**invocation["overrides"], "max_steps": invocation["max_steps"]}
+    recipe = get_recipe(invocation["recipe"], small=invocation["small"], **overrides).validate()
+    loop = invocation["loop"]
+    run_dir, resume = resolve_run_dir(recipe.name, output_dir, resume)
+    run_dir = check_output_dir(run_dir)
+    if recipe.model != TINY_MODEL:
+        from grpo_kit.models import check_model_source
+
+        check_model_source(recipe.model)
+    if gguf:
+        from grpo_kit.export import check_gguf_quantization_available
+
+        gguf = check_gguf_quantization_available(gguf, unsloth=loop == "unsloth")
+    plan = RunPlan(recipe, loop, run_dir, resume, _path_config(recipe, loop, run_dir, resume), invocation,
+                   gguf=gguf)
+    if resume is not None:
+        _check_resumes_the_same_run(plan)
+    elif _holds_a_run(run_dir):
+        if not overwrite:
+            raise FileExistsError(f"{run_dir} already holds a run ({_run_contents(run_dir)}); training into it "
+                                  "would mix two runs. Continue it with --resume, pass --overwrite to move it "
+                                  f"aside to {run_dir}.old-<timestamp>, or choose another --output-dir.")
+        plan.set_aside = run_dir.with_name(f"{run_dir.name}.old-{time.strftime('%Y%m%d-%H%M%S')}")
+    return plan
+
+
+def _resolve_invocation(recipe: Recipe | str | None, small: bool, overrides: Mapping[str, Any], loop: str | None,
+                        max_steps: int | None) -> dict[str, Any]:
+    """The arguments a run is planned with, every default filled in, so they can be stored and replayed."""
+    from grpo_kit.recipes import DEFAULT_RECIPE
+
+    overrides = dict(overrides)
     loop = loop or overrides.pop("loop", None) or DEFAULT_LOOP
     if loop not in LOOPS:
         raise ValueError(f"loop {loop!r}: choose one of {', '.join(LOOPS)}.")
-    if max_steps is not None:
-        if max_steps < 1:
-            raise ValueError(f"max_steps must be at least 1, got {max_steps}.")
-        overrides["max_steps"] = max_steps
-    recipe = get_recipe(recipe, small=small, **overrides).validate()
-    run_dir, resume = resolve_run_dir(recipe.name, output_dir, resume)
-    return RunPlan(recipe, loop, run_dir, resume, _path_config(recipe, loop, run_dir, resume))
+    if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
+        raise ValueError(f"max_steps must be at least 1, got {max_steps}.")
+    recipe = recipe if recipe is not None else DEFAULT_RECIPE
+    if max_steps is None:  # the recipe's own length, written out so a replay does not depend on the default
+        max_steps = get_recipe(recipe, small=small, **overrides).training.get("max_steps")
+    return {"recipe": recipe.name if isinstance(recipe, Recipe) else recipe, "small": bool(small),
+            "overrides": overrides, "loop": loop, "max_steps": max_steps}
+
+
+_RUN_FILES = ("run_config.json", "run.json", "metrics.jsonl")
+
+
+def _holds_a_run(run_dir: Path) -> bool:
+    """True when ``run_dir`` holds anything a run writes (a run's files or checkpoints)."""
+    return run_dir.is_dir() and (any((run_dir / name).exists() for name in _RUN_FILES)
+                                 or any(run_dir.glob("checkpoint-*")))
+
+
+def _run_contents(run_dir: Path) -> str:
+    names = sorted(p.name for p in run_dir.iterdir())
+    return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+
+
+def _checkpoint_of(output_dir: Path, resume: Any) -> Path | None:
+    from grpo_kit.checkpoint import latest_checkpoint
+
+    return Path(resume) if resume not in (None, True) else latest_checkpoint(output_dir)
+
+
+def _stored_run_config(output_dir: Path, resume: Any) -> dict[str, Any] | None:
+    """The run configuration the checkpoint to resume stored, else the run folder's ``run_config.json``."""
+    from grpo_kit.checkpoint import read_checkpoint_config
+
+    checkpoint = _checkpoint_of(output_dir, resume)
+    stored = read_checkpoint_config(checkpoint) if checkpoint is not None else None
+    if stored is None or "recipe" not in stored:
+        stored = read_checkpoint_config(output_dir)  # the same file format, written by execute()
+    return stored if stored is not None and "recipe" in stored else None
+
+
+def _stored_invocation(output_dir: str | Path | None, resume: Any) -> dict[str, Any] | None:
+    if output_dir is None and resume in (None, True):
+        return None  # the newest run of the default recipe is found by resolve_run_dir
+    folder = Path(output_dir) if output_dir else Path(resume).parent
+    stored = _stored_run_config(folder, resume)
+    return dict(stored["invocation"]) if stored and "invocation" in stored else None
+
+
+def _check_resumes_the_same_run(plan: RunPlan) -> None:
+    """Resuming with another configuration would continue one run with another's settings: refuse it."""
+    from grpo_kit.checkpoint import CheckpointError, config_diff
+    from grpo_kit.run_context import BOOKKEEPING_FIELDS
+
+    stored = _stored_run_config(plan.output_dir, plan.resume)
+    if stored is None:
+        return  # a run from before run folders stored their configuration
+    current = plan.run_config()
+    diff = config_diff({"recipe": stored["recipe"], "loop": stored["loop"]},
+                       {"recipe": current["recipe"], "loop": current["loop"]})
+    bookkeeping = {f"recipe.training.{name}" for name in BOOKKEEPING_FIELDS} | {"recipe.description"}
+    diff = {name: values for name, values in diff.items() if name not in bookkeeping}
+    if diff:
+        listed = "; ".join(f"{name}: {old!r} (stored) -> {new!r} (now)" for name, (old, new) in diff.items())
+        raise CheckpointError(f"--resume: {plan.output_dir} was trained with another configuration ({listed}). "
+                              "Resume with `--output-dir DIR --resume` alone to take the stored configuration, "
+                              "or start a new run in another --output-dir.")
+
+
+def resume_command(invocation: Mapping[str, Any], output_dir: Path) -> str:
+    """``grpo-kit train … --resume`` with every flag of ``invocation`` spelled out, shell-quoted."""
+    words = ["grpo-kit", "train", "--recipe", str(invocation["recipe"])]
+    if invocation.get("small"):
+        words.append("--small")
+    words += ["--loop", invocation["loop"]]
+    if invocation.get("max_steps") is not None:
+        words += ["--max-steps", str(invocation["max_steps"])]
+    words += ["--output-dir", os.fspath(output_dir), "--resume"]
+    for key, value in invocation.get("overrides", {}).items():
+        items = value.items() if key in ("lora", "unsloth") and isinstance(value, Mapping) else [(None, value)]
+        for sub, v in items:
+            name = f"{key}.{sub}" if sub else key
+            words += ["--set", f"{name}={v if isinstance(v, str) else json.dumps(v)}"]
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def write_run_config(plan: RunPlan) -> Path:
+    """``<run folder>/run_config.json``: the plan's :meth:`RunPlan.run_config` and its sha256."""
+    from grpo_kit.checkpoint import CONFIG_FILE, config_hash, jsonable_config
+
+    stored = jsonable_config(plan.run_config())
+    path = plan.output_dir / CONFIG_FILE
+    path.write_text(json.dumps({"config": stored, "sha256": config_hash(stored)}, indent=2))
+    return path
+
+
+def prepare_run_dir(plan: RunPlan) -> None:
+    """Create the run folder (moving an old run aside first when the plan says so) and its run_config.json."""
+    if plan.set_aside is not None:
+        plan.output_dir.rename(plan.set_aside)
+    plan.output_dir.mkdir(parents=True, exist_ok=True)
+    if plan.resume is None:
+        write_run_config(plan)
 
 
 # --- models, prompts, run folders ---------------------------------------------------------------------
@@ -275,7 +437,7 @@ def train_on_path(plan: RunPlan, model: Any, tokenizer: Any, dataset: Any, rewar
         from grpo_kit import loop
 
         return loop.train(model, tokenizer, dataset, reward_funcs, plan.path_config,
-                          reward_weights=plan.recipe.reward_weights)
+                          reward_weights=plan.recipe.reward_weights, run_config=plan.run_config())
     from grpo_kit import trl_path
 
     return trl_path.train(plan.recipe, model=model, tokenizer=tokenizer, train_dataset=dataset,
@@ -300,10 +462,11 @@ def execute(plan: RunPlan, *, samples: int = 4, merge: bool = True, gguf: str | 
     if plan.loop == "unsloth":
         from grpo_kit import unsloth_path
 
+        prepare_run_dir(plan)
         return RunOutcome(plan, unsloth_path.train(recipe, output_dir=plan.output_dir,
                                                    resume_from_checkpoint=plan.resume))
     started = time.perf_counter()
-    plan.output_dir.mkdir(parents=True, exist_ok=True)
+    prepare_run_dir(plan)
     max_tokens = int(recipe.training.get("max_completion_length", 64))
     with status("loading model and data…"):
         model, tokenizer = load_model(recipe)
@@ -333,6 +496,7 @@ def execute(plan: RunPlan, *, samples: int = 4, merge: bool = True, gguf: str | 
             reports.append(save_adapter(model, tokenizer, plan.output_dir / "adapter"))
         if merge:
             reports.append(save_merged(model, tokenizer, plan.output_dir / "merged"))
+        gguf = gguf or plan.gguf
         if gguf:
             from grpo_kit.export import save_gguf
 

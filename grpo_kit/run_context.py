@@ -4,7 +4,16 @@
 the metrics (one window accumulator; every record goes through :meth:`RunContext.write_record`, the one
 place that appends to ``log_history``, ``metrics.jsonl`` and any ``reporters``), per-step timing, the
 progress bar, callbacks, checkpoints, Ctrl-C (``with run:`` turns it into a checkpoint and a normal
-return) and the :class:`~grpo_kit.result.RunResult`.
+return), the guards against bad steps and the :class:`~grpo_kit.result.RunResult`.
+
+Bad steps: rewards that are all NaN/None, a non-finite loss or grad-norm, or a reward function that raised
+with ``on_reward_error="skip"``. Training on them teaches nothing (NaN advantages give zero loss) or
+destroys the weights (one NaN update makes every later step NaN), so the step is skipped before the
+optimizer moves, reported with the reward functions' names, and counted as ``skipped_steps``;
+``max_bad_steps`` in a row stop the run after saving the last good checkpoint (:class:`BadStepsError`).
+
+Every checkpoint stores the run's configuration (``run_config.json``); resuming from a checkpoint written
+with another configuration is refused, listing the fields that differ.
 
 Checkpoints go through ``grpo_kit.checkpoint``'s public functions only.
 """
@@ -12,8 +21,10 @@ Checkpoints go through ``grpo_kit.checkpoint``'s public functions only.
 from __future__ import annotations
 
 import contextlib
+import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -21,10 +32,13 @@ from typing import Any
 import torch
 
 from grpo_kit.checkpoint import (
+    CheckpointError,
     capture_rng_state,
+    config_diff,
     jsonable_config,
     latest_checkpoint,
     load_checkpoint,
+    read_checkpoint_config,
     restore_rng_state,
     rotate_checkpoints,
     save_checkpoint,
@@ -33,7 +47,26 @@ from grpo_kit.metrics_log import MetricsAccumulator, MetricsWriter
 from grpo_kit.reporting import PlainProgress, check_report_to, make_reporter, stream_is_terminal
 from grpo_kit.result import RunResult
 
-__all__ = ["LoopState", "RunContext"]
+__all__ = ["BOOKKEEPING_FIELDS", "BadStepWarning", "BadStepsError", "LoopState", "RunContext", "loop_config_record"]
+
+#: Fields that say where a run writes and how often it reports or saves, not what it computes: a resume may
+#: change them (e.g. continue from a periodic checkpoint with another save_steps).
+BOOKKEEPING_FIELDS = frozenset({"output_dir", "resume_from_checkpoint", "disable_tqdm", "logging_steps",
+                                "save_steps", "save_total_limit", "report_to", "run_name", "logging_dir"})
+
+
+class BadStepWarning(RuntimeWarning):
+    """A training step was skipped: its rewards, loss or gradient were unusable."""
+
+
+class BadStepsError(RuntimeError):
+    """``max_bad_steps`` steps in a row were skipped; the message names the cause and the saved checkpoint."""
+
+
+def loop_config_record(config) -> dict[str, Any]:
+    """The loop config as a checkpoint stores it: what the run computes (not where it writes)."""
+    return {f.name: jsonable_config(getattr(config, f.name)) for f in fields(config)
+            if f.name not in BOOKKEEPING_FIELDS}
 
 
 @dataclass
@@ -52,7 +85,8 @@ class RunContext:
     """Resume, metrics, timing, progress, callbacks, checkpoints and Ctrl-C for one ``loop.train()`` call."""
 
     def __init__(self, config, model, tokenizer, optimizer, scheduler, max_steps: int,
-                 callbacks: Sequence[Callable] | None = None, reporters: Sequence[Any] = ()) -> None:
+                 callbacks: Sequence[Callable] | None = None, reporters: Sequence[Any] = (),
+                 run_config: Mapping[str, Any] | None = None) -> None:
         self.config, self.model, self.tokenizer = config, model, tokenizer
         self.optimizer, self.scheduler = optimizer, scheduler
         self.callbacks, self.reporters = list(callbacks or ()), list(reporters)
@@ -67,6 +101,10 @@ class RunContext:
         self._seconds: dict[str, float] = {}
         self._plain: PlainProgress | None = None
         self._snapshot: dict[str, Any] = {}
+        # What every checkpoint records about the run: the loop config, plus what the caller adds (the recipe).
+        self.run_config = {**dict(run_config or {}), "loop_config": loop_config_record(config)}
+        self.skipped_steps = 0
+        self._bad_in_a_row = 0
 
     # --- resume ---------------------------------------------------------------------------------------
 
@@ -75,6 +113,7 @@ class RunContext:
         checkpoint = _checkpoint_to_resume(self.config)
         saved_rollout = None
         if checkpoint is not None:
+            self._check_same_run(checkpoint)
             saved, rng_state, saved_rollout = load_checkpoint(
                 checkpoint, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler)
             for name in ("global_step", "prompts_seen", "epoch", "num_input_tokens_seen", "log_history"):
@@ -85,6 +124,73 @@ class RunContext:
                                     keep_up_to_step=self.state.global_step if checkpoint else None)
         self._take_snapshot(saved_rollout)
         return rollout_from_dict(saved_rollout) if saved_rollout is not None else None
+
+    def _check_same_run(self, checkpoint: Path) -> None:
+        """Refuse to continue a checkpoint that another configuration wrote (it would mix two runs)."""
+        stored = read_checkpoint_config(checkpoint)
+        if stored is None or "loop_config" not in stored:
+            return  # written before checkpoints stored their configuration
+        diff = config_diff(stored["loop_config"], self.run_config["loop_config"])
+        if diff:
+            fields_text = "; ".join(f"{name}: {old!r} (checkpoint) -> {new!r} (now)" for name, (old, new) in diff.items())
+            raise CheckpointError(f"{checkpoint} was written by a run with another configuration ({fields_text}); "
+                                  "resume with the same settings, or train into a new output folder.")
+
+    # --- bad steps --------------------------------------------------------------------------------------
+
+    def checked_rewards(self, score: Callable[[], torch.Tensor], reward_names: Sequence[str]) -> torch.Tensor | None:
+        """``score()`` -> the ``(N, F)`` rewards, or None when the step is bad and skipped.
+
+        A reward function that raises (``rewards.RewardFunctionError``: name, row, completion start) stops the
+        run after a checkpoint with ``on_reward_error="stop"``, and is a bad step with ``"skip"``.
+        """
+        from rewards import RewardFunctionError
+
+        try:
+            rewards = score()  # (N, F)
+        except RewardFunctionError as error:
+            if self.config.on_reward_error == "skip":
+                self._skip_step(str(error))
+                return None
+            saved = self._save_last_good()
+            raise RewardFunctionError(f"{error} {_saved_text(saved)} Fix the function, or set "
+                                      "on_reward_error='skip' to skip such steps.",
+                                      func_name=error.func_name, row=error.row) from error
+        if torch.isnan(rewards).all():  # TRL averages NaN away per row: a row of all NaN has no reward at all
+            self._skip_step(f"every reward is NaN/None: {', '.join(reward_names)} returned no number for any of "
+                            f"the {rewards.size(0)} completions")
+            return None
+        return rewards
+
+    def update_is_finite(self, step_loss: float, grad_norm: float, reward_names: Sequence[str]) -> bool:
+        """True when the loss and gradient norm are finite; otherwise the step is skipped (gradients dropped)."""
+        if math.isfinite(step_loss) and math.isfinite(grad_norm):
+            return True
+        self._skip_step(f"loss {step_loss} / grad_norm {grad_norm} is not finite (rewards from "
+                        f"{', '.join(reward_names)}; a NaN weight or an extreme reward scale are the usual causes)")
+        return False
+
+    def _skip_step(self, reason: str) -> None:
+        """Drop the step's gradients, count it, warn; after max_bad_steps in a row save and stop."""
+        reason = reason.rstrip(".")
+        self.optimizer.zero_grad(set_to_none=True)
+        self.skipped_steps += 1
+        self._bad_in_a_row += 1
+        self.log({"skipped_steps": self.skipped_steps})
+        step = self.state.global_step + 1
+        warnings.warn(f"step {step} skipped: {reason}.", BadStepWarning, stacklevel=3)
+        if self._bad_in_a_row >= self.config.max_bad_steps:
+            saved = self._save_last_good()
+            raise BadStepsError(f"{self._bad_in_a_row} bad steps in a row (max_bad_steps="
+                                f"{self.config.max_bad_steps}); the last one: {reason}. {_saved_text(saved)}")
+
+    def _save_last_good(self) -> Path | None:
+        """Checkpoint the state after the last finished step (bad steps changed nothing); None before step 1."""
+        if self.state.global_step == 0:
+            return None
+        if self.checkpoint is None or self.checkpoint.name != f"checkpoint-{self.state.global_step}":
+            self.checkpoint = self._save()
+        return self.checkpoint
 
     # --- metrics and timing -----------------------------------------------------------------------------
 
@@ -137,6 +243,7 @@ class RunContext:
         """After the optimizer step: metrics record, callbacks, progress, periodic checkpoint."""
         state, config = self.state, self.config
         state.global_step += 1
+        self._bad_in_a_row = 0
         self._take_snapshot(rollout)
         self.step_losses[state.global_step] = step_loss
         self.log({"loss": step_loss, "grad_norm": grad_norm, "learning_rate": self.scheduler.get_last_lr()[0],
@@ -168,7 +275,8 @@ class RunContext:
         }
         path = save_checkpoint(self.output_dir / f"checkpoint-{state.global_step}", model=self.model,
                                tokenizer=self.tokenizer, optimizer=self.optimizer, scheduler=self.scheduler,
-                               trainer_state=trainer_state, rng_state=snapshot["rng"], rollout=pending)
+                               trainer_state=trainer_state, rng_state=snapshot["rng"], rollout=pending,
+                               config=self.run_config)
         rotate_checkpoints(self.output_dir, config.save_total_limit)
         return path
 
@@ -214,6 +322,12 @@ class RunContext:
                          log_history=self.state.log_history, metrics_path=self.writer.path, reward_curve_path=png,
                          checkpoint=self.checkpoint, interrupted=self.interrupted, step_losses=self.step_losses,
                          model=self.model, tokenizer=self.tokenizer)
+
+
+def _saved_text(checkpoint: Path | None) -> str:
+    if checkpoint is None:
+        return "No step had finished, so there is no checkpoint."
+    return f"The last good state is saved in {checkpoint} (resume from it once fixed)."
 
 
 def _checkpoint_to_resume(config) -> Path | None:

@@ -287,9 +287,14 @@ def grpo_config_field_names() -> frozenset[str]:
     return frozenset(f.name for f in dataclasses.fields(GRPOConfig) if f.init)
 
 
+#: Training fields only grpo-kit's standalone loop reads (``GRPOLoopConfig``); GRPOConfig has no such names,
+#: so the TRL/Unsloth paths leave them out (``trainer_builder.grpo_config_kwargs``).
+LOOP_ONLY_FIELDS = frozenset({"max_bad_steps", "on_reward_error"})
+
+
 def check_training_fields(training: Mapping[str, Any], *, where: str = "training") -> None:
     """Raise ValueError for keys GRPOConfig would reject: retired names get their fix, typos a suggestion."""
-    valid = grpo_config_field_names()
+    valid = grpo_config_field_names() | LOOP_ONLY_FIELDS
     for key in training:
         if key in RETIRED_TRAINING_FIELDS and key not in valid:
             raise ValueError(f"{where}: {key!r} is not accepted by the installed TRL/transformers: "

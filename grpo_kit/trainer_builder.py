@@ -24,7 +24,13 @@ from typing import Any
 from grpo_kit.hardware import Precision
 from grpo_kit.recipes import Recipe, get_recipe
 from grpo_kit.result import RunResult
-from grpo_kit.settings import check_grpo_settings, check_report_to, check_reward_funcs, check_training_fields
+from grpo_kit.settings import (
+    LOOP_ONLY_FIELDS,
+    check_grpo_settings,
+    check_report_to,
+    check_reward_funcs,
+    check_training_fields,
+)
 
 __all__ = [
     "ModelBackend",
@@ -79,6 +85,8 @@ def grpo_config_kwargs(
         if overrides.get(wanted) and other not in overrides:
             training[other] = False
     training.update(overrides)
+    for name in LOOP_ONLY_FIELDS:  # the standalone loop's own settings; GRPOTrainer has no such field
+        training.pop(name, None)
     return training
 
 

@@ -171,7 +171,14 @@ def load_model(recipe: Recipe | str, *, model_name: str | None = None) -> tuple[
     recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
     FastLanguageModel = _import_unsloth(need_vllm=recipe.unsloth.fast_inference)
     model, tokenizer = FastLanguageModel.from_pretrained(**from_pretrained_kwargs(recipe, model_name=model_name))
-    model = FastLanguageModel.get_peft_model(model, **get_peft_model_kwargs(recipe))
+    import torch
+
+    # The adapter's random init must come from the run's seed, not from whatever drew random numbers before
+    # (grpo_kit.models.add_lora does the same on the other paths); forked, so other streams stay as they were.
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(int(recipe.training.get("seed", 42)))
+        model = FastLanguageModel.get_peft_model(model, **get_peft_model_kwargs(recipe))
     return model, tokenizer
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -49,6 +50,10 @@ def test_recipes_lists_every_recipe(capsys):
         (["train", "--loop", "unsloth"], "--loop trl"),
         (["train", "--loop", "trl", "--set", "max_prompt_length=256"], "max_completion_length"),
         (["train", "--set", "num_generations=3"], "num_generations"),
+        (["train", "--set", "model=no/such/model-dir/"], "no/such/model-dir"),  # issue 12: before loading
+        (["train", "--set", "model=missing.gguf"], "missing.gguf"),
+        (["train", "--set", "model=tiny", "--resume"], "no checkpoint-N"),
+        (["train", "--set", "model=tiny", "--resume", "--overwrite"], "choose one"),
     ],
 )
 def test_invalid_config_fails_before_the_model_loads(argv, fix, tmp_path, capsys, monkeypatch):
@@ -121,6 +126,73 @@ def _wait_for(path_glob: Path, pattern: str, proc: subprocess.Popen, timeout: fl
     raise AssertionError(f"{pattern} did not appear within {timeout} s")
 
 
+def test_preload_checks_leave_no_folder_behind(tmp_path, capsys, monkeypatch):
+    from grpo_kit import run
+
+    monkeypatch.setattr(run, "load_model", lambda recipe: pytest.fail("the model loaded before the checks"))
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    assert main(["train", *TINY, "--output-dir", str(a_file)]) == 2
+    assert "is a file" in capsys.readouterr().out.replace("\n", " ")
+    # a GGUF type that cannot be written is found before training, not after it
+    monkeypatch.delenv("LLAMA_CPP_DIR", raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert main(["train", *TINY, "--gguf", "q4_k_m", "--output-dir", str(tmp_path / "run")]) == 2
+    assert "llama-quantize" in capsys.readouterr().out.replace("\n", " ")
+    assert not (tmp_path / "run").exists()
+
+
+def _one_error_line(out: str) -> str:
+    lines = [line for line in out.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in out, out
+    return lines[0]
+
+
+def test_an_inf_reward_after_loading_is_one_line_naming_the_function(tmp_path, capsys, monkeypatch):
+    import rewards
+
+    def length_reward(**kwargs):  # the recipe's factory, returning a function that gives +inf
+        def length_reward_16_tokens(completions, **kw):
+            return [float("inf")] * len(completions)
+
+        return length_reward_16_tokens
+
+    monkeypatch.setattr(rewards, "length_reward", length_reward)
+    argv = ["train", *TINY, "--samples", "0", "--no-merge", "--max-steps", "1", "--output-dir", str(tmp_path / "r")]
+    assert main(argv) == 1
+    line = _one_error_line(capsys.readouterr().out)
+    assert "RewardFunctionError" in line and "length_reward_16_tokens" in line and "inf" in line
+    with pytest.raises(rewards.RewardFunctionError):  # --debug: the real exception and its traceback
+        main([*argv, "--overwrite", "--debug"])
+
+
+def test_resuming_a_corrupted_checkpoint_is_one_line(tiny_run, tmp_path, capsys):
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    run = tmp_path / "copy"
+    shutil.copytree(tiny_run[0], run)
+    weights = run / "checkpoint-2" / "adapter_model.safetensors"
+    tensors = load_file(weights)
+    name = min(tensors)
+    tensors[name].view(-1)[:4] = float("nan")
+    save_file(tensors, weights)
+    assert main(["train", "--output-dir", str(run), "--resume", "--samples", "0"]) == 1
+    line = _one_error_line(capsys.readouterr().out)
+    assert "CheckpointError" in line and "finite" in line
+
+
+def test_export_overwrite_reaches_the_exporter(tiny_run, tmp_path, capsys):
+    out = tmp_path / "out"
+    (out / "merged").mkdir(parents=True)
+    (out / "merged" / "model.safetensors.index.json").write_text("{}")  # a stale foreign file
+    assert main(["export", str(tiny_run[0]), "--out", str(out)]) == 1
+    assert "overwrite" in _one_error_line(capsys.readouterr().out)
+    assert main(["export", str(tiny_run[0]), "--out", str(out), "--overwrite"]) == 0
+    assert not (out / "merged" / "model.safetensors.index.json").exists()
+
+
 def test_ctrl_c_saves_a_checkpoint_that_resume_continues(tmp_path):
     run = tmp_path / "run"
     argv = [sys.executable, "-m", "grpo_kit.cli", "train", *TINY, "--samples", "0", "--no-merge",
@@ -135,7 +207,12 @@ def test_ctrl_c_saves_a_checkpoint_that_resume_continues(tmp_path):
     done_steps = sorted(int(p.name.split("-")[1]) for p in run.glob("checkpoint-*"))
     assert done_steps and done_steps[-1] < 4, out
 
-    resumed = subprocess.run([*argv, "--resume"], check=False, capture_output=True, text=True, env=env, timeout=600)
+    # The printed command reproduces the run: every flag, so it resumes toward the same 4 steps.
+    command = next(line.strip() for line in out.splitlines() if line.strip().startswith("grpo-kit train --recipe"))
+    for flag in ("--max-steps 4", "--recipe", "--loop standalone", f"--output-dir {run}", "--set save_steps=1"):
+        assert flag in command, command
+    replay = [sys.executable, "-m", "grpo_kit.cli", *shlex.split(command)[1:], "--samples", "0", "--no-merge"]
+    resumed = subprocess.run(replay, check=False, capture_output=True, text=True, env=env, timeout=600)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()
              if "reward" in json.loads(line)]

@@ -255,17 +255,19 @@ def test_degenerate_rewards_give_zero_advantage_not_nan(tmp_path, kind):
     torch.manual_seed(0)
     model, tokenizer = tiny_model(seed=0, lora=LORA)
     before = [p.detach().clone() for p in model.parameters() if p.requires_grad]
-    result = train(model, tokenizer, prompts(), reward, small_config(tmp_path, max_steps=1))
-    record = result.log_history[-1]
-    assert losses(result) == [0.0]  # advantage 0 for every completion: nothing to learn, no NaN
-    assert record["grad_norm"] == 0.0
-    after = [p for p in model.parameters() if p.requires_grad]
-    assert all(torch.isfinite(p).all() for p in after)
-    if kind == "all_none":
-        assert record["reward"] is None  # TRL logs an all-NaN metric as None
+    if kind == "all_none":  # issue 12: no reward at all is a bad step, skipped and named, not silent training
+        from grpo_kit.run_context import BadStepsError, BadStepWarning
+
+        with pytest.warns(BadStepWarning, match="reward returned no number"), pytest.raises(BadStepsError):
+            train(model, tokenizer, prompts(), reward, small_config(tmp_path, max_steps=1))
     else:
+        result = train(model, tokenizer, prompts(), reward, small_config(tmp_path, max_steps=1))
+        record = result.log_history[-1]
+        assert losses(result) == [0.0]  # advantage 0 for every completion: nothing to learn, no NaN
+        assert record["grad_norm"] == 0.0
         assert record["frac_reward_zero_std"] == 1.0 and record["reward"] == 1.0
-        assert all(torch.equal(a, b) for a, b in zip(before, after))
+    after = [p for p in model.parameters() if p.requires_grad]
+    assert all(torch.equal(a, b) for a, b in zip(before, after))
 
 
 @pytest.mark.parametrize("overrides", [
