@@ -29,7 +29,7 @@ def test_check_report_to_follows_trls_values():
     assert check_report_to("tensorboard") == ["tensorboard"]
     assert check_report_to(["trackio", "tensorboard", "trackio"]) == ["trackio", "tensorboard"]
     assert set(check_report_to("all")) <= set(reporting.REPORT_BACKENDS)
-    with pytest.raises(ValueError, match="mlflow.*--loop trl"):
+    with pytest.raises(ValueError, match=r"mlflow.*one of \[.tensorboard., .trackio., .wandb.\]"):
         check_report_to("mlflow")
     with pytest.raises(ValueError, match="stand alone"):
         check_report_to(["none", "wandb"])
