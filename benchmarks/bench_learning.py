@@ -187,6 +187,9 @@ def main(argv=None) -> int:
     reached = {n: minutes_to_target(s["curve"], base, args.target_drop, lower) for n, s in sides.items()}
     print("minutes to target: " + ", ".join(f"{n} {'not reached' if m is None else f'{m:.2f}'}"
                                             for n, m in reached.items()))
+    last = max(c for c in checkpoints)
+    steps = {n: next((p["step"] for p in s["curve"] if p["checkpoint"] == last), None) for n, s in sides.items()}
+    print(f"steps by minute {last:g}: " + ", ".join(f"{n} {v}" for n, v in steps.items()))
     if set(reached) >= {"standalone", "trl"} and None not in (reached["standalone"], reached["trl"]):
         ratio = reached["trl"] / reached["standalone"] if reached["standalone"] else math.inf
         print(f"ratio trl / standalone: {ratio:.2f}")
