@@ -166,3 +166,14 @@ def test_headline_metric_follows_what_the_recipe_teaches():
     assert headline_metric({"reward": 1, "format": 1, "at_max/strict_format_reward": 1}) == (
         "at_max/strict_format_reward")
     assert headline_metric({"reward": 1, "eos": 1}) == "reward"
+
+
+def test_the_trl_path_writes_the_report_card_too(tmp_path):
+    folder = tmp_path / "run"
+    assert main(["train", *TINY, "--loop", "trl", "--max-steps", "1", "--eval-prompts", "2", "--no-merge",
+                 "--output-dir", str(folder)]) == 0
+    card = json.loads((folder / "eval.json").read_text())
+    assert card["after"]["settings"]["num_prompts"] == 2
+    summary = json.loads((folder / "run.json").read_text())
+    assert summary["loop"] == "trl" and summary["evaluation"]["num_prompts"] == 2
+    assert summary["eval_seconds"] > 0
