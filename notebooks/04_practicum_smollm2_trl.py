@@ -44,6 +44,7 @@ def _():
     from grpo_kit.export import save_merged
     from grpo_kit.lesson_helpers import LiveRewardCurve, cli_args, on_gpu, run_button, should_run
     from grpo_kit.models import load_model
+    from grpo_kit.preflight import check
     from grpo_kit.recipes import get_recipe
     from grpo_kit.report_card import headline_metric
     from grpo_kit.run import evaluate_held_out, held_out_rows
@@ -52,6 +53,7 @@ def _():
     return (
         LiveRewardCurve,
         Path,
+        check,
         cli_args,
         compare,
         evaluate_held_out,
@@ -161,9 +163,26 @@ def _(evaluate_held_out, held_out, load_model, recipe):
         same before and after, so only the weights differ."""
         return evaluate_held_out(recipe, model, tokenizer, recipe.build_reward_funcs(tokenizer), held_out)
 
-    _base_model, _base_tokenizer = load_model(recipe.model)
-    before_report = evaluate_model(_base_model, _base_tokenizer)
-    return before_report, evaluate_model
+    base_model, base_tokenizer = load_model(recipe.model)
+    before_report = evaluate_model(base_model, base_tokenizer)
+    return base_model, base_tokenizer, before_report, evaluate_model
+
+
+@app.cell
+def _(base_model, base_tokenizer, check, mo, recipe, train_dataset):
+    # Pre-flight (what `grpo-kit train --preflight` runs): G completions for a few prompts with the run's
+    # settings. GRPO learns only from reward differences within a group; no variance, no signal.
+    preflight_report = check(
+        base_model, base_tokenizer, train_dataset, recipe.build_reward_funcs(base_tokenizer), num_prompts=4,
+        num_generations=recipe.training["num_generations"],
+        max_completion_length=recipe.training["max_completion_length"],
+    )
+    mo.md(
+        "### Pre-flight: is there anything to learn?\n\n"
+        f"```\n{preflight_report.summary()}\n```\n\n"
+        "Zero-std groups give no learning signal; clipped completions (no EOS) all score alike."
+    )
+    return (preflight_report,)
 
 
 @app.cell
@@ -298,11 +317,14 @@ def _(generate_answers, load_model, merged_report, mo):
 
 
 @app.cell
-def test_trained_beats_untrained_and_merged_model_reloads(comparison, merged_report, reloaded_answer):
+def test_trained_beats_untrained_and_merged_model_reloads(
+    comparison, merged_report, preflight_report, reloaded_answer
+):
     # One test cell for the whole run: pytest re-runs a test cell's ancestors, and training is the costly one.
     # The lesson's claim: the distance from the target fell, with a 95 % CI that excludes 0.
     assert comparison.metric.startswith("length_error/") and comparison.n == 32, comparison
     assert comparison.verdict == "improved" and comparison.ci_high < 0, comparison.summary()
+    assert preflight_report.zero_std_share < 0.5, preflight_report.summary()  # the groups carry a signal
     assert merged_report.verified, merged_report.details
     _files = {p.name for p in merged_report.path.iterdir()}
     assert "config.json" in _files and "tokenizer_config.json" in _files, _files
