@@ -308,8 +308,6 @@ def _eval_recipe(source: Path, name: str | None):
 
 def cmd_eval(args, console) -> int:
     from grpo_kit import run
-    from grpo_kit.evaluate import load_eval_target
-    from grpo_kit.report_card import write_report_card
 
     source = Path(args.run)
     if args.k < 1:
@@ -323,6 +321,18 @@ def cmd_eval(args, console) -> int:
                          "merged/ (a `grpo-kit train` run), config.json (an exported model) or "
                          "adapter_config.json (an adapter).") from error
     recipe = _eval_recipe(source, args.recipe)
+    try:
+        return _evaluate_folder(args, console, source, adapter_dir, recipe)
+    except KeyboardInterrupt:  # the report card is written atomically: nothing half-written is left
+        console.print(f"[yellow]Interrupted[/]: {source} is as it was before `grpo-kit eval`.")
+        return EXIT_INTERRUPTED
+
+
+def _evaluate_folder(args, console, source: Path, adapter_dir: Path | None, recipe) -> int:
+    from grpo_kit import run
+    from grpo_kit.evaluate import load_eval_target
+    from grpo_kit.report_card import write_report_card
+
     num_prompts = args.num_prompts or recipe.eval_prompts or 32
     rows = run.held_out_rows(recipe, num_prompts)
     with console.status("loading the trained model…"):
