@@ -6,6 +6,9 @@
     grpo-kit train --output-dir outputs/run --overwrite         # start again there (old run moved aside)
     grpo-kit export outputs/run --gguf f16                       # adapter -> merged (+ GGUF), verified
     grpo-kit generate outputs/run                                # base vs trained answers, side by side
+    grpo-kit eval outputs/run --num-prompts 64 --k 4             # held-out report card, base vs trained
+    grpo-kit preflight --recipe gsm8k-cpu                        # will GRPO learn? go / no-go with fixes
+    grpo-kit train --preflight                                   # pre-flight first; refuses a no-go (--force)
     grpo-kit losses --lengths 4 32 16 128 --rewards 1 0 1 0      # grpo_kit.loss_demo
     grpo-kit rewards lint rewards:length_reward                  # rewards.lint
     grpo-kit recipes                                             # the named recipes
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import json
 import os
 import sys
@@ -104,6 +108,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--samples", type=int, default=4, help="held-out prompts for before/after answers (0: none)")
     train.add_argument("--no-merge", action="store_true", help="skip the merged 16-bit export")
     train.add_argument("--gguf", default=None, metavar="TYPE", help="also export GGUF (f16, q8_0, ...)")
+    train.add_argument("--eval-prompts", type=int, default=None, metavar="N",
+                       help="held-out prompts evaluated before and after training into the report card "
+                            "(default: the recipe's eval_prompts, 32 on the CPU recipes; 0: no evaluation)")
+    train.add_argument("--preflight", action="store_true",
+                       help="run `grpo-kit preflight` first and refuse to train on a no-go")
+    train.add_argument("--force", action="store_true", help="with --preflight: train even on a no-go")
 
     export = sub.add_parser("export", help="export a trained run: merged 16-bit model and/or GGUF, verified",
                             parents=[debug])
@@ -124,6 +134,28 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--max-new-tokens", type=int, default=64)
     generate.add_argument("--base", default=None, help="base model of the adapter (default: from run.json / adapter_config.json)")
     generate.add_argument("--sample", action="store_true", help="one seeded sample per prompt instead of greedy")
+
+    evaluate = sub.add_parser("eval", help="held-out report card of a run folder or exported model: base vs trained",
+                              description="Evaluate the base model and the trained one on the recipe's held-out "
+                                          "prompts (greedy; paired bootstrap CIs) and write eval.json, report.md "
+                                          "and report_card.png into the folder (or --out).")
+    evaluate.add_argument("run", help="a `grpo-kit train` run folder, an adapter folder or an exported model folder")
+    evaluate.add_argument("--num-prompts", type=int, default=None, metavar="N",
+                          help="held-out prompts (default: the recipe's eval_prompts)")
+    evaluate.add_argument("--k", type=int, default=1, help="also k seeded samples per prompt for pass@k, mean@k")
+    evaluate.add_argument("--recipe", default=None, help="recipe whose held-out prompts to use (default: the run's)")
+    evaluate.add_argument("--base", default=None, help="base model (default: from run.json / adapter_config.json)")
+    evaluate.add_argument("--out", default=None, help="folder for the report card (default: the run folder)")
+
+    preflight = sub.add_parser("preflight", help="will GRPO learn? sample the base model, go / no-go with fixes",
+                               description="Sample num_generations completions for a few prompts with the "
+                                           "recipe's generation settings and report zero-std groups, clipping, "
+                                           "EOS rate, rewards and the prompt ending, with a go/no-go verdict.")
+    preflight.add_argument("--recipe", default=DEFAULT_RECIPE, help=f"recipe name (default {DEFAULT_RECIPE})")
+    preflight.add_argument("--small", action="store_true", help="use the recipe's CPU-sized variant")
+    preflight.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                           help="override a recipe field or GRPOConfig field (as in train)")
+    preflight.add_argument("--num-prompts", type=int, default=8, metavar="N", help="prompts to sample (default 8)")
 
     losses = sub.add_parser("losses", help="per-token weights of each GRPO loss type (grpo_kit.loss_demo)", add_help=False)
     losses.add_argument("args", nargs=argparse.REMAINDER)
@@ -168,8 +200,25 @@ def cmd_train(args, console) -> int:
     else:
         console.print(f"[bold]grpo-kit train[/] recipe [cyan]{recipe.name}[/] · loop [cyan]{plan.loop}[/] · model "
                       f"[cyan]{recipe.model}[/] · {recipe.training.get('max_steps', '?')} steps → [green]{output_dir}[/]")
-    outcome = _after_loading(args, lambda: run.execute(plan, samples=args.samples, merge=not args.no_merge,
-                                                       status=console.status))
+    if args.eval_prompts is not None and args.eval_prompts < 0:
+        raise UsageError(f"--eval-prompts must be >= 0 (0 turns evaluation off), got {args.eval_prompts}.")
+    if args.force and not args.preflight:
+        raise UsageError("--force only matters with --preflight (train even when pre-flight says no-go).")
+    hook = None
+    if args.preflight:
+        _validate_inputs(plan)
+        hook = run.preflight_hook(force=args.force, on_report=lambda report: _print_preflight(console, report))
+    try:
+        outcome = _after_loading(args, lambda: run.execute(
+            plan, samples=args.samples, merge=not args.no_merge, status=console.status, preflight=hook,
+            eval_prompts=args.eval_prompts))
+    except (run.PreflightNoGo, RunError) as error:
+        if not isinstance(error, run.PreflightNoGo) and not isinstance(error.__cause__, run.PreflightNoGo):
+            raise
+        _remove_if_empty(output_dir)
+        console.print("[red]Not training[/]: pre-flight says no-go (findings above). Apply a fix, or train anyway "
+                      "with --force.")
+        return EXIT_NO_GO
     result = outcome.result
     if plan.loop == "unsloth":
         return 0
@@ -210,12 +259,147 @@ def _print_summary(console, output_dir: Path, summary: dict, reports) -> None:
     table.add_row("reward (first → last step)", f"{fmt(summary['reward_first_step'])} → {fmt(summary['reward_last_step'])}")
     table.add_row("held-out reward (before → after)",
                   f"{fmt(summary['samples_mean_reward_before'])} → {fmt(summary['samples_mean_reward_after'])}")
+    evaluation = summary.get("evaluation")
+    if evaluation and "headline" in evaluation:
+        table.add_row(f"held-out {evaluation['metric']} ({evaluation['num_prompts']} prompts)",
+                      _headline(evaluation))
     for report in reports:
         table.add_row(report.kind, report.summary())
-    for name in ("metrics.jsonl", "reward_curve.png", "samples.md"):
+    for name in ("metrics.jsonl", "reward_curve.png", "samples.md", "report.md", "report_card.png", "eval.json"):
         if (output_dir / name).exists():
             table.add_row(name, str(output_dir / name))
     console.print(table)
+
+
+def _headline(evaluation: dict) -> str:
+    """``before → after (change, 95% CI [lo, hi]): verdict`` of run.json's evaluation summary."""
+    return (f"{evaluation['before']:.3g} → {evaluation['after']:.3g} (change {evaluation['mean_diff']:+.3g}, "
+            f"{evaluation['level']:.0%} CI [{evaluation['ci_low']:+.3g}, {evaluation['ci_high']:+.3g}]): "
+            f"{evaluation['verdict']}")
+
+
+# --------------------------------------------------------------------------- preflight / eval
+
+EXIT_NO_GO = 1
+
+
+def _validate_inputs(plan) -> None:
+    """Dataset and reward-function mistakes as one line, before any model loads."""
+    from grpo_kit import run
+    from rewards import RewardFunctionError
+
+    try:
+        run.validate_run_inputs(plan)
+    except (ValueError, RewardFunctionError) as error:
+        raise UsageError(str(error)) from error
+
+
+def _print_preflight(console, report) -> None:
+    colour = "green" if report.go else "red"
+    console.print(report.summary(), style=colour, highlight=False, markup=False)
+
+
+def _remove_if_empty(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        folder.rmdir()  # only succeeds when empty: a refused run leaves no folder behind
+
+
+def cmd_preflight(args, console) -> int:
+    from grpo_kit import run
+
+    if args.num_prompts < 1:
+        raise UsageError(f"--num-prompts must be >= 1, got {args.num_prompts}.")
+    try:  # the plan's output folder is never created: pre-flight writes nothing
+        plan = run.plan_run(args.recipe, small=args.small, overrides=parse_overrides(args.overrides),
+                            output_dir=Path(os.devnull))
+    except CONFIG_ERRORS as error:
+        raise UsageError(str(error)) from error
+    _validate_inputs(plan)
+    with console.status("loading model and data…"):
+        model, tokenizer = run.load_model(plan.recipe)
+        dataset = plan.recipe.load_dataset()
+        funcs = plan.recipe.build_reward_funcs(tokenizer)
+    with console.status(f"sampling completions for {args.num_prompts} prompts…"):
+        report = run.preflight_check(plan, model, tokenizer, dataset, funcs, num_prompts=args.num_prompts)
+    _print_preflight(console, report)
+    return 0 if report.go else EXIT_NO_GO
+
+
+def _eval_recipe(source: Path, name: str | None):
+    """The recipe the run trained with (run.json: name, model and training fields), or ``name``."""
+    from grpo_kit.recipes import get_recipe
+
+    run_json = next((p for p in (source / "run.json", source.parent / "run.json") if p.is_file()), None)
+    info = json.loads(run_json.read_text()) if run_json else {}
+    name = name or info.get("recipe")
+    if not name:
+        raise UsageError(f"{source} has no run.json naming its recipe; pass --recipe NAME for the held-out prompts.")
+    try:
+        if name != info.get("recipe"):
+            return get_recipe(name)
+        return get_recipe(name, model=info["model"], **info.get("training", {}))
+    except CONFIG_ERRORS as error:
+        raise UsageError(str(error)) from error
+
+
+def cmd_eval(args, console) -> int:
+    from grpo_kit import run
+
+    source = Path(args.run)
+    if args.k < 1:
+        raise UsageError(f"--k must be >= 1 (samples per prompt for pass@k), got {args.k}.")
+    if args.num_prompts is not None and args.num_prompts < 1:
+        raise UsageError(f"--num-prompts must be >= 1, got {args.num_prompts}.")
+    try:
+        adapter_dir, _ = run.run_paths(source)
+    except FileNotFoundError as error:
+        raise UsageError(f"{source} is neither a run folder nor a model: expected run.json with adapter/ or "
+                         "merged/ (a `grpo-kit train` run), config.json (an exported model) or "
+                         "adapter_config.json (an adapter).") from error
+    recipe = _eval_recipe(source, args.recipe)
+    try:
+        return _evaluate_folder(args, console, source, adapter_dir, recipe)
+    except KeyboardInterrupt:  # the report card is written atomically: nothing half-written is left
+        console.print(f"[yellow]Interrupted[/]: {source} is as it was before `grpo-kit eval`.")
+        return EXIT_INTERRUPTED
+
+
+def _evaluate_folder(args, console, source: Path, adapter_dir: Path | None, recipe) -> int:
+    from grpo_kit import run
+    from grpo_kit.evaluate import load_eval_target
+    from grpo_kit.report_card import write_report_card
+
+    num_prompts = args.num_prompts or recipe.eval_prompts or 32
+    rows = run.held_out_rows(recipe, num_prompts)
+    with console.status("loading the trained model…"):
+        try:
+            model, tokenizer = load_eval_target(source)
+        except FileNotFoundError as error:
+            raise UsageError(str(error)) from error
+        funcs = recipe.build_reward_funcs(tokenizer)
+    with console.status(f"evaluating {len(rows)} held-out prompts: trained…"):
+        after = run.evaluate_held_out(recipe, model, tokenizer, funcs, rows, k=args.k)
+    with console.status(f"evaluating {len(rows)} held-out prompts: base model…"):
+        if adapter_dir is not None and not args.base:
+            with model.disable_adapter():  # the base model is the adapter's model without the adapter
+                before = run.evaluate_held_out(recipe, model, tokenizer, funcs, rows, k=args.k)
+        else:
+            base = args.base or _base_of(source, recipe)
+            before = run.evaluate_held_out(recipe, run.load_base(base), tokenizer, funcs, rows, k=args.k)
+    out = Path(args.out) if args.out else source
+    files = write_report_card(out, before, after, log_history=source / "metrics.jsonl",
+                              title=f"{recipe.name}: held-out base vs {source.name}")
+    evaluation = run.evaluation_summary(before, after, files)
+    console.print(f"held-out {evaluation['metric']} ({evaluation['num_prompts']} prompts): {_headline(evaluation)}")
+    for name, path in files.items():
+        console.print(f"  {name}: {path}")
+    return 0
+
+
+def _base_of(source: Path, recipe) -> str:
+    if (source / "run.json").is_file() or (source.parent / "run.json").is_file():
+        return recipe.model
+    raise UsageError(f"{source} is a model folder without run.json: pass --base MODEL (the model before training).")
 
 
 # --------------------------------------------------------------------------- export / generate
@@ -369,7 +553,8 @@ def cmd_doctor(args, console) -> int:
     return _call_tool(doctor_main, args.args, console)
 
 
-COMMANDS = {"train": cmd_train, "export": cmd_export, "generate": cmd_generate, "losses": cmd_losses,
+COMMANDS = {"train": cmd_train, "eval": cmd_eval, "preflight": cmd_preflight, "export": cmd_export,
+            "generate": cmd_generate, "losses": cmd_losses,
             "rewards": cmd_rewards, "recipes": cmd_recipes, "doctor": cmd_doctor}
 
 

@@ -112,7 +112,9 @@ def validate_inputs(dataset: Any, reward_funcs: Callable | Sequence[Callable], *
     texts = [t for _ in rows for t in PROBE_COMPLETIONS]
     completions = [[{"role": "assistant", "content": t}] for t in texts] if conversational else texts
     other = {k: [r[k] for r in probe_rows] for k in rows[0] if k != "prompt"}
-    call_reward_funcs(funcs, [r["prompt"] for r in probe_rows], completions, completion_ids=None, **other)
+    # Trainers always pass completion_ids; token-counting rewards need them (bytes stand in for tokens).
+    probe_ids = [list(t.encode()) for t in texts]
+    call_reward_funcs(funcs, [r["prompt"] for r in probe_rows], completions, completion_ids=probe_ids, **other)
     return funcs
 
 

@@ -136,6 +136,8 @@ class Recipe:
     quantization: None, "4bit" (QLoRA, bitsandbytes NF4) or "8bit". Needs CUDA.
     unsloth: settings only the Unsloth path reads.
     training: GRPOConfig fields (TRL names). ``output_dir`` is chosen by the caller, not here.
+    eval_prompts: held-out prompts evaluated before and after every run (``grpo_kit.evaluate``, greedy,
+        paired bootstrap CI); 32 is the fewest that tells learning from noise on the CPU recipes. 0: off.
     """
 
     name: str
@@ -151,6 +153,7 @@ class Recipe:
     quantization: str | None = None
     unsloth: UnslothSettings = field(default_factory=UnslothSettings)
     training: Mapping[str, Any] = field(default_factory=dict)
+    eval_prompts: int = 32
 
     def __post_init__(self):
         if self.dataset not in DATASET_LOADERS:
@@ -164,6 +167,9 @@ class Recipe:
             raise ValueError(f"recipe {self.name!r}: quantization must be None, '4bit' or '8bit', not {self.quantization!r}")
         if not self.rewards:
             raise ValueError(f"recipe {self.name!r}: give at least one reward function in rewards=")
+        if isinstance(self.eval_prompts, bool) or not isinstance(self.eval_prompts, int) or self.eval_prompts < 0:
+            raise ValueError(f"recipe {self.name!r}: eval_prompts must be an int >= 0 (held-out prompts evaluated "
+                             f"before/after; 0 turns evaluation off), got {self.eval_prompts!r}.")
         if "reward_weights" in self.training:
             raise ValueError(
                 f"recipe {self.name!r}: put weights on each RewardSpec(weight=...), not in training['reward_weights']."

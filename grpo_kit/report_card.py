@@ -15,18 +15,32 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from grpo_kit.evaluate import Comparison, EvalReport, compare_all
 
-__all__ = ["headline_metrics", "render_report_md", "write_report_card"]
+__all__ = ["headline_metric", "headline_metrics", "render_report_md", "write_report_card"]
 
 # Metrics a learner looks at first, in this order; prefixes match per-function metrics.
 HEADLINE = ("reward", "format", "accuracy", "length_error/", "at_max/strict_format_reward", "mean@", "pass@",
             "length", "clipped")
+
+
+# The one metric a run's summary states, by what the recipe teaches: a length target, the strict format,
+# correctness, any format, else the total reward.
+HEADLINE_ORDER = ("length_error/", "at_max/strict_format_reward", "accuracy", "format", "reward")
+
+
+def headline_metric(metrics: Mapping[str, Any]) -> str:
+    """The metric a summary leads with, chosen from the names in ``metrics`` by :data:`HEADLINE_ORDER`."""
+    for key in HEADLINE_ORDER:
+        for name in metrics:
+            if (name.startswith(key) if key.endswith("/") else name == key):
+                return name
+    return "reward"
 
 
 def headline_metrics(comparisons: dict[str, Comparison], limit: int = 8) -> list[str]:

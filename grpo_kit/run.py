@@ -38,19 +38,27 @@ __all__ = [
     "DEFAULT_LOOP",
     "LOOPS",
     "TINY_MODEL",
+    "PreflightNoGo",
     "RunOutcome",
     "RunPlan",
     "base_model_name",
+    "evaluate_held_out",
+    "evaluation_summary",
     "execute",
     "held_out",
+    "held_out_rows",
     "load_adapter",
+    "load_base",
     "load_model",
     "plan_run",
+    "preflight_check",
+    "preflight_hook",
     "prepare_run_dir",
     "resume_command",
     "run_paths",
     "to_loop_config",
     "train_on_path",
+    "validate_run_inputs",
     "write_run_config",
 ]
 
@@ -409,6 +417,17 @@ def base_model_name(source: Path, adapter_dir: Path, base: str | None = None) ->
     raise ValueError(f"cannot tell which base model the adapter in {adapter_dir} belongs to; pass --base MODEL.")
 
 
+def load_base(base_name: str) -> Any:
+    """The base model called ``base_name`` (``"tiny"``: the random test model, seed 0), without LoRA."""
+    if base_name == TINY_MODEL:
+        from grpo_kit.models import tiny_model
+
+        return tiny_model(seed=0)[0]
+    from grpo_kit.models import load_model as load
+
+    return load(base_name)[0]
+
+
 def load_adapter(adapter_dir: Path, base_name: str) -> tuple[Any, Any]:
     """Base model + the adapter in ``adapter_dir`` (tokenizer from the adapter folder)."""
     from peft import PeftModel
@@ -428,6 +447,91 @@ def load_adapter(adapter_dir: Path, base_name: str) -> tuple[Any, Any]:
     return PeftModel.from_pretrained(base, adapter_dir), tokenizer
 
 
+# --- held-out evaluation and pre-flight (issue 10) ------------------------------------------------------
+
+
+def held_out_rows(recipe: Recipe, n: int) -> list[dict[str, Any]]:
+    """:func:`held_out` as dataset rows (``{"prompt": ..., <columns>...}``), what ``evaluate`` reads."""
+    prompts, columns = held_out(recipe, n)
+    return [{"prompt": p, **{k: v[i] for k, v in columns.items()}} for i, p in enumerate(prompts)]
+
+
+def evaluate_held_out(recipe: Recipe, model: Any, tokenizer: Any, reward_funcs: list, rows: list[dict], *,
+                      k: int = 1):
+    """``grpo_kit.evaluate.evaluate`` on ``rows`` with the recipe's completion budget, chat template kwargs
+    and reward weights; greedy (plus ``k`` seeded samples when k > 1), so before and after differ only
+    because the weights did."""
+    from grpo_kit.evaluate import evaluate
+
+    training = recipe.training
+    return evaluate(model, tokenizer, rows, reward_funcs, num_prompts=len(rows), k=k,
+                    max_new_tokens=int(training.get("max_completion_length", 64)),
+                    temperature=float(training.get("temperature", 1.0)),
+                    chat_template_kwargs=training.get("chat_template_kwargs"),
+                    reward_weights=recipe.reward_weights)
+
+
+def evaluation_summary(before: Any, after: Any, files: Mapping[str, Path] | None = None) -> dict[str, Any]:
+    """What run.json keeps of an evaluation: the headline comparison (metric, means, CI, verdict)."""
+    from grpo_kit.evaluate import compare
+    from grpo_kit.report_card import headline_metric
+
+    metric = headline_metric(before.per_prompt)
+    c = compare(before, after, metric=metric)
+    return {"num_prompts": before.num_prompts, "metric": metric, "before": c.before, "after": c.after,
+            "mean_diff": c.mean_diff, "ci_low": c.ci_low, "ci_high": c.ci_high, "level": c.level,
+            "verdict": c.verdict, "headline": c.summary(),
+            "files": {name: str(path) for name, path in (files or {}).items()}}
+
+
+class PreflightNoGo(RuntimeError):
+    """Pre-flight found that training would not learn; ``report`` holds the findings and their fixes."""
+
+    def __init__(self, report: Any):
+        super().__init__("pre-flight says no-go:\n" + report.summary())
+        self.report = report
+
+
+def validate_run_inputs(plan: RunPlan) -> None:
+    """The checks that need no model: the dataset has a ``prompt`` column and no reward function raises
+    on a probe completion (``RewardFunctionError`` names the function and row)."""
+    from grpo_kit.preflight import validate_inputs
+
+    validate_inputs(plan.recipe.load_dataset(), plan.recipe.build_reward_funcs(None))
+
+
+def preflight_check(plan: RunPlan, model: Any, tokenizer: Any, dataset: Any, reward_funcs: list, *,
+                    num_prompts: int = 8):
+    """``grpo_kit.preflight.check`` with the run's own generation settings (what step 1 will sample)."""
+    from grpo_kit.preflight import check
+
+    t = plan.recipe.training
+    return check(model, tokenizer, dataset, reward_funcs, num_prompts=num_prompts,
+                 num_generations=int(t.get("num_generations", 8)),
+                 max_completion_length=int(t.get("max_completion_length", 256)),
+                 temperature=float(t.get("temperature", 1.0)), top_p=float(t.get("top_p", 1.0)),
+                 top_k=int(t.get("top_k") or 0), min_p=t.get("min_p"),
+                 repetition_penalty=float(t.get("repetition_penalty", 1.0)),
+                 chat_template_kwargs=t.get("chat_template_kwargs"), reward_weights=plan.recipe.reward_weights,
+                 seed=int(t.get("seed", 42)))
+
+
+def preflight_hook(*, force: bool = False, num_prompts: int = 8,
+                   on_report: Callable[[Any], Any] | None = None) -> Callable[..., dict]:
+    """A ``preflight=`` hook for :func:`execute`: runs :func:`preflight_check`, hands the report to
+    ``on_report`` and raises :class:`PreflightNoGo` on a no-go unless ``force``."""
+
+    def hook(plan: RunPlan, model: Any, tokenizer: Any, dataset: Any, reward_funcs: list) -> dict:
+        report = preflight_check(plan, model, tokenizer, dataset, reward_funcs, num_prompts=num_prompts)
+        if on_report is not None:
+            on_report(report)
+        if not report.go and not force:
+            raise PreflightNoGo(report)
+        return {**report.to_dict(), "forced": not report.go}
+
+    return hook
+
+
 # --- the run -------------------------------------------------------------------------------------------
 
 
@@ -445,14 +549,26 @@ def train_on_path(plan: RunPlan, model: Any, tokenizer: Any, dataset: Any, rewar
                           save_final=False)
 
 
+def _greedy_answers(report: Any, model: Any, tokenizer: Any, prompts: list, max_tokens: int) -> list[str]:
+    """The greedy answers to ``prompts``: taken from the evaluation when there is one (generate once)."""
+    from grpo_kit import samples as samples_mod
+
+    if report is not None:
+        return [text.strip() for text in report.completions[:len(prompts)]]
+    return samples_mod.generate_answers(model, tokenizer, prompts, max_new_tokens=max_tokens)
+
+
 def _nothing(_message: str):
     return contextlib.nullcontext()
 
 
 def execute(plan: RunPlan, *, samples: int = 4, merge: bool = True, gguf: str | None = None,
             status: Callable[[str], Any] = _nothing, preflight: Callable[..., dict | None] | None = None,
-            evaluate: Callable[..., dict | None] | None = None) -> RunOutcome:
-    """Run the plan into its folder. ``samples``: held-out prompts answered before and after; ``merge``:
+            evaluate: Callable[..., dict | None] | None = None, eval_prompts: int | None = None) -> RunOutcome:
+    """Run the plan into its folder. ``eval_prompts``: held-out prompts evaluated before and after (default
+    the recipe's ``eval_prompts``; 0: no evaluation) into the report card (``eval.json``, ``report.md``,
+    ``report_card.png``), whose greedy answers also fill ``samples.md``. ``samples``: held-out prompts
+    answered before and after; ``merge``:
     write the merged 16-bit model; ``gguf``: also a GGUF of that type; ``status(message)``: a context
     manager shown while a phase runs (the CLI passes ``console.status``). An interrupted run returns
     right after training (``outcome.result.interrupted``), without samples, exports or run.json."""
@@ -465,6 +581,9 @@ def execute(plan: RunPlan, *, samples: int = 4, merge: bool = True, gguf: str | 
         prepare_run_dir(plan)
         return RunOutcome(plan, unsloth_path.train(recipe, output_dir=plan.output_dir,
                                                    resume_from_checkpoint=plan.resume))
+    n_eval = recipe.eval_prompts if eval_prompts is None else eval_prompts
+    if n_eval < 0:
+        raise ValueError(f"eval_prompts must be >= 0 (0 turns evaluation off), got {n_eval}.")
     started = time.perf_counter()
     prepare_run_dir(plan)
     max_tokens = int(recipe.training.get("max_completion_length", 64))
@@ -472,24 +591,45 @@ def execute(plan: RunPlan, *, samples: int = 4, merge: bool = True, gguf: str | 
         model, tokenizer = load_model(recipe)
         dataset = recipe.load_dataset()
         reward_funcs = recipe.build_reward_funcs(tokenizer)
-        prompts, columns = held_out(recipe, samples)
+        rows = held_out_rows(recipe, max(n_eval, samples))  # samples are the first rows of the evaluation
+        prompts = [r["prompt"] for r in rows[:samples]]
+        columns = {k: [r[k] for r in rows[:samples]] for k in (rows[0] if rows else {}) if k != "prompt"}
     checks = preflight(plan, model, tokenizer, dataset, reward_funcs) if preflight else None
-    with status("answers before training…"):
-        before = samples_mod.generate_answers(model, tokenizer, prompts, max_new_tokens=max_tokens)
+    eval_started = time.perf_counter()
+    with status(f"evaluating {n_eval} held-out prompts before training…" if n_eval else "answers before training…"):
+        eval_before = evaluate_held_out(recipe, model, tokenizer, reward_funcs, rows[:n_eval]) if n_eval else None
+        before = _greedy_answers(eval_before, model, tokenizer, prompts, max_tokens)
+    eval_seconds = time.perf_counter() - eval_started
 
     result = train_on_path(plan, model, tokenizer, dataset, reward_funcs)
     if result.interrupted:
         return RunOutcome(plan, result)
     model = result.model
-    train_seconds = time.perf_counter() - started
+    train_seconds = time.perf_counter() - started - eval_seconds  # loading + training, not the evaluation
 
     from grpo_kit.export import save_adapter, save_merged
 
     reports = []
-    with status("answers after training, exports…"):
-        after = samples_mod.generate_answers(model, tokenizer, prompts, max_new_tokens=max_tokens)
-        pairs = samples_mod.before_after(prompts, before, after, reward_funcs=reward_funcs,
-                                         reward_weights=recipe.reward_weights, columns=columns)
+    eval_started = time.perf_counter()
+    with status(f"evaluating {n_eval} held-out prompts after training…" if n_eval else "answers after training…"):
+        eval_after = evaluate_held_out(recipe, model, tokenizer, reward_funcs, rows[:n_eval]) if n_eval else None
+        after = _greedy_answers(eval_after, model, tokenizer, prompts, max_tokens)
+    built_in_evaluation = None
+    if eval_after is not None:
+        from grpo_kit.report_card import write_report_card
+
+        files = write_report_card(plan.output_dir, eval_before, eval_after,
+                                  log_history=result.log_history,
+                                  title=f"{recipe.name}: held-out before / after {result.global_step} GRPO steps")
+        built_in_evaluation = evaluation_summary(eval_before, eval_after, files)
+    eval_seconds += time.perf_counter() - eval_started
+    with status("exports…"):
+        if eval_after is not None:  # the evaluation already scored these answers (with their token ids)
+            pairs = [samples_mod.Sample(p, b, a, rb, ra) for p, b, a, rb, ra in zip(
+                prompts, before, after, eval_before.per_prompt["reward"], eval_after.per_prompt["reward"])]
+        else:
+            pairs = samples_mod.before_after(prompts, before, after, reward_funcs=reward_funcs,
+                                             reward_weights=recipe.reward_weights, columns=columns)
         samples_mod.write_samples(pairs, plan.output_dir,
                                   title=f"{recipe.name}: before / after {result.global_step} GRPO steps")
         if recipe.lora is not None:
@@ -502,11 +642,12 @@ def execute(plan: RunPlan, *, samples: int = 4, merge: bool = True, gguf: str | 
 
             source = plan.output_dir / "merged" if merge else model
             reports.append(save_gguf(source, plan.output_dir / f"model-{gguf}.gguf", gguf, tokenizer=tokenizer))
-    evaluation = evaluate(plan, model, tokenizer, reward_funcs) if evaluate else None
+    evaluation = evaluate(plan, model, tokenizer, reward_funcs) if evaluate else built_in_evaluation
     rewards = [r["reward"] for r in result.log_history if r.get("reward") is not None]
     summary = {
         "recipe": recipe.name, "loop": plan.loop, "model": recipe.model, "steps": result.global_step,
         "train_seconds": round(train_seconds, 1), "total_seconds": round(time.perf_counter() - started, 1),
+        "eval_seconds": round(eval_seconds, 1),
         "reward_first_step": rewards[0] if rewards else None, "reward_last_step": rewards[-1] if rewards else None,
         "samples_mean_reward_before": samples_mod.mean_reward(pairs, "before"),
         "samples_mean_reward_after": samples_mod.mean_reward(pairs, "after"),
@@ -518,5 +659,7 @@ def execute(plan: RunPlan, *, samples: int = 4, merge: bool = True, gguf: str | 
         summary["preflight"] = checks
     if evaluation is not None:
         summary["evaluation"] = evaluation
-    (plan.output_dir / "run.json").write_text(json.dumps(summary, indent=2, default=str))
+    from grpo_kit.evaluate import write_atomic
+
+    write_atomic(plan.output_dir / "run.json", json.dumps(summary, indent=2, default=str))
     return RunOutcome(plan, result, summary, reports)

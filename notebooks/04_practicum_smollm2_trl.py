@@ -39,29 +39,33 @@ def _():
     import tempfile
     from pathlib import Path
 
-    from datasets_prep import load_smoltldr, synthetic_tldr
     from grpo_kit import trl_path
+    from grpo_kit.evaluate import compare
     from grpo_kit.export import save_merged
     from grpo_kit.lesson_helpers import LiveRewardCurve, cli_args, on_gpu, run_button, should_run
     from grpo_kit.models import load_model
+    from grpo_kit.preflight import check
     from grpo_kit.recipes import get_recipe
-    from grpo_kit.samples import before_after, generate_answers, mean_reward
+    from grpo_kit.report_card import headline_metric
+    from grpo_kit.run import evaluate_held_out, held_out_rows
+    from grpo_kit.samples import generate_answers
 
     return (
         LiveRewardCurve,
         Path,
-        before_after,
+        check,
         cli_args,
+        compare,
+        evaluate_held_out,
         generate_answers,
         get_recipe,
+        headline_metric,
+        held_out_rows,
         load_model,
-        load_smoltldr,
-        mean_reward,
         on_gpu,
         run_button,
         save_merged,
         should_run,
-        synthetic_tldr,
         tempfile,
         trl_path,
     )
@@ -145,24 +149,40 @@ def _(mo, recipe):
 
 
 @app.cell
-def _(load_smoltldr, synthetic_tldr):
-    # Held-out posts (another seed): scored before and after training with greedy decoding.
-    held_out = load_smoltldr("test", source=synthetic_tldr(6, seed=1234))
-    held_out_prompts = list(held_out["prompt"])
-    return (held_out_prompts,)
+def _(held_out_rows, recipe):
+    # Held-out posts: the rows after the training rows, which the run never sees (what `grpo-kit train`
+    # evaluates too). 32 prompts: enough to tell learning from noise with a confidence interval.
+    held_out = held_out_rows(recipe, 32)
+    return (held_out,)
 
 
 @app.cell
-def _(generate_answers, held_out_prompts, load_model, recipe):
-    def answer_held_out(model, tokenizer):
-        """Greedy answers to the held-out prompts (grpo_kit.samples): only the weights differ before/after."""
-        return generate_answers(
-            model, tokenizer, held_out_prompts, max_new_tokens=recipe.training["max_completion_length"]
-        )
+def _(evaluate_held_out, held_out, load_model, recipe):
+    def evaluate_model(model, tokenizer):
+        """Greedy answers to the held-out posts, scored per prompt (grpo_kit.evaluate): the decoding is the
+        same before and after, so only the weights differ."""
+        return evaluate_held_out(recipe, model, tokenizer, recipe.build_reward_funcs(tokenizer), held_out)
 
-    _base_model, _base_tokenizer = load_model(recipe.model)
-    before_answers = answer_held_out(_base_model, _base_tokenizer)
-    return answer_held_out, before_answers
+    base_model, base_tokenizer = load_model(recipe.model)
+    before_report = evaluate_model(base_model, base_tokenizer)
+    return base_model, base_tokenizer, before_report, evaluate_model
+
+
+@app.cell
+def _(base_model, base_tokenizer, check, mo, recipe, train_dataset):
+    # Pre-flight (what `grpo-kit train --preflight` runs): G completions for a few prompts with the run's
+    # settings. GRPO learns only from reward differences within a group; no variance, no signal.
+    preflight_report = check(
+        base_model, base_tokenizer, train_dataset, recipe.build_reward_funcs(base_tokenizer), num_prompts=4,
+        num_generations=recipe.training["num_generations"],
+        max_completion_length=recipe.training["max_completion_length"],
+    )
+    mo.md(
+        "### Pre-flight: is there anything to learn?\n\n"
+        f"```\n{preflight_report.summary()}\n```\n\n"
+        "Zero-std groups give no learning signal; clipped completions (no EOS) all score alike."
+    )
+    return (preflight_report,)
 
 
 @app.cell
@@ -180,7 +200,7 @@ def _(mo, run_button, train_steps):
 @app.cell
 def _(
     LiveRewardCurve,
-    before_answers,
+    before_report,
     load_model,
     mo,
     output_root,
@@ -191,7 +211,7 @@ def _(
     trl_path,
 ):
     mo.stop(not should_run(train_button), mo.md("Press the button to train."))
-    assert before_answers  # answer with the untouched base model first
+    assert before_report.num_prompts  # evaluate the untouched base model first
     live_curve = LiveRewardCurve(f"{recipe.name}: reward per step")
     # A fresh copy of the base model each time: pressing the button again starts over.
     _model, tokenizer = load_model(recipe.model)
@@ -229,28 +249,35 @@ def _(mo, run):
 
 
 @app.cell
-def _(answer_held_out, before_after, before_answers, held_out_prompts, recipe, tokenizer, trained_model):
-    after_answers = answer_held_out(trained_model, tokenizer)
-    held_out_samples = before_after(
-        held_out_prompts, before_answers, after_answers, reward_funcs=recipe.build_reward_funcs(tokenizer)
-    )
-    return (held_out_samples,)
+def _(before_report, compare, evaluate_model, headline_metric, tokenizer, trained_model):
+    after_report = evaluate_model(trained_model, tokenizer)
+    # Paired per prompt (after − before), with a seeded bootstrap 95 % CI: the claim rests on this.
+    comparison = compare(before_report, after_report, metric=headline_metric(before_report.per_prompt))
+    return after_report, comparison
 
 
 @app.cell
-def _(held_out_samples, mean_reward, mo):
+def _(after_report, before_report, comparison, mo):
     def _cell(text: str) -> str:
         return text.replace("|", "\\|").replace("\n", " ") or "*(empty)*"
 
+    _metric = comparison.metric
     _rows = "\n".join(
-        f"| {_cell(s.before)} ({s.reward_before:+.0f}) | {_cell(s.after)} ({s.reward_after:+.0f}) |"
-        for s in held_out_samples
+        f"| {_cell(b)} ({eb:.0f}) | {_cell(a)} ({ea:.0f}) |"
+        for b, a, eb, ea in list(
+            zip(before_report.completions, after_report.completions, before_report.per_prompt[_metric],
+                after_report.per_prompt[_metric])
+        )[:4]
     )
     mo.md(
-        "## 4 · Before and after (greedy, held-out posts)\n\n"
-        f"Mean length reward: **{mean_reward(held_out_samples, 'before'):+.1f}** before → "
-        f"**{mean_reward(held_out_samples, 'after'):+.1f}** after.\n\n"
-        "| before (reward) | after (reward) |\n|---|---|\n" + _rows
+        f"## 4 · Before and after (greedy, {comparison.n} held-out posts)\n\n"
+        f"`{_metric}` (distance from the 50-character target): **{comparison.before:.1f}** before → "
+        f"**{comparison.after:.1f}** after; change {comparison.mean_diff:+.1f}, "
+        f"{comparison.level:.0%} CI [{comparison.ci_low:+.1f}, {comparison.ci_high:+.1f}] — "
+        f"**{comparison.verdict}**. The interval comes from resampling the prompts (paired bootstrap, "
+        "`grpo_kit.evaluate.compare`): when it excludes 0, the change is not noise of a few lucky prompts.\n\n"
+        "Four of the answers (distance from the target):\n\n"
+        "| before | after |\n|---|---|\n" + _rows
     )
     return
 
@@ -291,12 +318,13 @@ def _(generate_answers, load_model, merged_report, mo):
 
 @app.cell
 def test_trained_beats_untrained_and_merged_model_reloads(
-    held_out_samples, mean_reward, merged_report, reloaded_answer
+    comparison, merged_report, preflight_report, reloaded_answer
 ):
     # One test cell for the whole run: pytest re-runs a test cell's ancestors, and training is the costly one.
-    _before = mean_reward(held_out_samples, "before")
-    _after = mean_reward(held_out_samples, "after")
-    assert _after > _before, (_before, _after)
+    # The lesson's claim: the distance from the target fell, with a 95 % CI that excludes 0.
+    assert comparison.metric.startswith("length_error/") and comparison.n == 32, comparison
+    assert comparison.verdict == "improved" and comparison.ci_high < 0, comparison.summary()
+    assert preflight_report.zero_std_share < 0.5, preflight_report.summary()  # the groups carry a signal
     assert merged_report.verified, merged_report.details
     _files = {p.name for p in merged_report.path.iterdir()}
     assert "config.json" in _files and "tokenizer_config.json" in _files, _files
