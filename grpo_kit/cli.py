@@ -28,6 +28,7 @@ import contextlib
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -311,7 +312,7 @@ def cmd_preflight(args, console) -> int:
         raise UsageError(f"--num-prompts must be >= 1, got {args.num_prompts}.")
     try:  # the plan's output folder is never created: pre-flight writes nothing
         plan = run.plan_run(args.recipe, small=args.small, overrides=parse_overrides(args.overrides),
-                            output_dir=Path(os.devnull))
+                            output_dir=Path(tempfile.gettempdir()) / f"grpo-kit-preflight-{os.getpid()}")
     except CONFIG_ERRORS as error:
         raise UsageError(str(error)) from error
     _validate_inputs(plan)

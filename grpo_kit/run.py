@@ -585,7 +585,6 @@ def execute(plan: RunPlan, *, samples: int = 4, merge: bool = True, gguf: str | 
     if n_eval < 0:
         raise ValueError(f"eval_prompts must be >= 0 (0 turns evaluation off), got {n_eval}.")
     started = time.perf_counter()
-    prepare_run_dir(plan)
     max_tokens = int(recipe.training.get("max_completion_length", 64))
     with status("loading model and data…"):
         model, tokenizer = load_model(recipe)
@@ -595,6 +594,7 @@ def execute(plan: RunPlan, *, samples: int = 4, merge: bool = True, gguf: str | 
         prompts = [r["prompt"] for r in rows[:samples]]
         columns = {k: [r[k] for r in rows[:samples]] for k in (rows[0] if rows else {}) if k != "prompt"}
     checks = preflight(plan, model, tokenizer, dataset, reward_funcs) if preflight else None
+    prepare_run_dir(plan)  # only now: a model, data or pre-flight failure leaves no folder behind
     eval_started = time.perf_counter()
     with status(f"evaluating {n_eval} held-out prompts before training…" if n_eval else "answers before training…"):
         eval_before = evaluate_held_out(recipe, model, tokenizer, reward_funcs, rows[:n_eval]) if n_eval else None
