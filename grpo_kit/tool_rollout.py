@@ -43,7 +43,7 @@ def run_tool_calls(message: dict[str, Any], tools: dict[str, Callable]) -> list[
             if not isinstance(arguments, dict):
                 raise TypeError(f"arguments must be keyword arguments, got {arguments!r}")
             result: Any = tools[name](**arguments)
-        except Exception as error:  # a bad call is the model's mistake, reported to it like TRL does
+        except Exception as error:  # noqa: BLE001 -- any failure is the model's mistake; TRL reports it too
             result = {"error": str(error)}
         results.append({"role": "tool", "name": str(name), "content": str(result)})
     return results
