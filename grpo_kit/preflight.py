@@ -111,8 +111,6 @@ def validate_inputs(dataset: Any, reward_funcs: Callable | Sequence[Callable], *
     probe_rows = [r for r in rows for _ in PROBE_COMPLETIONS]
     texts = [t for _ in rows for t in PROBE_COMPLETIONS]
     completions = [[{"role": "assistant", "content": t}] for t in texts] if conversational else texts
-    # Multi-turn tool rollouts (grpo_kit.tool_rollout) are scored as their message lists, as TRL does.
-    completions = [c.messages if c.messages is not None else done for c, done in zip(flat, completions)]
     other = {k: [r[k] for r in probe_rows] for k in rows[0] if k != "prompt"}
     call_reward_funcs(funcs, [r["prompt"] for r in probe_rows], completions, completion_ids=None, **other)
     return funcs

@@ -112,3 +112,24 @@ def test_tool_generate_plugs_into_evaluate_with_the_tiny_model(tok, rows):
 def test_zero_tool_iterations_is_refused(tok, rows):
     with pytest.raises(ValueError, match="would never run a tool"):
         generate_with_tools(None, tok, [rows[0]["prompt"]], tools=CALCULATOR_TOOLS, max_tool_calling_iterations=0)
+
+
+def test_preflight_scores_multi_turn_rollouts_and_sees_the_zero_variance_groups(rows):
+    from grpo_kit import preflight
+
+    def rollout(answer):
+        messages = [
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"type": "function", "function": {"name": "multiply", "arguments": {"a": 1, "b": int(answer)}}}]},
+            {"role": "tool", "name": "multiply", "content": answer},
+            {"role": "assistant", "content": f"The answer is {answer}."},
+        ]
+        return GeneratedCompletion(completion_text(messages), 20, True, [], messages)
+
+    # Prompt 0: all four right (zero variance); prompt 1: two right, two wrong.
+    groups = [[rollout(rows[0]["answer"])] * 4, [rollout(rows[1]["answer"])] * 2 + [rollout("7")] * 2]
+    report = preflight.check(None, None, rows.select(range(2)), [tool_success_reward, tool_call_reward],
+                             num_prompts=2, num_generations=4, sampler=lambda prompts, g: groups)
+    assert report.zero_std_share == 0.5
+    assert report.reward_mean["tool_call_reward"] == 1.0
+    assert report.reward_mean["tool_success_reward"] == 0.75
