@@ -128,3 +128,13 @@ def test_one_real_grpo_step_with_the_calculator_tools(tmp_path):
 def test_a_list_of_tools_overrides_the_recipes_tool_set(tmp_path):
     kwargs = check_tool_setup("calculator", None, {}, {"tools": [multiply]})
     assert kwargs["tools"] == [multiply]
+
+
+def test_cli_plan_checks_tools_before_the_model_loads(tmp_path):
+    from grpo_kit.run import plan_run
+
+    with pytest.raises(ValueError, match="would never run a tool"):
+        plan_run("calculator-tool-cpu", loop="trl", overrides={"max_tool_calling_iterations": 0},
+                 output_dir=tmp_path / "a")
+    with pytest.raises(ValueError, match="standalone loop has no tool loop.*--loop trl"):
+        plan_run("calculator-tool-cpu", loop="standalone", output_dir=tmp_path / "b")
