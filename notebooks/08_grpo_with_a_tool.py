@@ -108,7 +108,7 @@ def _(Path, cli_args, get_recipe, mo, on_gpu, tempfile):
         recipe = get_recipe("calculator-tool-cpu", model="Qwen/Qwen2.5-0.5B-Instruct", tool_template=None)
         train_steps, num_eval, eval_k = int(_args.get("max-steps") or 30), 32, 4
     elif full:
-        # The recipe as measured in the README: 8 steps of 2 prompts × 4 completions, ~10-15 min on 2 cores.
+        # The recipe as measured in the README: 8 steps of 2 prompts × 4 completions, ~6 min of training on 2 cores.
         recipe = get_recipe("calculator-tool-cpu")
         train_steps, num_eval, eval_k = int(_args.get("max-steps") or 8), 32, 2
     else:
@@ -304,7 +304,8 @@ def test_rendered_prompt_lists_the_tools_and_a_worked_call(rendered_prompt):
 def _(mo):
     mo.md(r"""
     **What the measured run showed** (README, recipe `calculator-tool-cpu`): the held-out success rate at
-    T = 1.0 rises from about a quarter of rollouts to nearly all of them in ~8 CPU steps. The base model
+    T = 1.0 rose from 11 % of rollouts (7/64) to 94 % (60/64) in 8 CPU steps, +0.83 [95 % CI +0.72, +0.92]. The
+    base model
     *greedy* is already good (it copies the worked example); what GRPO fixes is the sampled rollouts — the ones
     the training itself draws.
 
