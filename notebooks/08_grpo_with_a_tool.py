@@ -304,9 +304,8 @@ def test_rendered_prompt_lists_the_tools_and_a_worked_call(rendered_prompt):
 def _(mo):
     mo.md(r"""
     **What the measured run showed** (README, recipe `calculator-tool-cpu`): the held-out success rate at
-    T = 1.0 rose from 11 % of rollouts (7/64) to 94 % (60/64) in 8 CPU steps, +0.83 [95 % CI +0.72, +0.92]. The
-    base model
-    *greedy* is already good (it copies the worked example); what GRPO fixes is the sampled rollouts — the ones
+    T = 1.0 rose from 11 % of rollouts (7/64) to 94 % (60/64) in 8 CPU steps, +0.83 [95 % CI +0.72, +0.92].
+    The base model *greedy* is already good (it copies the worked example); what GRPO fixes is the sampled rollouts — the ones
     the training itself draws.
 
     Next: try `kinds=["choose"]` in `dataset_kwargs` (the question names the operation in words, so the model
