@@ -17,7 +17,7 @@ from datasets_prep.hub import hub_available
 from datasets_prep.smoltldr import check_smoltldr_row, load_smoltldr
 from datasets_prep.sources import load_raw
 from datasets_prep.synthetic import synthetic_gsm8k, synthetic_tldr
-from datasets_prep.tool_tasks import CALCULATOR_TOOLS, load_tool_tasks, tool_task_rows
+from datasets_prep.tool_tasks import CALCULATOR_TOOLS, load_tool_task_split, load_tool_tasks, tool_task_rows
 
 __all__ = [
     "CALCULATOR_TOOLS",
@@ -33,6 +33,7 @@ __all__ = [
     "load_gsm8k",
     "load_raw",
     "load_smoltldr",
+    "load_tool_task_split",
     "load_tool_tasks",
     "prompt_to_text",
     "synthetic_gsm8k",

@@ -32,6 +32,7 @@ __all__ = [
     "CALCULATOR_TOOLS",
     "TASK_KINDS",
     "add",
+    "load_tool_task_split",
     "load_tool_tasks",
     "multiply",
     "subtract",
@@ -216,3 +217,25 @@ def load_tool_tasks(
         n_train, n_test, seed=seed, kinds=kinds, n_examples=n_examples, system_prompt=system_prompt
     )
     return DatasetDict({"train": Dataset.from_list(train), "test": Dataset.from_list(test)})
+
+
+def load_tool_task_split(
+    split: str = "train",
+    source: Any = None,
+    *,
+    n_train: int = 64,
+    n_test: int = 32,
+    seed: int = 0,
+    kinds: Sequence[str] = ("multiply",),
+    n_examples: int = 1,
+    system_prompt: str | None = None,
+):
+    """One split of :func:`load_tool_tasks` as a ``datasets.Dataset``, with the loader signature recipes use
+    (``Recipe(dataset="tool_tasks", dataset_kwargs={...})``). The rows are generated, so ``source`` must be None.
+    """
+    if source is not None:
+        raise ValueError(f"tool tasks are generated, not read from a source; drop dataset_source={source!r}.")
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test' (the held-out questions), not {split!r}.")
+    return load_tool_tasks(n_train, n_test, seed=seed, kinds=kinds, n_examples=n_examples,
+                           system_prompt=system_prompt)[split]

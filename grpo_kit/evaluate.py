@@ -114,6 +114,9 @@ class GeneratedCompletion:
     num_tokens: int
     ended: bool  # an EOS came within max_new_tokens (else it was clipped)
     ids: list[int] = field(default_factory=list)
+    # A multi-turn completion (assistant / tool messages, grpo_kit.tool_rollout): scored as this list,
+    # as TRL's tool loop passes it to reward functions. None: one assistant turn, ``text``.
+    messages: list[dict[str, Any]] | None = None
 
 
 def prompt_texts(tokenizer, prompts: Sequence[Any], chat_template_kwargs: dict | None = None) -> list[str]:
@@ -235,6 +238,7 @@ def _score(funcs, prompts, completions: list[GeneratedCompletion], rows, convers
 
     texts = [c.text for c in completions]
     formatted = [[{"role": "assistant", "content": t}] for t in texts] if conversational else texts
+    formatted = [c.messages if c.messages is not None else f for c, f in zip(completions, formatted)]
     columns = {k: [r[k] for r in rows] for k in rows[0] if k != "prompt"} if rows else {}
     return call_reward_funcs(funcs, prompts, formatted, completion_ids=[c.ids for c in completions], **columns)
 
@@ -246,12 +250,15 @@ def _weighted_total(row: Sequence[float], weights: Sequence[float]) -> float:
 def evaluate(model, tokenizer, dataset: Any, reward_funcs: Callable | Sequence[Callable], *, num_prompts: int = 32,
              k: int = 1, max_new_tokens: int = 128, temperature: float = 1.0, seed: int = 0,
              chat_template_kwargs: dict | None = None, batch_size: int = 8,
-             reward_weights: Sequence[float] | None = None, sampler: Sampler | None = None) -> EvalReport:
+             reward_weights: Sequence[float] | None = None, sampler: Sampler | None = None,
+             generate_fn: Callable[..., list[list[GeneratedCompletion]]] | None = None) -> EvalReport:
     """Evaluate the first ``num_prompts`` rows of ``dataset`` (held-out: rows the run never trains on).
 
     Greedy answers always; with ``k > 1`` also ``k`` samples per prompt at ``temperature`` (seeded) for
     ``mean@k`` and ``pass@k/<name>``. ``sampler(prompts, num_generations)`` replaces the model's decoding
     (canned completions in tests; ``model``/``tokenizer`` are then only used by the sampler).
+    ``generate_fn`` replaces :func:`generate` with a function of the same signature, e.g. the multi-turn
+    tool loop ``grpo_kit.tool_rollout.tool_generate(tools)``.
     Raises ``RewardFunctionError`` naming the function and row if a reward function fails.
     """
     from datasets_prep.chat import is_conversational_prompt
@@ -273,9 +280,10 @@ def evaluate(model, tokenizer, dataset: Any, reward_funcs: Callable | Sequence[C
     def sample(num_generations: int, greedy: bool) -> list[list[GeneratedCompletion]]:
         if sampler is not None:
             return sampler(prompts, num_generations)
-        return generate(model, tokenizer, prompts, num_generations=num_generations, max_new_tokens=max_new_tokens,
-                        temperature=temperature, greedy=greedy, seed=seed, batch_size=batch_size,
-                        chat_template_kwargs=chat_template_kwargs)
+        return (generate_fn or generate)(
+            model, tokenizer, prompts, num_generations=num_generations, max_new_tokens=max_new_tokens,
+            temperature=temperature, greedy=greedy, seed=seed, batch_size=batch_size,
+            chat_template_kwargs=chat_template_kwargs)
 
     names = [reward_name(f) for f in funcs]
     infos = [reward_info(f) for f in funcs]

@@ -153,6 +153,8 @@ def check(model, tokenizer, dataset: Any, reward_funcs: Callable | Sequence[Call
     conversational = is_conversational_prompt(prompts[0])
     texts = [c.text for c in flat]
     completions = [[{"role": "assistant", "content": t}] for t in texts] if conversational else texts
+    # Multi-turn tool rollouts (grpo_kit.tool_rollout) are scored as their message lists, as TRL does.
+    completions = [c.messages if c.messages is not None else done for c, done in zip(flat, completions)]
     other = {k: [r[k] for r in flat_rows] for k in rows[0] if k != "prompt"}
     scores = call_reward_funcs(funcs, [r["prompt"] for r in flat_rows], completions,
                                completion_ids=[c.ids for c in flat], **other)  # (N*G, F)

@@ -28,6 +28,7 @@ from grpo_kit.settings import (
     check_training_fields,
     grpo_config_field_names,
 )
+from grpo_kit.tool_sets import check_tool_names
 
 __all__ = [
     "RECIPES",
@@ -39,7 +40,8 @@ __all__ = [
 ]
 
 # Loaders in datasets_prep, by the name a recipe uses.
-DATASET_LOADERS = {"smoltldr": "load_smoltldr", "gsm8k": "load_gsm8k", "deepmath": "load_deepmath"}
+DATASET_LOADERS = {"smoltldr": "load_smoltldr", "gsm8k": "load_gsm8k", "deepmath": "load_deepmath",
+                   "tool_tasks": "load_tool_task_split"}
 # Raw-row generators for dataset_source="synthetic" (offline, CPU-sized runs and tests).
 SYNTHETIC_ROWS = {"smoltldr": "synthetic_tldr", "gsm8k": "synthetic_gsm8k"}
 
@@ -138,6 +140,9 @@ class Recipe:
     training: GRPOConfig fields (TRL names). ``output_dir`` is chosen by the caller, not here.
     eval_prompts: held-out prompts evaluated before and after every run (``grpo_kit.evaluate``, greedy,
         paired bootstrap CI); 32 is the fewest that tells learning from noise on the CPU recipes. 0: off.
+    tools: a tool set from ``grpo_kit.tool_sets.TOOL_SETS`` ("calculator") passed as ``GRPOTrainer(tools=...)``.
+    tool_template: a ``grpo_kit.tool_sets.TOOL_TEMPLATES`` name ("chatml") installing a tool-calling chat
+        template on the tokenizer, for models whose own template has none (SmolLM2); None keeps the model's.
     """
 
     name: str
@@ -154,6 +159,8 @@ class Recipe:
     unsloth: UnslothSettings = field(default_factory=UnslothSettings)
     training: Mapping[str, Any] = field(default_factory=dict)
     eval_prompts: int = 32
+    tools: str | None = None
+    tool_template: str | None = None
 
     def __post_init__(self):
         if self.dataset not in DATASET_LOADERS:
@@ -174,6 +181,7 @@ class Recipe:
             raise ValueError(
                 f"recipe {self.name!r}: put weights on each RewardSpec(weight=...), not in training['reward_weights']."
             )
+        check_tool_names(self.tools, self.tool_template, where=f"recipe {self.name!r}")
         # GRPOConfig field names are checked by validate() (it imports trl, which takes seconds).
 
     def validate(self) -> Recipe:
@@ -356,6 +364,52 @@ _RECIPE_LIST = [
             "save_steps": 5,
             "max_grad_norm": 0.1,
             "gradient_checkpointing": False,
+        },
+    ),
+    Recipe(
+        name="calculator-tool-cpu",
+        description=(
+            "GRPO with a tool (TRL's tools=, lesson 8): the embedded SmolLM2-135M learns to answer '3-digit x "
+            "2-digit' questions by calling multiply(a, b) once, then stating the result. One worked tool "
+            "exchange in each prompt, 4 completions of <= 64 tokens at T=1.0, reward = a well-formed call AND "
+            "the correct final answer. Full fine-tuning on CPU, about 8 steps in 10 minutes."
+        ),
+        model="smollm2-135m-instruct",
+        dataset="tool_tasks",
+        dataset_size=256,
+        # The held-out split (load_tool_task_split("test", ...) with the same kwargs) is drawn before the
+        # training rows, so it never overlaps them.
+        dataset_kwargs={"n_train": 256, "n_test": 32, "seed": 0, "kinds": ["multiply"], "n_examples": 1},
+        # Only the success reward counts (weight 1); the call and answer rewards are logged for the lesson's
+        # plots with weight 0. Rewarding a well-formed call alone let runs "call, then answer wrongly".
+        rewards=(
+            RewardSpec("tool_success_reward", 1.0),
+            RewardSpec("tool_call_reward", 0.0),
+            RewardSpec("tool_answer_reward", 0.0),
+        ),
+        # What differs from the course (HF LLM course, chapter 12) and why: the course trains no tools. TRL's
+        # tool loop needs a tokenizer whose template renders tool calls; SmolLM2's has none, hence
+        # tool_template="chatml" (grpo_kit.tool_template). Full fine-tuning instead of LoRA and lr 5e-5
+        # constant (course: 2e-5 LoRA) because ~8 CPU steps must move a 135M model measurably; beta=0 (TRL's
+        # default, no reference model) saves a forward pass per step on CPU.
+        lora=None,
+        tools="calculator",
+        tool_template="chatml",
+        training={
+            "learning_rate": 5e-5,
+            "lr_scheduler_type": "constant",
+            "per_device_train_batch_size": 8,
+            "gradient_accumulation_steps": 1,
+            "num_generations": 4,
+            "max_completion_length": 64,
+            "max_tool_calling_iterations": 1,
+            "temperature": 1.0,
+            "max_steps": 8,
+            "optim": "adamw_torch",
+            "logging_steps": 1,
+            "save_strategy": "no",
+            "gradient_checkpointing": False,
+            "remove_unused_columns": False,
         },
     ),
     Recipe(

@@ -179,6 +179,9 @@ def _path_config(recipe: Recipe, loop: str, output_dir: Path, resume: Any):
         if recipe.quantization:
             raise ValueError(f"recipe {recipe.name!r} uses {recipe.quantization} quantization, which the standalone "
                              "loop does not do; use --loop trl (QLoRA) or --loop unsloth on a GPU.")
+        if recipe.tools:
+            raise ValueError(f"recipe {recipe.name!r} trains with tools ({recipe.tools!r}); the standalone loop has "
+                             "no tool loop. Use --loop trl (TRL's GRPOTrainer runs the tools).")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # fields only TRL has (optim, ...) are listed in run.json
             return to_loop_config(recipe, output_dir=str(output_dir), resume_from_checkpoint=resume)

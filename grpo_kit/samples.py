@@ -108,7 +108,7 @@ def before_after(prompts: Sequence[Any], before: Sequence[str], after: Sequence[
         raise ValueError(f"need one before and one after answer per prompt; got {len(prompts)} prompts, "
                          f"{len(before)} before, {len(after)} after.")
     rb = ra = [None] * len(prompts)
-    if reward_funcs:
+    if reward_funcs and prompts:  # no prompts (--samples 0): nothing to score; a column-reading reward would raise
         rb = score_answers(prompts, before, reward_funcs, reward_weights, columns)
         ra = score_answers(prompts, after, reward_funcs, reward_weights, columns)
     return [Sample(p, b, a, x, y) for p, b, a, x, y in zip(prompts, before, after, rb, ra)]

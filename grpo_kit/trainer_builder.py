@@ -7,7 +7,9 @@ metrics/Ctrl-C callbacks and the :class:`~grpo_kit.result.RunResult` are shared 
     result = run_trainer(trainer, output_dir="runs/x", title="TRL")
 
 ``build_trainer(..., trainer_kwargs={"tools": [...], "environment_factory": ...})`` forwards extra
-``GRPOTrainer`` arguments unchanged.
+``GRPOTrainer`` arguments unchanged; a recipe's ``tools="calculator"`` fills ``tools`` (``grpo_kit.tool_sets``),
+and the tools, ``max_tool_calling_iterations`` and the tokenizer's tool template are checked before the model
+loads.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from grpo_kit.settings import (
     check_reward_funcs,
     check_training_fields,
 )
+from grpo_kit.tool_sets import check_tool_setup, prepare_tool_tokenizer
 
 __all__ = [
     "ModelBackend",
@@ -126,12 +129,17 @@ def build_trainer(
             # The weights come from the recipe; a different number of functions needs its own weights.
             training["reward_weights"] = overrides.get("reward_weights", [1.0] * len(reward_funcs))
     check_training(training, world_size=world_size())
+    # Tools, max_tool_calling_iterations and a given tokenizer's template are checked before any weights load.
+    trainer_kwargs = check_tool_setup(recipe.tools, recipe.tool_template, training, trainer_kwargs or {},
+                                      tokenizer)
     backend.check(recipe, training, precision)
     from trl import GRPOConfig, GRPOTrainer
 
     args = GRPOConfig(**training)  # TRL's own config checks, still before loading anything
     if model is None:
         model, loaded_tokenizer = backend.load(recipe, precision, args)
+        if tokenizer is None and ("tools" in trainer_kwargs or "environment_factory" in trainer_kwargs):
+            prepare_tool_tokenizer(loaded_tokenizer, recipe.tool_template)  # the loaded tokenizer's template
         tokenizer = tokenizer or loaded_tokenizer
     elif tokenizer is None:
         raise ValueError("a model was given without its tokenizer; pass tokenizer= too.")
@@ -147,7 +155,7 @@ def build_trainer(
         processing_class=tokenizer,
         peft_config=backend.peft_config(recipe, model),
         callbacks=list(callbacks or []),
-        **dict(trainer_kwargs or {}),
+        **trainer_kwargs,
     )
     use_plain_progress_bar(trainer)
     return trainer

@@ -26,6 +26,7 @@ from grpo_kit.hardware import Precision, detect_precision
 from grpo_kit.recipes import Recipe, get_recipe
 from grpo_kit.result import RunResult
 from grpo_kit.settings import check_precision
+from grpo_kit.tool_sets import check_tool_setup
 from grpo_kit.trainer_builder import (
     ModelBackend,
     check_training,
@@ -86,6 +87,7 @@ def check_settings(recipe: Recipe, training: Mapping[str, Any], *, world_size: i
 
     check_training(training, world_size=trainer_builder.world_size() if world_size is None else world_size)
     _check_hardware(recipe, training, precision or detect_precision())
+    check_tool_setup(recipe.tools, recipe.tool_template, training, {})  # the tools and their iterations
 
 
 def _check_hardware(recipe: Recipe, training: Mapping[str, Any], precision: Precision) -> None:

@@ -40,7 +40,7 @@ def _env() -> dict[str, str]:
 def test_lessons_exist():
     numbers = [p.name[:2] for p in LESSONS]
     assert numbers == [f"{i:02d}" for i in range(1, len(LESSONS) + 1)], numbers
-    assert len(LESSONS) == 7, [p.name for p in LESSONS]
+    assert len(LESSONS) == 8, [p.name for p in LESSONS]
 
 
 @pytest.mark.timeout(600)

@@ -25,6 +25,8 @@ KEY_OUTPUTS = {
     "05": ("Lesson 5 · The loop without the black box", "Press the button to train."),
     "06": ("Lesson 6 · Practicum: GSM8K with Unsloth QLoRA + vLLM", "Press the button to train."),
     "07": ("Lesson 7 · Export: adapter, merged 16-bit, GGUF",),
+    "08": ("Lesson 8 · GRPO with a tool", "The raw rendered conversation", "groups whose reward has zero variance",
+           "Press the button to train."),
 }
 
 
@@ -44,7 +46,7 @@ def expects_formulas(number: str) -> bool:
 
 # Lessons 1, 2, 3 and 5 are checked the same way by their interaction tests below.
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("number", ["04", "06", "07"])
+@pytest.mark.parametrize("number", ["04", "06", "07", "08"])
 def test_lesson_renders_cleanly(open_lesson, number):
     lesson = open_lesson(number)
     lesson.settle(KEY_OUTPUTS[number])

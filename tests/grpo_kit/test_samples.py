@@ -40,3 +40,10 @@ def test_a_failing_reward_function_is_named():
 
     with pytest.raises(RewardFunctionError, match="broken"):
         score_answers(["p"], ["x"], [broken])
+
+
+def test_no_held_out_prompts_scores_nothing_even_with_a_column_reading_reward():
+    # `grpo-kit train --samples 0` on calculator-tool-cpu crashed here: tool_answer_reward needs `answer`.
+    from rewards import tool_success_reward
+
+    assert before_after([], [], [], reward_funcs=[tool_success_reward], columns={}) == []

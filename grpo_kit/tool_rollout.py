@@ -1,0 +1,134 @@
+"""Multi-turn rollouts with tools for evaluation: the loop TRL's ``GRPOTrainer(tools=...)`` runs while training.
+
+One rollout of a prompt, per turn (at most ``max_tool_calling_iterations`` tool turns)::
+
+    prompt ──► model writes a turn ──► parse it (TRL's parse_response, the tokenizer's response_template)
+                   ▲                         │ tool_calls?  no ──► done
+                   │                         ▼ yes
+                   └──── tool turn appended: RESULT <value>  (or {"error": ...} for a bad call)
+
+The completion handed to the reward functions is the list of messages after the prompt (assistant turns and
+tool turns), exactly the shape TRL passes them (``rewards.tools``). :func:`tool_generate` plugs the loop into
+``grpo_kit.evaluate.evaluate(..., generate_fn=...)``, so scoring, pass@k / mean@k and the paired bootstrap
+``compare`` are the ones every other evaluation uses.
+
+Differences from TRL's loop, on purpose: each turn is rendered from the messages with the chat template
+(TRL appends the result tokens without re-tokenizing; with a prefix-preserving template the text is the
+same), and ``max_new_tokens`` is a budget per turn (TRL's ``max_completion_length`` covers all turns).
+Tool calls are dispatched by name to the given Python functions; nothing the model writes is evaluated.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from grpo_kit.evaluate import GeneratedCompletion, generate
+
+__all__ = ["completion_text", "generate_with_tools", "run_tool_calls", "tool_generate"]
+
+
+def run_tool_calls(message: dict[str, Any], tools: dict[str, Callable]) -> list[dict[str, Any]]:
+    """The ``tool`` messages answering ``message["tool_calls"]``, as TRL builds them: unknown tools and
+    exceptions (wrong argument names, ...) come back as ``{"error": ...}`` results instead of raising."""
+    results = []
+    for call in message.get("tool_calls") or []:
+        function = call.get("function", call)
+        name = function.get("name")
+        arguments = function.get("arguments") or {}
+        try:
+            if name not in tools:
+                raise ValueError(f"Tool {name} not found.")
+            if not isinstance(arguments, dict):
+                raise TypeError(f"arguments must be keyword arguments, got {arguments!r}")
+            result: Any = tools[name](**arguments)
+        except Exception as error:  # noqa: BLE001 -- any failure is the model's mistake; TRL reports it too
+            result = {"error": str(error)}
+        results.append({"role": "tool", "name": str(name), "content": str(result)})
+    return results
+
+
+def completion_text(messages: Sequence[dict[str, Any]]) -> str:
+    """A readable one-string view of a multi-turn completion (calls as ``CALL ...``, results as ``RESULT ...``)."""
+    from grpo_kit.tool_template import render_call
+
+    lines = []
+    for message in messages:
+        if message["role"] == "tool":
+            lines.append(f"RESULT {message['content']}")
+            continue
+        if message.get("content"):
+            lines.append(str(message["content"]).strip())
+        for call in message.get("tool_calls") or []:
+            function = call.get("function", call)
+            arguments = function.get("arguments")
+            lines.append(render_call(function.get("name", "?"), **arguments) if isinstance(arguments, dict)
+                         else f"CALL {function.get('name', '?')}({arguments or ''})")
+    return "\n".join(lines)
+
+
+def _parse_turn(tokenizer, prompt: list[dict[str, Any]], completion: GeneratedCompletion, tools_list) -> dict:
+    from trl.chat_template_utils import parse_response
+
+    from datasets_prep.chat import prompt_to_text
+
+    prefix = tokenizer(prompt_to_text(prompt, tokenizer, tools=tools_list), add_special_tokens=False)["input_ids"]
+    message = parse_response(tokenizer, list(completion.ids), prefix=prefix)
+    message.setdefault("role", "assistant")
+    message.setdefault("content", "")
+    return message
+
+
+def generate_with_tools(model, tokenizer, prompts: Sequence[list[dict[str, Any]]], *, tools: Sequence[Callable],
+                        max_tool_calling_iterations: int | None = 1, num_generations: int = 1,
+                        max_new_tokens: int = 48, temperature: float = 1.0, greedy: bool = False, seed: int = 0,
+                        batch_size: int = 8, chat_template_kwargs: dict | None = None,
+                        **generate_kwargs: Any) -> list[list[GeneratedCompletion]]:
+    """``num_generations`` multi-turn completions per conversational prompt (same signature and return shape
+    as :func:`grpo_kit.evaluate.generate`; each completion carries its ``messages``).
+
+    ``max_tool_calling_iterations``: tool turns per rollout (None: until a turn has no call, capped at 8).
+    Turn ``t`` decodes with seed ``seed + t``, so the same arguments give the same rollouts.
+    """
+    from grpo_kit.tool_template import check_max_tool_calling_iterations
+
+    check_max_tool_calling_iterations(max_tool_calling_iterations)
+    iterations = 8 if max_tool_calling_iterations is None else max_tool_calling_iterations
+    tools_list = list(tools)
+    by_name = {tool.__name__: tool for tool in tools_list}
+    template_kwargs = {**(chat_template_kwargs or {}), "tools": tools_list}
+    decode = dict(max_new_tokens=max_new_tokens, temperature=temperature, greedy=greedy, batch_size=batch_size,
+                  chat_template_kwargs=template_kwargs, **generate_kwargs)
+
+    conversations = [list(p) for p in prompts for _ in range(num_generations)]  # (N * G) rollouts
+    turns: list[list[dict[str, Any]]] = [[] for _ in conversations]
+    token_counts = [0] * len(conversations)
+    ended = [True] * len(conversations)
+    first = generate(model, tokenizer, list(prompts), num_generations=num_generations, seed=seed, **decode)
+    pending = [(i, c) for i, c in enumerate(c for group in first for c in group)]
+    for turn in range(iterations + 1):
+        waiting = []
+        for i, completion in pending:
+            message = _parse_turn(tokenizer, conversations[i], completion, tools_list)
+            token_counts[i] += completion.num_tokens
+            ended[i] = completion.ended
+            new = [message]
+            if message.get("tool_calls") and turn < iterations:
+                new += run_tool_calls(message, by_name)
+                waiting.append(i)
+            conversations[i].extend(new)
+            turns[i].extend(new)
+        if not waiting:
+            break
+        answers = generate(model, tokenizer, [conversations[i] for i in waiting], num_generations=1,
+                           seed=seed + turn + 1, **decode)
+        pending = [(i, group[0]) for i, group in zip(waiting, answers)]
+    flat = [GeneratedCompletion(completion_text(m), n, e, [], m) for m, n, e in zip(turns, token_counts, ended)]
+    return [flat[j:j + num_generations] for j in range(0, len(flat), num_generations)]
+
+
+def tool_generate(tools: Sequence[Callable], *, max_tool_calling_iterations: int | None = 1) -> Callable:
+    """:func:`generate_with_tools` with the tools bound: pass it as ``evaluate(..., generate_fn=...)``."""
+    return functools.partial(generate_with_tools, tools=list(tools),
+                             max_tool_calling_iterations=max_tool_calling_iterations)

@@ -1,0 +1,318 @@
+# /// script
+# requires-python = ">=3.10"
+# dependencies = [
+#     "grpo-kit[notebooks]",
+# ]
+# ///
+import marimo
+
+__generated_with = "0.25.2"
+app = marimo.App(width="medium")
+
+
+@app.cell(hide_code=True)
+def _():
+    import marimo as mo
+
+    return (mo,)
+
+
+@app.cell(hide_code=True)
+def _(mo):
+    mo.md(r"""
+    # Lesson 8 · GRPO with a tool
+
+    TRL's `GRPOTrainer(tools=[...])` lets the model **call Python functions while it generates**: it writes a
+    call, TRL runs the function, appends the result, and the model writes on. GRPO then rewards the whole
+    exchange. Here the embedded **SmolLM2-135M** learns to answer "What is 964 × 60?" by calling
+    `multiply(a, b)` — arithmetic a 135M model cannot do in its head — on a CPU, with the recipe
+    `calculator-tool-cpu`.
+
+    SmolLM2's own chat template has no tool support (TRL refuses it); `grpo_kit.tool_template` adds one: the
+    tools go into the system prompt, a call is one line `CALL multiply(a=964, b=60)`, a result is a
+    `RESULT 57840` turn.
+    """)
+    return
+
+
+@app.cell(hide_code=True)
+def _(mo):
+    mo.md(r"""
+    ## 1 · One multi-turn rollout
+
+    ```
+     prompt (not trained)          completion = what the reward sees
+    ┌──────────────────────┐ ┌──────────────────────────┬────────────────┬──────────────────────────┐
+    │ system: tools + rule │ │ assistant: CALL          │ tool: RESULT   │ assistant: The answer is │
+    │ worked example       │ │ multiply(a=964, b=60)    │ 57840          │ 57840.                   │
+    │ user: What is 964*60?│ │ MODEL tokens → in loss   │ TOOL tokens →  │ MODEL tokens → in loss   │
+    └──────────────────────┘ │                          │ masked out     │                          │
+                             └──────────────────────────┴────────────────┴──────────────────────────┘
+                                 TRL parses the call ──► runs multiply(964, 60) ──► appends the result
+                                                                        reward = tool_success_reward:
+                                                     1 if the call is well-formed AND the answer is right
+    ```
+
+    * The model's tokens (the call, the final answer) get the GRPO advantage; the tool's tokens are written by
+      Python, so TRL keeps them out of the loss (`tool_mask`).
+    * A malformed call (wrong argument names, positional arguments, an unknown tool) does not crash: the tool
+      turn says `{'error': ...}` and TRL counts it in `tools/failure_frequency`.
+    * `max_tool_calling_iterations=1`: at most one tool turn, then the model must answer.
+    """)
+    return
+
+
+@app.cell
+def _():
+    import tempfile
+    from pathlib import Path
+
+    import datasets_prep
+    from grpo_kit import preflight, trl_path
+    from grpo_kit.evaluate import compare, evaluate
+    from grpo_kit.lesson_helpers import LiveRewardCurve, cli_args, on_gpu, run_button, should_run
+    from grpo_kit.models import load_model
+    from grpo_kit.recipes import get_recipe
+    from grpo_kit.tool_rollout import generate_with_tools, tool_generate
+    from grpo_kit.tool_sets import prepare_tool_tokenizer, resolve_tools
+
+    return (
+        LiveRewardCurve,
+        Path,
+        cli_args,
+        compare,
+        datasets_prep,
+        evaluate,
+        generate_with_tools,
+        get_recipe,
+        load_model,
+        on_gpu,
+        prepare_tool_tokenizer,
+        preflight,
+        resolve_tools,
+        run_button,
+        should_run,
+        tempfile,
+        tool_generate,
+        trl_path,
+    )
+
+
+@app.cell
+def _(Path, cli_args, get_recipe, mo, on_gpu, tempfile):
+    _args = cli_args()
+    gpu = on_gpu()
+    full = gpu or _args.get("full") is not None
+    if gpu:
+        # A larger model with a native tool template (TRL parses Qwen2.5's JSON calls itself): no tool_template.
+        recipe = get_recipe("calculator-tool-cpu", model="Qwen/Qwen2.5-0.5B-Instruct", tool_template=None)
+        train_steps, num_eval, eval_k = int(_args.get("max-steps") or 30), 32, 4
+    elif full:
+        # The recipe as measured in the README: 8 steps of 2 prompts × 4 completions, ~6 min of training on 2 cores.
+        recipe = get_recipe("calculator-tool-cpu")
+        train_steps, num_eval, eval_k = int(_args.get("max-steps") or 8), 32, 2
+    else:
+        # CI size: 2 steps of 1 prompt × 4 short completions, 6 held-out questions; shows the loop, not the result.
+        recipe = get_recipe("calculator-tool-cpu", per_device_train_batch_size=4, max_completion_length=40,
+                            dataset_size=16)
+        train_steps, num_eval, eval_k = int(_args.get("max-steps") or 2), 6, 2
+    output_root = Path(_args.get("output-dir") or tempfile.mkdtemp(prefix="grpo-kit-lesson8-"))
+    mo.callout(
+        mo.md(
+            f"**{'GPU' if gpu else 'CPU'} · {'full' if full else 'small (CI)'} settings** — recipe `{recipe.name}`, "
+            f"model `{recipe.model}`, {train_steps} steps, {recipe.training['num_generations']} completions of ≤ "
+            f"{recipe.training['max_completion_length']} tokens, {num_eval} held-out questions × {eval_k} samples "
+            "at T = 1.0."
+            + ("" if full else "\n\nThe measured run: `python notebooks/08_grpo_with_a_tool.py -- --full` "
+               "(or `grpo-kit train --recipe calculator-tool-cpu --loop trl`).")
+        ),
+        kind="info" if full else "warn",
+    )
+    return eval_k, num_eval, output_root, recipe, train_steps
+
+
+@app.cell
+def _(datasets_prep, load_model, prepare_tool_tokenizer, recipe, resolve_tools):
+    tools = resolve_tools(recipe.tools)
+    train_dataset = recipe.load_dataset()
+    held_out = datasets_prep.load_tool_task_split("test", **dict(recipe.dataset_kwargs))
+    base_model, tokenizer = load_model(recipe.model)
+    prepare_tool_tokenizer(tokenizer, recipe.tool_template)  # installs the CALL/RESULT template, checks it for TRL
+    return base_model, held_out, tokenizer, tools, train_dataset
+
+
+@app.cell
+def _(mo, tokenizer, tools, train_dataset):
+    _exchange = list(train_dataset[0]["prompt"])
+    rendered_prompt = tokenizer.apply_chat_template(_exchange, tools=tools, tokenize=False,
+                                                    add_generation_prompt=True)
+    mo.md(
+        "## 2 · The raw rendered conversation\n\nWhat the model reads for one training question: the tool list "
+        "in the system turn, one worked tool exchange, then the question. The model continues after the last "
+        "`assistant` line.\n\n```text\n" + rendered_prompt + "\n```"
+    )
+    return (rendered_prompt,)
+
+
+@app.cell
+def _(base_model, generate_with_tools, mo, preflight, recipe, tokenizer, tools, train_dataset):
+    def tool_sampler(prompts, num_generations):
+        return generate_with_tools(base_model, tokenizer, prompts, tools=tools, num_generations=num_generations,
+                                   max_new_tokens=recipe.training["max_completion_length"], temperature=1.0,
+                                   max_tool_calling_iterations=recipe.training["max_tool_calling_iterations"])
+
+    _funcs = recipe.build_reward_funcs(tokenizer)
+    preflight_report = preflight.check(base_model, tokenizer, train_dataset, _funcs, num_prompts=4,
+                                       num_generations=recipe.training["num_generations"],
+                                       reward_weights=recipe.reward_weights, sampler=tool_sampler,
+                                       chat_template_kwargs={"tools": tools})
+    _call = preflight_report.reward_mean["tool_call_reward"]
+    mo.md(
+        f"""
+    ## 3 · Preflight: is there anything to learn?
+
+    {preflight_report.num_prompts} training questions × {preflight_report.num_generations} rollouts with the
+    base model, at the run's settings:
+
+    | | |
+    |---|---|
+    | rollouts with a well-formed call | **{_call:.0%}** |
+    | rollouts that succeed (call + right answer) | **{preflight_report.reward_mean['tool_success_reward']:.0%}** |
+    | groups whose reward has zero variance (no learning signal) | **{preflight_report.zero_std_share:.0%}** |
+
+    GRPO learns only from groups where some rollouts succeed and some fail. With **two** worked examples the base
+    model already calls well almost every time (no headroom); with none it never does; one example leaves room.
+
+    One rollout:
+
+    ```text
+    {preflight_report.examples[0] if preflight_report.examples else ''}
+    ```
+    """
+    )
+    return (preflight_report,)
+
+
+@app.cell
+def _(base_model, eval_k, evaluate, held_out, num_eval, recipe, tokenizer, tool_generate, tools):
+    def evaluate_tools(model):
+        """Tool-aware held-out evaluation: multi-turn rollouts, greedy + eval_k samples at T=1.0."""
+        return evaluate(model, tokenizer, held_out, recipe.build_reward_funcs(tokenizer), num_prompts=num_eval,
+                        k=eval_k, max_new_tokens=48, temperature=1.0, reward_weights=recipe.reward_weights,
+                        generate_fn=tool_generate(tools, max_tool_calling_iterations=1))
+
+    before_report = evaluate_tools(base_model)
+    return before_report, evaluate_tools
+
+
+@app.cell
+def _(mo, run_button, train_steps):
+    train_button = run_button(f"Train {train_steps} steps with TRL and tools")
+    mo.vstack([mo.md("## 4 · Train\n\n`trl_path.train(recipe)` passes `tools=` to `GRPOTrainer`; the tools, "
+                     "`max_tool_calling_iterations` and the tokenizer's template were checked before the "
+                     "model loaded."), train_button])
+    return (train_button,)
+
+
+@app.cell
+def _(
+    LiveRewardCurve,
+    before_report,
+    load_model,
+    mo,
+    output_root,
+    recipe,
+    should_run,
+    train_button,
+    train_dataset,
+    train_steps,
+    trl_path,
+):
+    mo.stop(not should_run(train_button), mo.md("Press the button to train."))
+    assert before_report.num_prompts  # the base model is evaluated first
+    live_curve = LiveRewardCurve(f"{recipe.name}: reward per step")
+    _model, _tokenizer = load_model(recipe.model)  # a fresh base model: pressing again starts over
+    run = trl_path.train(recipe, model=_model, tokenizer=_tokenizer, train_dataset=train_dataset,
+                         output_dir=output_root / "trl-run", max_steps=train_steps,
+                         callbacks=[live_curve.trainer_callback()], disable_tqdm=True, save_final=False)
+    return (run,)
+
+
+@app.cell
+def _(mo, run):
+    _keys = [("tools/call_frequency", "calls per rollout"), ("tools/failure_frequency", "failed calls"),
+             ("rewards/tool_success_reward/mean", "success (call + right answer)"),
+             ("frac_reward_zero_std", "zero-variance groups")]
+    step_metrics = [r for r in run.log_history if "tools/call_frequency" in r]
+    _rows = "\n".join(
+        f"| {r.get('step', i + 1)} | " + " | ".join(f"{r.get(k, float('nan')):.2f}" for k, _ in _keys) + " |"
+        for i, r in enumerate(step_metrics)
+    )
+    mo.vstack([
+        mo.image(src=run.reward_curve_path.read_bytes()) if run.reward_curve_path else mo.md("(no curve)"),
+        mo.md("TRL's tool metrics per step:\n\n| step | " + " | ".join(n for _, n in _keys) + " |\n|---"
+              + "|---" * len(_keys) + "|\n" + _rows),
+    ])
+    return (step_metrics,)
+
+
+@app.cell
+def _(evaluate_tools, run):
+    after_report = evaluate_tools(run.trainer.model)  # the same questions, decoding and seeds as before
+    return (after_report,)
+
+
+@app.cell
+def _(after_report, before_report, compare, mo):
+    _k = after_report.settings["k"]
+    _metrics = {f"mean@{_k}": f"success, {_k} samples at T=1.0 (headline)",
+                "reward/tool_success_reward": "success, greedy", "reward/tool_call_reward": "well-formed call, greedy"}
+    held_out_comparisons = {m: compare(before_report, after_report, metric=m) for m in _metrics}
+    _rows = "\n".join(
+        f"| {label} | {c.before:.2f} | {c.after:.2f} | {c.mean_diff:+.2f} [{c.ci_low:+.2f}, {c.ci_high:+.2f}] |"
+        for (m, label), c in zip(_metrics.items(), held_out_comparisons.values())
+    )
+    mo.md(
+        f"## 5 · Held-out questions, before and after\n\n{after_report.num_prompts} questions the run never saw; "
+        "paired bootstrap 95 % CI of the change (`grpo_kit.evaluate.compare`).\n\n"
+        "| metric | before | after | change [95 % CI] |\n|---|---|---|---|\n" + _rows
+        + "\n\nOne rollout after training:\n\n```text\n" + after_report.completions[0] + "\n```"
+    )
+    return (held_out_comparisons,)
+
+
+@app.cell
+def test_tool_loop_ran_and_was_measured(after_report, held_out_comparisons, preflight_report, step_metrics):
+    assert step_metrics and all(0.0 <= r["tools/call_frequency"] for r in step_metrics)
+    assert all(0.0 <= r["tools/failure_frequency"] <= 1.0 for r in step_metrics)
+    assert 0.0 <= preflight_report.zero_std_share <= 1.0
+    _k = after_report.settings["k"]
+    _c = held_out_comparisons[f"mean@{_k}"]
+    assert _c.ci_low <= _c.mean_diff <= _c.ci_high and _c.n == after_report.num_prompts
+    return
+
+
+@app.cell
+def test_rendered_prompt_lists_the_tools_and_a_worked_call(rendered_prompt):
+    assert "multiply(a: integer, b: integer)" in rendered_prompt
+    assert "CALL multiply(" in rendered_prompt and "RESULT " in rendered_prompt
+    assert rendered_prompt.endswith("<|im_start|>assistant\n")
+    return
+
+
+@app.cell(hide_code=True)
+def _(mo):
+    mo.md(r"""
+    **What the measured run showed** (README, recipe `calculator-tool-cpu`): the held-out success rate at
+    T = 1.0 rose from 11 % of rollouts (7/64) to 94 % (60/64) in 8 CPU steps, +0.83 [95 % CI +0.72, +0.92].
+    The base model *greedy* is already good (it copies the worked example); what GRPO fixes is the sampled rollouts — the ones
+    the training itself draws.
+
+    Next: try `kinds=["choose"]` in `dataset_kwargs` (the question names the operation in words, so the model
+    must pick the right tool), or `["two_step"]` with `max_tool_calling_iterations=2`.
+    """)
+    return
+
+
+if __name__ == "__main__":
+    app.run()
