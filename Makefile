@@ -27,8 +27,11 @@ train: setup
 test: setup
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
+# Every Python file: the library, tests, benchmarks, scripts and the marimo lessons (pyproject.toml ignores
+# per file only the two rules that fight marimo's cell idiom).
 lint: setup
-	$(BIN)/ruff check rewards datasets_prep grpo_kit tests benchmarks
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 # Re-export the marimo lessons to notebooks/ipynb/ (Colab); tests/test_notebooks.py fails on drift.
 notebooks: setup

@@ -35,18 +35,36 @@ sys.path.insert(0, str(REPO))
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--recipe", default=None, help="recipe (default: the main job, grpo_kit.recipes.DEFAULT_RECIPE)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="recipe / GRPOConfig override, as in `grpo-kit train --set` (repeatable)")
+    p.add_argument(
+        "--recipe", default=None, help="recipe (default: the main job, grpo_kit.recipes.DEFAULT_RECIPE)"
+    )
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="recipe / GRPOConfig override, as in `grpo-kit train --set` (repeatable)",
+    )
     p.add_argument("--checkpoints", default="0,2,5,10", help="training minutes at which to evaluate")
     p.add_argument("--eval-prompts", type=int, default=32, help="held-out prompts per evaluation")
-    p.add_argument("--max-steps", type=int, default=None,
-                   help="optimizer steps (same on both sides; default: the recipe's, raised so it is not what "
-                        "ends the run before the last checkpoint)")
-    p.add_argument("--target-drop", type=float, default=0.6, help="relative fall of the metric that counts as target")
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        help="optimizer steps (same on both sides; default: the recipe's, raised so it is not what "
+        "ends the run before the last checkpoint)",
+    )
+    p.add_argument(
+        "--target-drop", type=float, default=0.6, help="relative fall of the metric that counts as target"
+    )
     p.add_argument("--loops", default="standalone,trl", help="which paths to run, comma-separated")
-    p.add_argument("--threads", type=int, default=int(os.environ.get("BENCH_THREADS", "1")),
-                   help="torch threads (equal on both sides; 1 on a shared machine)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=int(os.environ.get("BENCH_THREADS", "1")),
+        help="torch threads (equal on both sides; 1 on a shared machine)",
+    )
     p.add_argument("--json", default=None, help="also write the curves to this JSON file")
     return p.parse_args(argv)
 
@@ -74,12 +92,13 @@ class Clock:
         minutes = self.minutes()
         passed = [c for c in self.pending if minutes >= c]
         if passed:  # one evaluation stands for every checkpoint this step went past
-            self.pending = self.pending[len(passed):]
+            self.pending = self.pending[len(passed) :]
             started = time.perf_counter()
             value = self.evaluate()
             self.eval_seconds += time.perf_counter() - started
-            self.curve += [{"checkpoint": c, "minutes": round(minutes, 2), "step": step, "metric": value}
-                           for c in passed]
+            self.curve += [
+                {"checkpoint": c, "minutes": round(minutes, 2), "step": step, "metric": value} for c in passed
+            ]
         return not self.pending
 
 
@@ -102,11 +121,20 @@ def run_side(loop_name: str, recipe, rows, metric: str, checkpoints: list[float]
                 raise BudgetReached
 
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # TRL-only fields (optim, ...), as grpo-kit train does
+            warnings.simplefilter(
+                "ignore", UserWarning
+            )  # TRL-only fields (optim, ...), as grpo-kit train does
             config = run.to_loop_config(recipe, output_dir=str(output_dir), save_steps=0)
         try:
-            loop.train(model, tokenizer, dataset, funcs, config, reward_weights=recipe.reward_weights,
-                       callbacks=[on_step])
+            loop.train(
+                model,
+                tokenizer,
+                dataset,
+                funcs,
+                config,
+                reward_weights=recipe.reward_weights,
+                callbacks=[on_step],
+            )
         except BudgetReached:
             pass
     else:
@@ -119,11 +147,23 @@ def run_side(loop_name: str, recipe, rows, metric: str, checkpoints: list[float]
                 if clock.step_end(state.global_step):
                     control.should_training_stop = True
 
-        trl_path.train(recipe, model=model, tokenizer=tokenizer, train_dataset=dataset, reward_funcs=funcs,
-                       output_dir=output_dir, save_final=False, plot=False, callbacks=[OnStep()], save_strategy="no")
+        trl_path.train(
+            recipe,
+            model=model,
+            tokenizer=tokenizer,
+            train_dataset=dataset,
+            reward_funcs=funcs,
+            output_dir=output_dir,
+            save_final=False,
+            plot=False,
+            callbacks=[OnStep()],
+            save_strategy="no",
+        )
     if clock.pending:  # max_steps ended the run first: the last state stands for the later checkpoints
         minutes, value = round(clock.minutes(), 2), evaluate()
-        clock.curve += [{"checkpoint": c, "minutes": minutes, "step": "end", "metric": value} for c in clock.pending]
+        clock.curve += [
+            {"checkpoint": c, "minutes": minutes, "step": "end", "metric": value} for c in clock.pending
+        ]
     return {"loop": loop_name, "curve": clock.curve}
 
 
@@ -160,9 +200,12 @@ def main(argv=None) -> int:
     metric = headline_metric(base_report.per_prompt)
     base = base_report.metrics[metric]
     del model
-    print(f"recipe {recipe.name} · model {recipe.model} · {len(rows)} held-out prompts · metric {metric} · "
-          f"minute 0: {base:.3f} (one evaluation: {eval_seconds:.0f} s) · max_steps {max_steps} · "
-          f"{args.threads} thread(s)", flush=True)
+    print(
+        f"recipe {recipe.name} · model {recipe.model} · {len(rows)} held-out prompts · metric {metric} · "
+        f"minute 0: {base:.3f} (one evaluation: {eval_seconds:.0f} s) · max_steps {max_steps} · "
+        f"{args.threads} thread(s)",
+        flush=True,
+    )
 
     sides = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -173,8 +216,10 @@ def main(argv=None) -> int:
             print(f"{name}: {json.dumps(sides[name]['curve'])}", flush=True)
 
     lower = better_direction(metric) is False
-    print(f"\nheld-out {metric} ({len(rows)} prompts) at training minutes; target: "
-          f"{'-' if lower else '+'}{args.target_drop:.0%} from minute 0")
+    print(
+        f"\nheld-out {metric} ({len(rows)} prompts) at training minutes; target: "
+        f"{'-' if lower else '+'}{args.target_drop:.0%} from minute 0"
+    )
     header = f"{'minutes':>8} | " + " | ".join(f"{n:>22}" for n in sides)
     print(header + "\n" + "-" * len(header))
     print(f"{0:>8} | " + " | ".join(f"{base:>22.3f}" for _ in sides))
@@ -185,17 +230,31 @@ def main(argv=None) -> int:
             cells.append(f"{p['metric']:.3f} (step {p['step']})")
         print(f"{checkpoint:>8g} | " + " | ".join(f"{c:>22}" for c in cells))
     reached = {n: minutes_to_target(s["curve"], base, args.target_drop, lower) for n, s in sides.items()}
-    print("minutes to target: " + ", ".join(f"{n} {'not reached' if m is None else f'{m:.2f}'}"
-                                            for n, m in reached.items()))
+    print(
+        "minutes to target: "
+        + ", ".join(f"{n} {'not reached' if m is None else f'{m:.2f}'}" for n, m in reached.items())
+    )
     last = max(c for c in checkpoints)
-    steps = {n: next((p["step"] for p in s["curve"] if p["checkpoint"] == last), None) for n, s in sides.items()}
+    steps = {
+        n: next((p["step"] for p in s["curve"] if p["checkpoint"] == last), None) for n, s in sides.items()
+    }
     print(f"steps by minute {last:g}: " + ", ".join(f"{n} {v}" for n, v in steps.items()))
     if set(reached) >= {"standalone", "trl"} and None not in (reached["standalone"], reached["trl"]):
         ratio = reached["trl"] / reached["standalone"] if reached["standalone"] else math.inf
         print(f"ratio trl / standalone: {ratio:.2f}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"metric": metric, "base": base, "checkpoints": checkpoints,
-                                               "sides": sides, "minutes_to_target": reached}, indent=2))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "metric": metric,
+                    "base": base,
+                    "checkpoints": checkpoints,
+                    "sides": sides,
+                    "minutes_to_target": reached,
+                },
+                indent=2,
+            )
+        )
     return 0
 
 

@@ -44,12 +44,20 @@ def parse_args(argv=None):
     p.add_argument("--prompts", type=int, default=32, help="synthetic_tldr rows")
     p.add_argument("--lora-r", type=int, default=16)
     p.add_argument("--learning-rate", type=float, default=2e-5)
-    p.add_argument("--threads", type=int, default=int(os.environ.get("BENCH_THREADS", "1")),
-                   help="torch threads for each side (1 on a shared machine; equal on both sides)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=int(os.environ.get("BENCH_THREADS", "1")),
+        help="torch threads for each side (1 on a shared machine; equal on both sides)",
+    )
     p.add_argument("--practicum", action="store_true", help="course 12.5 on our loop for --minutes")
     p.add_argument("--minutes", type=float, default=10.0)
-    p.add_argument("--practicum-lr", type=float, default=2e-4,
-                   help="course 12.5 uses 2e-5 for ~1 GPU-hour; a few CPU minutes need a larger LoRA step")
+    p.add_argument(
+        "--practicum-lr",
+        type=float,
+        default=2e-4,
+        help="course 12.5 uses 2e-5 for ~1 GPU-hour; a few CPU minutes need a larger LoRA step",
+    )
     p.add_argument("--side", choices=["ours", "trl"], help=argparse.SUPPRESS)  # internal: one subprocess side
     return p.parse_args(argv)
 
@@ -65,7 +73,12 @@ def setup(args):
     from grpo_kit.models import load_model, tiny_model
     from rewards import length_reward
 
-    lora = {"r": args.lora_r, "lora_alpha": 2 * args.lora_r, "lora_dropout": 0.05, "target_modules": "all-linear"}
+    lora = {
+        "r": args.lora_r,
+        "lora_alpha": 2 * args.lora_r,
+        "lora_dropout": 0.05,
+        "target_modules": "all-linear",
+    }
     torch.manual_seed(0)
     if args.model == "tiny":
         model, tokenizer = tiny_model(seed=0, lora=lora)
@@ -79,10 +92,20 @@ def setup(args):
 def common_settings(args, output_dir):
     """Settings both sides get, under their shared (TRL) names."""
     return {
-        "output_dir": output_dir, "max_steps": args.warmup + args.steps, "num_generations": args.num_generations,
-        "per_device_train_batch_size": args.batch, "gradient_accumulation_steps": 1,
-        "max_completion_length": args.max_completion_length, "learning_rate": args.learning_rate, "temperature": 1.0,
-        "beta": 0.0, "loss_type": "dapo", "seed": 0, "logging_steps": 1, "lr_scheduler_type": "linear", "max_grad_norm": 1.0,
+        "output_dir": output_dir,
+        "max_steps": args.warmup + args.steps,
+        "num_generations": args.num_generations,
+        "per_device_train_batch_size": args.batch,
+        "gradient_accumulation_steps": 1,
+        "max_completion_length": args.max_completion_length,
+        "learning_rate": args.learning_rate,
+        "temperature": 1.0,
+        "beta": 0.0,
+        "loss_type": "dapo",
+        "seed": 0,
+        "logging_steps": 1,
+        "lr_scheduler_type": "linear",
+        "max_grad_norm": 1.0,
     }
 
 
@@ -99,8 +122,10 @@ def report(step_ends: list[tuple[float, float]], warmup: int, extra: dict) -> No
     timed = step_ends[warmup:]  # step_ends[0] is the start; the first `warmup` steps are not timed
     wall = [b[0] - a[0] for a, b in itertools.pairwise(timed)]
     cpu = [b[1] - a[1] for a, b in itertools.pairwise(timed)]
-    print("BENCH_RESULT " + json.dumps({"step_seconds": wall, "step_cpu_seconds": cpu,
-                                        "peak_rss_mib": peak_rss_mib(), **extra}))
+    print(
+        "BENCH_RESULT "
+        + json.dumps({"step_seconds": wall, "step_cpu_seconds": cpu, "peak_rss_mib": peak_rss_mib(), **extra})
+    )
 
 
 # ------------------------------------------------------------------------------------------------ the sides
@@ -114,8 +139,14 @@ def run_ours(args) -> None:
     with tempfile.TemporaryDirectory() as out:
         config = GRPOLoopConfig(**common_settings(args, out), save_steps=0, disable_tqdm=True)
         step_ends.append(clock())
-        result = train(model, tokenizer, dataset, reward, config,
-                       callbacks=[lambda state, metrics: step_ends.append(clock())])
+        result = train(
+            model,
+            tokenizer,
+            dataset,
+            reward,
+            config,
+            callbacks=[lambda state, metrics: step_ends.append(clock())],
+        )
     lengths = [r["completions/mean_length"] for r in result.log_history]
     report(step_ends, args.warmup, {"mean_completion_tokens": sum(lengths) / len(lengths)})
 
@@ -136,13 +167,28 @@ def run_trl(args) -> None:
 
     with tempfile.TemporaryDirectory() as out:
         config = GRPOConfig(
-            **common_settings(args, out), save_strategy="no", report_to="none", bf16=False, use_cpu=True,
-            gradient_checkpointing=False, disable_tqdm=True, dataloader_num_workers=0, log_completions=False,
+            **common_settings(args, out),
+            save_strategy="no",
+            report_to="none",
+            bf16=False,
+            use_cpu=True,
+            gradient_checkpointing=False,
+            disable_tqdm=True,
+            dataloader_num_workers=0,
+            log_completions=False,
         )
-        trainer = GRPOTrainer(model=model, reward_funcs=reward, args=config, train_dataset=dataset,
-                              processing_class=tokenizer, callbacks=[StepClock()])
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=reward,
+            args=config,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            callbacks=[StepClock()],
+        )
         trainer.train()
-    lengths = [r["completions/mean_length"] for r in trainer.state.log_history if "completions/mean_length" in r]
+    lengths = [
+        r["completions/mean_length"] for r in trainer.state.log_history if "completions/mean_length" in r
+    ]
     report(step_ends, args.warmup, {"mean_completion_tokens": sum(lengths) / len(lengths)})
 
 
@@ -165,18 +211,30 @@ def compare(args) -> None:
 
     results = {side: run_side(args, side) for side in ("trl", "ours")}
     mean = {s: sum(r["step_seconds"]) / len(r["step_seconds"]) for s, r in results.items()}
-    table = Table(title=f"GRPO step on CPU — {args.model}, G={args.num_generations}, batch={args.batch}, "
-                        f"{args.max_completion_length} new tokens, LoRA r={args.lora_r}, {args.threads} thread(s)")
+    table = Table(
+        title=f"GRPO step on CPU — {args.model}, G={args.num_generations}, batch={args.batch}, "
+        f"{args.max_completion_length} new tokens, LoRA r={args.lora_r}, {args.threads} thread(s)"
+    )
     for col in ("", "TRL GRPOTrainer", "grpo_kit loop", "ours / TRL"):
         table.add_column(col, justify="right")
-    table.add_row("s / step (mean)", f"{mean['trl']:.2f}", f"{mean['ours']:.2f}", f"{mean['ours'] / mean['trl']:.2f}×")
+    table.add_row(
+        "s / step (mean)", f"{mean['trl']:.2f}", f"{mean['ours']:.2f}", f"{mean['ours'] / mean['trl']:.2f}×"
+    )
     fastest = {s: min(r["step_seconds"]) for s, r in results.items()}
-    table.add_row("s / step (best)", f"{fastest['trl']:.2f}", f"{fastest['ours']:.2f}",
-                  f"{fastest['ours'] / fastest['trl']:.2f}×")
+    table.add_row(
+        "s / step (best)",
+        f"{fastest['trl']:.2f}",
+        f"{fastest['ours']:.2f}",
+        f"{fastest['ours'] / fastest['trl']:.2f}×",
+    )
     cpu = {s: sum(r["step_cpu_seconds"]) / len(r["step_cpu_seconds"]) for s, r in results.items()}
-    table.add_row("CPU s / step (mean)", f"{cpu['trl']:.2f}", f"{cpu['ours']:.2f}", f"{cpu['ours'] / cpu['trl']:.2f}×")
+    table.add_row(
+        "CPU s / step (mean)", f"{cpu['trl']:.2f}", f"{cpu['ours']:.2f}", f"{cpu['ours'] / cpu['trl']:.2f}×"
+    )
     rss = {s: r["peak_rss_mib"] for s, r in results.items()}
-    table.add_row("peak RSS (MiB)", f"{rss['trl']:.0f}", f"{rss['ours']:.0f}", f"{rss['ours'] / rss['trl']:.2f}×")
+    table.add_row(
+        "peak RSS (MiB)", f"{rss['trl']:.0f}", f"{rss['ours']:.0f}", f"{rss['ours'] / rss['trl']:.2f}×"
+    )
     tokens = {s: r["mean_completion_tokens"] for s, r in results.items()}
     table.add_row("completion tokens", f"{tokens['trl']:.1f}", f"{tokens['ours']:.1f}", "")
     Console().print(table)
@@ -202,19 +260,33 @@ def practicum(args) -> None:
     with tempfile.TemporaryDirectory() as out:
         # Course 12.5: batch 8, G 8, 96 new tokens. Changed for a few CPU minutes instead of a GPU-hour:
         # gradient_accumulation_steps 1 (course: 2) for twice the optimizer steps, lr --practicum-lr (course: 2e-5).
-        config = GRPOLoopConfig(output_dir=out, max_steps=10_000, num_generations=8, per_device_train_batch_size=8,
-                                max_completion_length=96, learning_rate=args.practicum_lr, logging_steps=1,
-                                save_steps=0, seed=0, disable_tqdm=True, lr_scheduler_type="constant")
+        config = GRPOLoopConfig(
+            output_dir=out,
+            max_steps=10_000,
+            num_generations=8,
+            per_device_train_batch_size=8,
+            max_completion_length=96,
+            learning_rate=args.practicum_lr,
+            logging_steps=1,
+            save_steps=0,
+            seed=0,
+            disable_tqdm=True,
+            lr_scheduler_type="constant",
+        )
         start = time.perf_counter()
         result = train(model, tokenizer, dataset, reward, config, callbacks=[stop_at_deadline])
         elapsed = time.perf_counter() - start
     gaps = [-r["reward"] for r in result.log_history]  # reward = −|len − 50| → mean |len − 50| per step
     k = max(1, min(3, len(gaps) // 3))
     first, last = sum(gaps[:k]) / k, sum(gaps[-k:]) / k
-    print(f"practicum: {result.global_step} steps in {elapsed / 60:.1f} min "
-          f"({elapsed / max(result.global_step, 1):.1f} s/step), lr {args.practicum_lr}")
-    print(f"mean |length − {IDEAL_LENGTH}| (chars): first {k} steps {first:.1f} → last {k} steps {last:.1f} "
-          f"({100 * (first - last) / first:+.0f}% closer)")
+    print(
+        f"practicum: {result.global_step} steps in {elapsed / 60:.1f} min "
+        f"({elapsed / max(result.global_step, 1):.1f} s/step), lr {args.practicum_lr}"
+    )
+    print(
+        f"mean |length − {IDEAL_LENGTH}| (chars): first {k} steps {first:.1f} → last {k} steps {last:.1f} "
+        f"({100 * (first - last) / first:+.0f}% closer)"
+    )
     print("per step:", " ".join(f"{g:.1f}" for g in gaps))
     print("BENCH_RESULT " + json.dumps({"steps": result.global_step, "minutes": elapsed / 60, "gaps": gaps}))
 

@@ -38,17 +38,34 @@ def run_eval(out: Path, model_dir: str | None, *, num_prompts: int, k: int, seed
     test = datasets_prep.load_tool_task_split("test", **dict(recipe.dataset_kwargs))
     started = time.time()
     report = evaluate(
-        model, tokenizer, test, recipe.build_reward_funcs(tokenizer), num_prompts=num_prompts, k=k,
-        max_new_tokens=48, temperature=1.0, seed=seed, reward_weights=recipe.reward_weights,
-        generate_fn=tool_generate(resolve_tools(recipe.tools),
-                                  max_tool_calling_iterations=recipe.training["max_tool_calling_iterations"]),
+        model,
+        tokenizer,
+        test,
+        recipe.build_reward_funcs(tokenizer),
+        num_prompts=num_prompts,
+        k=k,
+        max_new_tokens=48,
+        temperature=1.0,
+        seed=seed,
+        reward_weights=recipe.reward_weights,
+        generate_fn=tool_generate(
+            resolve_tools(recipe.tools),
+            max_tool_calling_iterations=recipe.training["max_tool_calling_iterations"],
+        ),
     )
     report.settings["wall_s"] = round(time.time() - started, 1)
     report.settings["model"] = model_dir or recipe.model
     write_atomic(out, json.dumps(report.to_dict(), indent=1))
     m = report.metrics
-    print(json.dumps({"greedy_success": m["reward/tool_success_reward"], f"mean@{k}_success": m[f"mean@{k}"],
-                      "wall_s": report.settings["wall_s"]}))
+    print(
+        json.dumps(
+            {
+                "greedy_success": m["reward/tool_success_reward"],
+                f"mean@{k}_success": m[f"mean@{k}"],
+                "wall_s": report.settings["wall_s"],
+            }
+        )
+    )
 
 
 def run_compare(before: Path, after: Path) -> None:
@@ -64,7 +81,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", help="report JSON to write (or the 'before' report with --compare)")
     parser.add_argument("model_dir", nargs="?", help="trained run folder (default: the base model)")
-    parser.add_argument("--compare", action="store_true", help="compare two reports: OUT is before, MODEL_DIR after")
+    parser.add_argument(
+        "--compare", action="store_true", help="compare two reports: OUT is before, MODEL_DIR after"
+    )
     parser.add_argument("--num-prompts", type=int, default=32)
     parser.add_argument("-k", type=int, default=2, help="samples per question at T=1.0")
     parser.add_argument("--seed", type=int, default=0)

@@ -48,7 +48,9 @@ def format_deepmath_row(row: dict[str, Any], index: int | None = None) -> dict[s
     if isinstance(solution, (int, float)) and not isinstance(solution, bool):
         solution = str(solution)  # a numeric answer from a typed source (parquet, a Dataset): the same answer
     if not isinstance(solution, str) or not solution.strip():
-        raise ValueError(f"DeepMath {where}, column 'solution': expected a non-empty answer, got {solution!r}.")
+        raise ValueError(
+            f"DeepMath {where}, column 'solution': expected a non-empty answer, got {solution!r}."
+        )
     return {"prompt": [dict(message) for message in prompt], "solution": solution}
 
 

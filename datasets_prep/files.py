@@ -28,8 +28,10 @@ class DataFileError(ValueError):
 
 
 def _empty(path: Path) -> DataFileError:
-    return DataFileError(f"{path} is empty: it holds no rows. Write one row per line (JSONL) or a header and rows "
-                         "(CSV), or pass another file.")
+    return DataFileError(
+        f"{path} is empty: it holds no rows. Write one row per line (JSONL) or a header and rows "
+        "(CSV), or pass another file."
+    )
 
 
 def _decode(path: Path, data: bytes) -> str:
@@ -38,7 +40,7 @@ def _decode(path: Path, data: bytes) -> str:
     except UnicodeDecodeError as error:
         line = data[: error.start].count(b"\n") + 1
         raise DataFileError(
-            f"{path}, line {line}: not UTF-8 text (byte {data[error.start:error.start + 1]!r} at offset "
+            f"{path}, line {line}: not UTF-8 text (byte {data[error.start : error.start + 1]!r} at offset "
             f"{error.start}). Save the file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)."
         ) from error
 
@@ -62,11 +64,15 @@ def _jsonl_rows(path: Path, text: str) -> list[dict[str, Any]]:
         try:
             row = json.loads(line)
         except json.JSONDecodeError as error:
-            raise DataFileError(f"{path}, line {number}: not valid JSON ({error.msg} at column {error.colno}): "
-                                f"{line[:80]!r}. Each line must be one JSON object.") from error
+            raise DataFileError(
+                f"{path}, line {number}: not valid JSON ({error.msg} at column {error.colno}): "
+                f"{line[:80]!r}. Each line must be one JSON object."
+            ) from error
         if not isinstance(row, dict):
-            raise DataFileError(f"{path}, line {number}: a JSON {type(row).__name__} where a row object "
-                                '{"column": value, ...} is expected.')
+            raise DataFileError(
+                f"{path}, line {number}: a JSON {type(row).__name__} where a row object "
+                '{"column": value, ...} is expected.'
+            )
         rows.append(row)
     return rows
 
@@ -77,13 +83,16 @@ def _json_rows(path: Path, text: str) -> list[dict[str, Any]]:
     except json.JSONDecodeError as error:
         if error.msg == "Extra data":  # several JSON values: JSON Lines saved as .json
             return _jsonl_rows(path, text)
-        raise DataFileError(f"{path}, line {error.lineno}: not valid JSON ({error.msg} at column {error.colno}).") \
-            from error
+        raise DataFileError(
+            f"{path}, line {error.lineno}: not valid JSON ({error.msg} at column {error.colno})."
+        ) from error
     if isinstance(document, dict):
         lists = [value for value in document.values() if isinstance(value, list)]
         if len(lists) != 1:
-            raise DataFileError(f"{path}: a JSON object; expected a list of row objects, or an object with one "
-                                'list of rows such as {"data": [{...}, ...]}.')
+            raise DataFileError(
+                f"{path}: a JSON object; expected a list of row objects, or an object with one "
+                'list of rows such as {"data": [{...}, ...]}.'
+            )
         document = lists[0]
     if not isinstance(document, list):
         raise DataFileError(f"{path}: a JSON {type(document).__name__}; expected a list of row objects.")
@@ -99,8 +108,10 @@ def _csv_rows(path: Path, text: str) -> list[dict[str, Any]]:
     try:
         for row in reader:
             if None in row:
-                raise DataFileError(f"{path}, line {reader.line_num}: more fields than the header "
-                                    f"{reader.fieldnames}; quote values that contain commas.")
+                raise DataFileError(
+                    f"{path}, line {reader.line_num}: more fields than the header "
+                    f"{reader.fieldnames}; quote values that contain commas."
+                )
             rows.append(row)
     except csv.Error as error:
         raise DataFileError(f"{path}, line {reader.line_num}: {error}.") from error
@@ -128,16 +139,19 @@ def read_data_file(path: str | Path, *, text_columns: Iterable[str] = ()):
     if suffix == ".parquet":
         return _read_parquet(path, tuple(text_columns))
     if suffix not in _TEXT_READERS:
-        raise DataFileError(f"{path}: unsupported extension {suffix or '(none)'!r}; use .jsonl, .json, .csv or "
-                            ".parquet.")
+        raise DataFileError(
+            f"{path}: unsupported extension {suffix or '(none)'!r}; use .jsonl, .json, .csv or .parquet."
+        )
     rows = _TEXT_READERS[suffix](path, _decode(path, data))
     if not rows:
         raise _empty(path)
     try:
         return datasets.Dataset.from_list(_as_text(rows, text_columns))
     except (TypeError, ValueError) as error:  # pyarrow's ArrowInvalid/ArrowTypeError: mixed types in a column
-        raise DataFileError(f"{path}: a column holds values of different types in different rows ({error}). "
-                            "Write each column with one type (e.g. all strings).") from error
+        raise DataFileError(
+            f"{path}: a column holds values of different types in different rows ({error}). "
+            "Write each column with one type (e.g. all strings)."
+        ) from error
 
 
 def _read_parquet(path: Path, text_columns: tuple[str, ...]):
@@ -146,7 +160,9 @@ def _read_parquet(path: Path, text_columns: tuple[str, ...]):
     try:
         dataset = datasets.load_dataset("parquet", data_files=str(path), split="train")
     except Exception as error:  # pyarrow raises ArrowInvalid (a ValueError) or OSError; datasets wraps some
-        raise DataFileError(f"{path} is not a readable Parquet file ({type(error).__name__}: {error}).") from error
+        raise DataFileError(
+            f"{path} is not a readable Parquet file ({type(error).__name__}: {error})."
+        ) from error
     if len(dataset) == 0:
         raise _empty(path)
     for column in text_columns:

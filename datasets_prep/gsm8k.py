@@ -53,7 +53,9 @@ def check_gsm8k_row(row: dict[str, Any], index: int | None = None) -> None:
                 "GSM8K rows need 'question' and 'answer' (a solution ending in '#### <number>')."
             )
         if not isinstance(row[column], str) or not row[column].strip():
-            raise ValueError(f"GSM8K {where}, column {column!r}: expected a non-empty string, got {row[column]!r}.")
+            raise ValueError(
+                f"GSM8K {where}, column {column!r}: expected a non-empty string, got {row[column]!r}."
+            )
     final = extract_hash_answer(row["answer"])
     if final is None or not final:
         raise ValueError(

@@ -19,7 +19,9 @@ PROBE_TIMEOUT_S = 1.5
 
 def offline_by_env() -> bool:
     """True when an ``*_OFFLINE`` environment variable asks for offline mode."""
-    return any(os.environ.get(name, "").strip().upper() in {"1", "ON", "YES", "TRUE"} for name in _OFFLINE_VARS)
+    return any(
+        os.environ.get(name, "").strip().upper() in {"1", "ON", "YES", "TRUE"} for name in _OFFLINE_VARS
+    )
 
 
 @functools.lru_cache(maxsize=1)

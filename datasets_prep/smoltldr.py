@@ -63,6 +63,4 @@ def load_smoltldr(split: str = "train", source: Any = None, *, instruction: str 
         return raw
     if not isinstance(instruction, str) or not instruction.strip():
         raise ValueError(f"smoltldr: instruction must be a non-empty string or None, got {instruction!r}.")
-    return raw.map(
-        lambda row: {"prompt": [{"role": "user", "content": f"{instruction}\n\n{row['prompt']}"}]}
-    )
+    return raw.map(lambda row: {"prompt": [{"role": "user", "content": f"{instruction}\n\n{row['prompt']}"}]})

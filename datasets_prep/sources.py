@@ -63,7 +63,9 @@ def _pick_split(data, split: str, where: str):
 
     if isinstance(data, DatasetDict):
         if split not in data:
-            raise ValueError(f"{where} has no split {split!r}; it has {sorted(data)}. Pass split=<one of them>.")
+            raise ValueError(
+                f"{where} has no split {split!r}; it has {sorted(data)}. Pass split=<one of them>."
+            )
         return data[split]
     return data
 
@@ -112,8 +114,10 @@ def load_raw(
                 )
         return datasets.Dataset.from_list(_as_text([dict(row) for row in rows], text_columns))
     if not isinstance(source, (str, os.PathLike)):
-        raise TypeError(f"{name}: source must be None, a string or path, a Dataset or a list of dicts; got "
-                        f"{type(source).__name__}. " + options)
+        raise TypeError(
+            f"{name}: source must be None, a string or path, a Dataset or a list of dicts; got "
+            f"{type(source).__name__}. " + options
+        )
 
     text = os.fspath(source)
     path = Path(text).expanduser()
@@ -131,7 +135,9 @@ def load_raw(
         try:
             loaded = datasets.load_dataset(str(path))
         except Exception as error:  # no data files it understands
-            raise ValueError(f"{name}: cannot read a dataset from the directory {path} ({error}). " + options) from error
+            raise ValueError(
+                f"{name}: cannot read a dataset from the directory {path} ({error}). " + options
+            ) from error
         return _pick_split(loaded, split, str(path))
     looks_like_path = suffix in FILE_BUILDERS or text.startswith((".", "/", "~")) or text.count("/") >= 2
     if looks_like_path:

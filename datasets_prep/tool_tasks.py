@@ -237,5 +237,6 @@ def load_tool_task_split(
         raise ValueError(f"tool tasks are generated, not read from a source; drop dataset_source={source!r}.")
     if split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test' (the held-out questions), not {split!r}.")
-    return load_tool_tasks(n_train, n_test, seed=seed, kinds=kinds, n_examples=n_examples,
-                           system_prompt=system_prompt)[split]
+    return load_tool_tasks(
+        n_train, n_test, seed=seed, kinds=kinds, n_examples=n_examples, system_prompt=system_prompt
+    )[split]

@@ -115,7 +115,9 @@ def stack_rewards(rewards_by_func: Sequence[Sequence[float | None]]) -> torch.Te
 
 
 def _check_inputs(
-    rewards_per_func: torch.Tensor, num_generations: int, reward_weights: torch.Tensor | Sequence[float] | None
+    rewards_per_func: torch.Tensor,
+    num_generations: int,
+    reward_weights: torch.Tensor | Sequence[float] | None,
 ) -> torch.Tensor:
     if not isinstance(rewards_per_func, torch.Tensor):
         raise TypeError(
@@ -128,9 +130,13 @@ def _check_inputs(
             f"{tuple(rewards_per_func.shape)}. For a single reward function use rewards.unsqueeze(1)."
         )
     if not rewards_per_func.is_floating_point():
-        raise TypeError("rewards_per_func must be a floating-point tensor (NaN marks a reward function's None).")
+        raise TypeError(
+            "rewards_per_func must be a floating-point tensor (NaN marks a reward function's None)."
+        )
     if isinstance(num_generations, bool) or not isinstance(num_generations, int) or num_generations < 1:
-        raise ValueError(f"num_generations must be a positive int (completions per prompt); got {num_generations!r}.")
+        raise ValueError(
+            f"num_generations must be a positive int (completions per prompt); got {num_generations!r}."
+        )
     num_completions, num_funcs = rewards_per_func.shape
     if num_completions % num_generations != 0:
         raise ValueError(
@@ -170,7 +176,9 @@ def compute_advantages_with_metrics(
     if reward_func_names is None:
         reward_func_names = [f"reward_{i}" for i in range(num_funcs)]
     if len(reward_func_names) != num_funcs:
-        raise ValueError(f"reward_func_names has {len(reward_func_names)} names for {num_funcs} reward functions.")
+        raise ValueError(
+            f"reward_func_names has {len(reward_func_names)} names for {num_funcs} reward functions."
+        )
     weights = weights.unsqueeze(0)  # (1, F)
 
     # A row where every function said None: keep it out of the baseline, force its advantage to 0 below.
@@ -188,7 +196,9 @@ def compute_advantages_with_metrics(
             else:
                 std = torch.zeros_like(rewards)  # (N,) a "group" of one has no spread
         else:  # "batch": group mean, batch std
-            std = nanstd(rewards).expand_as(rewards) if rewards.numel() > 1 else torch.zeros_like(rewards)  # (N,)
+            std = (
+                nanstd(rewards).expand_as(rewards) if rewards.numel() > 1 else torch.zeros_like(rewards)
+            )  # (N,)
         advantages = rewards - group_mean  # (N,)
         if scale_rewards != "none":
             advantages = advantages / (std + STD_EPSILON)

@@ -110,10 +110,16 @@ def _encode(value: Any, tensors: dict[str, torch.Tensor], where: str) -> Any:
     if isinstance(value, list):
         return [_encode(v, tensors, f"{where}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, dict):
-        return {"dict": [[_encode(k, tensors, f"{where} key"), _encode(v, tensors, f"{where}[{k!r}]")]
-                         for k, v in value.items()]}
-    raise TypeError(f"{where}: a {type(value).__name__} cannot be stored without pickle; checkpoints hold "
-                    "tensors, numpy arrays, numbers, strings, None and lists/tuples/dicts of them.")
+        return {
+            "dict": [
+                [_encode(k, tensors, f"{where} key"), _encode(v, tensors, f"{where}[{k!r}]")]
+                for k, v in value.items()
+            ]
+        }
+    raise TypeError(
+        f"{where}: a {type(value).__name__} cannot be stored without pickle; checkpoints hold "
+        "tensors, numpy arrays, numbers, strings, None and lists/tuples/dicts of them."
+    )
 
 
 def _decode(value: Any, tensors: dict[str, torch.Tensor]) -> Any:
@@ -145,8 +151,10 @@ def _load_tree(folder: Path, stem: str, device: torch.device | str = "cpu") -> A
     try:
         return _decode(structure, tensors)
     except (KeyError, TypeError, ValueError) as error:
-        raise CheckpointError(f"{folder / (stem + '.json')} does not describe a grpo-kit {stem} ({error!r}); "
-                              "the checkpoint is corrupt: resume from an earlier checkpoint-<step>.") from error
+        raise CheckpointError(
+            f"{folder / (stem + '.json')} does not describe a grpo-kit {stem} ({error!r}); "
+            "the checkpoint is corrupt: resume from an earlier checkpoint-<step>."
+        ) from error
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -154,8 +162,10 @@ def _load_tree(folder: Path, stem: str, device: torch.device | str = "cpu") -> A
 
 
 def _unreadable(path: Path, error: BaseException) -> CheckpointError:
-    return CheckpointError(f"checkpoint file {path} cannot be read (truncated or corrupt: {error}). Resume from "
-                           "an earlier checkpoint-<step> folder, or delete this one and start again.")
+    return CheckpointError(
+        f"checkpoint file {path} cannot be read (truncated or corrupt: {error}). Resume from "
+        "an earlier checkpoint-<step> folder, or delete this one and start again."
+    )
 
 
 def _read_json(path: Path) -> Any:
@@ -206,7 +216,11 @@ def _torch_load(path: Path, *, map_location: Any = "cpu", allow_numpy: bool = Fa
 def check_finite(tensors: dict[str, torch.Tensor], where: str) -> None:
     """Raise :class:`CheckpointError` naming the first tensor of ``tensors`` that holds NaN or ±inf."""
     for name, tensor in tensors.items():
-        if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+        if (
+            isinstance(tensor, torch.Tensor)
+            and tensor.is_floating_point()
+            and not bool(torch.isfinite(tensor).all())
+        ):
             bad = int((~torch.isfinite(tensor)).sum())
             raise CheckpointError(
                 f"{where}: tensor {name!r} holds {bad} non-finite value(s) (NaN/inf) out of {tensor.numel()}; "
@@ -215,8 +229,12 @@ def check_finite(tensors: dict[str, torch.Tensor], where: str) -> None:
 
 
 def _optimizer_tensors(state_dict: dict[str, Any]) -> dict[str, torch.Tensor]:
-    return {f"state[{param}][{key}]": value for param, slots in state_dict.get("state", {}).items()
-            for key, value in slots.items() if isinstance(value, torch.Tensor)}
+    return {
+        f"state[{param}][{key}]": value
+        for param, slots in state_dict.get("state", {}).items()
+        for key, value in slots.items()
+        if isinstance(value, torch.Tensor)
+    }
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -260,10 +278,14 @@ def read_checkpoint_config(checkpoint_dir: str | os.PathLike) -> dict[str, Any] 
         return None
     stored = _read_json(path)
     if not isinstance(stored, dict) or "config" not in stored or "sha256" not in stored:
-        raise CheckpointError(f"{path} is not a grpo-kit run configuration (expected keys 'config' and 'sha256').")
+        raise CheckpointError(
+            f"{path} is not a grpo-kit run configuration (expected keys 'config' and 'sha256')."
+        )
     if config_hash(stored["config"]) != stored["sha256"]:
-        raise CheckpointError(f"{path}: the configuration does not match its sha256; the file was edited or is "
-                              "corrupt. Restore it, or start a new run instead of resuming.")
+        raise CheckpointError(
+            f"{path}: the configuration does not match its sha256; the file was edited or is "
+            "corrupt. Restore it, or start a new run instead of resuming."
+        )
     return stored["config"]
 
 
@@ -291,8 +313,11 @@ def config_diff(stored: dict, current: dict) -> dict[str, tuple[Any, Any]]:
     (``"lora.r"``); a field only one side has shows :data:`ABSENT` on the other. Values are compared as
     :func:`jsonable_config` writes them, so a tuple equals the list it was stored as."""
     old, new = _flatten(jsonable_config(stored)), _flatten(jsonable_config(current))
-    return {name: (old.get(name, ABSENT), new.get(name, ABSENT)) for name in sorted(old.keys() | new.keys())
-            if old.get(name, ABSENT) != new.get(name, ABSENT)}
+    return {
+        name: (old.get(name, ABSENT), new.get(name, ABSENT))
+        for name in sorted(old.keys() | new.keys())
+        if old.get(name, ABSENT) != new.get(name, ABSENT)
+    }
 
 
 def format_config_diff(diff: dict[str, tuple[Any, Any]]) -> str:
@@ -335,7 +360,9 @@ def save_checkpoint(
         _save_tree(rollout, tmp, "rollout")
     if config is not None:
         stored = jsonable_config(config)
-        (tmp / CONFIG_FILE).write_text(json.dumps({"config": stored, "sha256": config_hash(stored)}, indent=2))
+        (tmp / CONFIG_FILE).write_text(
+            json.dumps({"config": stored, "sha256": config_hash(stored)}, indent=2)
+        )
     (tmp / "trainer_state.json").write_text(json.dumps(trainer_state, indent=2))
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
@@ -348,18 +375,24 @@ def _load_weights(path: Path, model: torch.nn.Module) -> None:
 
         adapter_file = path / "adapter_model.safetensors"
         if not adapter_file.exists():
-            raise FileNotFoundError(f"{adapter_file} missing: this checkpoint was saved from a model without LoRA.")
+            raise FileNotFoundError(
+                f"{adapter_file} missing: this checkpoint was saved from a model without LoRA."
+            )
         adapter = _read_safetensors(adapter_file)
         check_finite(adapter, str(adapter_file))
         result = set_peft_model_state_dict(model, adapter)
         unexpected = getattr(result, "unexpected_keys", None) or []
         if unexpected:
-            raise ValueError(f"adapter in {path} does not match the model's LoRA config (unexpected {unexpected[:3]}).")
+            raise ValueError(
+                f"adapter in {path} does not match the model's LoRA config (unexpected {unexpected[:3]})."
+            )
         return
     files = sorted(path.glob("model*.safetensors"))
     if not files:
-        raise FileNotFoundError(f"no model*.safetensors in {path}: this checkpoint holds a LoRA adapter; "
-                                "load the model with the same lora= settings before resuming.")
+        raise FileNotFoundError(
+            f"no model*.safetensors in {path}: this checkpoint holds a LoRA adapter; "
+            "load the model with the same lora= settings before resuming."
+        )
     state_dict: dict[str, torch.Tensor] = {}
     for f in files:
         part = _read_safetensors(f)
@@ -368,8 +401,10 @@ def _load_weights(path: Path, model: torch.nn.Module) -> None:
     missing, unexpected = model.load_state_dict(state_dict, strict=False)
     tied = set(getattr(model, "_tied_weights_keys", None) or [])
     if unexpected or [k for k in missing if k not in tied and "lm_head" not in k]:
-        raise ValueError(f"checkpoint weights in {path} do not match the model (missing {missing[:3]}, "
-                         f"unexpected {unexpected[:3]}); resume with the model the run started from.")
+        raise ValueError(
+            f"checkpoint weights in {path} do not match the model (missing {missing[:3]}, "
+            f"unexpected {unexpected[:3]}); resume with the model the run started from."
+        )
 
 
 def _model_device(model: torch.nn.Module) -> torch.device:

@@ -69,7 +69,9 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         key = key.strip().replace("-", "_")
         if not sep or not key:
-            raise UsageError(f"--set expects KEY=VALUE (e.g. --set learning_rate=1e-5 or --set lora.r=8), got {item!r}.")
+            raise UsageError(
+                f"--set expects KEY=VALUE (e.g. --set learning_rate=1e-5 or --set lora.r=8), got {item!r}."
+            )
         if "." in key:
             head, _, field = key.partition(".")
             if head not in ("lora", "unsloth"):
@@ -83,92 +85,198 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
 def build_parser() -> argparse.ArgumentParser:
     from grpo_kit.recipes import DEFAULT_RECIPE
 
-    parser = argparse.ArgumentParser(prog="grpo-kit", description="Learn GRPO from the formula to an exported model.")
+    parser = argparse.ArgumentParser(
+        prog="grpo-kit", description="Learn GRPO from the formula to an exported model."
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     debug = argparse.ArgumentParser(add_help=False)
     debug.add_argument("--debug", action="store_true", help="show the full traceback of an error")
-    train = sub.add_parser("train", help="train with a recipe (no arguments: the CPU main job)", parents=[debug],
-                           description="Train with GRPO. With no arguments: the default recipe on the embedded "
-                                       "SmolLM2-135M, offline, on CPU.")
-    train.add_argument("--recipe", default=None,
-                       help=f"recipe name (default {DEFAULT_RECIPE}, or the stored one with --resume; see `grpo-kit recipes`)")
+    train = sub.add_parser(
+        "train",
+        help="train with a recipe (no arguments: the CPU main job)",
+        parents=[debug],
+        description="Train with GRPO. With no arguments: the default recipe on the embedded "
+        "SmolLM2-135M, offline, on CPU.",
+    )
+    train.add_argument(
+        "--recipe",
+        default=None,
+        help=f"recipe name (default {DEFAULT_RECIPE}, or the stored one with --resume; see `grpo-kit recipes`)",
+    )
     train.add_argument("--small", action="store_true", help="use the recipe's CPU-sized variant")
-    train.add_argument("--loop", choices=LOOPS, default=None,
-                       help=f"standalone (readable PyTorch loop), trl (GRPOTrainer), unsloth (GPU). Default {DEFAULT_LOOP}")
+    train.add_argument(
+        "--loop",
+        choices=LOOPS,
+        default=None,
+        help=f"standalone (readable PyTorch loop), trl (GRPOTrainer), unsloth (GPU). Default {DEFAULT_LOOP}",
+    )
     train.add_argument("--max-steps", type=int, default=None, help="optimizer steps (overrides the recipe)")
     train.add_argument("--output-dir", default=None, help="run folder (default outputs/<recipe>-<timestamp>)")
-    train.add_argument("--resume", nargs="?", const=True, default=None, metavar="CKPT",
-                       help="continue from the latest checkpoint in --output-dir (or the newest run of this recipe), "
-                            "or from the checkpoint folder given; alone, it takes the run's stored configuration")
-    train.add_argument("--overwrite", action="store_true",
-                       help="--output-dir already holds a run: move it aside to <dir>.old-<timestamp> and start anew")
-    train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                       help="override a recipe field or GRPOConfig field: --set learning_rate=1e-5 --set model=tiny "
-                            "--set lora.r=8 (repeatable)")
-    train.add_argument("--samples", type=int, default=4, help="held-out prompts for before/after answers (0: none)")
+    train.add_argument(
+        "--resume",
+        nargs="?",
+        const=True,
+        default=None,
+        metavar="CKPT",
+        help="continue from the latest checkpoint in --output-dir (or the newest run of this recipe), "
+        "or from the checkpoint folder given; alone, it takes the run's stored configuration",
+    )
+    train.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="--output-dir already holds a run: move it aside to <dir>.old-<timestamp> and start anew",
+    )
+    train.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a recipe field or GRPOConfig field: --set learning_rate=1e-5 --set model=tiny "
+        "--set lora.r=8 (repeatable)",
+    )
+    train.add_argument(
+        "--samples", type=int, default=4, help="held-out prompts for before/after answers (0: none)"
+    )
     train.add_argument("--no-merge", action="store_true", help="skip the merged 16-bit export")
     train.add_argument("--gguf", default=None, metavar="TYPE", help="also export GGUF (f16, q8_0, ...)")
-    train.add_argument("--eval-prompts", type=int, default=None, metavar="N",
-                       help="held-out prompts evaluated before and after training into the report card "
-                            "(default: the recipe's eval_prompts, 32 on the CPU recipes; 0: no evaluation)")
-    train.add_argument("--preflight", action="store_true",
-                       help="run `grpo-kit preflight` first and refuse to train on a no-go")
+    train.add_argument(
+        "--eval-prompts",
+        type=int,
+        default=None,
+        metavar="N",
+        help="held-out prompts evaluated before and after training into the report card "
+        "(default: the recipe's eval_prompts, 32 on the CPU recipes; 0: no evaluation)",
+    )
+    train.add_argument(
+        "--preflight",
+        action="store_true",
+        help="run `grpo-kit preflight` first and refuse to train on a no-go",
+    )
     train.add_argument("--force", action="store_true", help="with --preflight: train even on a no-go")
 
-    export = sub.add_parser("export", help="export a trained run: merged 16-bit model and/or GGUF, verified",
-                            parents=[debug])
+    export = sub.add_parser(
+        "export", help="export a trained run: merged 16-bit model and/or GGUF, verified", parents=[debug]
+    )
     export.add_argument("source", help="a run folder (with adapter/), an adapter folder, or a model folder")
     export.add_argument("--out", default=None, help="destination folder (default: the source run folder)")
-    export.add_argument("--dtype", default="16bit", help="merged weights: 16bit (bf16; fp16 on pre-Ampere GPUs), bf16, fp16, fp32")
-    export.add_argument("--gguf", default=None, metavar="TYPE", help="also write a GGUF file of this type (f16, bf16, q8_0, ...)")
-    export.add_argument("--base", default=None, help="base model of the adapter (default: from run.json / adapter_config.json)")
-    export.add_argument("--overwrite", action="store_true",
-                        help="empty a destination folder that holds other files before writing into it")
-    export.add_argument("--llama-cpp-dir", default=None, help="llama.cpp checkout with convert_hf_to_gguf.py (default $LLAMA_CPP_DIR)")
+    export.add_argument(
+        "--dtype",
+        default="16bit",
+        help="merged weights: 16bit (bf16; fp16 on pre-Ampere GPUs), bf16, fp16, fp32",
+    )
+    export.add_argument(
+        "--gguf",
+        default=None,
+        metavar="TYPE",
+        help="also write a GGUF file of this type (f16, bf16, q8_0, ...)",
+    )
+    export.add_argument(
+        "--base",
+        default=None,
+        help="base model of the adapter (default: from run.json / adapter_config.json)",
+    )
+    export.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="empty a destination folder that holds other files before writing into it",
+    )
+    export.add_argument(
+        "--llama-cpp-dir",
+        default=None,
+        help="llama.cpp checkout with convert_hf_to_gguf.py (default $LLAMA_CPP_DIR)",
+    )
 
-    generate = sub.add_parser("generate", help="answers before vs after training, side by side", parents=[debug])
+    generate = sub.add_parser(
+        "generate", help="answers before vs after training, side by side", parents=[debug]
+    )
     generate.add_argument("source", help="a run folder (with adapter/) or an adapter folder")
-    generate.add_argument("--prompt", action="append", default=[], help="a prompt (repeatable; default: held-out recipe prompts)")
-    generate.add_argument("--recipe", default=None, help="recipe whose held-out prompts to use (default: the run's)")
+    generate.add_argument(
+        "--prompt",
+        action="append",
+        default=[],
+        help="a prompt (repeatable; default: held-out recipe prompts)",
+    )
+    generate.add_argument(
+        "--recipe", default=None, help="recipe whose held-out prompts to use (default: the run's)"
+    )
     generate.add_argument("-n", "--num-prompts", type=int, default=4)
     generate.add_argument("--max-new-tokens", type=int, default=64)
-    generate.add_argument("--base", default=None, help="base model of the adapter (default: from run.json / adapter_config.json)")
-    generate.add_argument("--sample", action="store_true", help="one seeded sample per prompt instead of greedy")
+    generate.add_argument(
+        "--base",
+        default=None,
+        help="base model of the adapter (default: from run.json / adapter_config.json)",
+    )
+    generate.add_argument(
+        "--sample", action="store_true", help="one seeded sample per prompt instead of greedy"
+    )
 
-    evaluate = sub.add_parser("eval", help="held-out report card of a run folder or exported model: base vs trained",
-                              description="Evaluate the base model and the trained one on the recipe's held-out "
-                                          "prompts (greedy; paired bootstrap CIs) and write eval.json, report.md "
-                                          "and report_card.png into the folder (or --out).")
-    evaluate.add_argument("run", help="a `grpo-kit train` run folder, an adapter folder or an exported model folder")
-    evaluate.add_argument("--num-prompts", type=int, default=None, metavar="N",
-                          help="held-out prompts (default: the recipe's eval_prompts)")
-    evaluate.add_argument("--k", type=int, default=1, help="also k seeded samples per prompt for pass@k, mean@k")
-    evaluate.add_argument("--recipe", default=None, help="recipe whose held-out prompts to use (default: the run's)")
-    evaluate.add_argument("--base", default=None, help="base model (default: from run.json / adapter_config.json)")
+    evaluate = sub.add_parser(
+        "eval",
+        help="held-out report card of a run folder or exported model: base vs trained",
+        description="Evaluate the base model and the trained one on the recipe's held-out "
+        "prompts (greedy; paired bootstrap CIs) and write eval.json, report.md "
+        "and report_card.png into the folder (or --out).",
+    )
+    evaluate.add_argument(
+        "run", help="a `grpo-kit train` run folder, an adapter folder or an exported model folder"
+    )
+    evaluate.add_argument(
+        "--num-prompts",
+        type=int,
+        default=None,
+        metavar="N",
+        help="held-out prompts (default: the recipe's eval_prompts)",
+    )
+    evaluate.add_argument(
+        "--k", type=int, default=1, help="also k seeded samples per prompt for pass@k, mean@k"
+    )
+    evaluate.add_argument(
+        "--recipe", default=None, help="recipe whose held-out prompts to use (default: the run's)"
+    )
+    evaluate.add_argument(
+        "--base", default=None, help="base model (default: from run.json / adapter_config.json)"
+    )
     evaluate.add_argument("--out", default=None, help="folder for the report card (default: the run folder)")
 
-    preflight = sub.add_parser("preflight", help="will GRPO learn? sample the base model, go / no-go with fixes",
-                               description="Sample num_generations completions for a few prompts with the "
-                                           "recipe's generation settings and report zero-std groups, clipping, "
-                                           "EOS rate, rewards and the prompt ending, with a go/no-go verdict.")
+    preflight = sub.add_parser(
+        "preflight",
+        help="will GRPO learn? sample the base model, go / no-go with fixes",
+        description="Sample num_generations completions for a few prompts with the "
+        "recipe's generation settings and report zero-std groups, clipping, "
+        "EOS rate, rewards and the prompt ending, with a go/no-go verdict.",
+    )
     preflight.add_argument("--recipe", default=DEFAULT_RECIPE, help=f"recipe name (default {DEFAULT_RECIPE})")
     preflight.add_argument("--small", action="store_true", help="use the recipe's CPU-sized variant")
-    preflight.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                           help="override a recipe field or GRPOConfig field (as in train)")
-    preflight.add_argument("--num-prompts", type=int, default=8, metavar="N", help="prompts to sample (default 8)")
+    preflight.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a recipe field or GRPOConfig field (as in train)",
+    )
+    preflight.add_argument(
+        "--num-prompts", type=int, default=8, metavar="N", help="prompts to sample (default 8)"
+    )
 
-    losses = sub.add_parser("losses", help="per-token weights of each GRPO loss type (grpo_kit.loss_demo)", add_help=False)
+    losses = sub.add_parser(
+        "losses", help="per-token weights of each GRPO loss type (grpo_kit.loss_demo)", add_help=False
+    )
     losses.add_argument("args", nargs=argparse.REMAINDER)
 
     rewards = sub.add_parser("rewards", help="reward-function tools")
     rewards_sub = rewards.add_subparsers(dest="rewards_command", metavar="TOOL")
-    lint = rewards_sub.add_parser("lint", help="run reward functions over tricky completions (rewards.lint)", add_help=False)
+    lint = rewards_sub.add_parser(
+        "lint", help="run reward functions over tricky completions (rewards.lint)", add_help=False
+    )
     lint.add_argument("args", nargs=argparse.REMAINDER)
 
     sub.add_parser("recipes", help="list the named recipes")
-    doctor = sub.add_parser("doctor", help="check this environment: versions vs pins, device, paths, model, disk",
-                            add_help=False)
+    doctor = sub.add_parser(
+        "doctor", help="check this environment: versions vs pins, device, paths, model, disk", add_help=False
+    )
     doctor.add_argument("args", nargs=argparse.REMAINDER)
     return parser
 
@@ -187,20 +295,33 @@ def cmd_train(args, console) -> int:
     from grpo_kit import run
 
     try:  # every configuration mistake surfaces here, before a model is loaded or a folder is written
-        plan = run.plan_run(args.recipe, small=args.small, overrides=parse_overrides(args.overrides), loop=args.loop,
-                            max_steps=args.max_steps, output_dir=args.output_dir, resume=args.resume,
-                            overwrite=args.overwrite, gguf=args.gguf)
+        plan = run.plan_run(
+            args.recipe,
+            small=args.small,
+            overrides=parse_overrides(args.overrides),
+            loop=args.loop,
+            max_steps=args.max_steps,
+            output_dir=args.output_dir,
+            resume=args.resume,
+            overwrite=args.overwrite,
+            gguf=args.gguf,
+        )
     except CONFIG_ERRORS as error:
         raise UsageError(str(error)) from error
     recipe, output_dir = plan.recipe, plan.output_dir
     if plan.set_aside is not None:
-        console.print(f"--overwrite: the run already in {output_dir} is moved aside to {plan.set_aside}.",
-                      highlight=False, soft_wrap=True)
+        console.print(
+            f"--overwrite: the run already in {output_dir} is moved aside to {plan.set_aside}.",
+            highlight=False,
+            soft_wrap=True,
+        )
     if plan.loop == "unsloth":
         console.print(f"[bold]grpo-kit train[/] {recipe.name} — Unsloth path")
     else:
-        console.print(f"[bold]grpo-kit train[/] recipe [cyan]{recipe.name}[/] · loop [cyan]{plan.loop}[/] · model "
-                      f"[cyan]{recipe.model}[/] · {recipe.training.get('max_steps', '?')} steps → [green]{output_dir}[/]")
+        console.print(
+            f"[bold]grpo-kit train[/] recipe [cyan]{recipe.name}[/] · loop [cyan]{plan.loop}[/] · model "
+            f"[cyan]{recipe.model}[/] · {recipe.training.get('max_steps', '?')} steps → [green]{output_dir}[/]"
+        )
     if args.eval_prompts is not None and args.eval_prompts < 0:
         raise UsageError(f"--eval-prompts must be >= 0 (0 turns evaluation off), got {args.eval_prompts}.")
     if args.force and not args.preflight:
@@ -208,27 +329,45 @@ def cmd_train(args, console) -> int:
     hook = None
     if args.preflight:
         _validate_inputs(plan)
-        hook = run.preflight_hook(force=args.force, on_report=lambda report: _print_preflight(console, report))
+        hook = run.preflight_hook(
+            force=args.force, on_report=lambda report: _print_preflight(console, report)
+        )
     try:
-        outcome = _after_loading(args, lambda: run.execute(
-            plan, samples=args.samples, merge=not args.no_merge, status=console.status, preflight=hook,
-            eval_prompts=args.eval_prompts))
+        outcome = _after_loading(
+            args,
+            lambda: run.execute(
+                plan,
+                samples=args.samples,
+                merge=not args.no_merge,
+                status=console.status,
+                preflight=hook,
+                eval_prompts=args.eval_prompts,
+            ),
+        )
     except (run.PreflightNoGo, RunError) as error:
         if not isinstance(error, run.PreflightNoGo) and not isinstance(error.__cause__, run.PreflightNoGo):
             raise
         _remove_if_empty(output_dir)
-        console.print("[red]Not training[/]: pre-flight says no-go (findings above). Apply a fix, or train anyway "
-                      "with --force.")
+        console.print(
+            "[red]Not training[/]: pre-flight says no-go (findings above). Apply a fix, or train anyway "
+            "with --force."
+        )
         return EXIT_NO_GO
     result = outcome.result
     if plan.loop == "unsloth":
         return 0
     if result.interrupted and result.checkpoint is None:
-        console.print(f"[yellow]Interrupted before the first step finished[/]: no checkpoint to resume; {output_dir} holds no training.")
+        console.print(
+            f"[yellow]Interrupted before the first step finished[/]: no checkpoint to resume; {output_dir} holds no training."
+        )
         return EXIT_INTERRUPTED
     if result.interrupted:
-        console.print(f"[yellow]Interrupted at step {result.global_step}[/]; checkpoint {result.checkpoint}. "
-                      f"Continue with:\n  {plan.resume_command()}", highlight=False, soft_wrap=True)
+        console.print(
+            f"[yellow]Interrupted at step {result.global_step}[/]; checkpoint {result.checkpoint}. "
+            f"Continue with:\n  {plan.resume_command()}",
+            highlight=False,
+            soft_wrap=True,
+        )
         return EXIT_INTERRUPTED
     _print_summary(console, output_dir, outcome.summary, outcome.reports)
     return 0 if outcome.verified else 1
@@ -252,21 +391,36 @@ def _print_summary(console, output_dir: Path, summary: dict, reports) -> None:
 
     table = Table(title=f"run folder {output_dir}", show_header=False)
     table.add_row("steps", str(summary["steps"]))
-    table.add_row("wall time", f"{summary['total_seconds']:.0f} s (training {summary['train_seconds']:.0f} s)")
+    table.add_row(
+        "wall time", f"{summary['total_seconds']:.0f} s (training {summary['train_seconds']:.0f} s)"
+    )
 
     def fmt(v):
         return "–" if v is None else f"{v:.3f}"
 
-    table.add_row("reward (first → last step)", f"{fmt(summary['reward_first_step'])} → {fmt(summary['reward_last_step'])}")
-    table.add_row("held-out reward (before → after)",
-                  f"{fmt(summary['samples_mean_reward_before'])} → {fmt(summary['samples_mean_reward_after'])}")
+    table.add_row(
+        "reward (first → last step)",
+        f"{fmt(summary['reward_first_step'])} → {fmt(summary['reward_last_step'])}",
+    )
+    table.add_row(
+        "held-out reward (before → after)",
+        f"{fmt(summary['samples_mean_reward_before'])} → {fmt(summary['samples_mean_reward_after'])}",
+    )
     evaluation = summary.get("evaluation")
     if evaluation and "headline" in evaluation:
-        table.add_row(f"held-out {evaluation['metric']} ({evaluation['num_prompts']} prompts)",
-                      _headline(evaluation))
+        table.add_row(
+            f"held-out {evaluation['metric']} ({evaluation['num_prompts']} prompts)", _headline(evaluation)
+        )
     for report in reports:
         table.add_row(report.kind, report.summary())
-    for name in ("metrics.jsonl", "reward_curve.png", "samples.md", "report.md", "report_card.png", "eval.json"):
+    for name in (
+        "metrics.jsonl",
+        "reward_curve.png",
+        "samples.md",
+        "report.md",
+        "report_card.png",
+        "eval.json",
+    ):
         if (output_dir / name).exists():
             table.add_row(name, str(output_dir / name))
     console.print(table)
@@ -274,9 +428,11 @@ def _print_summary(console, output_dir: Path, summary: dict, reports) -> None:
 
 def _headline(evaluation: dict) -> str:
     """``before → after (change, 95% CI [lo, hi]): verdict`` of run.json's evaluation summary."""
-    return (f"{evaluation['before']:.3g} → {evaluation['after']:.3g} (change {evaluation['mean_diff']:+.3g}, "
-            f"{evaluation['level']:.0%} CI [{evaluation['ci_low']:+.3g}, {evaluation['ci_high']:+.3g}]): "
-            f"{evaluation['verdict']}")
+    return (
+        f"{evaluation['before']:.3g} → {evaluation['after']:.3g} (change {evaluation['mean_diff']:+.3g}, "
+        f"{evaluation['level']:.0%} CI [{evaluation['ci_low']:+.3g}, {evaluation['ci_high']:+.3g}]): "
+        f"{evaluation['verdict']}"
+    )
 
 
 # --------------------------------------------------------------------------- preflight / eval
@@ -311,8 +467,12 @@ def cmd_preflight(args, console) -> int:
     if args.num_prompts < 1:
         raise UsageError(f"--num-prompts must be >= 1, got {args.num_prompts}.")
     try:  # the plan's output folder is never created: pre-flight writes nothing
-        plan = run.plan_run(args.recipe, small=args.small, overrides=parse_overrides(args.overrides),
-                            output_dir=Path(tempfile.gettempdir()) / f"grpo-kit-preflight-{os.getpid()}")
+        plan = run.plan_run(
+            args.recipe,
+            small=args.small,
+            overrides=parse_overrides(args.overrides),
+            output_dir=Path(tempfile.gettempdir()) / f"grpo-kit-preflight-{os.getpid()}",
+        )
     except CONFIG_ERRORS as error:
         raise UsageError(str(error)) from error
     _validate_inputs(plan)
@@ -334,7 +494,9 @@ def _eval_recipe(source: Path, name: str | None):
     info = json.loads(run_json.read_text()) if run_json else {}
     name = name or info.get("recipe")
     if not name:
-        raise UsageError(f"{source} has no run.json naming its recipe; pass --recipe NAME for the held-out prompts.")
+        raise UsageError(
+            f"{source} has no run.json naming its recipe; pass --recipe NAME for the held-out prompts."
+        )
     try:
         if name != info.get("recipe"):
             return get_recipe(name)
@@ -354,9 +516,11 @@ def cmd_eval(args, console) -> int:
     try:
         adapter_dir, _ = run.run_paths(source)
     except FileNotFoundError as error:
-        raise UsageError(f"{source} is neither a run folder nor a model: expected run.json with adapter/ or "
-                         "merged/ (a `grpo-kit train` run), config.json (an exported model) or "
-                         "adapter_config.json (an adapter).") from error
+        raise UsageError(
+            f"{source} is neither a run folder nor a model: expected run.json with adapter/ or "
+            "merged/ (a `grpo-kit train` run), config.json (an exported model) or "
+            "adapter_config.json (an adapter)."
+        ) from error
     recipe = _eval_recipe(source, args.recipe)
     try:
         return _evaluate_folder(args, console, source, adapter_dir, recipe)
@@ -388,10 +552,17 @@ def _evaluate_folder(args, console, source: Path, adapter_dir: Path | None, reci
             base = args.base or _base_of(source, recipe)
             before = run.evaluate_held_out(recipe, run.load_base(base), tokenizer, funcs, rows, k=args.k)
     out = Path(args.out) if args.out else source
-    files = write_report_card(out, before, after, log_history=source / "metrics.jsonl",
-                              title=f"{recipe.name}: held-out base vs {source.name}")
+    files = write_report_card(
+        out,
+        before,
+        after,
+        log_history=source / "metrics.jsonl",
+        title=f"{recipe.name}: held-out base vs {source.name}",
+    )
     evaluation = run.evaluation_summary(before, after, files)
-    console.print(f"held-out {evaluation['metric']} ({evaluation['num_prompts']} prompts): {_headline(evaluation)}")
+    console.print(
+        f"held-out {evaluation['metric']} ({evaluation['num_prompts']} prompts): {_headline(evaluation)}"
+    )
     for name, path in files.items():
         console.print(f"  {name}: {path}")
     return 0
@@ -400,7 +571,9 @@ def _evaluate_folder(args, console, source: Path, adapter_dir: Path | None, reci
 def _base_of(source: Path, recipe) -> str:
     if (source / "run.json").is_file() or (source.parent / "run.json").is_file():
         return recipe.model
-    raise UsageError(f"{source} is a model folder without run.json: pass --base MODEL (the model before training).")
+    raise UsageError(
+        f"{source} is a model folder without run.json: pass --base MODEL (the model before training)."
+    )
 
 
 # --------------------------------------------------------------------------- export / generate
@@ -441,13 +614,21 @@ def _export(args, console) -> int:
         with console.status("loading base model + adapter…"):
             model, tokenizer = _load_adapter(source, adapter_dir, args.base)
         with console.status("merging and verifying…"):
-            reports.append(save_merged(model, tokenizer, out / "merged", dtype=args.dtype, overwrite=args.overwrite))
+            reports.append(
+                save_merged(model, tokenizer, out / "merged", dtype=args.dtype, overwrite=args.overwrite)
+            )
         model_dir = out / "merged"
     if args.gguf:
         with console.status(f"GGUF {args.gguf}: converting and verifying…"):
             try:
-                reports.append(save_gguf(model_dir, out / f"model-{args.gguf}.gguf", args.gguf,
-                                         llama_cpp_dir=args.llama_cpp_dir))
+                reports.append(
+                    save_gguf(
+                        model_dir,
+                        out / f"model-{args.gguf}.gguf",
+                        args.gguf,
+                        llama_cpp_dir=args.llama_cpp_dir,
+                    )
+                )
             except (ValueError, FileNotFoundError, ImportError) as error:  # type not makeable, no converter
                 raise UsageError(str(error)) from error
     if not reports:
@@ -489,8 +670,14 @@ def _generate(args, console) -> int:
         before = samples_mod.generate_answers(model, tokenizer, prompts, **gen)
     after = samples_mod.generate_answers(model, tokenizer, prompts, **gen)
     reward_funcs = recipe.build_reward_funcs(tokenizer) if recipe and not args.prompt else ()
-    pairs = samples_mod.before_after(prompts, before, after, reward_funcs=reward_funcs,
-                                     reward_weights=recipe.reward_weights if reward_funcs else None, columns=columns)
+    pairs = samples_mod.before_after(
+        prompts,
+        before,
+        after,
+        reward_funcs=reward_funcs,
+        reward_weights=recipe.reward_weights if reward_funcs else None,
+        columns=columns,
+    )
     from rich.table import Table
 
     table = Table(title="base model vs trained adapter", show_lines=True)
@@ -542,7 +729,9 @@ def cmd_losses(args, console) -> int:
 
 def cmd_rewards(args, console) -> int:
     if args.rewards_command != "lint":
-        raise UsageError("grpo-kit rewards: the tool is `lint`, e.g. grpo-kit rewards lint rewards:length_reward")
+        raise UsageError(
+            "grpo-kit rewards: the tool is `lint`, e.g. grpo-kit rewards lint rewards:length_reward"
+        )
     from rewards.lint import main as lint_main
 
     return _call_tool(lint_main, args.args, console)
@@ -554,9 +743,17 @@ def cmd_doctor(args, console) -> int:
     return _call_tool(doctor_main, args.args, console)
 
 
-COMMANDS = {"train": cmd_train, "eval": cmd_eval, "preflight": cmd_preflight, "export": cmd_export,
-            "generate": cmd_generate, "losses": cmd_losses,
-            "rewards": cmd_rewards, "recipes": cmd_recipes, "doctor": cmd_doctor}
+COMMANDS = {
+    "train": cmd_train,
+    "eval": cmd_eval,
+    "preflight": cmd_preflight,
+    "export": cmd_export,
+    "generate": cmd_generate,
+    "losses": cmd_losses,
+    "rewards": cmd_rewards,
+    "recipes": cmd_recipes,
+    "doctor": cmd_doctor,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

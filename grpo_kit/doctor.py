@@ -161,19 +161,40 @@ def check_pins(extras: Iterable[str] = ("", DEFAULT_PATH_EXTRA, "notebooks", "lo
         where = f'"grpo-kit[{extra}]"' if extra else "grpo-kit"
         if version is None:
             status = "fail" if needed_by_default else "info"
-            findings.append(Finding(name, status, f"not installed (pinned {specifier}, {where})",
-                                    f'pip install torch==2.13.0 "grpo-kit[{extra or "train"}]" -c constraints.txt'))
+            findings.append(
+                Finding(
+                    name,
+                    status,
+                    f"not installed (pinned {specifier}, {where})",
+                    f'pip install torch==2.13.0 "grpo-kit[{extra or "train"}]" -c constraints.txt',
+                )
+            )
         elif specifier and version not in SpecifierSet(specifier):
-            findings.append(Finding(name, "warn", f"{version} installed, pinned {specifier} ({where}): untested pair",
-                                    f'pip install "{name}{specifier}" -c constraints.txt'))
+            findings.append(
+                Finding(
+                    name,
+                    "warn",
+                    f"{version} installed, pinned {specifier} ({where}): untested pair",
+                    f'pip install "{name}{specifier}" -c constraints.txt',
+                )
+            )
         else:
             findings.append(Finding(name, "ok", version))
     # The lock covers dependencies of dependencies too: report only the drifted ones, in one line.
-    drifted = [f"{n} {installed_version(n)} (lock {s})" for n, s in sorted(lock.items())
-               if n not in pins and installed_version(n) is not None and installed_version(n) not in SpecifierSet(s)]
+    drifted = [
+        f"{n} {installed_version(n)} (lock {s})"
+        for n, s in sorted(lock.items())
+        if n not in pins and installed_version(n) is not None and installed_version(n) not in SpecifierSet(s)
+    ]
     if drifted:
-        findings.append(Finding("constraints.txt", "warn", f"{len(drifted)} drifted: " + ", ".join(drifted[:6])
-                                + (" …" if len(drifted) > 6 else ""), "pip install -r constraints.txt"))
+        findings.append(
+            Finding(
+                "constraints.txt",
+                "warn",
+                f"{len(drifted)} drifted: " + ", ".join(drifted[:6]) + (" …" if len(drifted) > 6 else ""),
+                "pip install -r constraints.txt",
+            )
+        )
     elif lock:
         findings.append(Finding("constraints.txt", "ok", f"{len(lock)} locked versions match"))
     return findings
@@ -213,8 +234,14 @@ def check_gpu_paths(device: str) -> list[Finding]:
         paths = "standalone, trl (the unsloth path and vLLM need a CUDA GPU)"
         findings.append(Finding("paths", "ok", paths))
     elif missing:
-        findings.append(Finding("paths", "info", f"standalone, trl; unsloth path needs {', '.join(missing)}",
-                                'pip install torch==2.13.0 "grpo-kit[unsloth]"  (without -c constraints.txt)'))
+        findings.append(
+            Finding(
+                "paths",
+                "info",
+                f"standalone, trl; unsloth path needs {', '.join(missing)}",
+                'pip install torch==2.13.0 "grpo-kit[unsloth]"  (without -c constraints.txt)',
+            )
+        )
     else:
         findings.append(Finding("paths", "ok", "standalone, trl, unsloth (+ vLLM generation)"))
     return findings
@@ -227,7 +254,11 @@ def check_embedded_model() -> list[Finding]:
 
         path = Path(spec.origin).parent / EMBEDDED_GGUF_NAME
         if path.is_file():
-            return [Finding("embedded model", "ok", f"{EMBEDDED_GGUF_NAME} ({path.stat().st_size / 2**20:.0f} MiB)")]
+            return [
+                Finding(
+                    "embedded model", "ok", f"{EMBEDDED_GGUF_NAME} ({path.stat().st_size / 2**20:.0f} MiB)"
+                )
+            ]
     from grpo_kit.models.cache import cached_hub_snapshot
     from grpo_kit.models.embedded import EMBEDDED_HUB_ID
 
@@ -246,20 +277,39 @@ def check_gguf_converter() -> list[Finding]:
         script = Path(os.environ["LLAMA_CPP_DIR"]) / "convert_hf_to_gguf.py"
         if script.is_file():
             return [Finding("gguf converter", "ok", "from $LLAMA_CPP_DIR")]
-        return [Finding("gguf converter", "warn", "$LLAMA_CPP_DIR has no convert_hf_to_gguf.py",
-                        "point LLAMA_CPP_DIR at a llama.cpp checkout, or unset it")]
+        return [
+            Finding(
+                "gguf converter",
+                "warn",
+                "$LLAMA_CPP_DIR has no convert_hf_to_gguf.py",
+                "point LLAMA_CPP_DIR at a llama.cpp checkout, or unset it",
+            )
+        ]
     if (converter_cache_dir() / "convert_hf_to_gguf.py").is_file():
         return [Finding("gguf converter", "ok", "llama.cpp's converter is cached")]
-    return [Finding("gguf converter", "info", "not cached: fetched from PyPI (llama-cpp-python sdist) at the "
-                    "first GGUF export", "allow pip to reach PyPI once, or set LLAMA_CPP_DIR")]
+    return [
+        Finding(
+            "gguf converter",
+            "info",
+            "not cached: fetched from PyPI (llama-cpp-python sdist) at the first GGUF export",
+            "allow pip to reach PyPI once, or set LLAMA_CPP_DIR",
+        )
+    ]
 
 
 def check_disk(path: Path, disk_usage: Callable[[str], object] = shutil.disk_usage) -> list[Finding]:
     free_gib = disk_usage(str(path)).free / 2**30
     detail = f"{free_gib:.1f} GiB free at {path.name or path}"
     if free_gib < MIN_FREE_GIB:
-        return [Finding("disk", "fail", detail, f"a run + export needs ~{MIN_FREE_GIB:g} GiB; free space or "
-                        "use --output-dir on a larger disk")]
+        return [
+            Finding(
+                "disk",
+                "fail",
+                detail,
+                f"a run + export needs ~{MIN_FREE_GIB:g} GiB; free space or "
+                "use --output-dir on a larger disk",
+            )
+        ]
     if free_gib < COMFORTABLE_FREE_GIB:
         return [Finding("disk", "warn", detail, "enough for the small recipes; GPU recipes want more")]
     return [Finding("disk", "ok", detail)]
@@ -309,7 +359,11 @@ def main(argv: list[str] | None = None) -> int:
     findings = check_environment(args.output_dir)
     render(findings)
     runs = default_path_runs(findings)
-    print("The default path (grpo-kit train) can run." if runs else "Fix the 'fail' lines before grpo-kit train.")
+    print(
+        "The default path (grpo-kit train) can run."
+        if runs
+        else "Fix the 'fail' lines before grpo-kit train."
+    )
     return 0 if runs else 1
 
 

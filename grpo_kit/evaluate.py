@@ -126,10 +126,23 @@ def prompt_texts(tokenizer, prompts: Sequence[Any], chat_template_kwargs: dict |
     return [prompt_to_text(p, tokenizer, **(chat_template_kwargs or {})) for p in prompts]
 
 
-def generate(model, tokenizer, prompts: Sequence[Any], *, num_generations: int = 1, max_new_tokens: int,
-             temperature: float = 1.0, greedy: bool = False, seed: int = 0, batch_size: int = 8,
-             chat_template_kwargs: dict | None = None, top_p: float = 1.0, top_k: int = 0,
-             min_p: float | None = None, repetition_penalty: float = 1.0) -> list[list[GeneratedCompletion]]:
+def generate(
+    model,
+    tokenizer,
+    prompts: Sequence[Any],
+    *,
+    num_generations: int = 1,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    greedy: bool = False,
+    seed: int = 0,
+    batch_size: int = 8,
+    chat_template_kwargs: dict | None = None,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    min_p: float | None = None,
+    repetition_penalty: float = 1.0,
+) -> list[list[GeneratedCompletion]]:
     """``num_generations`` completions for each prompt (greedy: ``top_k=1``), batched with left padding
     and a KV cache (:func:`grpo_kit.sampling.sample_completions`). Seeded; the caller's RNG is untouched.
 
@@ -152,23 +165,38 @@ def generate(model, tokenizer, prompts: Sequence[Any], *, num_generations: int =
         with torch.random.fork_rng(devices=[]), merged_lora(model):
             torch.manual_seed(seed)
             for start in range(0, len(texts), batch_size):
-                chunk = texts[start:start + batch_size]
+                chunk = texts[start : start + batch_size]
                 conversational = is_conversational_prompt(prompts[start])
-                enc = tokenizer(chunk, padding=True, padding_side="left", return_tensors="pt",
-                                add_special_tokens=not conversational)
+                enc = tokenizer(
+                    chunk,
+                    padding=True,
+                    padding_side="left",
+                    return_tensors="pt",
+                    add_special_tokens=not conversational,
+                )
                 sampled = sample_completions(
-                    model, enc["input_ids"].to(device), enc["attention_mask"].to(device),
-                    num_generations=num_generations, max_new_tokens=max_new_tokens, eos_token_ids=eos_ids,
-                    pad_token_id=tokenizer.pad_token_id, temperature=temperature, top_k=top_k, top_p=top_p,
-                    min_p=min_p, repetition_penalty=repetition_penalty,
+                    model,
+                    enc["input_ids"].to(device),
+                    enc["attention_mask"].to(device),
+                    num_generations=num_generations,
+                    max_new_tokens=max_new_tokens,
+                    eos_token_ids=eos_ids,
+                    pad_token_id=tokenizer.pad_token_id,
+                    temperature=temperature,
+                    top_k=top_k,
+                    top_p=top_p,
+                    min_p=min_p,
+                    repetition_penalty=repetition_penalty,
                 )  # (b * G, T)
                 ids, mask, truncated = mask_after_eos(sampled, eos_ids, tokenizer.pad_token_id)  # (b*G, T)
                 lengths = mask.sum(1)  # (b*G,)
                 id_lists = [row[: int(n)].tolist() for row, n in zip(ids, lengths)]
                 decoded = tokenizer.batch_decode(id_lists, skip_special_tokens=True)
-                flat = [GeneratedCompletion(t, int(n), not bool(c), i)
-                        for t, n, c, i in zip(decoded, lengths, truncated, id_lists)]
-                out.extend(flat[j:j + num_generations] for j in range(0, len(flat), num_generations))
+                flat = [
+                    GeneratedCompletion(t, int(n), not bool(c), i)
+                    for t, n, c, i in zip(decoded, lengths, truncated, id_lists)
+                ]
+                out.extend(flat[j : j + num_generations] for j in range(0, len(flat), num_generations))
     finally:
         model.train(was_training)
     return out
@@ -203,16 +231,25 @@ class EvalReport:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["metrics"] = self.metrics
-        data["per_prompt"] = {k: [None if math.isnan(v) else v for v in vs] for k, vs in self.per_prompt.items()}
+        data["per_prompt"] = {
+            k: [None if math.isnan(v) else v for v in vs] for k, vs in self.per_prompt.items()
+        }
         data["metrics"] = {k: None if math.isnan(v) else v for k, v in data["metrics"].items()}
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EvalReport:
-        per_prompt = {k: [math.nan if v is None else float(v) for v in vs] for k, vs in data["per_prompt"].items()}
-        return cls(per_prompt=per_prompt, prompts=list(data["prompts"]), completions=list(data["completions"]),
-                   reward_names=list(data["reward_names"]), reward_kinds=dict(data["reward_kinds"]),
-                   settings=dict(data["settings"]))
+        per_prompt = {
+            k: [math.nan if v is None else float(v) for v in vs] for k, vs in data["per_prompt"].items()
+        }
+        return cls(
+            per_prompt=per_prompt,
+            prompts=list(data["prompts"]),
+            completions=list(data["completions"]),
+            reward_names=list(data["reward_names"]),
+            reward_kinds=dict(data["reward_kinds"]),
+            settings=dict(data["settings"]),
+        )
 
 
 def _nanmean(values: Sequence[float]) -> float:
@@ -223,8 +260,10 @@ def _nanmean(values: Sequence[float]) -> float:
 def _rows(dataset: Any, num_prompts: int) -> list[dict[str, Any]]:
     if hasattr(dataset, "column_names"):
         if "prompt" not in dataset.column_names:
-            raise ValueError(f"the evaluation dataset has no 'prompt' column (columns: {dataset.column_names}); "
-                             "prepare it with a datasets_prep loader or rename the prompt column to 'prompt'.")
+            raise ValueError(
+                f"the evaluation dataset has no 'prompt' column (columns: {dataset.column_names}); "
+                "prepare it with a datasets_prep loader or rename the prompt column to 'prompt'."
+            )
         n = min(num_prompts, len(dataset))
         return [dict(dataset[i]) for i in range(n)]
     rows = list(dataset)[:num_prompts]
@@ -240,18 +279,32 @@ def _score(funcs, prompts, completions: list[GeneratedCompletion], rows, convers
     formatted = [[{"role": "assistant", "content": t}] for t in texts] if conversational else texts
     formatted = [c.messages if c.messages is not None else f for c, f in zip(completions, formatted)]
     columns = {k: [r[k] for r in rows] for k in rows[0] if k != "prompt"} if rows else {}
-    return call_reward_funcs(funcs, prompts, formatted, completion_ids=[c.ids for c in completions], **columns)
+    return call_reward_funcs(
+        funcs, prompts, formatted, completion_ids=[c.ids for c in completions], **columns
+    )
 
 
 def _weighted_total(row: Sequence[float], weights: Sequence[float]) -> float:
     return sum(w * v for w, v in zip(weights, row) if not math.isnan(v))
 
 
-def evaluate(model, tokenizer, dataset: Any, reward_funcs: Callable | Sequence[Callable], *, num_prompts: int = 32,
-             k: int = 1, max_new_tokens: int = 128, temperature: float = 1.0, seed: int = 0,
-             chat_template_kwargs: dict | None = None, batch_size: int = 8,
-             reward_weights: Sequence[float] | None = None, sampler: Sampler | None = None,
-             generate_fn: Callable[..., list[list[GeneratedCompletion]]] | None = None) -> EvalReport:
+def evaluate(
+    model,
+    tokenizer,
+    dataset: Any,
+    reward_funcs: Callable | Sequence[Callable],
+    *,
+    num_prompts: int = 32,
+    k: int = 1,
+    max_new_tokens: int = 128,
+    temperature: float = 1.0,
+    seed: int = 0,
+    chat_template_kwargs: dict | None = None,
+    batch_size: int = 8,
+    reward_weights: Sequence[float] | None = None,
+    sampler: Sampler | None = None,
+    generate_fn: Callable[..., list[list[GeneratedCompletion]]] | None = None,
+) -> EvalReport:
     """Evaluate the first ``num_prompts`` rows of ``dataset`` (held-out: rows the run never trains on).
 
     Greedy answers always; with ``k > 1`` also ``k`` samples per prompt at ``temperature`` (seeded) for
@@ -268,7 +321,9 @@ def evaluate(model, tokenizer, dataset: Any, reward_funcs: Callable | Sequence[C
     funcs = check_reward_funcs(reward_funcs)
     weights = list(reward_weights) if reward_weights is not None else [1.0] * len(funcs)
     if len(weights) != len(funcs):
-        raise ValueError(f"{len(weights)} reward_weights for {len(funcs)} reward functions; give one weight each.")
+        raise ValueError(
+            f"{len(weights)} reward_weights for {len(funcs)} reward functions; give one weight each."
+        )
     if not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be an int >= 1 (samples per prompt for pass@k), got {k!r}.")
     if num_prompts < 1:
@@ -281,9 +336,17 @@ def evaluate(model, tokenizer, dataset: Any, reward_funcs: Callable | Sequence[C
         if sampler is not None:
             return sampler(prompts, num_generations)
         return (generate_fn or generate)(
-            model, tokenizer, prompts, num_generations=num_generations, max_new_tokens=max_new_tokens,
-            temperature=temperature, greedy=greedy, seed=seed, batch_size=batch_size,
-            chat_template_kwargs=chat_template_kwargs)
+            model,
+            tokenizer,
+            prompts,
+            num_generations=num_generations,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            greedy=greedy,
+            seed=seed,
+            batch_size=batch_size,
+            chat_template_kwargs=chat_template_kwargs,
+        )
 
     names = [reward_name(f) for f in funcs]
     infos = [reward_info(f) for f in funcs]
@@ -309,21 +372,37 @@ def evaluate(model, tokenizer, dataset: Any, reward_funcs: Callable | Sequence[C
         groups = sample(k, greedy=False)
         flat = [c for g in groups for c in g]
         flat_rows = [r for r in rows for _ in range(k)]
-        flat_scores = _score(funcs, [r["prompt"] for r in flat_rows], flat, flat_rows, conversational)  # (N*k, F)
+        flat_scores = _score(
+            funcs, [r["prompt"] for r in flat_rows], flat, flat_rows, conversational
+        )  # (N*k, F)
         per_prompt[f"mean@{k}"] = [
-            sum(_weighted_total(s, weights) for s in flat_scores[i * k:(i + 1) * k]) / k for i in range(len(rows))
+            sum(_weighted_total(s, weights) for s in flat_scores[i * k : (i + 1) * k]) / k
+            for i in range(len(rows))
         ]
         for j, (name, info) in enumerate(zip(names, infos)):
             if info.max_reward is not None:
                 per_prompt[f"pass@{k}/{name}"] = [
-                    _any_at_max([s[j] for s in flat_scores[i * k:(i + 1) * k]], info.max_reward)
+                    _any_at_max([s[j] for s in flat_scores[i * k : (i + 1) * k]], info.max_reward)
                     for i in range(len(rows))
                 ]
-    settings = {"num_prompts": len(rows), "k": k, "max_new_tokens": max_new_tokens, "temperature": temperature,
-                "seed": seed, "chat_template_kwargs": chat_template_kwargs, "reward_weights": weights,
-                "decoding": "greedy" + (f" + {k} samples at T={temperature}" if k > 1 else "")}
-    return EvalReport(per_prompt=per_prompt, prompts=[_prompt_key(p) for p in prompts], completions=[c.text for c in greedy], reward_names=names,
-                      reward_kinds={n: i.kind for n, i in zip(names, infos)}, settings=settings)
+    settings = {
+        "num_prompts": len(rows),
+        "k": k,
+        "max_new_tokens": max_new_tokens,
+        "temperature": temperature,
+        "seed": seed,
+        "chat_template_kwargs": chat_template_kwargs,
+        "reward_weights": weights,
+        "decoding": "greedy" + (f" + {k} samples at T={temperature}" if k > 1 else ""),
+    }
+    return EvalReport(
+        per_prompt=per_prompt,
+        prompts=[_prompt_key(p) for p in prompts],
+        completions=[c.text for c in greedy],
+        reward_names=names,
+        reward_kinds={n: i.kind for n, i in zip(names, infos)},
+        settings=settings,
+    )
 
 
 def _prompt_key(prompt: Any) -> str:
@@ -346,8 +425,12 @@ def _all_met(scores: Sequence[float], idx: list[int], infos: list[RewardInfo], k
         return math.nan
     if kind == "format":
         return float(all(scores[j] > 0 for j in idx))
-    return float(all(scores[j] >= infos[j].max_reward - 1e-9 if infos[j].max_reward is not None else scores[j] > 0
-                     for j in idx))
+    return float(
+        all(
+            scores[j] >= infos[j].max_reward - 1e-9 if infos[j].max_reward is not None else scores[j] > 0
+            for j in idx
+        )
+    )
 
 
 # --------------------------------------------------------------------------- comparison
@@ -376,12 +459,15 @@ class Comparison:
         return self.mean_diff / self.before if self.before else math.nan
 
     def summary(self) -> str:
-        return (f"{self.metric}: {self.before:.3f} -> {self.after:.3f} (diff {self.mean_diff:+.3f}, "
-                f"{self.level:.0%} CI [{self.ci_low:+.3f}, {self.ci_high:+.3f}], n={self.n}): {self.verdict}")
+        return (
+            f"{self.metric}: {self.before:.3f} -> {self.after:.3f} (diff {self.mean_diff:+.3f}, "
+            f"{self.level:.0%} CI [{self.ci_low:+.3f}, {self.ci_high:+.3f}], n={self.n}): {self.verdict}"
+        )
 
 
-def bootstrap_mean_ci(diffs: Sequence[float], *, n_boot: int = 10000, seed: int = 0,
-                      level: float = 0.95) -> tuple[float, float]:
+def bootstrap_mean_ci(
+    diffs: Sequence[float], *, n_boot: int = 10000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float]:
     """Percentile bootstrap CI of the mean of ``diffs`` (seeded numpy Generator)."""
     import numpy as np
 
@@ -405,8 +491,16 @@ def _verdict(low: float, high: float, better: bool | None) -> str:
     return "improved" if up == better else "worse"
 
 
-def compare(before: EvalReport, after: EvalReport, *, metric: str = "reward", n_boot: int = 10000, seed: int = 0,
-            level: float = 0.95, higher_is_better: bool | None = None) -> Comparison:
+def compare(
+    before: EvalReport,
+    after: EvalReport,
+    *,
+    metric: str = "reward",
+    n_boot: int = 10000,
+    seed: int = 0,
+    level: float = 0.95,
+    higher_is_better: bool | None = None,
+) -> Comparison:
     """Paired comparison of ``metric`` over the prompts both reports answered (NaN pairs are dropped).
 
     ``higher_is_better`` defaults from the metric's name (``length_error/*`` and ``clipped`` improve when
@@ -419,21 +513,39 @@ def compare(before: EvalReport, after: EvalReport, *, metric: str = "reward", n_
         raise ValueError(f"n_boot={n_boot} is too few resamples for a stable interval; use >= 1000.")
     for name, report in (("before", before), ("after", after)):
         if metric not in report.per_prompt:
-            raise ValueError(f"metric {metric!r} is not in the {name} report; it has {sorted(report.per_prompt)}.")
+            raise ValueError(
+                f"metric {metric!r} is not in the {name} report; it has {sorted(report.per_prompt)}."
+            )
     if before.prompts != after.prompts:
-        raise ValueError("before and after were evaluated on different prompts; a paired comparison needs the "
-                         "same held-out prompts in the same order (same dataset rows, num_prompts and template).")
-    pairs = [(b, a) for b, a in zip(before.per_prompt[metric], after.per_prompt[metric])
-             if not (math.isnan(b) or math.isnan(a))]
+        raise ValueError(
+            "before and after were evaluated on different prompts; a paired comparison needs the "
+            "same held-out prompts in the same order (same dataset rows, num_prompts and template)."
+        )
+    pairs = [
+        (b, a)
+        for b, a in zip(before.per_prompt[metric], after.per_prompt[metric])
+        if not (math.isnan(b) or math.isnan(a))
+    ]
     if not pairs:
         raise ValueError(f"metric {metric!r} is undefined (NaN) on every prompt; nothing to compare.")
     diffs = [a - b for b, a in pairs]
     low, high = bootstrap_mean_ci(diffs, n_boot=n_boot, seed=seed, level=level)
     better = higher_is_better if higher_is_better is not None else better_direction(metric)
     n = len(pairs)
-    return Comparison(metric=metric, n=n, before=sum(b for b, _ in pairs) / n, after=sum(a for _, a in pairs) / n,
-                      mean_diff=sum(diffs) / n, ci_low=low, ci_high=high, level=level, n_boot=n_boot, seed=seed,
-                      higher_is_better=better, verdict=_verdict(low, high, better))
+    return Comparison(
+        metric=metric,
+        n=n,
+        before=sum(b for b, _ in pairs) / n,
+        after=sum(a for _, a in pairs) / n,
+        mean_diff=sum(diffs) / n,
+        ci_low=low,
+        ci_high=high,
+        level=level,
+        n_boot=n_boot,
+        seed=seed,
+        higher_is_better=better,
+        verdict=_verdict(low, high, better),
+    )
 
 
 def compare_all(before: EvalReport, after: EvalReport, **kwargs: Any) -> dict[str, Comparison]:
@@ -479,8 +591,10 @@ def load_eval_target(path: str | os.PathLike):
 
     root = Path(path)
     if not root.is_dir():
-        raise FileNotFoundError(f"{root} is not a folder; pass a grpo-kit run folder (run.json + adapter/ or "
-                                "merged/) or an exported model folder (config.json).")
+        raise FileNotFoundError(
+            f"{root} is not a folder; pass a grpo-kit run folder (run.json + adapter/ or "
+            "merged/) or an exported model folder (config.json)."
+        )
     adapter = next((d for d in (root / "adapter", root) if (d / "adapter_config.json").is_file()), None)
     if adapter is not None:
         return _load_adapter(root, adapter)
@@ -504,10 +618,14 @@ def _load_adapter(root: Path, adapter: Path):
         if run_json.is_file():
             base_name = json.loads(run_json.read_text()).get("model")
             break
-    base_name = base_name or json.loads((adapter / "adapter_config.json").read_text()).get("base_model_name_or_path")
+    base_name = base_name or json.loads((adapter / "adapter_config.json").read_text()).get(
+        "base_model_name_or_path"
+    )
     if not base_name:
-        raise FileNotFoundError(f"cannot tell which base model the adapter in {adapter} belongs to: no run.json "
-                                "with 'model' and no base_model_name_or_path in adapter_config.json.")
+        raise FileNotFoundError(
+            f"cannot tell which base model the adapter in {adapter} belongs to: no run.json "
+            "with 'model' and no base_model_name_or_path in adapter_config.json."
+        )
     base, _ = tiny_model(seed=0) if base_name == "tiny" else load_model(base_name)
     tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(adapter))
     return PeftModel.from_pretrained(base, adapter), tokenizer

@@ -72,18 +72,29 @@ def choose_precision(device: str, capability: tuple[int, int] | None = None) -> 
         raise ValueError(f"unknown device {device!r}; use 'cuda', 'mps' or 'cpu'.")
     if device == "cuda":
         if capability is None:
-            raise ValueError("choose_precision('cuda') needs the GPU's compute capability, e.g. (7, 5) for a T4.")
+            raise ValueError(
+                "choose_precision('cuda') needs the GPU's compute capability, e.g. (7, 5) for a T4."
+            )
         name = f"sm_{capability[0]}{capability[1]}"
         if supports_bf16(capability):
-            return Precision("cuda", "bfloat16", True, False, f"CUDA {name} has native bf16 (compute capability >= 8.0).")
+            return Precision(
+                "cuda", "bfloat16", True, False, f"CUDA {name} has native bf16 (compute capability >= 8.0)."
+            )
         return Precision(
-            "cuda", "float16", False, True,
+            "cuda",
+            "float16",
+            False,
+            True,
             f"CUDA {name} has no native bf16 (needs compute capability >= 8.0; "
             "torch.cuda.is_bf16_supported() may still say yes through emulation), so fp16 is used.",
         )
     if device == "mps":
-        return Precision("mps", "float32", False, False, "Apple MPS: fp32 (mixed precision training is unreliable there).")
-    return Precision("cpu", "float32", False, False, "CPU: fp32 (mixed precision does not speed up CPU training).")
+        return Precision(
+            "mps", "float32", False, False, "Apple MPS: fp32 (mixed precision training is unreliable there)."
+        )
+    return Precision(
+        "cpu", "float32", False, False, "CPU: fp32 (mixed precision does not speed up CPU training)."
+    )
 
 
 def cuda_available() -> bool:

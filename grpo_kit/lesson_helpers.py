@@ -140,8 +140,13 @@ class LiveRewardCurve:
         reward = [r["reward"] for r in self.records]
         std = [r.get("reward_std") or 0.0 for r in self.records]
         axis.plot(steps, reward, marker="o", markersize=3, label="reward (mean)")
-        axis.fill_between(steps, [m - s for m, s in zip(reward, std)], [m + s for m, s in zip(reward, std)],
-                          alpha=0.2, label="± reward_std")
+        axis.fill_between(
+            steps,
+            [m - s for m, s in zip(reward, std)],
+            [m + s for m, s in zip(reward, std)],
+            alpha=0.2,
+            label="± reward_std",
+        )
         axis.set_xlabel("step")
         axis.set_ylabel("reward")
         axis.set_title(self.title)

@@ -104,12 +104,15 @@ def per_token_logps(
         mask = attention_mask[start : start + batch_size]  # (b, L)
         # One extra logit: the logit at position t predicts token t+1, so T completion tokens need the
         # logits of the T positions before them.
-        logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=logits_to_keep + 1).logits  # (b, T+1, V)
+        logits = model(
+            input_ids=ids, attention_mask=mask, logits_to_keep=logits_to_keep + 1
+        ).logits  # (b, T+1, V)
         logits = logits[:, :-1, :]  # (b, T, V) drop the prediction after the last token
         if temperature != 1.0:
             logits = logits / temperature
-        logps, entropies = _logps_from_logits(logits, ids[:, -logits_to_keep:], mask[:, -logits_to_keep:],
-                                              compute_entropy)  # (b, T), (b, T) | None
+        logps, entropies = _logps_from_logits(
+            logits, ids[:, -logits_to_keep:], mask[:, -logits_to_keep:], compute_entropy
+        )  # (b, T), (b, T) | None
         all_logps.append(logps)
         if compute_entropy:
             all_entropies.append(entropies)
@@ -174,14 +177,25 @@ def per_token_logps_grouped(
         )
     cache = DynamicCache(config=getattr(model, "config", None))
     # The prompt pass: keys/values of every prompt position, and the logit that predicts completion token 0.
-    first = model(input_ids=prompt_ids, attention_mask=prompt_mask, past_key_values=cache, use_cache=True,
-                  logits_to_keep=1).logits[:, -1:, :]  # (B, 1, V)
+    first = model(
+        input_ids=prompt_ids,
+        attention_mask=prompt_mask,
+        past_key_values=cache,
+        use_cache=True,
+        logits_to_keep=1,
+    ).logits[:, -1:, :]  # (B, 1, V)
     cache.batch_repeat_interleave(G)
     logits = first.repeat_interleave(G, dim=0)  # (N, 1, V)
     if completion_ids.size(1) > 1:
-        attention_mask = torch.cat([prompt_mask.repeat_interleave(G, dim=0), completion_mask], dim=1)  # (N, P+T)
-        rest = model(input_ids=completion_ids[:, :-1], attention_mask=attention_mask[:, :-1], past_key_values=cache,
-                     use_cache=True).logits  # (N, T-1, V) predictions of completion tokens 1 … T-1
+        attention_mask = torch.cat(
+            [prompt_mask.repeat_interleave(G, dim=0), completion_mask], dim=1
+        )  # (N, P+T)
+        rest = model(
+            input_ids=completion_ids[:, :-1],
+            attention_mask=attention_mask[:, :-1],
+            past_key_values=cache,
+            use_cache=True,
+        ).logits  # (N, T-1, V) predictions of completion tokens 1 … T-1
         logits = torch.cat([logits, rest], dim=1)  # (N, T, V)
     if temperature != 1.0:
         logits = logits / temperature
@@ -196,7 +210,9 @@ def entropy_mask(entropies: torch.Tensor, mask: torch.Tensor, top_entropy_quanti
     padding is always dropped. ρ = 1 keeps every valid token, ρ = 0 only the highest-entropy one(s).
     """
     if not 0.0 <= top_entropy_quantile <= 1.0:
-        raise ValueError(f"top_entropy_quantile must be in [0, 1] (got {top_entropy_quantile}); the paper uses 0.2.")
+        raise ValueError(
+            f"top_entropy_quantile must be in [0, 1] (got {top_entropy_quantile}); the paper uses 0.2."
+        )
     valid = entropies[mask.bool()].float()  # (n_valid,)
     if valid.numel() == 0:
         return torch.zeros_like(entropies, dtype=torch.bool)  # (B, T)

@@ -54,7 +54,16 @@ from grpo_kit.run_context import LoopState, RunContext
 from grpo_kit.sampling import mask_after_eos, merged_lora, sample_completions, stop_token_ids
 from grpo_kit.settings import check_grpo_settings, check_report_to, check_reward_funcs
 
-__all__ = ["ON_REWARD_ERROR", "GRPOLoopConfig", "LoopState", "MicroBatch", "Rollout", "RunResult", "Samples", "train"]
+__all__ = [
+    "ON_REWARD_ERROR",
+    "GRPOLoopConfig",
+    "LoopState",
+    "MicroBatch",
+    "Rollout",
+    "RunResult",
+    "Samples",
+    "train",
+]
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -184,12 +193,18 @@ class GRPOLoopConfig:
     vespo_k_neg: float = 3.0
     vespo_lambda_neg: float = 2.0
 
-
     def __post_init__(self) -> None:
-        for name, minimum in (("num_generations", 1), ("per_device_train_batch_size", 1),
-                              ("gradient_accumulation_steps", 1), ("max_completion_length", 1),
-                              ("num_iterations", 1), ("logging_steps", 1), ("save_steps", 0), ("max_steps", -1),
-                              ("top_k", 0)):
+        for name, minimum in (
+            ("num_generations", 1),
+            ("per_device_train_batch_size", 1),
+            ("gradient_accumulation_steps", 1),
+            ("max_completion_length", 1),
+            ("num_iterations", 1),
+            ("logging_steps", 1),
+            ("save_steps", 0),
+            ("max_steps", -1),
+            ("top_k", 0),
+        ):
             _check_int(name, getattr(self, name), minimum=minimum)
         # The rules every path shares (group size, whole groups, loss type, advantages): grpo_kit.settings.
         check_grpo_settings({f.name: getattr(self, f.name) for f in fields(self)})
@@ -201,12 +216,15 @@ class GRPOLoopConfig:
             raise ValueError("with max_steps=-1 the run length comes from num_train_epochs; set it > 0.")
         _check_int("max_bad_steps", self.max_bad_steps, minimum=1)
         if self.on_reward_error not in ON_REWARD_ERROR:
-            raise ValueError(f"on_reward_error={self.on_reward_error!r}: choose "
-                             f"{' or '.join(map(repr, ON_REWARD_ERROR))}.")
+            raise ValueError(
+                f"on_reward_error={self.on_reward_error!r}: choose {' or '.join(map(repr, ON_REWARD_ERROR))}."
+            )
         if self.save_total_limit is not None:
             _check_int("save_total_limit", self.save_total_limit, minimum=1)
         if not self.temperature > 0:
-            raise ValueError(f"temperature={self.temperature} must be > 0 (sampling is always on in GRPO); try 1.0.")
+            raise ValueError(
+                f"temperature={self.temperature} must be > 0 (sampling is always on in GRPO); try 1.0."
+            )
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p={self.top_p} must be in (0, 1]; 1.0 turns nucleus sampling off.")
         if self.learning_rate < 0 or self.weight_decay < 0:
@@ -224,7 +242,9 @@ class GRPOLoopConfig:
             if isinstance(self.reward_weights, (str, bytes)) or not all(
                 isinstance(w, (int, float)) and not isinstance(w, bool) for w in self.reward_weights
             ):
-                raise TypeError("reward_weights must be a list of numbers, one per reward function (or None).")
+                raise TypeError(
+                    "reward_weights must be a list of numbers, one per reward function (or None)."
+                )
             self.reward_weights = [float(w) for w in self.reward_weights]
         _check_scheduler(self.lr_scheduler_type)
 
@@ -294,8 +314,10 @@ class Rollout:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain tensors and numbers, as ``grpo_kit.checkpoint.save_checkpoint(rollout=...)`` stores them."""
-        return {"micro_batches": [dict(vars(mb)) for mb in self.micro_batches],
-                "num_items_in_batch": self.num_items_in_batch}
+        return {
+            "micro_batches": [dict(vars(mb)) for mb in self.micro_batches],
+            "num_items_in_batch": self.num_items_in_batch,
+        }
 
     @classmethod
     def from_dict(cls, saved: dict[str, Any]) -> Rollout:
@@ -328,7 +350,9 @@ def train(
     ``run_config``: what else every checkpoint records about the run (``grpo_kit.run`` passes the recipe).
     Bad steps (all-NaN rewards, non-finite loss or grad-norm) are skipped: see ``grpo_kit.run_context``.
     """
-    reward_funcs, weights = _check_inputs(model, tokenizer, train_dataset, reward_funcs, config, reward_weights)
+    reward_funcs, weights = _check_inputs(
+        model, tokenizer, train_dataset, reward_funcs, config, reward_weights
+    )
     _seed_everything(config.seed)
     max_steps = _resolve_max_steps(config, len(train_dataset))
     model.train()  # TRL trains (and samples) with the model in training mode
@@ -337,7 +361,9 @@ def train(
     loss_settings = LossSettings.from_config(config)
     eos_token_ids = stop_token_ids(model, tokenizer)
     reward_names = [_reward_name(f) for f in reward_funcs]
-    run = RunContext(config, model, tokenizer, optimizer, scheduler, max_steps, callbacks, reporters, run_config)
+    run = RunContext(
+        config, model, tokenizer, optimizer, scheduler, max_steps, callbacks, reporters, run_config
+    )
     rollout = run.resume(Rollout.from_dict)  # a generation batch still to be reused, when resuming mid-block
 
     with run:  # progress bar; Ctrl-C saves a checkpoint; the reward curve at the end
@@ -346,15 +372,21 @@ def train(
                 rows = _next_rows(train_dataset, run.state, config)  # 1. prompts
                 with run.timed("generation"):
                     samples = _sample(model, tokenizer, rows, config, eos_token_ids)  # 2. G completions each
-                run.log_samples(samples.prompt_mask, samples.lengths, samples.is_truncated, config.num_generations)
+                run.log_samples(
+                    samples.prompt_mask, samples.lengths, samples.is_truncated, config.num_generations
+                )
                 with run.timed("scoring"):  # 3. (N, F), NaN for None; None: a bad step, skipped
                     rewards = run.checked_rewards(partial(_score, reward_funcs, samples, run), reward_names)
                 if rewards is None:
                     rollout = None
                     continue
                 advantages = compute_advantages_with_metrics(  # 4. (N,) group-relative
-                    rewards, config.num_generations, reward_weights=weights, scale_rewards=config.scale_rewards,
-                    multi_objective_aggregation=config.multi_objective_aggregation, reward_func_names=reward_names,
+                    rewards,
+                    config.num_generations,
+                    reward_weights=weights,
+                    scale_rewards=config.scale_rewards,
+                    multi_objective_aggregation=config.multi_objective_aggregation,
+                    reward_func_names=reward_names,
                 )
                 run.log(advantages.metrics)
                 rollout = _rollout(model, samples, advantages.advantages, config)  # 5. old/ref log-probs
@@ -411,26 +443,46 @@ def _sample(model, tokenizer, unique_rows, config: GRPOLoopConfig, eos_token_ids
     G = config.num_generations
     rows = [row for row in unique_rows for _ in range(G)]
     conversational = is_conversational_prompt(unique_rows[0]["prompt"])
-    texts = [prompt_to_text(r["prompt"], tokenizer, **(config.chat_template_kwargs or {})) for r in unique_rows]
+    texts = [
+        prompt_to_text(r["prompt"], tokenizer, **(config.chat_template_kwargs or {})) for r in unique_rows
+    ]
     # The chat template already wrote the special tokens; plain text gets the tokenizer's own (TRL does the same).
-    encoded = tokenizer(texts, padding=True, padding_side="left", return_tensors="pt",
-                        add_special_tokens=not conversational)
+    encoded = tokenizer(
+        texts, padding=True, padding_side="left", return_tensors="pt", add_special_tokens=not conversational
+    )
     device = next(model.parameters()).device
-    prompt_ids, prompt_mask = encoded["input_ids"].to(device), encoded["attention_mask"].to(device)  # (N/G, P)
+    prompt_ids, prompt_mask = (
+        encoded["input_ids"].to(device),
+        encoded["attention_mask"].to(device),
+    )  # (N/G, P)
     with merged_lora(model):  # one matmul per adapted layer while decoding (see grpo_kit.sampling)
         sampled = sample_completions(
-            model, prompt_ids, prompt_mask, num_generations=G, max_new_tokens=config.max_completion_length,
-            eos_token_ids=eos_token_ids, pad_token_id=tokenizer.pad_token_id, temperature=config.temperature,
-            top_k=config.top_k, top_p=config.top_p, min_p=config.min_p, repetition_penalty=config.repetition_penalty,
+            model,
+            prompt_ids,
+            prompt_mask,
+            num_generations=G,
+            max_new_tokens=config.max_completion_length,
+            eos_token_ids=eos_token_ids,
+            pad_token_id=tokenizer.pad_token_id,
+            temperature=config.temperature,
+            top_k=config.top_k,
+            top_p=config.top_p,
+            min_p=config.min_p,
+            repetition_penalty=config.repetition_penalty,
         )  # (N, T)
-    completion_ids, completion_mask, is_truncated = mask_after_eos(sampled, eos_token_ids, tokenizer.pad_token_id)
+    completion_ids, completion_mask, is_truncated = mask_after_eos(
+        sampled, eos_token_ids, tokenizer.pad_token_id
+    )
     lengths = completion_mask.sum(1)  # (N,)
-    decoded = tokenizer.batch_decode([ids[: int(n)].tolist() for ids, n in zip(completion_ids, lengths)],
-                                     skip_special_tokens=True)
+    decoded = tokenizer.batch_decode(
+        [ids[: int(n)].tolist() for ids, n in zip(completion_ids, lengths)], skip_special_tokens=True
+    )
     completions = [[{"role": "assistant", "content": t}] for t in decoded] if conversational else decoded
     if config.mask_truncated_completions:  # DAPO: a truncated completion has no reliable reward
         completion_mask = completion_mask * (~is_truncated).unsqueeze(1).long()  # (N, T)
-    return Samples(rows, prompt_ids, prompt_mask, completion_ids, completion_mask, lengths, is_truncated, completions)
+    return Samples(
+        rows, prompt_ids, prompt_mask, completion_ids, completion_mask, lengths, is_truncated, completions
+    )
 
 
 def _score(reward_funcs, samples: Samples, run: RunContext) -> torch.Tensor:
@@ -439,10 +491,19 @@ def _score(reward_funcs, samples: Samples, run: RunContext) -> torch.Tensor:
 
     # Dataset columns other than the prompt reach the reward functions as keyword arguments (one per completion).
     rows = samples.rows
-    columns = {k: [row[k] for row in rows] for k in rows[0] if k not in ("prompt", "completion", "completion_ids")}
+    columns = {
+        k: [row[k] for row in rows] for k in rows[0] if k not in ("prompt", "completion", "completion_ids")
+    }
     completion_ids = [ids[: int(n)].tolist() for ids, n in zip(samples.completion_ids, samples.lengths)]
-    table = call_reward_funcs(reward_funcs, samples.prompts, samples.completions, completion_ids=completion_ids,
-                              trainer_state=run.state, log_metric=run.accumulator.add, **columns)
+    table = call_reward_funcs(
+        reward_funcs,
+        samples.prompts,
+        samples.completions,
+        completion_ids=completion_ids,
+        trainer_state=run.state,
+        log_metric=run.accumulator.add,
+        **columns,
+    )
     return torch.tensor(table, dtype=torch.float32).reshape(len(rows), len(reward_funcs))  # (N, F)
 
 
@@ -456,16 +517,24 @@ def _rollout(model, samples: Samples, advantages: torch.Tensor, config: GRPOLoop
     prompt_ids, prompt_mask = samples.prompt_ids, samples.prompt_mask  # (N/G, P)
     if grouped:
         group_order = torch.randperm(prompt_ids.size(0))  # (N/G,)
-        chunks = [(groups, (groups.unsqueeze(1) * G + torch.arange(G)).flatten())  # prompt rows, completion rows
-                  for groups in group_order.split(mb // G)]
+        chunks = [
+            (groups, (groups.unsqueeze(1) * G + torch.arange(G)).flatten())  # prompt rows, completion rows
+            for groups in group_order.split(mb // G)
+        ]
     else:
-        prompt_ids, prompt_mask = prompt_ids.repeat_interleave(G, 0), prompt_mask.repeat_interleave(G, 0)  # (N, P)
+        prompt_ids, prompt_mask = (
+            prompt_ids.repeat_interleave(G, 0),
+            prompt_mask.repeat_interleave(G, 0),
+        )  # (N, P)
         chunks = [(order, order) for order in torch.randperm(prompt_ids.size(0)).split(mb)]
     micro_batches = []
     for prompt_rows, completion_rows in chunks:
         micro_batch = MicroBatch(
-            prompt_ids[prompt_rows], prompt_mask[prompt_rows], G if grouped else 1,
-            samples.completion_ids[completion_rows], samples.completion_mask[completion_rows],
+            prompt_ids[prompt_rows],
+            prompt_mask[prompt_rows],
+            G if grouped else 1,
+            samples.completion_ids[completion_rows],
+            samples.completion_mask[completion_rows],
             advantages[completion_rows].to(device),
         )
         # Old log-probs only matter when the batch is reused (num_iterations > 1); otherwise
@@ -490,13 +559,25 @@ def _completion_logps(model, micro_batch: MicroBatch, config, compute_entropy=Fa
     mb = micro_batch
     if mb.group_size > 1:
         return per_token_logps_grouped(
-            model, mb.prompt_ids, mb.prompt_mask, mb.completion_ids, mb.completion_mask, mb.group_size,
-            temperature=config.temperature, compute_entropy=compute_entropy,
+            model,
+            mb.prompt_ids,
+            mb.prompt_mask,
+            mb.completion_ids,
+            mb.completion_mask,
+            mb.group_size,
+            temperature=config.temperature,
+            compute_entropy=compute_entropy,
         )  # (mb, T), (mb, T) | None
     input_ids = torch.cat([mb.prompt_ids, mb.completion_ids], dim=1)  # (mb, P+T)
     attention_mask = torch.cat([mb.prompt_mask, mb.completion_mask], dim=1)  # (mb, P+T)
-    return per_token_logps(model, input_ids, attention_mask, mb.completion_ids.size(1),
-                           temperature=config.temperature, compute_entropy=compute_entropy)
+    return per_token_logps(
+        model,
+        input_ids,
+        attention_mask,
+        mb.completion_ids.size(1),
+        temperature=config.temperature,
+        compute_entropy=compute_entropy,
+    )
 
 
 def _micro_batch_loss(model, micro_batch: MicroBatch, rollout: Rollout, config, loss_settings: LossSettings):
@@ -506,8 +587,12 @@ def _micro_batch_loss(model, micro_batch: MicroBatch, rollout: Rollout, config, 
     if config.top_entropy_quantile < 1.0:  # train only on the high-entropy "forking" tokens
         loss_mask = mask * entropy_mask(entropies, mask, config.top_entropy_quantile).long()  # (mb, T)
     loss, metrics = compute_loss(
-        logps, micro_batch.advantages, loss_mask, old_per_token_logps=micro_batch.old_per_token_logps,
-        ref_per_token_logps=micro_batch.ref_per_token_logps, num_items_in_batch=rollout.num_items_in_batch,
+        logps,
+        micro_batch.advantages,
+        loss_mask,
+        old_per_token_logps=micro_batch.old_per_token_logps,
+        ref_per_token_logps=micro_batch.ref_per_token_logps,
+        num_items_in_batch=rollout.num_items_in_batch,
         settings=loss_settings,
     )
     metrics = dict(metrics)
@@ -546,7 +631,9 @@ def _check_inputs(model, tokenizer, train_dataset, reward_funcs, config, reward_
     reward_funcs = check_reward_funcs(reward_funcs)
     weights = list(reward_weights) if reward_weights is not None else config.reward_weights
     if weights is not None and len(weights) != len(reward_funcs):
-        raise ValueError(f"{len(weights)} reward_weights for {len(reward_funcs)} reward functions; give one each.")
+        raise ValueError(
+            f"{len(weights)} reward_weights for {len(reward_funcs)} reward functions; give one each."
+        )
     if len(train_dataset) == 0 or "prompt" not in train_dataset[0]:
         raise ValueError("train_dataset needs rows with a 'prompt' column (text or a list of chat messages).")
     if config.beta > 0 and not is_peft_model(model):
@@ -556,7 +643,9 @@ def _check_inputs(model, tokenizer, train_dataset, reward_funcs, config, reward_
             "(grpo_kit.models.load_model(..., lora=...)) or set beta=0.0."
         )
     if tokenizer.pad_token_id is None:
-        raise ValueError("the tokenizer has no pad token; set tokenizer.pad_token (grpo_kit.models does this).")
+        raise ValueError(
+            "the tokenizer has no pad token; set tokenizer.pad_token (grpo_kit.models does this)."
+        )
     return reward_funcs, weights
 
 
@@ -581,10 +670,19 @@ def _build_optimizer(model, config: GRPOLoopConfig) -> torch.optim.Optimizer:
         # Trainer's rule: no weight decay on biases and normalisation weights (1-D tensors).
         (no_decay if param.ndim < 2 or name.endswith(".bias") else decay).append(param)
     if not decay and not no_decay:
-        raise ValueError("the model has no trainable parameters; add a LoRA adapter or unfreeze some weights.")
-    groups = [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW([g for g in groups if g["params"]], lr=config.learning_rate,
-                             betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_epsilon)
+        raise ValueError(
+            "the model has no trainable parameters; add a LoRA adapter or unfreeze some weights."
+        )
+    groups = [
+        {"params": decay, "weight_decay": config.weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(
+        [g for g in groups if g["params"]],
+        lr=config.learning_rate,
+        betas=(config.adam_beta1, config.adam_beta2),
+        eps=config.adam_epsilon,
+    )
 
 
 def _build_scheduler(optimizer, config: GRPOLoopConfig, max_steps: int):
@@ -592,4 +690,6 @@ def _build_scheduler(optimizer, config: GRPOLoopConfig, max_steps: int):
 
     warmup = config.warmup_steps
     warmup = math.ceil(warmup * max_steps) if isinstance(warmup, float) and warmup < 1 else int(warmup)
-    return get_scheduler(config.lr_scheduler_type, optimizer, num_warmup_steps=warmup, num_training_steps=max_steps)
+    return get_scheduler(
+        config.lr_scheduler_type, optimizer, num_warmup_steps=warmup, num_training_steps=max_steps
+    )

@@ -66,9 +66,13 @@ def demo_batch(lengths: Sequence[int] = DEFAULT_LENGTHS, rewards: Sequence[float
         raise ValueError("every completion needs at least one token (lengths >= 1).")
     max_length = max(lengths)
     mask = (torch.arange(max_length).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)).long()  # (B, T)
-    advantages = compute_advantages(stack_rewards([list(rewards)]).double(), num_generations=len(lengths))  # (B,)
-    per_token_logps = -torch.rand(len(lengths), max_length, generator=torch.Generator().manual_seed(0),
-                                  dtype=torch.float64) * 3  # (B, T) any values: on-policy the ratio is 1
+    advantages = compute_advantages(
+        stack_rewards([list(rewards)]).double(), num_generations=len(lengths)
+    )  # (B,)
+    per_token_logps = (
+        -torch.rand(len(lengths), max_length, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+        * 3
+    )  # (B, T) any values: on-policy the ratio is 1
     return per_token_logps, advantages, mask
 
 
@@ -78,7 +82,9 @@ def loss_weights(
     """−∂loss/∂logp for one loss type, on-policy, with the level the loss type is meant for."""
     leaf = per_token_logps.detach().clone().requires_grad_(True)  # (B, T)
     loss, _ = compute_loss(
-        leaf, advantages, mask,
+        leaf,
+        advantages,
+        mask,
         loss_type=loss_type,
         importance_sampling_level=LOSS_TYPES[loss_type].levels[0],
         max_completion_length=mask.size(1),
@@ -137,8 +143,9 @@ def weights_table(results: Sequence[LossWeights], advantages: torch.Tensor, mask
     return table
 
 
-def plot_weights(results: Sequence[LossWeights], advantages: torch.Tensor, mask: torch.Tensor,
-                 out: str | Path) -> Path:
+def plot_weights(
+    results: Sequence[LossWeights], advantages: torch.Tensor, mask: torch.Tensor, out: str | Path
+) -> Path:
     """Two panels as PNG: per-token weight (relative to the batch's mean |token weight|) and each
     completion's share of the total |gradient weight|."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -158,7 +165,9 @@ def plot_weights(results: Sequence[LossWeights], advantages: torch.Tensor, mask:
         for result in results:
             mean_token = (result.token_weights.abs().sum() / mask.sum()).item()
             token_values.append(result.per_token[index].item() / mean_token)
-            share_values.append(result.per_sequence[index].abs().item() / result.per_sequence.abs().sum().item())
+            share_values.append(
+                result.per_sequence[index].abs().item() / result.per_sequence.abs().sum().item()
+            )
         token_axis.bar(offsets, token_values, width, label=label)
         sequence_axis.bar(offsets, share_values, width, label=label)
     names = [result.loss_type for result in results]
@@ -183,12 +192,27 @@ def build_parser() -> argparse.ArgumentParser:
         prog="grpo-kit losses",
         description="Show the gradient weight each token and each completion gets under every GRPO loss type.",
     )
-    parser.add_argument("--lengths", type=int, nargs="+", default=list(DEFAULT_LENGTHS),
-                        help="completion lengths in tokens, one group (default: 8 64 8 64)")
-    parser.add_argument("--rewards", type=float, nargs="+", default=list(DEFAULT_REWARDS),
-                        help="one reward per completion (default: 1 1 0 0)")
-    parser.add_argument("--loss-types", nargs="+", choices=sorted(LOSS_TYPES), default=None,
-                        help="loss types to show (default: all)")
+    parser.add_argument(
+        "--lengths",
+        type=int,
+        nargs="+",
+        default=list(DEFAULT_LENGTHS),
+        help="completion lengths in tokens, one group (default: 8 64 8 64)",
+    )
+    parser.add_argument(
+        "--rewards",
+        type=float,
+        nargs="+",
+        default=list(DEFAULT_REWARDS),
+        help="one reward per completion (default: 1 1 0 0)",
+    )
+    parser.add_argument(
+        "--loss-types",
+        nargs="+",
+        choices=sorted(LOSS_TYPES),
+        default=None,
+        help="loss types to show (default: all)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="also write the plot to this PNG file")
     return parser
 

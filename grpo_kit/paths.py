@@ -21,21 +21,26 @@ def check_output_dir(path: str | os.PathLike) -> Path:
         raise TypeError(f"the output folder must be a non-empty string or path; got {path!r}.")
     target = Path(path).expanduser()
     if target.exists() and not target.is_dir():
-        raise NotADirectoryError(f"output folder {target} is a file; pass a folder (e.g. {target}-run) or move "
-                                 "the file away.")
+        raise NotADirectoryError(
+            f"output folder {target} is a file; pass a folder (e.g. {target}-run) or move the file away."
+        )
     existing = target
     while not existing.exists():  # the nearest existing ancestor is where the folder would be created
         if existing.parent == existing:
             break
         existing = existing.parent
     if not existing.is_dir():
-        raise NotADirectoryError(f"cannot create output folder {target}: {existing} is a file, not a folder. "
-                                 "Choose another output folder.")
+        raise NotADirectoryError(
+            f"cannot create output folder {target}: {existing} is a file, not a folder. "
+            "Choose another output folder."
+        )
     try:
         handle, probe = tempfile.mkstemp(prefix=".grpo-kit-write-check-", dir=existing)
         os.close(handle)
         os.unlink(probe)
     except OSError as error:
-        raise PermissionError(f"output folder {target} is not writable ({existing}: {error.strerror}). Choose a "
-                              "folder you can write to, or fix its permissions.") from error
+        raise PermissionError(
+            f"output folder {target} is not writable ({existing}: {error.strerror}). Choose a "
+            "folder you can write to, or fix its permissions."
+        ) from error
     return target

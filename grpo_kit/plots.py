@@ -26,7 +26,9 @@ def load_log_history(source: str | Path | Sequence[dict[str, Any]]) -> list[dict
             candidates = [path / "metrics.jsonl", path / "trainer_state.json"]
             path = next((p for p in candidates if p.exists()), candidates[-1])
         if not path.exists():
-            raise FileNotFoundError(f"{path} not found; pass metrics.jsonl, trainer_state.json or a list of dicts.")
+            raise FileNotFoundError(
+                f"{path} not found; pass metrics.jsonl, trainer_state.json or a list of dicts."
+            )
         text = path.read_text()
         if path.suffix == ".jsonl":
             return [json.loads(line) for line in text.splitlines() if line.strip()]
@@ -59,8 +61,13 @@ def plot_reward_curve(
 
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.plot(steps, reward, marker="o", markersize=3, label="reward (mean)")
-    ax.fill_between(steps, [m - s for m, s in zip(reward, std)], [m + s for m, s in zip(reward, std)],
-                    alpha=0.2, label="± reward_std")
+    ax.fill_between(
+        steps,
+        [m - s for m, s in zip(reward, std)],
+        [m + s for m, s in zip(reward, std)],
+        alpha=0.2,
+        label="± reward_std",
+    )
     names = sorted({k for r in records for k in r if k.startswith("rewards/") and k.endswith("/mean")})
     if len(names) > 1:  # with one function its mean is the reward curve itself
         for name in names:
@@ -79,9 +86,13 @@ def plot_reward_curve(
     return png_path
 
 
-def plot_report_card(comparisons: Sequence[Any], png_path: str | Path, *,
-                     log_history: str | Path | Sequence[dict[str, Any]] | None = None,
-                     title: str = "Held-out evaluation: before / after") -> Path:
+def plot_report_card(
+    comparisons: Sequence[Any],
+    png_path: str | Path,
+    *,
+    log_history: str | Path | Sequence[dict[str, Any]] | None = None,
+    title: str = "Held-out evaluation: before / after",
+) -> Path:
     """Before/after bars of each compared metric with the bootstrap CI of the change as an error bar on
     the "after" bar, and (when ``log_history`` is given and holds rewards) the training reward curve.
 
@@ -108,10 +119,15 @@ def plot_report_card(comparisons: Sequence[Any], png_path: str | Path, *,
         # The CI is of the paired change, so it is drawn around the after mean: after + [low, high] - diff.
         err = [[max(c["mean_diff"] - c["ci_low"], 0.0)], [max(c["ci_high"] - c["mean_diff"], 0.0)]]
         ax.bar([0], [c["before"]], color="tab:gray", label="before")
-        ax.bar([1], [c["after"]], yerr=err, capsize=6, color=colours.get(c["verdict"], "tab:blue"), label="after")
+        ax.bar(
+            [1], [c["after"]], yerr=err, capsize=6, color=colours.get(c["verdict"], "tab:blue"), label="after"
+        )
         ax.set_xticks([0, 1], ["before", "after"])
-        ax.set_title(f"{c['metric']}\n{c['verdict']} ({c['level']:.0%} CI of change "
-                     f"[{c['ci_low']:+.2g}, {c['ci_high']:+.2g}])", fontsize="small")
+        ax.set_title(
+            f"{c['metric']}\n{c['verdict']} ({c['level']:.0%} CI of change "
+            f"[{c['ci_low']:+.2g}, {c['ci_high']:+.2g}])",
+            fontsize="small",
+        )
         ax.grid(axis="y", alpha=0.3)
     if records:
         ax = flat[len(items)]

@@ -35,7 +35,11 @@ CLIPPED_NO_GO = 0.5
 # Format rewards that need the completion itself to start with "<think>".
 EXPECTS_OPENING_THINK = frozenset({"format_reward", "think_format_reward"})
 # Probe completions for validate_inputs: empty, plain text, and the course's XML layout.
-PROBE_COMPLETIONS = ("", "The answer is 42.", "<reasoning>\n6 * 7 = 42\n</reasoning>\n<answer>\n42\n</answer>\n")
+PROBE_COMPLETIONS = (
+    "",
+    "The answer is 42.",
+    "<reasoning>\n6 * 7 = 42\n</reasoning>\n<answer>\n42\n</answer>\n",
+)
 
 
 @dataclass
@@ -78,20 +82,33 @@ class PreflightReport:
         return {**asdict(self), "verdict": self.verdict}
 
     def summary(self) -> str:
-        lines = [(f"pre-flight: {self.verdict.upper()} ({self.num_prompts} prompts x {self.num_generations} "
-                 f"completions)"),
-                 (f"  zero-std groups {self.zero_std_share:.0%}, clipped {self.clipped_ratio:.0%}, "
-                 f"EOS {self.eos_rate:.0%}")]
+        lines = [
+            (
+                f"pre-flight: {self.verdict.upper()} ({self.num_prompts} prompts x {self.num_generations} "
+                f"completions)"
+            ),
+            (
+                f"  zero-std groups {self.zero_std_share:.0%}, clipped {self.clipped_ratio:.0%}, "
+                f"EOS {self.eos_rate:.0%}"
+            ),
+        ]
         for name, mean in self.reward_mean.items():
-            lines.append(f"  {name}: mean {mean:.3g}, std {self.reward_std[name]:.3g}"
-                         + (f", pass@{self.num_generations} {self.pass_at_g[name]:.0%}" if name in self.pass_at_g
-                            else ""))
+            lines.append(
+                f"  {name}: mean {mean:.3g}, std {self.reward_std[name]:.3g}"
+                + (
+                    f", pass@{self.num_generations} {self.pass_at_g[name]:.0%}"
+                    if name in self.pass_at_g
+                    else ""
+                )
+            )
         lines.append(f"  rendered prompt ends with {self.prompt_ending!r}")
         lines += [f"  {f}" for f in self.findings]
         return "\n".join(lines)
 
 
-def validate_inputs(dataset: Any, reward_funcs: Callable | Sequence[Callable], *, num_prompts: int = 8) -> list:
+def validate_inputs(
+    dataset: Any, reward_funcs: Callable | Sequence[Callable], *, num_prompts: int = 8
+) -> list:
     """Checks that need no model. Returns the reward functions as a list; raises ``ValueError`` for a
     dataset without a ``prompt`` column and ``RewardFunctionError`` (function + row) when a reward
     function raises on one of the first ``num_prompts`` rows with a probe completion."""
@@ -101,9 +118,11 @@ def validate_inputs(dataset: Any, reward_funcs: Callable | Sequence[Callable], *
     funcs = check_reward_funcs(reward_funcs)
     columns = list(getattr(dataset, "column_names", None) or (dataset[0].keys() if len(dataset) else []))
     if "prompt" not in columns:
-        raise ValueError(f"the dataset has no 'prompt' column (columns: {columns}). GRPO samples completions for "
-                         "dataset['prompt']: rename your question column to 'prompt' or prepare the data with a "
-                         "datasets_prep loader (e.g. load_gsm8k).")
+        raise ValueError(
+            f"the dataset has no 'prompt' column (columns: {columns}). GRPO samples completions for "
+            "dataset['prompt']: rename your question column to 'prompt' or prepare the data with a "
+            "datasets_prep loader (e.g. load_gsm8k)."
+        )
     rows = [dict(dataset[i]) for i in range(min(num_prompts, len(dataset)))]
     if not rows:
         raise ValueError("the dataset is empty; pre-flight needs at least one prompt.")
@@ -114,15 +133,32 @@ def validate_inputs(dataset: Any, reward_funcs: Callable | Sequence[Callable], *
     other = {k: [r[k] for r in probe_rows] for k in rows[0] if k != "prompt"}
     # Trainers always pass completion_ids; token-counting rewards need them (bytes stand in for tokens).
     probe_ids = [list(t.encode()) for t in texts]
-    call_reward_funcs(funcs, [r["prompt"] for r in probe_rows], completions, completion_ids=probe_ids, **other)
+    call_reward_funcs(
+        funcs, [r["prompt"] for r in probe_rows], completions, completion_ids=probe_ids, **other
+    )
     return funcs
 
 
-def check(model, tokenizer, dataset: Any, reward_funcs: Callable | Sequence[Callable], *, num_prompts: int = 8,
-          num_generations: int = 8, max_completion_length: int = 256, temperature: float = 1.0, top_p: float = 1.0,
-          top_k: int = 0, min_p: float | None = None, repetition_penalty: float = 1.0,
-          chat_template_kwargs: dict | None = None, reward_weights: Sequence[float] | None = None, seed: int = 0,
-          batch_size: int = 8, sampler: Sampler | None = None) -> PreflightReport:
+def check(
+    model,
+    tokenizer,
+    dataset: Any,
+    reward_funcs: Callable | Sequence[Callable],
+    *,
+    num_prompts: int = 8,
+    num_generations: int = 8,
+    max_completion_length: int = 256,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    min_p: float | None = None,
+    repetition_penalty: float = 1.0,
+    chat_template_kwargs: dict | None = None,
+    reward_weights: Sequence[float] | None = None,
+    seed: int = 0,
+    batch_size: int = 8,
+    sampler: Sampler | None = None,
+) -> PreflightReport:
     """Sample ``num_generations`` completions for the first ``num_prompts`` prompts and judge learnability.
 
     Use the run's generation settings (``num_generations``, ``max_completion_length``, ``temperature``…),
@@ -134,20 +170,36 @@ def check(model, tokenizer, dataset: Any, reward_funcs: Callable | Sequence[Call
     from rewards.compose import reward_name
 
     if num_generations < 2:
-        raise ValueError(f"num_generations={num_generations}: GRPO compares completions within a group; use >= 2.")
+        raise ValueError(
+            f"num_generations={num_generations}: GRPO compares completions within a group; use >= 2."
+        )
     funcs = validate_inputs(dataset, reward_funcs, num_prompts=num_prompts)
     weights = list(reward_weights) if reward_weights is not None else [1.0] * len(funcs)
     rows = [dict(dataset[i]) for i in range(min(num_prompts, len(dataset)))]
     prompts = [r["prompt"] for r in rows]
-    rendered = prompt_texts(tokenizer, prompts[:1], chat_template_kwargs)[0] if tokenizer is not None else (
-        prompts[0] if isinstance(prompts[0], str) else "")
+    rendered = (
+        prompt_texts(tokenizer, prompts[:1], chat_template_kwargs)[0]
+        if tokenizer is not None
+        else (prompts[0] if isinstance(prompts[0], str) else "")
+    )
     if sampler is not None:
         groups = sampler(prompts, num_generations)
     else:
-        groups = generate(model, tokenizer, prompts, num_generations=num_generations,
-                          max_new_tokens=max_completion_length, temperature=temperature, top_p=top_p, top_k=top_k,
-                          min_p=min_p, repetition_penalty=repetition_penalty, seed=seed, batch_size=batch_size,
-                          chat_template_kwargs=chat_template_kwargs)
+        groups = generate(
+            model,
+            tokenizer,
+            prompts,
+            num_generations=num_generations,
+            max_new_tokens=max_completion_length,
+            temperature=temperature,
+            top_p=top_p,
+            top_k=top_k,
+            min_p=min_p,
+            repetition_penalty=repetition_penalty,
+            seed=seed,
+            batch_size=batch_size,
+            chat_template_kwargs=chat_template_kwargs,
+        )
     flat: list[GeneratedCompletion] = [c for g in groups for c in g]
     flat_rows = [r for r in rows for _ in range(num_generations)]
     conversational = is_conversational_prompt(prompts[0])
@@ -156,13 +208,16 @@ def check(model, tokenizer, dataset: Any, reward_funcs: Callable | Sequence[Call
     # Multi-turn tool rollouts (grpo_kit.tool_rollout) are scored as their message lists, as TRL does.
     completions = [c.messages if c.messages is not None else done for c, done in zip(flat, completions)]
     other = {k: [r[k] for r in flat_rows] for k in rows[0] if k != "prompt"}
-    scores = call_reward_funcs(funcs, [r["prompt"] for r in flat_rows], completions,
-                               completion_ids=[c.ids for c in flat], **other)  # (N*G, F)
+    scores = call_reward_funcs(
+        funcs, [r["prompt"] for r in flat_rows], completions, completion_ids=[c.ids for c in flat], **other
+    )  # (N*G, F)
 
     G = num_generations
     totals = [sum(w * v for w, v in zip(weights, s) if not math.isnan(v)) for s in scores]  # TRL's nansum
-    group_totals = [totals[i:i + G] for i in range(0, len(totals), G)]
-    zero_std = sum(math.isclose(statistics.pstdev(g), 0.0, abs_tol=1e-8) for g in group_totals) / len(group_totals)
+    group_totals = [totals[i : i + G] for i in range(0, len(totals), G)]
+    zero_std = sum(math.isclose(statistics.pstdev(g), 0.0, abs_tol=1e-8) for g in group_totals) / len(
+        group_totals
+    )
     clipped = sum(not c.ended for c in flat) / len(flat)
     names = [reward_name(f) for f in funcs]
     means, stds, pass_at = {}, {}, {}
@@ -172,66 +227,95 @@ def check(model, tokenizer, dataset: Any, reward_funcs: Callable | Sequence[Call
         stds[name] = statistics.pstdev(values) if values else math.nan
         info = reward_info(fn)
         if info.kind == "accuracy" and info.max_reward is not None:
-            solved = [any(s[j] >= info.max_reward - 1e-9 for s in scores[i:i + G] if not math.isnan(s[j]))
-                      for i in range(0, len(scores), G)]
+            solved = [
+                any(s[j] >= info.max_reward - 1e-9 for s in scores[i : i + G] if not math.isnan(s[j]))
+                for i in range(0, len(scores), G)
+            ]
             pass_at[name] = sum(solved) / len(solved)
 
     report = PreflightReport(
-        num_prompts=len(rows), num_generations=G, zero_std_share=zero_std, clipped_ratio=clipped,
-        eos_rate=1.0 - clipped, reward_mean=means, reward_std=stds, pass_at_g=pass_at,
-        prompt_ending=rendered[-40:], opens_think=rendered.rstrip().endswith("<think>"),
+        num_prompts=len(rows),
+        num_generations=G,
+        zero_std_share=zero_std,
+        clipped_ratio=clipped,
+        eos_rate=1.0 - clipped,
+        reward_mean=means,
+        reward_std=stds,
+        pass_at_g=pass_at,
+        prompt_ending=rendered[-40:],
+        opens_think=rendered.rstrip().endswith("<think>"),
         examples=texts[:: max(1, G)][:4],
     )
     report.findings = _findings(report, funcs, names, max_completion_length)
     return report
 
 
-def _findings(report: PreflightReport, funcs: list, names: list[str], max_completion_length: int) -> list[Finding]:
+def _findings(
+    report: PreflightReport, funcs: list, names: list[str], max_completion_length: int
+) -> list[Finding]:
     found = []
     if report.zero_std_share >= ZERO_STD_NO_GO:
-        found.append(Finding(
-            "zero_std", "no-go",
-            f"{report.zero_std_share:.0%} of groups have zero reward variance: the task is too hard or too easy "
-            "for this model, so those groups give no learning signal.",
-            "Use a partial-credit reward (e.g. xmlcount_reward, soft_format_reward), raise num_generations, "
-            "or pick easier prompts (a worked example in the prompt helps a small model).",
-        ))
+        found.append(
+            Finding(
+                "zero_std",
+                "no-go",
+                f"{report.zero_std_share:.0%} of groups have zero reward variance: the task is too hard or too easy "
+                "for this model, so those groups give no learning signal.",
+                "Use a partial-credit reward (e.g. xmlcount_reward, soft_format_reward), raise num_generations, "
+                "or pick easier prompts (a worked example in the prompt helps a small model).",
+            )
+        )
     if report.clipped_ratio >= CLIPPED_NO_GO:
-        found.append(Finding(
-            "clipped", "no-go",
-            f"{report.clipped_ratio:.0%} of completions hit max_completion_length={max_completion_length}: "
-            "no EOS.",
-            "Check the chat template (conversational prompts for an instruct model), or raise "
-            "max_completion_length.",
-        ))
+        found.append(
+            Finding(
+                "clipped",
+                "no-go",
+                f"{report.clipped_ratio:.0%} of completions hit max_completion_length={max_completion_length}: "
+                "no EOS.",
+                "Check the chat template (conversational prompts for an instruct model), or raise "
+                "max_completion_length.",
+            )
+        )
     for name in names:
         if math.isnan(report.reward_mean[name]):
-            found.append(Finding(
-                "reward_all_none", "no-go",
-                f"{name} returned None for every completion, so it never contributes.",
-                "Check that the dataset has the column it reads (e.g. 'answer' for correctness_reward).",
-            ))
+            found.append(
+                Finding(
+                    "reward_all_none",
+                    "no-go",
+                    f"{name} returned None for every completion, so it never contributes.",
+                    "Check that the dataset has the column it reads (e.g. 'answer' for correctness_reward).",
+                )
+            )
     for name, share in report.pass_at_g.items():
         if share == 0:
-            found.append(Finding(
-                "never_solved", "warning",
-                f"no prompt was solved in {report.num_generations} samples ({name} pass@{report.num_generations} "
-                "= 0%): the correctness reward gives no signal yet.",
-                "Keep format/partial-credit rewards so the model learns something first, or use easier prompts.",
-            ))
+            found.append(
+                Finding(
+                    "never_solved",
+                    "warning",
+                    f"no prompt was solved in {report.num_generations} samples ({name} pass@{report.num_generations} "
+                    "= 0%): the correctness reward gives no signal yet.",
+                    "Keep format/partial-credit rewards so the model learns something first, or use easier prompts.",
+                )
+            )
     expects_think = any(n in EXPECTS_OPENING_THINK for n in names)
     if report.opens_think and expects_think:
-        found.append(Finding(
-            "template_opens_think", "warning",
-            "the chat template already ends the prompt with <think>, so completions start inside the reasoning "
-            "and a reward that expects them to open <think> never pays.",
-            "Pass chat_template_kwargs={'enable_thinking': False} so the model writes the tag itself, or use a "
-            "format reward that accepts a completion starting inside <think> (prepend '<think>' before scoring).",
-        ))
+        found.append(
+            Finding(
+                "template_opens_think",
+                "warning",
+                "the chat template already ends the prompt with <think>, so completions start inside the reasoning "
+                "and a reward that expects them to open <think> never pays.",
+                "Pass chat_template_kwargs={'enable_thinking': False} so the model writes the tag itself, or use a "
+                "format reward that accepts a completion starting inside <think> (prepend '<think>' before scoring).",
+            )
+        )
     elif report.opens_think:
-        found.append(Finding(
-            "template_opens_think", "warning",
-            "the chat template already ends the prompt with <think>: completions start inside the reasoning.",
-            "Make sure the format rewards do not expect the completion to open <think> itself.",
-        ))
+        found.append(
+            Finding(
+                "template_opens_think",
+                "warning",
+                "the chat template already ends the prompt with <think>: completions start inside the reasoning.",
+                "Make sure the format rewards do not expect the completion to open <think> itself.",
+            )
+        )
     return found

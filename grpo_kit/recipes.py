@@ -40,8 +40,12 @@ __all__ = [
 ]
 
 # Loaders in datasets_prep, by the name a recipe uses.
-DATASET_LOADERS = {"smoltldr": "load_smoltldr", "gsm8k": "load_gsm8k", "deepmath": "load_deepmath",
-                   "tool_tasks": "load_tool_task_split"}
+DATASET_LOADERS = {
+    "smoltldr": "load_smoltldr",
+    "gsm8k": "load_gsm8k",
+    "deepmath": "load_deepmath",
+    "tool_tasks": "load_tool_task_split",
+}
 # Raw-row generators for dataset_source="synthetic" (offline, CPU-sized runs and tests).
 SYNTHETIC_ROWS = {"smoltldr": "synthetic_tldr", "gsm8k": "synthetic_gsm8k"}
 
@@ -68,7 +72,9 @@ class RewardSpec:
             fn = getattr(rewards, self.name)
         except AttributeError:
             known = sorted(n for n in dir(rewards) if not n.startswith("_"))
-            raise ValueError(f"unknown reward function {self.name!r}; rewards exports: {', '.join(known)}") from None
+            raise ValueError(
+                f"unknown reward function {self.name!r}; rewards exports: {', '.join(known)}"
+            ) from None
         if self.kwargs:
             kwargs = dict(self.kwargs)
             if kwargs.get("unit") == "tokens" and "tokenizer" not in kwargs:
@@ -97,8 +103,11 @@ class LoraSettings:
 
         targets = self.target_modules if isinstance(self.target_modules, str) else list(self.target_modules)
         return LoraConfig(
-            task_type="CAUSAL_LM", r=self.r, lora_alpha=self.lora_alpha,
-            lora_dropout=self.lora_dropout, target_modules=targets,
+            task_type="CAUSAL_LM",
+            r=self.r,
+            lora_alpha=self.lora_alpha,
+            lora_dropout=self.lora_dropout,
+            target_modules=targets,
         )
 
 
@@ -164,19 +173,29 @@ class Recipe:
 
     def __post_init__(self):
         if self.dataset not in DATASET_LOADERS:
-            raise ValueError(f"recipe {self.name!r}: unknown dataset {self.dataset!r}; use one of {sorted(DATASET_LOADERS)}")
+            raise ValueError(
+                f"recipe {self.name!r}: unknown dataset {self.dataset!r}; use one of {sorted(DATASET_LOADERS)}"
+            )
         if self.dataset_source == "synthetic" and self.dataset not in SYNTHETIC_ROWS:
             raise ValueError(
                 f"recipe {self.name!r}: dataset_source='synthetic' exists for {sorted(SYNTHETIC_ROWS)} only; "
                 "point dataset_source at a local file instead."
             )
         if self.quantization not in (None, "4bit", "8bit"):
-            raise ValueError(f"recipe {self.name!r}: quantization must be None, '4bit' or '8bit', not {self.quantization!r}")
+            raise ValueError(
+                f"recipe {self.name!r}: quantization must be None, '4bit' or '8bit', not {self.quantization!r}"
+            )
         if not self.rewards:
             raise ValueError(f"recipe {self.name!r}: give at least one reward function in rewards=")
-        if isinstance(self.eval_prompts, bool) or not isinstance(self.eval_prompts, int) or self.eval_prompts < 0:
-            raise ValueError(f"recipe {self.name!r}: eval_prompts must be an int >= 0 (held-out prompts evaluated "
-                             f"before/after; 0 turns evaluation off), got {self.eval_prompts!r}.")
+        if (
+            isinstance(self.eval_prompts, bool)
+            or not isinstance(self.eval_prompts, int)
+            or self.eval_prompts < 0
+        ):
+            raise ValueError(
+                f"recipe {self.name!r}: eval_prompts must be an int >= 0 (held-out prompts evaluated "
+                f"before/after; 0 turns evaluation off), got {self.eval_prompts!r}."
+            )
         if "reward_weights" in self.training:
             raise ValueError(
                 f"recipe {self.name!r}: put weights on each RewardSpec(weight=...), not in training['reward_weights']."
@@ -311,7 +330,8 @@ _RECIPE_LIST = [
         dataset="gsm8k",
         rewards=_GSM8K_REWARDS,
         lora=LoraSettings(
-            r=32, lora_alpha=32,
+            r=32,
+            lora_alpha=32,
             target_modules=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
         ),
         quantization="4bit",

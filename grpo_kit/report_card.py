@@ -25,8 +25,17 @@ from grpo_kit.evaluate import Comparison, EvalReport, compare_all
 __all__ = ["headline_metric", "headline_metrics", "render_report_md", "write_report_card"]
 
 # Metrics a learner looks at first, in this order; prefixes match per-function metrics.
-HEADLINE = ("reward", "format", "accuracy", "length_error/", "at_max/strict_format_reward", "mean@", "pass@",
-            "length", "clipped")
+HEADLINE = (
+    "reward",
+    "format",
+    "accuracy",
+    "length_error/",
+    "at_max/strict_format_reward",
+    "mean@",
+    "pass@",
+    "length",
+    "clipped",
+)
 
 
 # The one metric a run's summary states, by what the recipe teaches: a length target, the strict format,
@@ -38,7 +47,7 @@ def headline_metric(metrics: Mapping[str, Any]) -> str:
     """The metric a summary leads with, chosen from the names in ``metrics`` by :data:`HEADLINE_ORDER`."""
     for key in HEADLINE_ORDER:
         for name in metrics:
-            if (name.startswith(key) if key.endswith("/") else name == key):
+            if name.startswith(key) if key.endswith("/") else name == key:
                 return name
     return "reward"
 
@@ -73,30 +82,61 @@ def _prompt_preview(prompt: str) -> str:
     return prompt
 
 
-def render_report_md(before: EvalReport, after: EvalReport, comparisons: dict[str, Comparison], *,
-                     title: str = "Report card", num_samples: int = 4) -> str:
+def render_report_md(
+    before: EvalReport,
+    after: EvalReport,
+    comparisons: dict[str, Comparison],
+    *,
+    title: str = "Report card",
+    num_samples: int = 4,
+) -> str:
     """Markdown: settings, the metric table with CIs and verdicts, a few answers before/after."""
     s = before.settings
-    lines = [f"# {title}", "",
-             (f"{before.num_prompts} held-out prompts, decoding: {s.get('decoding')}, "
-             f"max_new_tokens={s.get('max_new_tokens')}, seed={s.get('seed')}. Changes are paired per prompt "
-             "(after − before) with a seeded percentile-bootstrap confidence interval."), "",
-             "| metric | before | after | change | CI | verdict |", "|---|---|---|---|---|---|"]
+    lines = [
+        f"# {title}",
+        "",
+        (
+            f"{before.num_prompts} held-out prompts, decoding: {s.get('decoding')}, "
+            f"max_new_tokens={s.get('max_new_tokens')}, seed={s.get('seed')}. Changes are paired per prompt "
+            "(after − before) with a seeded percentile-bootstrap confidence interval."
+        ),
+        "",
+        "| metric | before | after | change | CI | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, c in comparisons.items():
-        lines.append(f"| {name} | {_fmt(c.before)} | {_fmt(c.after)} | {c.mean_diff:+.3g} | "
-                     f"[{c.ci_low:+.3g}, {c.ci_high:+.3g}] ({c.level:.0%}) | {c.verdict} |")
+        lines.append(
+            f"| {name} | {_fmt(c.before)} | {_fmt(c.after)} | {c.mean_diff:+.3g} | "
+            f"[{c.ci_low:+.3g}, {c.ci_high:+.3g}] ({c.level:.0%}) | {c.verdict} |"
+        )
     if num_samples > 0:
-        lines += ["", "## Answers before / after (greedy)", "", "| # | prompt | before | after |", "|---|---|---|---|"]
+        lines += [
+            "",
+            "## Answers before / after (greedy)",
+            "",
+            "| # | prompt | before | after |",
+            "|---|---|---|---|",
+        ]
         for i in range(min(num_samples, before.num_prompts)):
-            lines.append(f"| {i} | {_cell(_prompt_preview(before.prompts[i]), 300)} | "
-                         f"{_cell(before.completions[i])} | {_cell(after.completions[i])} |")
+            lines.append(
+                f"| {i} | {_cell(_prompt_preview(before.prompts[i]), 300)} | "
+                f"{_cell(before.completions[i])} | {_cell(after.completions[i])} |"
+            )
     return "\n".join(lines) + "\n"
 
 
-def write_report_card(out_dir: str | os.PathLike, before: EvalReport, after: EvalReport, *,
-                      log_history: str | Path | Sequence[dict[str, Any]] | None = None,
-                      title: str = "Report card", n_boot: int = 10000, seed: int = 0, level: float = 0.95,
-                      num_samples: int = 4) -> dict[str, Path]:
+def write_report_card(
+    out_dir: str | os.PathLike,
+    before: EvalReport,
+    after: EvalReport,
+    *,
+    log_history: str | Path | Sequence[dict[str, Any]] | None = None,
+    title: str = "Report card",
+    n_boot: int = 10000,
+    seed: int = 0,
+    level: float = 0.95,
+    num_samples: int = 4,
+) -> dict[str, Path]:
     """Compare ``before`` and ``after`` on every metric and write the three files into ``out_dir``.
 
     ``log_history``: the run's ``metrics.jsonl`` (or TRL log history) for the reward-curve panel; a
@@ -109,9 +149,14 @@ def write_report_card(out_dir: str | os.PathLike, before: EvalReport, after: Eva
     comparisons = compare_all(before, after, n_boot=n_boot, seed=seed, level=level)
     if log_history is not None and isinstance(log_history, (str, Path)) and not Path(log_history).exists():
         log_history = None
-    payload = {"before": before.to_dict(), "after": after.to_dict(),
-               "comparisons": {k: {**asdict(c), "relative_change": _json_float(c.relative_change)}
-                               for k, c in comparisons.items()}}
+    payload = {
+        "before": before.to_dict(),
+        "after": after.to_dict(),
+        "comparisons": {
+            k: {**asdict(c), "relative_change": _json_float(c.relative_change)}
+            for k, c in comparisons.items()
+        },
+    }
     contents = {
         "eval.json": json.dumps(payload, indent=2, ensure_ascii=False),
         "report.md": render_report_md(before, after, comparisons, title=title, num_samples=num_samples),
@@ -123,11 +168,16 @@ def write_report_card(out_dir: str | os.PathLike, before: EvalReport, after: Eva
             temps[name].write_text(text)
         temps["report_card.png"] = _temp_in(out, "report_card.png")
         try:
-            plot_report_card([comparisons[m] for m in headline_metrics(comparisons)], temps["report_card.png"],
-                             log_history=log_history, title=title)
+            plot_report_card(
+                [comparisons[m] for m in headline_metrics(comparisons)],
+                temps["report_card.png"],
+                log_history=log_history,
+                title=title,
+            )
         except ValueError:  # no reward records in the log: the card without its curve
-            plot_report_card([comparisons[m] for m in headline_metrics(comparisons)], temps["report_card.png"],
-                             title=title)
+            plot_report_card(
+                [comparisons[m] for m in headline_metrics(comparisons)], temps["report_card.png"], title=title
+            )
         for name, tmp in temps.items():  # all files are ready: swap them in
             os.replace(tmp, out / name)
     finally:

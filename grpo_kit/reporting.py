@@ -80,14 +80,17 @@ def _scalars(record: Mapping[str, Any]) -> dict[str, float]:
     from transformers.integrations.integration_utils import rewrite_logs
 
     numbers = {
-        k: float(v) for k, v in record.items()
+        k: float(v)
+        for k, v in record.items()
         if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
     }
     return rewrite_logs(numbers)
 
 
 class _TensorBoard:
-    def __init__(self, output_dir: Path, project: str, run_name: str | None, config: Mapping[str, Any]) -> None:
+    def __init__(
+        self, output_dir: Path, project: str, run_name: str | None, config: Mapping[str, Any]
+    ) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
         self.writer = SummaryWriter(log_dir=str(output_dir / "runs"))
@@ -103,13 +106,20 @@ class _TensorBoard:
 
 
 class _Trackio:
-    def __init__(self, output_dir: Path, project: str, run_name: str | None, config: Mapping[str, Any]) -> None:
+    def __init__(
+        self, output_dir: Path, project: str, run_name: str | None, config: Mapping[str, Any]
+    ) -> None:
         import trackio
 
         self.trackio = trackio
         # auto_log_*: no background system-metric threads; embed: no dashboard inside a notebook cell.
         self.run = trackio.init(
-            project=project, name=run_name, config=dict(config), embed=False, auto_log_cpu=False, auto_log_gpu=False
+            project=project,
+            name=run_name,
+            config=dict(config),
+            embed=False,
+            auto_log_cpu=False,
+            auto_log_gpu=False,
         )
 
     def log(self, scalars: dict[str, float], step: int) -> None:
@@ -120,7 +130,9 @@ class _Trackio:
 
 
 class _Wandb:
-    def __init__(self, output_dir: Path, project: str, run_name: str | None, config: Mapping[str, Any]) -> None:
+    def __init__(
+        self, output_dir: Path, project: str, run_name: str | None, config: Mapping[str, Any]
+    ) -> None:
         import wandb
 
         # mode comes from WANDB_MODE (offline/online/disabled), as with TRL.
@@ -197,7 +209,13 @@ class PlainProgress:
     resumed run starts from), and the ETA is that times the steps left.
     """
 
-    def __init__(self, stream: TextIO | None = None, *, start_step: int = 0, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        *,
+        start_step: int = 0,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.stream = sys.stdout if stream is None else stream
         self.clock = clock
         self.start_step = start_step

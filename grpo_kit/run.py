@@ -86,8 +86,11 @@ class RunPlan:
         planned with (``invocation``) and the resolved recipe and loop, which a resume must match."""
         from grpo_kit.checkpoint import jsonable_config
 
-        return {"invocation": jsonable_config(self.invocation), "recipe": jsonable_config(self.recipe),
-                "loop": self.loop}
+        return {
+            "invocation": jsonable_config(self.invocation),
+            "recipe": jsonable_config(self.recipe),
+            "loop": self.loop,
+        }
 
     def resume_command(self) -> str:
         """The ``grpo-kit train`` command that continues this run exactly (every flag it was planned with)."""
@@ -123,7 +126,9 @@ def to_loop_config(recipe: Recipe | str, **overrides: Any):
     loop_fields = {f.name for f in dataclasses.fields(GRPOLoopConfig) if f.init}
     unknown = sorted(set(overrides) - loop_fields)
     if unknown:
-        raise ValueError(f"{', '.join(unknown)} are not GRPOLoopConfig fields; choose from {', '.join(sorted(loop_fields))}")
+        raise ValueError(
+            f"{', '.join(unknown)} are not GRPOLoopConfig fields; choose from {', '.join(sorted(loop_fields))}"
+        )
     values = recipe.grpo_training()
     kept = {k: v for k, v in values.items() if k in loop_fields}
     dropped = sorted(k for k in values if k not in loop_fields)
@@ -156,20 +161,26 @@ def resolve_run_dir(recipe_name: str, output_dir: str | Path | None, resume: Any
     if resume is not True:
         checkpoint = Path(resume)
         if not checkpoint.is_dir():
-            raise FileNotFoundError(f"resume {resume}: no such checkpoint folder; pass a checkpoint-N folder or "
-                                    "resume the latest one (--resume without a value).")
+            raise FileNotFoundError(
+                f"resume {resume}: no such checkpoint folder; pass a checkpoint-N folder or "
+                "resume the latest one (--resume without a value)."
+            )
         return (Path(output_dir) if output_dir else checkpoint.parent), checkpoint
     if output_dir:
         from grpo_kit.checkpoint import latest_checkpoint
 
         if latest_checkpoint(output_dir) is None:
-            raise FileNotFoundError(f"resume: {output_dir} has no checkpoint-N folder; train without resuming first, "
-                                    "or pass a checkpoint folder.")
+            raise FileNotFoundError(
+                f"resume: {output_dir} has no checkpoint-N folder; train without resuming first, "
+                "or pass a checkpoint folder."
+            )
         return Path(output_dir), True
     run = _newest_run_with_checkpoint(recipe_name)
     if run is None:
-        raise FileNotFoundError(f"resume: no outputs/{recipe_name}-*/checkpoint-N found; pass an output folder "
-                                "(--output-dir RUN) or a checkpoint.")
+        raise FileNotFoundError(
+            f"resume: no outputs/{recipe_name}-*/checkpoint-N found; pass an output folder "
+            "(--output-dir RUN) or a checkpoint."
+        )
     return run, True
 
 
@@ -177,13 +188,19 @@ def _path_config(recipe: Recipe, loop: str, output_dir: Path, resume: Any):
     """Every check the chosen path makes before a model is loaded. Returns the path's config."""
     if loop == "standalone":
         if recipe.quantization:
-            raise ValueError(f"recipe {recipe.name!r} uses {recipe.quantization} quantization, which the standalone "
-                             "loop does not do; use --loop trl (QLoRA) or --loop unsloth on a GPU.")
+            raise ValueError(
+                f"recipe {recipe.name!r} uses {recipe.quantization} quantization, which the standalone "
+                "loop does not do; use --loop trl (QLoRA) or --loop unsloth on a GPU."
+            )
         if recipe.tools:
-            raise ValueError(f"recipe {recipe.name!r} trains with tools ({recipe.tools!r}); the standalone loop has "
-                             "no tool loop. Use --loop trl (TRL's GRPOTrainer runs the tools).")
+            raise ValueError(
+                f"recipe {recipe.name!r} trains with tools ({recipe.tools!r}); the standalone loop has "
+                "no tool loop. Use --loop trl (TRL's GRPOTrainer runs the tools)."
+            )
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # fields only TRL has (optim, ...) are listed in run.json
+            warnings.simplefilter(
+                "ignore", UserWarning
+            )  # fields only TRL has (optim, ...) are listed in run.json
             return to_loop_config(recipe, output_dir=str(output_dir), resume_from_checkpoint=resume)
     if loop == "trl":
         from grpo_kit import trl_path
@@ -199,9 +216,18 @@ def _path_config(recipe: Recipe, loop: str, output_dir: Path, resume: Any):
     return None
 
 
-def plan_run(recipe: Recipe | str | None = None, *, small: bool = False, overrides: Mapping[str, Any] | None = None,
-             loop: str | None = None, max_steps: int | None = None, output_dir: str | Path | None = None,
-             resume: Any = None, overwrite: bool = False, gguf: str | None = None) -> RunPlan:
+def plan_run(
+    recipe: Recipe | str | None = None,
+    *,
+    small: bool = False,
+    overrides: Mapping[str, Any] | None = None,
+    loop: str | None = None,
+    max_steps: int | None = None,
+    output_dir: str | Path | None = None,
+    resume: Any = None,
+    overwrite: bool = False,
+    gguf: str | None = None,
+) -> RunPlan:
     """The recipe with its overrides (``loop`` may also come from ``overrides["loop"]``), the run folder and
     the path's config: every configuration mistake raises here (ValueError, TypeError, FileNotFoundError,
     FileExistsError, PermissionError, ImportError, RuntimeError, CheckpointError naming the fix), before a
@@ -214,9 +240,16 @@ def plan_run(recipe: Recipe | str | None = None, *, small: bool = False, overrid
     path is a model, and the ``gguf`` type can be written (before training, not after it).
     """
     if resume is not None and overwrite:
-        raise ValueError("--resume continues the run in the folder and --overwrite moves it aside; choose one.")
-    given = {"recipe": recipe, "small": small, "overrides": dict(overrides or {}), "loop": loop,
-             "max_steps": max_steps}
+        raise ValueError(
+            "--resume continues the run in the folder and --overwrite moves it aside; choose one."
+        )
+    given = {
+        "recipe": recipe,
+        "small": small,
+        "overrides": dict(overrides or {}),
+        "loop": loop,
+        "max_steps": max_steps,
+    }
     if resume is not None and recipe is None and not (small or overrides or loop or max_steps):
         given = _stored_invocation(output_dir, resume) or given  # --resume alone: the run as it was started
     invocation = _resolve_invocation(**given)
@@ -233,21 +266,29 @@ def plan_run(recipe: Recipe | str | None = None, *, small: bool = False, overrid
         from grpo_kit.export import check_gguf_quantization_available
 
         gguf = check_gguf_quantization_available(gguf, unsloth=loop == "unsloth")
-    plan = RunPlan(recipe, loop, run_dir, resume, _path_config(recipe, loop, run_dir, resume), invocation,
-                   gguf=gguf)
+    plan = RunPlan(
+        recipe, loop, run_dir, resume, _path_config(recipe, loop, run_dir, resume), invocation, gguf=gguf
+    )
     if resume is not None:
         _check_resumes_the_same_run(plan)
     elif _holds_a_run(run_dir):
         if not overwrite:
-            raise FileExistsError(f"{run_dir} already holds a run ({_run_contents(run_dir)}); training into it "
-                                  "would mix two runs. Continue it with --resume, pass --overwrite to move it "
-                                  f"aside to {run_dir}.old-<timestamp>, or choose another --output-dir.")
+            raise FileExistsError(
+                f"{run_dir} already holds a run ({_run_contents(run_dir)}); training into it "
+                "would mix two runs. Continue it with --resume, pass --overwrite to move it "
+                f"aside to {run_dir}.old-<timestamp>, or choose another --output-dir."
+            )
         plan.set_aside = run_dir.with_name(f"{run_dir.name}.old-{time.strftime('%Y%m%d-%H%M%S')}")
     return plan
 
 
-def _resolve_invocation(recipe: Recipe | str | None, small: bool, overrides: Mapping[str, Any], loop: str | None,
-                        max_steps: int | None) -> dict[str, Any]:
+def _resolve_invocation(
+    recipe: Recipe | str | None,
+    small: bool,
+    overrides: Mapping[str, Any],
+    loop: str | None,
+    max_steps: int | None,
+) -> dict[str, Any]:
     """The arguments a run is planned with, every default filled in, so they can be stored and replayed."""
     from grpo_kit.recipes import DEFAULT_RECIPE
 
@@ -255,13 +296,20 @@ def _resolve_invocation(recipe: Recipe | str | None, small: bool, overrides: Map
     loop = loop or overrides.pop("loop", None) or DEFAULT_LOOP
     if loop not in LOOPS:
         raise ValueError(f"loop {loop!r}: choose one of {', '.join(LOOPS)}.")
-    if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
+    if max_steps is not None and (
+        isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1
+    ):
         raise ValueError(f"max_steps must be at least 1, got {max_steps}.")
     recipe = recipe if recipe is not None else DEFAULT_RECIPE
     if max_steps is None:  # the recipe's own length, written out so a replay does not depend on the default
         max_steps = get_recipe(recipe, small=small, **overrides).training.get("max_steps")
-    return {"recipe": recipe.name if isinstance(recipe, Recipe) else recipe, "small": bool(small),
-            "overrides": overrides, "loop": loop, "max_steps": max_steps}
+    return {
+        "recipe": recipe.name if isinstance(recipe, Recipe) else recipe,
+        "small": bool(small),
+        "overrides": overrides,
+        "loop": loop,
+        "max_steps": max_steps,
+    }
 
 
 _RUN_FILES = ("run_config.json", "run.json", "metrics.jsonl")
@@ -269,8 +317,9 @@ _RUN_FILES = ("run_config.json", "run.json", "metrics.jsonl")
 
 def _holds_a_run(run_dir: Path) -> bool:
     """True when ``run_dir`` holds anything a run writes (a run's files or checkpoints)."""
-    return run_dir.is_dir() and (any((run_dir / name).exists() for name in _RUN_FILES)
-                                 or any(run_dir.glob("checkpoint-*")))
+    return run_dir.is_dir() and (
+        any((run_dir / name).exists() for name in _RUN_FILES) or any(run_dir.glob("checkpoint-*"))
+    )
 
 
 def _run_contents(run_dir: Path) -> str:
@@ -312,15 +361,19 @@ def _check_resumes_the_same_run(plan: RunPlan) -> None:
     if stored is None:
         return  # a run from before run folders stored their configuration
     current = plan.run_config()
-    diff = config_diff({"recipe": stored["recipe"], "loop": stored["loop"]},
-                       {"recipe": current["recipe"], "loop": current["loop"]})
+    diff = config_diff(
+        {"recipe": stored["recipe"], "loop": stored["loop"]},
+        {"recipe": current["recipe"], "loop": current["loop"]},
+    )
     bookkeeping = {f"recipe.training.{name}" for name in BOOKKEEPING_FIELDS} | {"recipe.description"}
     diff = {name: values for name, values in diff.items() if name not in bookkeeping}
     if diff:
         listed = "; ".join(f"{name}: {old!r} (stored) -> {new!r} (now)" for name, (old, new) in diff.items())
-        raise CheckpointError(f"--resume: {plan.output_dir} was trained with another configuration ({listed}). "
-                              "Resume with `--output-dir DIR --resume` alone to take the stored configuration, "
-                              "or start a new run in another --output-dir.")
+        raise CheckpointError(
+            f"--resume: {plan.output_dir} was trained with another configuration ({listed}). "
+            "Resume with `--output-dir DIR --resume` alone to take the stored configuration, "
+            "or start a new run in another --output-dir."
+        )
 
 
 def resume_command(invocation: Mapping[str, Any], output_dir: Path) -> str:
@@ -333,7 +386,9 @@ def resume_command(invocation: Mapping[str, Any], output_dir: Path) -> str:
         words += ["--max-steps", str(invocation["max_steps"])]
     words += ["--output-dir", os.fspath(output_dir), "--resume"]
     for key, value in invocation.get("overrides", {}).items():
-        items = value.items() if key in ("lora", "unsloth") and isinstance(value, Mapping) else [(None, value)]
+        items = (
+            value.items() if key in ("lora", "unsloth") and isinstance(value, Mapping) else [(None, value)]
+        )
         for sub, v in items:
             name = f"{key}.{sub}" if sub else key
             words += ["--set", f"{name}={v if isinstance(v, str) else json.dumps(v)}"]
@@ -398,13 +453,17 @@ def run_paths(source: Path) -> tuple[Path | None, Path | None]:
     """(adapter folder, model folder) found in ``source`` (a run folder, an adapter or a model folder)."""
     source = Path(source)
     if (source / "adapter" / "adapter_config.json").is_file():
-        return source / "adapter", (source / "merged" if (source / "merged" / "config.json").is_file() else None)
+        return source / "adapter", (
+            source / "merged" if (source / "merged" / "config.json").is_file() else None
+        )
     if (source / "adapter_config.json").is_file():
         return source, None
     if (source / "config.json").is_file():
         return None, source
-    raise FileNotFoundError(f"{source} holds no adapter (adapter_config.json, adapter/) and no model (config.json); "
-                            "pass a `grpo-kit train` run folder, an adapter folder or a model folder.")
+    raise FileNotFoundError(
+        f"{source} holds no adapter (adapter_config.json, adapter/) and no model (config.json); "
+        "pass a `grpo-kit train` run folder, an adapter folder or a model folder."
+    )
 
 
 def base_model_name(source: Path, adapter_dir: Path, base: str | None = None) -> str:
@@ -417,7 +476,9 @@ def base_model_name(source: Path, adapter_dir: Path, base: str | None = None) ->
     name = json.loads((Path(adapter_dir) / "adapter_config.json").read_text()).get("base_model_name_or_path")
     if name:
         return name
-    raise ValueError(f"cannot tell which base model the adapter in {adapter_dir} belongs to; pass --base MODEL.")
+    raise ValueError(
+        f"cannot tell which base model the adapter in {adapter_dir} belongs to; pass --base MODEL."
+    )
 
 
 def load_base(base_name: str) -> Any:
@@ -459,19 +520,27 @@ def held_out_rows(recipe: Recipe, n: int) -> list[dict[str, Any]]:
     return [{"prompt": p, **{k: v[i] for k, v in columns.items()}} for i, p in enumerate(prompts)]
 
 
-def evaluate_held_out(recipe: Recipe, model: Any, tokenizer: Any, reward_funcs: list, rows: list[dict], *,
-                      k: int = 1):
+def evaluate_held_out(
+    recipe: Recipe, model: Any, tokenizer: Any, reward_funcs: list, rows: list[dict], *, k: int = 1
+):
     """``grpo_kit.evaluate.evaluate`` on ``rows`` with the recipe's completion budget, chat template kwargs
     and reward weights; greedy (plus ``k`` seeded samples when k > 1), so before and after differ only
     because the weights did."""
     from grpo_kit.evaluate import evaluate
 
     training = recipe.training
-    return evaluate(model, tokenizer, rows, reward_funcs, num_prompts=len(rows), k=k,
-                    max_new_tokens=int(training.get("max_completion_length", 64)),
-                    temperature=float(training.get("temperature", 1.0)),
-                    chat_template_kwargs=training.get("chat_template_kwargs"),
-                    reward_weights=recipe.reward_weights)
+    return evaluate(
+        model,
+        tokenizer,
+        rows,
+        reward_funcs,
+        num_prompts=len(rows),
+        k=k,
+        max_new_tokens=int(training.get("max_completion_length", 64)),
+        temperature=float(training.get("temperature", 1.0)),
+        chat_template_kwargs=training.get("chat_template_kwargs"),
+        reward_weights=recipe.reward_weights,
+    )
 
 
 def evaluation_summary(before: Any, after: Any, files: Mapping[str, Path] | None = None) -> dict[str, Any]:
@@ -481,10 +550,19 @@ def evaluation_summary(before: Any, after: Any, files: Mapping[str, Path] | None
 
     metric = headline_metric(before.per_prompt)
     c = compare(before, after, metric=metric)
-    return {"num_prompts": before.num_prompts, "metric": metric, "before": c.before, "after": c.after,
-            "mean_diff": c.mean_diff, "ci_low": c.ci_low, "ci_high": c.ci_high, "level": c.level,
-            "verdict": c.verdict, "headline": c.summary(),
-            "files": {name: str(path) for name, path in (files or {}).items()}}
+    return {
+        "num_prompts": before.num_prompts,
+        "metric": metric,
+        "before": c.before,
+        "after": c.after,
+        "mean_diff": c.mean_diff,
+        "ci_low": c.ci_low,
+        "ci_high": c.ci_high,
+        "level": c.level,
+        "verdict": c.verdict,
+        "headline": c.summary(),
+        "files": {name: str(path) for name, path in (files or {}).items()},
+    }
 
 
 class PreflightNoGo(RuntimeError):
@@ -503,24 +581,35 @@ def validate_run_inputs(plan: RunPlan) -> None:
     validate_inputs(plan.recipe.load_dataset(), plan.recipe.build_reward_funcs(None))
 
 
-def preflight_check(plan: RunPlan, model: Any, tokenizer: Any, dataset: Any, reward_funcs: list, *,
-                    num_prompts: int = 8):
+def preflight_check(
+    plan: RunPlan, model: Any, tokenizer: Any, dataset: Any, reward_funcs: list, *, num_prompts: int = 8
+):
     """``grpo_kit.preflight.check`` with the run's own generation settings (what step 1 will sample)."""
     from grpo_kit.preflight import check
 
     t = plan.recipe.training
-    return check(model, tokenizer, dataset, reward_funcs, num_prompts=num_prompts,
-                 num_generations=int(t.get("num_generations", 8)),
-                 max_completion_length=int(t.get("max_completion_length", 256)),
-                 temperature=float(t.get("temperature", 1.0)), top_p=float(t.get("top_p", 1.0)),
-                 top_k=int(t.get("top_k") or 0), min_p=t.get("min_p"),
-                 repetition_penalty=float(t.get("repetition_penalty", 1.0)),
-                 chat_template_kwargs=t.get("chat_template_kwargs"), reward_weights=plan.recipe.reward_weights,
-                 seed=int(t.get("seed", 42)))
+    return check(
+        model,
+        tokenizer,
+        dataset,
+        reward_funcs,
+        num_prompts=num_prompts,
+        num_generations=int(t.get("num_generations", 8)),
+        max_completion_length=int(t.get("max_completion_length", 256)),
+        temperature=float(t.get("temperature", 1.0)),
+        top_p=float(t.get("top_p", 1.0)),
+        top_k=int(t.get("top_k") or 0),
+        min_p=t.get("min_p"),
+        repetition_penalty=float(t.get("repetition_penalty", 1.0)),
+        chat_template_kwargs=t.get("chat_template_kwargs"),
+        reward_weights=plan.recipe.reward_weights,
+        seed=int(t.get("seed", 42)),
+    )
 
 
-def preflight_hook(*, force: bool = False, num_prompts: int = 8,
-                   on_report: Callable[[Any], Any] | None = None) -> Callable[..., dict]:
+def preflight_hook(
+    *, force: bool = False, num_prompts: int = 8, on_report: Callable[[Any], Any] | None = None
+) -> Callable[..., dict]:
     """A ``preflight=`` hook for :func:`execute`: runs :func:`preflight_check`, hands the report to
     ``on_report`` and raises :class:`PreflightNoGo` on a no-go unless ``force``."""
 
@@ -543,13 +632,27 @@ def train_on_path(plan: RunPlan, model: Any, tokenizer: Any, dataset: Any, rewar
     if plan.loop == "standalone":
         from grpo_kit import loop
 
-        return loop.train(model, tokenizer, dataset, reward_funcs, plan.path_config,
-                          reward_weights=plan.recipe.reward_weights, run_config=plan.run_config())
+        return loop.train(
+            model,
+            tokenizer,
+            dataset,
+            reward_funcs,
+            plan.path_config,
+            reward_weights=plan.recipe.reward_weights,
+            run_config=plan.run_config(),
+        )
     from grpo_kit import trl_path
 
-    return trl_path.train(plan.recipe, model=model, tokenizer=tokenizer, train_dataset=dataset,
-                          reward_funcs=reward_funcs, output_dir=plan.output_dir, resume_from_checkpoint=plan.resume,
-                          save_final=False)
+    return trl_path.train(
+        plan.recipe,
+        model=model,
+        tokenizer=tokenizer,
+        train_dataset=dataset,
+        reward_funcs=reward_funcs,
+        output_dir=plan.output_dir,
+        resume_from_checkpoint=plan.resume,
+        save_final=False,
+    )
 
 
 def _greedy_answers(report: Any, model: Any, tokenizer: Any, prompts: list, max_tokens: int) -> list[str]:
@@ -557,7 +660,7 @@ def _greedy_answers(report: Any, model: Any, tokenizer: Any, prompts: list, max_
     from grpo_kit import samples as samples_mod
 
     if report is not None:
-        return [text.strip() for text in report.completions[:len(prompts)]]
+        return [text.strip() for text in report.completions[: len(prompts)]]
     return samples_mod.generate_answers(model, tokenizer, prompts, max_new_tokens=max_tokens)
 
 
@@ -565,9 +668,17 @@ def _nothing(_message: str):
     return contextlib.nullcontext()
 
 
-def execute(plan: RunPlan, *, samples: int = 4, merge: bool = True, gguf: str | None = None,
-            status: Callable[[str], Any] = _nothing, preflight: Callable[..., dict | None] | None = None,
-            evaluate: Callable[..., dict | None] | None = None, eval_prompts: int | None = None) -> RunOutcome:
+def execute(
+    plan: RunPlan,
+    *,
+    samples: int = 4,
+    merge: bool = True,
+    gguf: str | None = None,
+    status: Callable[[str], Any] = _nothing,
+    preflight: Callable[..., dict | None] | None = None,
+    evaluate: Callable[..., dict | None] | None = None,
+    eval_prompts: int | None = None,
+) -> RunOutcome:
     """Run the plan into its folder. ``eval_prompts``: held-out prompts evaluated before and after (default
     the recipe's ``eval_prompts``; 0: no evaluation) into the report card (``eval.json``, ``report.md``,
     ``report_card.png``), whose greedy answers also fill ``samples.md``. ``samples``: held-out prompts
@@ -582,8 +693,9 @@ def execute(plan: RunPlan, *, samples: int = 4, merge: bool = True, gguf: str | 
         from grpo_kit import unsloth_path
 
         prepare_run_dir(plan)
-        return RunOutcome(plan, unsloth_path.train(recipe, output_dir=plan.output_dir,
-                                                   resume_from_checkpoint=plan.resume))
+        return RunOutcome(
+            plan, unsloth_path.train(recipe, output_dir=plan.output_dir, resume_from_checkpoint=plan.resume)
+        )
     n_eval = recipe.eval_prompts if eval_prompts is None else eval_prompts
     if n_eval < 0:
         raise ValueError(f"eval_prompts must be >= 0 (0 turns evaluation off), got {n_eval}.")
@@ -599,8 +711,12 @@ def execute(plan: RunPlan, *, samples: int = 4, merge: bool = True, gguf: str | 
     checks = preflight(plan, model, tokenizer, dataset, reward_funcs) if preflight else None
     prepare_run_dir(plan)  # only now: a model, data or pre-flight failure leaves no folder behind
     eval_started = time.perf_counter()
-    with status(f"evaluating {n_eval} held-out prompts before training…" if n_eval else "answers before training…"):
-        eval_before = evaluate_held_out(recipe, model, tokenizer, reward_funcs, rows[:n_eval]) if n_eval else None
+    with status(
+        f"evaluating {n_eval} held-out prompts before training…" if n_eval else "answers before training…"
+    ):
+        eval_before = (
+            evaluate_held_out(recipe, model, tokenizer, reward_funcs, rows[:n_eval]) if n_eval else None
+        )
         before = _greedy_answers(eval_before, model, tokenizer, prompts, max_tokens)
     eval_seconds = time.perf_counter() - eval_started
 
@@ -614,27 +730,46 @@ def execute(plan: RunPlan, *, samples: int = 4, merge: bool = True, gguf: str | 
 
     reports = []
     eval_started = time.perf_counter()
-    with status(f"evaluating {n_eval} held-out prompts after training…" if n_eval else "answers after training…"):
-        eval_after = evaluate_held_out(recipe, model, tokenizer, reward_funcs, rows[:n_eval]) if n_eval else None
+    with status(
+        f"evaluating {n_eval} held-out prompts after training…" if n_eval else "answers after training…"
+    ):
+        eval_after = (
+            evaluate_held_out(recipe, model, tokenizer, reward_funcs, rows[:n_eval]) if n_eval else None
+        )
         after = _greedy_answers(eval_after, model, tokenizer, prompts, max_tokens)
     built_in_evaluation = None
     if eval_after is not None:
         from grpo_kit.report_card import write_report_card
 
-        files = write_report_card(plan.output_dir, eval_before, eval_after,
-                                  log_history=result.log_history,
-                                  title=f"{recipe.name}: held-out before / after {result.global_step} GRPO steps")
+        files = write_report_card(
+            plan.output_dir,
+            eval_before,
+            eval_after,
+            log_history=result.log_history,
+            title=f"{recipe.name}: held-out before / after {result.global_step} GRPO steps",
+        )
         built_in_evaluation = evaluation_summary(eval_before, eval_after, files)
     eval_seconds += time.perf_counter() - eval_started
     with status("exports…"):
         if eval_after is not None:  # the evaluation already scored these answers (with their token ids)
-            pairs = [samples_mod.Sample(p, b, a, rb, ra) for p, b, a, rb, ra in zip(
-                prompts, before, after, eval_before.per_prompt["reward"], eval_after.per_prompt["reward"])]
+            pairs = [
+                samples_mod.Sample(p, b, a, rb, ra)
+                for p, b, a, rb, ra in zip(
+                    prompts, before, after, eval_before.per_prompt["reward"], eval_after.per_prompt["reward"]
+                )
+            ]
         else:
-            pairs = samples_mod.before_after(prompts, before, after, reward_funcs=reward_funcs,
-                                             reward_weights=recipe.reward_weights, columns=columns)
-        samples_mod.write_samples(pairs, plan.output_dir,
-                                  title=f"{recipe.name}: before / after {result.global_step} GRPO steps")
+            pairs = samples_mod.before_after(
+                prompts,
+                before,
+                after,
+                reward_funcs=reward_funcs,
+                reward_weights=recipe.reward_weights,
+                columns=columns,
+            )
+        samples_mod.write_samples(
+            pairs, plan.output_dir, title=f"{recipe.name}: before / after {result.global_step} GRPO steps"
+        )
         if recipe.lora is not None:
             reports.append(save_adapter(model, tokenizer, plan.output_dir / "adapter"))
         if merge:
@@ -644,18 +779,27 @@ def execute(plan: RunPlan, *, samples: int = 4, merge: bool = True, gguf: str | 
             from grpo_kit.export import save_gguf
 
             source = plan.output_dir / "merged" if merge else model
-            reports.append(save_gguf(source, plan.output_dir / f"model-{gguf}.gguf", gguf, tokenizer=tokenizer))
+            reports.append(
+                save_gguf(source, plan.output_dir / f"model-{gguf}.gguf", gguf, tokenizer=tokenizer)
+            )
     evaluation = evaluate(plan, model, tokenizer, reward_funcs) if evaluate else built_in_evaluation
     rewards = [r["reward"] for r in result.log_history if r.get("reward") is not None]
     summary = {
-        "recipe": recipe.name, "loop": plan.loop, "model": recipe.model, "steps": result.global_step,
-        "train_seconds": round(train_seconds, 1), "total_seconds": round(time.perf_counter() - started, 1),
+        "recipe": recipe.name,
+        "loop": plan.loop,
+        "model": recipe.model,
+        "steps": result.global_step,
+        "train_seconds": round(train_seconds, 1),
+        "total_seconds": round(time.perf_counter() - started, 1),
         "eval_seconds": round(eval_seconds, 1),
-        "reward_first_step": rewards[0] if rewards else None, "reward_last_step": rewards[-1] if rewards else None,
+        "reward_first_step": rewards[0] if rewards else None,
+        "reward_last_step": rewards[-1] if rewards else None,
         "samples_mean_reward_before": samples_mod.mean_reward(pairs, "before"),
         "samples_mean_reward_after": samples_mod.mean_reward(pairs, "after"),
-        "exports": [{"kind": r.kind, "path": str(r.path), "size_bytes": r.size_bytes, "verified": r.verified}
-                    for r in reports],
+        "exports": [
+            {"kind": r.kind, "path": str(r.path), "size_bytes": r.size_bytes, "verified": r.verified}
+            for r in reports
+        ],
         "training": dict(recipe.training),
     }
     if checks is not None:

@@ -47,12 +47,30 @@ from grpo_kit.metrics_log import MetricsAccumulator, MetricsWriter
 from grpo_kit.reporting import PlainProgress, check_report_to, make_reporter, stream_is_terminal
 from grpo_kit.result import RunResult
 
-__all__ = ["BOOKKEEPING_FIELDS", "BadStepWarning", "BadStepsError", "LoopState", "RunContext", "loop_config_record"]
+__all__ = [
+    "BOOKKEEPING_FIELDS",
+    "BadStepWarning",
+    "BadStepsError",
+    "LoopState",
+    "RunContext",
+    "loop_config_record",
+]
 
 #: Fields that say where a run writes and how often it reports or saves, not what it computes: a resume may
 #: change them (e.g. continue from a periodic checkpoint with another save_steps).
-BOOKKEEPING_FIELDS = frozenset({"output_dir", "resume_from_checkpoint", "disable_tqdm", "logging_steps",
-                                "save_steps", "save_total_limit", "report_to", "run_name", "logging_dir"})
+BOOKKEEPING_FIELDS = frozenset(
+    {
+        "output_dir",
+        "resume_from_checkpoint",
+        "disable_tqdm",
+        "logging_steps",
+        "save_steps",
+        "save_total_limit",
+        "report_to",
+        "run_name",
+        "logging_dir",
+    }
+)
 
 
 class BadStepWarning(RuntimeWarning):
@@ -65,8 +83,11 @@ class BadStepsError(RuntimeError):
 
 def loop_config_record(config) -> dict[str, Any]:
     """The loop config as a checkpoint stores it: what the run computes (not where it writes)."""
-    return {f.name: jsonable_config(getattr(config, f.name)) for f in fields(config)
-            if f.name not in BOOKKEEPING_FIELDS}
+    return {
+        f.name: jsonable_config(getattr(config, f.name))
+        for f in fields(config)
+        if f.name not in BOOKKEEPING_FIELDS
+    }
 
 
 @dataclass
@@ -84,9 +105,18 @@ class LoopState:
 class RunContext:
     """Resume, metrics, timing, progress, callbacks, checkpoints and Ctrl-C for one ``loop.train()`` call."""
 
-    def __init__(self, config, model, tokenizer, optimizer, scheduler, max_steps: int,
-                 callbacks: Sequence[Callable] | None = None, reporters: Sequence[Any] = (),
-                 run_config: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        config,
+        model,
+        tokenizer,
+        optimizer,
+        scheduler,
+        max_steps: int,
+        callbacks: Sequence[Callable] | None = None,
+        reporters: Sequence[Any] = (),
+        run_config: Mapping[str, Any] | None = None,
+    ) -> None:
         self.config, self.model, self.tokenizer = config, model, tokenizer
         self.optimizer, self.scheduler = optimizer, scheduler
         self.callbacks, self.reporters = list(callbacks or ()), list(reporters)
@@ -115,13 +145,15 @@ class RunContext:
         if checkpoint is not None:
             self._check_same_run(checkpoint)
             saved, rng_state, saved_rollout = load_checkpoint(
-                checkpoint, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler)
+                checkpoint, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler
+            )
             for name in ("global_step", "prompts_seen", "epoch", "num_input_tokens_seen", "log_history"):
                 setattr(self.state, name, saved[name])
             restore_rng_state(rng_state)
         self.checkpoint = checkpoint
-        self.writer = MetricsWriter(self.output_dir / "metrics.jsonl",
-                                    keep_up_to_step=self.state.global_step if checkpoint else None)
+        self.writer = MetricsWriter(
+            self.output_dir / "metrics.jsonl", keep_up_to_step=self.state.global_step if checkpoint else None
+        )
         self._take_snapshot(saved_rollout)
         return rollout_from_dict(saved_rollout) if saved_rollout is not None else None
 
@@ -132,13 +164,19 @@ class RunContext:
             return  # written before checkpoints stored their configuration
         diff = config_diff(stored["loop_config"], self.run_config["loop_config"])
         if diff:
-            fields_text = "; ".join(f"{name}: {old!r} (checkpoint) -> {new!r} (now)" for name, (old, new) in diff.items())
-            raise CheckpointError(f"{checkpoint} was written by a run with another configuration ({fields_text}); "
-                                  "resume with the same settings, or train into a new output folder.")
+            fields_text = "; ".join(
+                f"{name}: {old!r} (checkpoint) -> {new!r} (now)" for name, (old, new) in diff.items()
+            )
+            raise CheckpointError(
+                f"{checkpoint} was written by a run with another configuration ({fields_text}); "
+                "resume with the same settings, or train into a new output folder."
+            )
 
     # --- bad steps --------------------------------------------------------------------------------------
 
-    def checked_rewards(self, score: Callable[[], torch.Tensor], reward_names: Sequence[str]) -> torch.Tensor | None:
+    def checked_rewards(
+        self, score: Callable[[], torch.Tensor], reward_names: Sequence[str]
+    ) -> torch.Tensor | None:
         """``score()`` -> the ``(N, F)`` rewards, or None when the step is bad and skipped.
 
         A reward function that raises (``rewards.RewardFunctionError``: name, row, completion start) stops the
@@ -153,12 +191,17 @@ class RunContext:
                 self._skip_step(str(error))
                 return None
             saved = self._save_last_good()
-            raise RewardFunctionError(f"{error} {_saved_text(saved)} Fix the function, or set "
-                                      "on_reward_error='skip' to skip such steps.",
-                                      func_name=error.func_name, row=error.row) from error
+            raise RewardFunctionError(
+                f"{error} {_saved_text(saved)} Fix the function, or set "
+                "on_reward_error='skip' to skip such steps.",
+                func_name=error.func_name,
+                row=error.row,
+            ) from error
         if torch.isnan(rewards).all():  # TRL averages NaN away per row: a row of all NaN has no reward at all
-            self._skip_step(f"every reward is NaN/None: {', '.join(reward_names)} returned no number for any of "
-                            f"the {rewards.size(0)} completions")
+            self._skip_step(
+                f"every reward is NaN/None: {', '.join(reward_names)} returned no number for any of "
+                f"the {rewards.size(0)} completions"
+            )
             return None
         return rewards
 
@@ -166,8 +209,10 @@ class RunContext:
         """True when the loss and gradient norm are finite; otherwise the step is skipped (gradients dropped)."""
         if math.isfinite(step_loss) and math.isfinite(grad_norm):
             return True
-        self._skip_step(f"loss {step_loss} / grad_norm {grad_norm} is not finite (rewards from "
-                        f"{', '.join(reward_names)}; a NaN weight or an extreme reward scale are the usual causes)")
+        self._skip_step(
+            f"loss {step_loss} / grad_norm {grad_norm} is not finite (rewards from "
+            f"{', '.join(reward_names)}; a NaN weight or an extreme reward scale are the usual causes)"
+        )
         return False
 
     def _skip_step(self, reason: str) -> None:
@@ -181,8 +226,10 @@ class RunContext:
         warnings.warn(f"step {step} skipped: {reason}.", BadStepWarning, stacklevel=3)
         if self._bad_in_a_row >= self.config.max_bad_steps:
             saved = self._save_last_good()
-            raise BadStepsError(f"{self._bad_in_a_row} bad steps in a row (max_bad_steps="
-                                f"{self.config.max_bad_steps}); the last one: {reason}. {_saved_text(saved)}")
+            raise BadStepsError(
+                f"{self._bad_in_a_row} bad steps in a row (max_bad_steps="
+                f"{self.config.max_bad_steps}); the last one: {reason}. {_saved_text(saved)}"
+            )
 
     def _save_last_good(self) -> Path | None:
         """Checkpoint the state after the last finished step (bad steps changed nothing); None before step 1."""
@@ -208,25 +255,32 @@ class RunContext:
             self._seconds[phase] = time.perf_counter() - start
             self.log({f"timing/{phase}_s": self._seconds[phase]})
 
-    def log_samples(self, prompt_mask: torch.Tensor, lengths: torch.Tensor, is_truncated: torch.Tensor,
-                    num_generations: int) -> None:
+    def log_samples(
+        self,
+        prompt_mask: torch.Tensor,
+        lengths: torch.Tensor,
+        is_truncated: torch.Tensor,
+        num_generations: int,
+    ) -> None:
         """TRL's completion metrics for one generation batch, and generation throughput."""
         self.state.num_input_tokens_seen += int(prompt_mask.sum() * num_generations + lengths.sum())
         lengths = lengths.float()  # (N,)
         terminated = lengths[~is_truncated]
         if terminated.numel() == 0:  # TRL's edge case: no completion ended with EOS
             terminated = torch.zeros(1)
-        self.log({
-            "num_tokens": self.state.num_input_tokens_seen,
-            "completions/mean_length": lengths.mean().item(),
-            "completions/min_length": lengths.min().item(),
-            "completions/max_length": lengths.max().item(),
-            "completions/clipped_ratio": is_truncated.float().mean().item(),
-            "completions/mean_terminated_length": terminated.mean().item(),
-            "completions/min_terminated_length": terminated.min().item(),
-            "completions/max_terminated_length": terminated.max().item(),
-            "timing/tokens_per_s": lengths.sum().item() / max(self._seconds.get("generation", 0.0), 1e-9),
-        })
+        self.log(
+            {
+                "num_tokens": self.state.num_input_tokens_seen,
+                "completions/mean_length": lengths.mean().item(),
+                "completions/min_length": lengths.min().item(),
+                "completions/max_length": lengths.max().item(),
+                "completions/clipped_ratio": is_truncated.float().mean().item(),
+                "completions/mean_terminated_length": terminated.mean().item(),
+                "completions/min_terminated_length": terminated.min().item(),
+                "completions/max_terminated_length": terminated.max().item(),
+                "timing/tokens_per_s": lengths.sum().item() / max(self._seconds.get("generation", 0.0), 1e-9),
+            }
+        )
 
     def write_record(self, record: dict[str, Any]) -> None:
         """The one place a metrics record goes out: log_history, metrics.jsonl, reporters."""
@@ -246,37 +300,66 @@ class RunContext:
         self._bad_in_a_row = 0
         self._take_snapshot(rollout)
         self.step_losses[state.global_step] = step_loss
-        self.log({"loss": step_loss, "grad_norm": grad_norm, "learning_rate": self.scheduler.get_last_lr()[0],
-                  "step_time": time.perf_counter() - self._step_start})
+        self.log(
+            {
+                "loss": step_loss,
+                "grad_norm": grad_norm,
+                "learning_rate": self.scheduler.get_last_lr()[0],
+                "step_time": time.perf_counter() - self._step_start,
+            }
+        )
         self._step_start = time.perf_counter()
         if state.global_step % config.logging_steps == 0 or state.global_step == state.max_steps:
-            self.write_record({"step": state.global_step, "epoch": round(state.epoch, 4), **self.accumulator.flush()})
+            self.write_record(
+                {"step": state.global_step, "epoch": round(state.epoch, 4), **self.accumulator.flush()}
+            )
         for callback in self.callbacks:
             callback(state, {"step": state.global_step, "loss": step_loss})
-        self._progress.update(self._task, completed=state.global_step,
-                              info=f"loss {step_loss:+.4f}{_last_reward_text(state.log_history)}")
-        if config.save_steps and (state.global_step % config.save_steps == 0 or state.global_step == state.max_steps):
+        self._progress.update(
+            self._task,
+            completed=state.global_step,
+            info=f"loss {step_loss:+.4f}{_last_reward_text(state.log_history)}",
+        )
+        if config.save_steps and (
+            state.global_step % config.save_steps == 0 or state.global_step == state.max_steps
+        ):
             self.checkpoint = self._save()
 
     def _take_snapshot(self, rollout: dict[str, Any] | None) -> None:
         """Everything that moves during a step besides weights/optimizer/scheduler (which only change at its
         end), taken when a step has finished: a Ctrl-C in the middle of the next step saves this."""
-        self._snapshot = {"rng": capture_rng_state(), "rollout": rollout, "prompts_seen": self.state.prompts_seen,
-                          "epoch": self.state.epoch, "num_input_tokens_seen": self.state.num_input_tokens_seen}
+        self._snapshot = {
+            "rng": capture_rng_state(),
+            "rollout": rollout,
+            "prompts_seen": self.state.prompts_seen,
+            "epoch": self.state.epoch,
+            "num_input_tokens_seen": self.state.num_input_tokens_seen,
+        }
 
     def _save(self) -> Path:
         state, config, snapshot = self.state, self.config, self._snapshot
         # Mid-block of a reused generation batch, the batch itself is part of the state to continue exactly.
         pending = snapshot["rollout"] if state.global_step % config.num_iterations != 0 else None
         trainer_state = {
-            "global_step": state.global_step, "max_steps": state.max_steps, "epoch": snapshot["epoch"],
-            "prompts_seen": snapshot["prompts_seen"], "num_input_tokens_seen": snapshot["num_input_tokens_seen"],
-            "log_history": state.log_history, "config": {f.name: getattr(config, f.name) for f in fields(config)},
+            "global_step": state.global_step,
+            "max_steps": state.max_steps,
+            "epoch": snapshot["epoch"],
+            "prompts_seen": snapshot["prompts_seen"],
+            "num_input_tokens_seen": snapshot["num_input_tokens_seen"],
+            "log_history": state.log_history,
+            "config": {f.name: getattr(config, f.name) for f in fields(config)},
         }
-        path = save_checkpoint(self.output_dir / f"checkpoint-{state.global_step}", model=self.model,
-                               tokenizer=self.tokenizer, optimizer=self.optimizer, scheduler=self.scheduler,
-                               trainer_state=trainer_state, rng_state=snapshot["rng"], rollout=pending,
-                               config=self.run_config)
+        path = save_checkpoint(
+            self.output_dir / f"checkpoint-{state.global_step}",
+            model=self.model,
+            tokenizer=self.tokenizer,
+            optimizer=self.optimizer,
+            scheduler=self.scheduler,
+            trainer_state=trainer_state,
+            rng_state=snapshot["rng"],
+            rollout=pending,
+            config=self.run_config,
+        )
         rotate_checkpoints(self.output_dir, config.save_total_limit)
         return path
 
@@ -284,14 +367,20 @@ class RunContext:
 
     def __enter__(self):  # returns self
         if check_report_to(self.config.report_to):
-            self.reporters.append(make_reporter(self.config.report_to, output_dir=self.output_dir,
-                                                config=jsonable_config(self.config)))
+            self.reporters.append(
+                make_reporter(
+                    self.config.report_to, output_dir=self.output_dir, config=jsonable_config(self.config)
+                )
+            )
         terminal = stream_is_terminal()
-        self._plain = None if terminal or self.config.disable_tqdm else PlainProgress(start_step=self.state.global_step)
+        self._plain = (
+            None if terminal or self.config.disable_tqdm else PlainProgress(start_step=self.state.global_step)
+        )
         self._progress = _progress_bar(self.config.disable_tqdm or not terminal)
         self._progress.__enter__()
-        self._task = self._progress.add_task("GRPO", total=self.state.max_steps, completed=self.state.global_step,
-                                             info="")
+        self._task = self._progress.add_task(
+            "GRPO", total=self.state.max_steps, completed=self.state.global_step, info=""
+        )
         self._step_start = time.perf_counter()
         return self
 
@@ -306,8 +395,10 @@ class RunContext:
         self.optimizer.zero_grad(set_to_none=True)
         if self.state.global_step > 0:
             self.checkpoint = self._save()
-            print(f"Interrupted after step {self.state.global_step}; checkpoint saved to {self.checkpoint}. "
-                  "Resume with resume_from_checkpoint=True (CLI: --resume).")
+            print(
+                f"Interrupted after step {self.state.global_step}; checkpoint saved to {self.checkpoint}. "
+                "Resume with resume_from_checkpoint=True (CLI: --resume)."
+            )
         else:
             print("Interrupted before the first optimizer step finished; nothing to save.")
         return True
@@ -318,10 +409,18 @@ class RunContext:
             from grpo_kit.plots import plot_reward_curve
 
             png = plot_reward_curve(self.state.log_history, self.output_dir / "reward_curve.png")
-        return RunResult(output_dir=self.output_dir, global_step=self.state.global_step,
-                         log_history=self.state.log_history, metrics_path=self.writer.path, reward_curve_path=png,
-                         checkpoint=self.checkpoint, interrupted=self.interrupted, step_losses=self.step_losses,
-                         model=self.model, tokenizer=self.tokenizer)
+        return RunResult(
+            output_dir=self.output_dir,
+            global_step=self.state.global_step,
+            log_history=self.state.log_history,
+            metrics_path=self.writer.path,
+            reward_curve_path=png,
+            checkpoint=self.checkpoint,
+            interrupted=self.interrupted,
+            step_losses=self.step_losses,
+            model=self.model,
+            tokenizer=self.tokenizer,
+        )
 
 
 def _saved_text(checkpoint: Path | None) -> str:
@@ -337,12 +436,16 @@ def _checkpoint_to_resume(config) -> Path | None:
     if target is True:
         found = latest_checkpoint(config.output_dir)
         if found is None:
-            raise FileNotFoundError(f"resume_from_checkpoint=True but {config.output_dir} has no checkpoint-<step> "
-                                    "folder; run without resuming first, or pass a checkpoint path.")
+            raise FileNotFoundError(
+                f"resume_from_checkpoint=True but {config.output_dir} has no checkpoint-<step> "
+                "folder; run without resuming first, or pass a checkpoint path."
+            )
         return found
     path = Path(target)
     if not path.is_dir():
-        raise FileNotFoundError(f"resume_from_checkpoint={target!r} is not a folder; pass a checkpoint-<step> path.")
+        raise FileNotFoundError(
+            f"resume_from_checkpoint={target!r} is not a folder; pass a checkpoint-<step> path."
+        )
     return path
 
 
@@ -356,8 +459,15 @@ def _progress_bar(disable: bool):
         TimeRemainingColumn,
     )
 
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    TimeRemainingColumn(), TextColumn("{task.fields[info]}"), disable=disable)
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[info]}"),
+        disable=disable,
+    )
 
 
 def _last_reward_text(log_history) -> str:

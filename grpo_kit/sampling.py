@@ -82,8 +82,14 @@ def merged_lora(model: torch.nn.Module) -> Iterator[bool]:
             base.weight = original
 
 
-def warp_logits(logits: torch.Tensor, *, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
-                min_p: float | None = None) -> torch.Tensor:
+def warp_logits(
+    logits: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    min_p: float | None = None,
+) -> torch.Tensor:
     """``(B, V)`` logits -> ``(B, V)`` logits with filtered tokens at ``-inf`` (transformers' warpers)."""
     if temperature != 1.0:
         logits = logits / temperature
@@ -139,8 +145,14 @@ def sample_completions(
     cache = DynamicCache(config=getattr(model, "config", None))
     position_ids = (prompt_mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, P) left padding starts at 0
     # Prefill each distinct prompt once; keep only the logits of its last position.
-    logits = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=position_ids,
-                   past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1, :]  # (B, V)
+    logits = model(
+        input_ids=prompt_ids,
+        attention_mask=prompt_mask,
+        position_ids=position_ids,
+        past_key_values=cache,
+        use_cache=True,
+        logits_to_keep=1,
+    ).logits[:, -1, :]  # (B, V)
     cache.batch_repeat_interleave(G)  # (B*G) rows now share each prompt's keys/values
     logits = logits.repeat_interleave(G, dim=0)  # (N, V)
     attention_mask = prompt_mask.repeat_interleave(G, dim=0)  # (N, P)
@@ -155,7 +167,9 @@ def sample_completions(
             from transformers import RepetitionPenaltyLogitsProcessor
 
             logits = RepetitionPenaltyLogitsProcessor(repetition_penalty)(history, logits.float())
-        token = sample_next_token(logits, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p)  # (N,)
+        token = sample_next_token(
+            logits, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p
+        )  # (N,)
         token = token.masked_fill(finished, pad_token_id)  # rows that already ended only pad
         tokens.append(token)
         finished |= torch.isin(token, eos)
@@ -163,9 +177,16 @@ def sample_completions(
             break
         if history is not None:
             history = torch.cat([history, token[:, None]], dim=1)
-        attention_mask = torch.cat([attention_mask, attention_mask.new_ones(attention_mask.size(0), 1)], dim=1)
-        logits = model(input_ids=token[:, None], attention_mask=attention_mask, position_ids=next_position,
-                       past_key_values=cache, use_cache=True).logits[:, -1, :]  # (N, V)
+        attention_mask = torch.cat(
+            [attention_mask, attention_mask.new_ones(attention_mask.size(0), 1)], dim=1
+        )
+        logits = model(
+            input_ids=token[:, None],
+            attention_mask=attention_mask,
+            position_ids=next_position,
+            past_key_values=cache,
+            use_cache=True,
+        ).logits[:, -1, :]  # (N, V)
         next_position = next_position + 1
     return torch.stack(tokens, dim=1)  # (N, T)
 
@@ -186,7 +207,9 @@ def mask_after_eos(completion_ids, eos_token_ids, pad_token_id):
     # The completion is every token up to and including the first EOS; what follows is padding.
     is_eos = torch.isin(completion_ids, torch.tensor(eos_token_ids, device=completion_ids.device))  # (N, T)
     has_eos = is_eos.any(dim=1)  # (N,)
-    eos_idx = torch.where(has_eos, is_eos.int().argmax(dim=1), torch.full_like(has_eos, is_eos.size(1), dtype=torch.long))
+    eos_idx = torch.where(
+        has_eos, is_eos.int().argmax(dim=1), torch.full_like(has_eos, is_eos.size(1), dtype=torch.long)
+    )
     positions = torch.arange(is_eos.size(1), device=completion_ids.device).expand_as(completion_ids)  # (N, T)
     completion_mask = (positions <= eos_idx.unsqueeze(1)).long()  # (N, T)
     lengths = completion_mask.sum(1)  # (N,)

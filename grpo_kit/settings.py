@@ -88,10 +88,14 @@ RETIRED_TRAINING_FIELDS: dict[str, str] = {
 }
 
 # TRL 1.15's warnings (GRPOTrainer.__init__), word for word, so a reader can search for them.
-TRL_LUSPO_ADVICE = ("When using `'luspo'` loss, `importance_sampling_level` should be set to `'sequence'` to mirror "
-                    "the paper's setup.")
-TRL_VESPO_ADVICE = ("VESPO computes sequence-level importance weights internally. `importance_sampling_level` "
-                    "should be set to `'token'` (the default).")
+TRL_LUSPO_ADVICE = (
+    "When using `'luspo'` loss, `importance_sampling_level` should be set to `'sequence'` to mirror "
+    "the paper's setup."
+)
+TRL_VESPO_ADVICE = (
+    "VESPO computes sequence-level importance weights internally. `importance_sampling_level` "
+    "should be set to `'token'` (the default)."
+)
 
 
 # --- group and batch ------------------------------------------------------------------------------
@@ -120,8 +124,10 @@ def check_whole_groups(
     the trainer, for the per-process split)."""
     per_device = per_device_train_batch_size
     if generation_batch_size is not None and steps_per_generation is not None:
-        raise ValueError("set either generation_batch_size or steps_per_generation, not both "
-                         "(one is derived from the other).")
+        raise ValueError(
+            "set either generation_batch_size or steps_per_generation, not both "
+            "(one is derived from the other)."
+        )
     global_batch = per_device * world_size
     if generation_batch_size is not None:
         if generation_batch_size % global_batch:
@@ -136,8 +142,10 @@ def check_whole_groups(
         steps = steps_per_generation or gradient_accumulation_steps
         name = "steps_per_generation" if steps_per_generation else "gradient_accumulation_steps"
         generation_batch_size = global_batch * steps
-        formula = (f"per_device_train_batch_size ({per_device}) × world size ({world_size}) × {name} ({steps}) "
-                   f"= {generation_batch_size}")
+        formula = (
+            f"per_device_train_batch_size ({per_device}) × world size ({world_size}) × {name} ({steps}) "
+            f"= {generation_batch_size}"
+        )
     if generation_batch_size % num_generations:
         import math
 
@@ -174,7 +182,9 @@ def check_multi_objective_aggregation(multi_objective_aggregation: str) -> str:
 def check_non_negative(*, beta: float = 0.0, epsilon: float = 0.2, epsilon_high: float | None = None) -> None:
     """β and the clip ranges are magnitudes."""
     if beta < 0:
-        raise ValueError(f"beta={beta} is negative; the KL coefficient must be >= 0 (0 disables the KL term).")
+        raise ValueError(
+            f"beta={beta} is negative; the KL coefficient must be >= 0 (0 disables the KL term)."
+        )
     if epsilon < 0 or (epsilon_high is not None and epsilon_high < 0):
         raise ValueError(f"epsilon={epsilon} and epsilon_high={epsilon_high} must be >= 0.")
 
@@ -258,18 +268,27 @@ def check_grpo_settings(values: Mapping[str, Any], *, world_size: int = 1) -> No
     s = {**GRPO_DEFAULTS, **{k: v for k, v in values.items() if k in GRPO_DEFAULTS}}
     check_num_generations(s["num_generations"])
     check_whole_groups(
-        num_generations=s["num_generations"], per_device_train_batch_size=s["per_device_train_batch_size"],
-        gradient_accumulation_steps=s["gradient_accumulation_steps"], world_size=world_size,
-        generation_batch_size=s["generation_batch_size"], steps_per_generation=s["steps_per_generation"],
+        num_generations=s["num_generations"],
+        per_device_train_batch_size=s["per_device_train_batch_size"],
+        gradient_accumulation_steps=s["gradient_accumulation_steps"],
+        world_size=world_size,
+        generation_batch_size=s["generation_batch_size"],
+        steps_per_generation=s["steps_per_generation"],
     )
     check_scale_rewards(s["scale_rewards"])
     check_multi_objective_aggregation(s["multi_objective_aggregation"])
     max_completion_length = s["max_completion_length"]
     if max_completion_length is not None and max_completion_length < 1:
-        raise ValueError(f"max_completion_length={max_completion_length} must be a positive number of tokens.")
+        raise ValueError(
+            f"max_completion_length={max_completion_length} must be a positive number of tokens."
+        )
     check_loss_call(
-        loss_type=s["loss_type"], importance_sampling_level=s["importance_sampling_level"], beta=s["beta"],
-        epsilon=s["epsilon"], epsilon_high=s["epsilon_high"], delta=s["delta"],
+        loss_type=s["loss_type"],
+        importance_sampling_level=s["importance_sampling_level"],
+        beta=s["beta"],
+        epsilon=s["epsilon"],
+        epsilon_high=s["epsilon_high"],
+        delta=s["delta"],
         max_completion_length=max_completion_length,
     )
     check_cispo_cap(s["loss_type"], s["epsilon"], s["epsilon_high"])
@@ -297,13 +316,17 @@ def check_training_fields(training: Mapping[str, Any], *, where: str = "training
     valid = grpo_config_field_names() | LOOP_ONLY_FIELDS
     for key in training:
         if key in RETIRED_TRAINING_FIELDS and key not in valid:
-            raise ValueError(f"{where}: {key!r} is not accepted by the installed TRL/transformers: "
-                             f"{RETIRED_TRAINING_FIELDS[key]}")
+            raise ValueError(
+                f"{where}: {key!r} is not accepted by the installed TRL/transformers: "
+                f"{RETIRED_TRAINING_FIELDS[key]}"
+            )
         if key not in valid:
             close = difflib.get_close_matches(key, sorted(valid), n=3)
             hint = f" Did you mean {', '.join(close)}?" if close else ""
-            raise ValueError(f"{where}: {key!r} is not a GRPOConfig field.{hint} "
-                             "See `python -c \"from trl import GRPOConfig; help(GRPOConfig)\"` for the list.")
+            raise ValueError(
+                f"{where}: {key!r} is not a GRPOConfig field.{hint} "
+                'See `python -c "from trl import GRPOConfig; help(GRPOConfig)"` for the list.'
+            )
 
 
 def _needs_bitsandbytes(optim: Any) -> bool:
@@ -311,8 +334,13 @@ def _needs_bitsandbytes(optim: Any) -> bool:
     return "8bit" in name or "paged" in name or name.startswith(("lion_", "ademamix"))
 
 
-def check_precision(training: Mapping[str, Any], precision: Any, *, quantization: str | None = None,
-                    recipe_name: str = "this recipe") -> None:
+def check_precision(
+    training: Mapping[str, Any],
+    precision: Any,
+    *,
+    quantization: str | None = None,
+    recipe_name: str = "this recipe",
+) -> None:
     """What the hardware (``grpo_kit.hardware.Precision``) can run: bf16/fp16, QLoRA, 8-bit optimizers, vLLM."""
     on_cuda = precision.device == "cuda"
     if quantization is not None and not on_cuda:
@@ -322,15 +350,21 @@ def check_precision(training: Mapping[str, Any], precision: Any, *, quantization
             + (" or use the CPU-sized recipe 'gsm8k-cpu'." if recipe_name == "gsm8k-unsloth" else ".")
         )
     if quantization is not None and importlib.util.find_spec("bitsandbytes") is None:
-        raise ImportError("QLoRA needs bitsandbytes: `pip install 'grpo-kit[unsloth]'` (bitsandbytes==0.50.2).")
+        raise ImportError(
+            "QLoRA needs bitsandbytes: `pip install 'grpo-kit[unsloth]'` (bitsandbytes==0.50.2)."
+        )
     optim = training.get("optim")
     if optim is not None and _needs_bitsandbytes(optim):
         if not on_cuda:
-            raise RuntimeError(f"optim={optim!r} is a bitsandbytes optimizer and needs a CUDA GPU; on CPU set "
-                               "optim='adamw_torch'.")
+            raise RuntimeError(
+                f"optim={optim!r} is a bitsandbytes optimizer and needs a CUDA GPU; on CPU set "
+                "optim='adamw_torch'."
+            )
         if importlib.util.find_spec("bitsandbytes") is None:
-            raise ImportError(f"optim={optim!r} needs bitsandbytes: `pip install bitsandbytes==0.50.2`, "
-                              "or set optim='adamw_torch'.")
+            raise ImportError(
+                f"optim={optim!r} needs bitsandbytes: `pip install bitsandbytes==0.50.2`, "
+                "or set optim='adamw_torch'."
+            )
     if training.get("bf16") and on_cuda and not precision.bf16:
         raise ValueError(f"bf16=True on this GPU emulates bf16 ({precision.reason}) Set fp16=True instead.")
     if training.get("bf16") and precision.device == "cpu":
@@ -340,27 +374,41 @@ def check_precision(training: Mapping[str, Any], precision: Any, *, quantization
     if training.get("use_vllm"):
         mode = training.get("vllm_mode", "colocate")
         if mode not in VLLM_MODES:
-            raise ValueError(f"vllm_mode={mode!r}: use 'colocate' (vLLM inside each training process) or 'server' "
-                             "(a separate `trl vllm-serve` process).")
+            raise ValueError(
+                f"vllm_mode={mode!r}: use 'colocate' (vLLM inside each training process) or 'server' "
+                "(a separate `trl vllm-serve` process)."
+            )
         if not on_cuda:
-            raise RuntimeError("use_vllm needs a CUDA GPU (vLLM does not run on CPU); drop vllm_mode to generate "
-                               "with transformers.")
+            raise RuntimeError(
+                "use_vllm needs a CUDA GPU (vLLM does not run on CPU); drop vllm_mode to generate "
+                "with transformers."
+            )
         if importlib.util.find_spec("vllm") is None:
-            raise ImportError("use_vllm needs vLLM: `pip install 'grpo-kit[unsloth]'` (it pins a vllm that matches "
-                              "torch 2.13.0).")
+            raise ImportError(
+                "use_vllm needs vLLM: `pip install 'grpo-kit[unsloth]'` (it pins a vllm that matches "
+                "torch 2.13.0)."
+            )
         utilization = training.get("vllm_gpu_memory_utilization")
         if utilization is not None and not 0 < utilization <= 1:
-            raise ValueError(f"vllm_gpu_memory_utilization={utilization} must be in (0, 1]; 0.3 is TRL's default.")
-    if (training.get("loss_type") == "vespo" and training.get("use_vllm")
-            and training.get("vllm_importance_sampling_correction", True)
-            and training.get("vllm_importance_sampling_mode", "sequence_mask") not in ("token_truncate", "token_mask")):
+            raise ValueError(
+                f"vllm_gpu_memory_utilization={utilization} must be in (0, 1]; 0.3 is TRL's default."
+            )
+    if (
+        training.get("loss_type") == "vespo"
+        and training.get("use_vllm")
+        and training.get("vllm_importance_sampling_correction", True)
+        and training.get("vllm_importance_sampling_mode", "sequence_mask")
+        not in ("token_truncate", "token_mask")
+    ):
         raise ValueError(
             "loss_type='vespo' with vLLM importance-sampling correction needs vllm_importance_sampling_mode="
             f"'token_truncate' or 'token_mask' (it is {training.get('vllm_importance_sampling_mode')!r})."
         )
 
 
-def check_reward_funcs(funcs: Callable | Sequence[Callable], *, where: str = "reward_funcs") -> list[Callable]:
+def check_reward_funcs(
+    funcs: Callable | Sequence[Callable], *, where: str = "reward_funcs"
+) -> list[Callable]:
     """The reward functions as a list; refuses uncalled factories, non-callables, missing ``**kwargs``
     (``rewards.check_reward_funcs``, the one implementation)."""
     from rewards import check_reward_funcs as check

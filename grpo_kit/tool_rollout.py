@@ -63,8 +63,11 @@ def completion_text(messages: Sequence[dict[str, Any]]) -> str:
         for call in message.get("tool_calls") or []:
             function = call.get("function", call)
             arguments = function.get("arguments")
-            lines.append(render_call(function.get("name", "?"), **arguments) if isinstance(arguments, dict)
-                         else f"CALL {function.get('name', '?')}({arguments or ''})")
+            lines.append(
+                render_call(function.get("name", "?"), **arguments)
+                if isinstance(arguments, dict)
+                else f"CALL {function.get('name', '?')}({arguments or ''})"
+            )
     return "\n".join(lines)
 
 
@@ -73,18 +76,31 @@ def _parse_turn(tokenizer, prompt: list[dict[str, Any]], completion: GeneratedCo
 
     from datasets_prep.chat import prompt_to_text
 
-    prefix = tokenizer(prompt_to_text(prompt, tokenizer, tools=tools_list), add_special_tokens=False)["input_ids"]
+    prefix = tokenizer(prompt_to_text(prompt, tokenizer, tools=tools_list), add_special_tokens=False)[
+        "input_ids"
+    ]
     message = parse_response(tokenizer, list(completion.ids), prefix=prefix)
     message.setdefault("role", "assistant")
     message.setdefault("content", "")
     return message
 
 
-def generate_with_tools(model, tokenizer, prompts: Sequence[list[dict[str, Any]]], *, tools: Sequence[Callable],
-                        max_tool_calling_iterations: int | None = 1, num_generations: int = 1,
-                        max_new_tokens: int = 48, temperature: float = 1.0, greedy: bool = False, seed: int = 0,
-                        batch_size: int = 8, chat_template_kwargs: dict | None = None,
-                        **generate_kwargs: Any) -> list[list[GeneratedCompletion]]:
+def generate_with_tools(
+    model,
+    tokenizer,
+    prompts: Sequence[list[dict[str, Any]]],
+    *,
+    tools: Sequence[Callable],
+    max_tool_calling_iterations: int | None = 1,
+    num_generations: int = 1,
+    max_new_tokens: int = 48,
+    temperature: float = 1.0,
+    greedy: bool = False,
+    seed: int = 0,
+    batch_size: int = 8,
+    chat_template_kwargs: dict | None = None,
+    **generate_kwargs: Any,
+) -> list[list[GeneratedCompletion]]:
     """``num_generations`` multi-turn completions per conversational prompt (same signature and return shape
     as :func:`grpo_kit.evaluate.generate`; each completion carries its ``messages``).
 
@@ -98,8 +114,14 @@ def generate_with_tools(model, tokenizer, prompts: Sequence[list[dict[str, Any]]
     tools_list = list(tools)
     by_name = {tool.__name__: tool for tool in tools_list}
     template_kwargs = {**(chat_template_kwargs or {}), "tools": tools_list}
-    decode = dict(max_new_tokens=max_new_tokens, temperature=temperature, greedy=greedy, batch_size=batch_size,
-                  chat_template_kwargs=template_kwargs, **generate_kwargs)
+    decode = dict(
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        greedy=greedy,
+        batch_size=batch_size,
+        chat_template_kwargs=template_kwargs,
+        **generate_kwargs,
+    )
 
     conversations = [list(p) for p in prompts for _ in range(num_generations)]  # (N * G) rollouts
     turns: list[list[dict[str, Any]]] = [[] for _ in conversations]
@@ -121,14 +143,23 @@ def generate_with_tools(model, tokenizer, prompts: Sequence[list[dict[str, Any]]
             turns[i].extend(new)
         if not waiting:
             break
-        answers = generate(model, tokenizer, [conversations[i] for i in waiting], num_generations=1,
-                           seed=seed + turn + 1, **decode)
+        answers = generate(
+            model,
+            tokenizer,
+            [conversations[i] for i in waiting],
+            num_generations=1,
+            seed=seed + turn + 1,
+            **decode,
+        )
         pending = [(i, group[0]) for i, group in zip(waiting, answers)]
-    flat = [GeneratedCompletion(completion_text(m), n, e, [], m) for m, n, e in zip(turns, token_counts, ended)]
-    return [flat[j:j + num_generations] for j in range(0, len(flat), num_generations)]
+    flat = [
+        GeneratedCompletion(completion_text(m), n, e, [], m) for m, n, e in zip(turns, token_counts, ended)
+    ]
+    return [flat[j : j + num_generations] for j in range(0, len(flat), num_generations)]
 
 
 def tool_generate(tools: Sequence[Callable], *, max_tool_calling_iterations: int | None = 1) -> Callable:
     """:func:`generate_with_tools` with the tools bound: pass it as ``evaluate(..., generate_fn=...)``."""
-    return functools.partial(generate_with_tools, tools=list(tools),
-                             max_tool_calling_iterations=max_tool_calling_iterations)
+    return functools.partial(
+        generate_with_tools, tools=list(tools), max_tool_calling_iterations=max_tool_calling_iterations
+    )

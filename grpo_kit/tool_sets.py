@@ -24,7 +24,14 @@ from grpo_kit.tool_template import (
     enable_tool_calling,
 )
 
-__all__ = ["TOOL_SETS", "TOOL_TEMPLATES", "check_tool_names", "check_tool_setup", "prepare_tool_tokenizer", "resolve_tools"]
+__all__ = [
+    "TOOL_SETS",
+    "TOOL_TEMPLATES",
+    "check_tool_names",
+    "check_tool_setup",
+    "prepare_tool_tokenizer",
+    "resolve_tools",
+]
 
 #: Tool-set name -> "module:attribute" of a list of tool functions (imported only when used).
 TOOL_SETS: dict[str, str] = {"calculator": "datasets_prep.tool_tasks:CALCULATOR_TOOLS"}

@@ -54,8 +54,12 @@ class ModelBackend:
 
     name: str  # "TRL" | "Unsloth": shown in the reward curve's title
     precision: Callable[[], Precision]  # the precision to train in
-    check: Callable[[Recipe, dict[str, Any], Precision], None]  # path-only checks; may import/patch; no weights
-    load: Callable[[Recipe, Precision, Any], tuple[Any, Any]]  # (recipe, precision, GRPOConfig) -> (model, tok)
+    check: Callable[
+        [Recipe, dict[str, Any], Precision], None
+    ]  # path-only checks; may import/patch; no weights
+    load: Callable[
+        [Recipe, Precision, Any], tuple[Any, Any]
+    ]  # (recipe, precision, GRPOConfig) -> (model, tok)
     peft_config: Callable[[Recipe, Any], Any]  # LoRA for GRPOTrainer(peft_config=...), or None
 
 
@@ -121,8 +125,14 @@ def build_trainer(
     recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
     precision = backend.precision()
     output_dir = Path(output_dir or Path("outputs") / recipe.name)
-    training = grpo_config_kwargs(recipe, output_dir=output_dir, max_steps=max_steps, report_to=report_to,
-                                  precision=precision, **overrides)
+    training = grpo_config_kwargs(
+        recipe,
+        output_dir=output_dir,
+        max_steps=max_steps,
+        report_to=report_to,
+        precision=precision,
+        **overrides,
+    )
     if reward_funcs is not None:
         reward_funcs = check_reward_funcs(reward_funcs)
         if len(reward_funcs) != len(recipe.rewards):
@@ -130,8 +140,9 @@ def build_trainer(
             training["reward_weights"] = overrides.get("reward_weights", [1.0] * len(reward_funcs))
     check_training(training, world_size=world_size())
     # Tools, max_tool_calling_iterations and a given tokenizer's template are checked before any weights load.
-    trainer_kwargs = check_tool_setup(recipe.tools, recipe.tool_template, training, trainer_kwargs or {},
-                                      tokenizer)
+    trainer_kwargs = check_tool_setup(
+        recipe.tools, recipe.tool_template, training, trainer_kwargs or {}, tokenizer
+    )
     backend.check(recipe, training, precision)
     from trl import GRPOConfig, GRPOTrainer
 
@@ -168,7 +179,9 @@ def use_plain_progress_bar(trainer) -> None:
     (``is_in_notebook``), even in a plain script or test process; that widget draws nothing in marimo
     and crashes in ``on_train_end`` after an interrupted run (Ctrl-C → checkpoint). tqdm works everywhere.
     """
-    notebook_bars = [cb for cb in trainer.callback_handler.callbacks if type(cb).__name__ == "NotebookProgressCallback"]
+    notebook_bars = [
+        cb for cb in trainer.callback_handler.callbacks if type(cb).__name__ == "NotebookProgressCallback"
+    ]
     if not notebook_bars:
         return
     from transformers.trainer_callback import ProgressCallback
@@ -196,7 +209,9 @@ def resume_point(output_dir: Path, resume_from_checkpoint) -> tuple[Path | None,
     if resume is True:
         resume = last_checkpoint(output_dir)
         if resume is None:
-            raise FileNotFoundError(f"resume_from_checkpoint=True but {output_dir} has no checkpoint-N folder.")
+            raise FileNotFoundError(
+                f"resume_from_checkpoint=True but {output_dir} has no checkpoint-N folder."
+            )
     if not resume:
         return None, None
     state_file = Path(resume) / "trainer_state.json"
@@ -205,8 +220,15 @@ def resume_point(output_dir: Path, resume_from_checkpoint) -> tuple[Path | None,
     return Path(resume), json.loads(state_file.read_text())["global_step"]
 
 
-def run_trainer(trainer, *, output_dir: Path, resume: Path | None = None, keep_up_to_step: int | None = None,
-                title: str = "TRL", plot: bool = True) -> RunResult:
+def run_trainer(
+    trainer,
+    *,
+    output_dir: Path,
+    resume: Path | None = None,
+    keep_up_to_step: int | None = None,
+    title: str = "TRL",
+    plot: bool = True,
+) -> RunResult:
     """``trainer.train()`` with metrics.jsonl, a clean Ctrl-C (checkpoint, then stop) and the reward curve
     (``title``: e.g. "smoltldr-length-small (TRL)")."""
     output_dir = Path(output_dir)
@@ -224,14 +246,21 @@ def run_trainer(trainer, *, output_dir: Path, resume: Path | None = None, keep_u
     if plot and trainer.is_world_process_zero() and any(r.get("reward") is not None for r in log_history):
         from grpo_kit.plots import plot_reward_curve
 
-        curve = plot_reward_curve(log_history, output_dir / "reward_curve.png",
-                                  title=f"GRPO reward — {title}")
+        curve = plot_reward_curve(
+            log_history, output_dir / "reward_curve.png", title=f"GRPO reward — {title}"
+        )
     return RunResult(
-        output_dir=output_dir, global_step=trainer.state.global_step, log_history=log_history,
-        metrics_path=metrics_path, reward_curve_path=curve, checkpoint=last_checkpoint(output_dir),
+        output_dir=output_dir,
+        global_step=trainer.state.global_step,
+        log_history=log_history,
+        metrics_path=metrics_path,
+        reward_curve_path=curve,
+        checkpoint=last_checkpoint(output_dir),
         interrupted=interrupt_callback.stopped,
         step_losses={r["step"]: r["loss"] for r in log_history if "loss" in r and "step" in r},
-        trainer=trainer, model=trainer.model, tokenizer=trainer.processing_class,
+        trainer=trainer,
+        model=trainer.model,
+        tokenizer=trainer.processing_class,
     )
 
 
@@ -276,7 +305,9 @@ def _make_callbacks(metrics_path: Path, keep_up_to_step: int | None):
                 self.uninstall()
                 raise KeyboardInterrupt
             self.requested = True
-            print("\nCtrl-C: finishing this step and saving a checkpoint (Ctrl-C again to abort)…", flush=True)
+            print(
+                "\nCtrl-C: finishing this step and saving a checkpoint (Ctrl-C again to abort)…", flush=True
+            )
 
         def _any_rank_requested(self) -> bool:
             # Under torchrun every rank must stop at the same step, or the others wait forever in a collective.

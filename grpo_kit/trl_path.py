@@ -64,23 +64,35 @@ def resolve_training(
     overrides: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``trainer_builder.grpo_config_kwargs`` plus the vLLM arguments (``vllm_mode`` turns ``use_vllm`` on)."""
-    settings = {"output_dir": output_dir, "max_steps": max_steps, "report_to": report_to,
-                **_vllm_overrides(vllm_mode, vllm_server_host, vllm_server_port, vllm_gpu_memory_utilization),
-                **dict(overrides or {})}  # overrides win, as GRPOConfig names
+    settings = {
+        "output_dir": output_dir,
+        "max_steps": max_steps,
+        "report_to": report_to,
+        **_vllm_overrides(vllm_mode, vllm_server_host, vllm_server_port, vllm_gpu_memory_utilization),
+        **dict(overrides or {}),
+    }  # overrides win, as GRPOConfig names
     return grpo_config_kwargs(recipe, precision=precision or detect_precision(), **settings)
 
 
 def _vllm_overrides(mode, host, port, utilization) -> dict[str, Any]:
     values = {"use_vllm": True, "vllm_mode": mode} if mode is not None else {}
-    for key, value in (("vllm_server_host", host), ("vllm_server_port", port),
-                       ("vllm_gpu_memory_utilization", utilization)):
+    for key, value in (
+        ("vllm_server_host", host),
+        ("vllm_server_port", port),
+        ("vllm_gpu_memory_utilization", utilization),
+    ):
         if value is not None:
             values[key] = value
     return values
 
 
-def check_settings(recipe: Recipe, training: Mapping[str, Any], *, world_size: int | None = None,
-                   precision: Precision | None = None) -> None:
+def check_settings(
+    recipe: Recipe,
+    training: Mapping[str, Any],
+    *,
+    world_size: int | None = None,
+    precision: Precision | None = None,
+) -> None:
     """Every check that can run before the model loads (``grpo_kit.settings``). Raises ValueError/ImportError/
     RuntimeError whose message names the fix."""
     from grpo_kit import trainer_builder
@@ -107,12 +119,16 @@ def _quantization_config(recipe: Recipe, precision: Precision):
     if recipe.quantization == "8bit":
         return BitsAndBytesConfig(load_in_8bit=True)
     return BitsAndBytesConfig(
-        load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+        load_in_4bit=True,
+        bnb_4bit_quant_type="nf4",
+        bnb_4bit_use_double_quant=True,
         bnb_4bit_compute_dtype=precision.torch_dtype,
     )
 
 
-def backend(*, model_loader: Callable[..., tuple[Any, Any]] | None = None, device: str | None = None) -> ModelBackend:
+def backend(
+    *, model_loader: Callable[..., tuple[Any, Any]] | None = None, device: str | None = None
+) -> ModelBackend:
     """The TRL path's model handling: ``model_loader(name, dtype=..., quantization=...)`` (default
     ``grpo_kit.models.load_model``), QLoRA preparation, LoRA via ``peft_config``; ``device="cpu"`` forces
     fp32 on CPU on a GPU machine."""
@@ -126,7 +142,9 @@ def backend(*, model_loader: Callable[..., tuple[Any, Any]] | None = None, devic
         if quantization is not None:
             from peft import prepare_model_for_kbit_training
 
-            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=args.gradient_checkpointing)
+            model = prepare_model_for_kbit_training(
+                model, use_gradient_checkpointing=args.gradient_checkpointing
+            )
         return model, tokenizer
 
     def peft_config(recipe: Recipe, model) -> Any:
@@ -135,8 +153,13 @@ def backend(*, model_loader: Callable[..., tuple[Any, Any]] | None = None, devic
         ensure_logprob_kernel()
         return recipe.lora.to_peft_config() if recipe.lora is not None and not is_peft_model(model) else None
 
-    return ModelBackend(name="TRL", precision=lambda: detect_precision(device), check=_check_hardware, load=load,
-                        peft_config=peft_config)
+    return ModelBackend(
+        name="TRL",
+        precision=lambda: detect_precision(device),
+        check=_check_hardware,
+        load=load,
+        peft_config=peft_config,
+    )
 
 
 # --- TRL on a machine without Triton ----------------------------------------------------------------
@@ -159,8 +182,17 @@ class TorchChunkedLogProb:
     """
 
     @staticmethod
-    def apply(hidden, weight, bias, targets, temperature, chunk_size, final_logit_softcapping=None,
-              logit_scale=1.0, outputs=("entropy",)):
+    def apply(
+        hidden,
+        weight,
+        bias,
+        targets,
+        temperature,
+        chunk_size,
+        final_logit_softcapping=None,
+        logit_scale=1.0,
+        outputs=("entropy",),
+    ):
         import torch
 
         logits = hidden.float() @ weight.float().t()  # (N, V)
@@ -235,8 +267,14 @@ def train(
     output_dir = Path(kwargs.pop("output_dir", None) or Path("outputs") / recipe.name)
     resume, keep_up_to_step = resume_point(output_dir, resume_from_checkpoint)  # before anything loads
     trainer = build_trainer(recipe, output_dir=output_dir, **kwargs)
-    result = run_trainer(trainer, output_dir=output_dir, resume=resume, keep_up_to_step=keep_up_to_step,
-                         title=f"{recipe.name} (TRL)", plot=plot)
+    result = run_trainer(
+        trainer,
+        output_dir=output_dir,
+        resume=resume,
+        keep_up_to_step=keep_up_to_step,
+        title=f"{recipe.name} (TRL)",
+        plot=plot,
+    )
     if save_final and not result.interrupted and trainer.is_world_process_zero():
         trainer.save_model(os.fspath(output_dir))
         if trainer.processing_class is not None:

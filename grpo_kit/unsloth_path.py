@@ -63,9 +63,11 @@ __all__ = [
     "train",
 ]
 
-CPU_FIX = ("Unsloth's fast path needs a CUDA GPU (its kernels are Triton/CUDA, generation uses vLLM). "
-           "On this machine train with `grpo-kit train --loop trl` (TRL GRPOTrainer, plain LoRA) "
-           "or `--loop standalone`; for the GSM8K course recipe on CPU use `--recipe gsm8k-cpu`.")
+CPU_FIX = (
+    "Unsloth's fast path needs a CUDA GPU (its kernels are Triton/CUDA, generation uses vLLM). "
+    "On this machine train with `grpo-kit train --loop trl` (TRL GRPOTrainer, plain LoRA) "
+    "or `--loop standalone`; for the GSM8K course recipe on CPU use `--recipe gsm8k-cpu`."
+)
 
 
 # --- the pure mapping (tested on CPU) ------------------------------------------------------------
@@ -74,8 +76,10 @@ CPU_FIX = ("Unsloth's fast path needs a CUDA GPU (its kernels are Triton/CUDA, g
 def from_pretrained_kwargs(recipe: Recipe, *, model_name: str | None = None) -> dict[str, Any]:
     """Keyword arguments for ``FastLanguageModel.from_pretrained``."""
     if recipe.lora is None:
-        raise ValueError(f"recipe {recipe.name!r} has lora=None; the Unsloth path trains a LoRA adapter. "
-                         "Give it lora={'r': 16} or use --loop trl for full fine-tuning.")
+        raise ValueError(
+            f"recipe {recipe.name!r} has lora=None; the Unsloth path trains a LoRA adapter. "
+            "Give it lora={'r': 16} or use --loop trl for full fine-tuning."
+        )
     return {
         "model_name": model_name or recipe.model,
         "max_seq_length": recipe.unsloth.max_seq_length,
@@ -94,7 +98,9 @@ def get_peft_model_kwargs(recipe: Recipe) -> dict[str, Any]:
         raise ValueError(f"recipe {recipe.name!r} has no LoRA settings; the Unsloth path needs lora=.")
     return {
         "r": lora.r,
-        "target_modules": lora.target_modules if isinstance(lora.target_modules, str) else list(lora.target_modules),
+        "target_modules": lora.target_modules
+        if isinstance(lora.target_modules, str)
+        else list(lora.target_modules),
         "lora_alpha": lora.lora_alpha,
         "lora_dropout": lora.lora_dropout,
         "use_gradient_checkpointing": recipe.unsloth.use_gradient_checkpointing,
@@ -102,14 +108,21 @@ def get_peft_model_kwargs(recipe: Recipe) -> dict[str, Any]:
     }
 
 
-def sampling_params_kwargs(recipe: Recipe | None = None, *, temperature: float = 0.8, top_p: float = 0.95,
-                           max_tokens: int | None = None) -> dict[str, Any]:
+def sampling_params_kwargs(
+    recipe: Recipe | None = None,
+    *,
+    temperature: float = 0.8,
+    top_p: float = 0.95,
+    max_tokens: int | None = None,
+) -> dict[str, Any]:
     """Keyword arguments for ``vllm.SamplingParams`` (the course's 0.8 / 0.95; max_tokens defaults to the
     recipe's max_completion_length, else 1024 as in the course)."""
     if max_tokens is None:
         max_tokens = (recipe.training.get("max_completion_length") if recipe is not None else None) or 1024
     if not temperature >= 0 or not 0 < top_p <= 1 or max_tokens < 1:
-        raise ValueError(f"temperature={temperature} must be >= 0, top_p={top_p} in (0, 1], max_tokens={max_tokens} >= 1.")
+        raise ValueError(
+            f"temperature={temperature} must be >= 0, top_p={top_p} in (0, 1], max_tokens={max_tokens} >= 1."
+        )
     return {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
 
 
@@ -123,10 +136,14 @@ def check_settings(recipe: Recipe, training: dict[str, Any]) -> None:
 
 def _check_unsloth(recipe: Recipe, training: dict[str, Any], precision: Precision | None = None) -> None:
     if recipe.lora is None:
-        raise ValueError(f"recipe {recipe.name!r} has lora=None; the Unsloth path trains a LoRA adapter "
-                         "(get_recipe(..., lora={'r': 16})), or use --loop trl for full fine-tuning.")
+        raise ValueError(
+            f"recipe {recipe.name!r} has lora=None; the Unsloth path trains a LoRA adapter "
+            "(get_recipe(..., lora={'r': 16})), or use --loop trl for full fine-tuning."
+        )
     if recipe.quantization not in (None, "4bit", "8bit"):
-        raise ValueError(f"quantization={recipe.quantization!r}: use '4bit' (QLoRA), '8bit' or None (16-bit LoRA).")
+        raise ValueError(
+            f"quantization={recipe.quantization!r}: use '4bit' (QLoRA), '8bit' or None (16-bit LoRA)."
+        )
     max_seq = recipe.unsloth.max_seq_length
     completion = training.get("max_completion_length", 256)
     if completion >= max_seq:
@@ -136,11 +153,15 @@ def _check_unsloth(recipe: Recipe, training: dict[str, Any], precision: Precisio
             "unsloth={'max_seq_length': ...}."
         )
     if not 0 < recipe.unsloth.gpu_memory_utilization < 1:
-        raise ValueError(f"gpu_memory_utilization={recipe.unsloth.gpu_memory_utilization} must be in (0, 1); "
-                         "the course uses 0.6 (lower it on out-of-memory).")
+        raise ValueError(
+            f"gpu_memory_utilization={recipe.unsloth.gpu_memory_utilization} must be in (0, 1); "
+            "the course uses 0.6 (lower it on out-of-memory)."
+        )
     if training.get("use_vllm") is False and recipe.unsloth.fast_inference:
-        raise ValueError("use_vllm=False contradicts fast_inference=True (Unsloth then generates with vLLM); "
-                         "set unsloth={'fast_inference': False} to generate with transformers instead.")
+        raise ValueError(
+            "use_vllm=False contradicts fast_inference=True (Unsloth then generates with vLLM); "
+            "set unsloth={'fast_inference': False} to generate with transformers instead."
+        )
 
 
 def require_cuda(*, need_vllm: bool = True) -> None:
@@ -150,8 +171,10 @@ def require_cuda(*, need_vllm: bool = True) -> None:
     wanted = ("unsloth", "vllm") if need_vllm else ("unsloth",)
     missing = [m for m in wanted if importlib.util.find_spec(m) is None]
     if missing:
-        raise ImportError(f"{' and '.join(missing)} not installed: `pip install torch==2.13.0 \".[unsloth]\"` "
-                          "(without -c constraints.txt; see pyproject.toml). " + CPU_FIX)
+        raise ImportError(
+            f'{" and ".join(missing)} not installed: `pip install torch==2.13.0 ".[unsloth]"` '
+            "(without -c constraints.txt; see pyproject.toml). " + CPU_FIX
+        )
 
 
 # --- the GPU part ----------------------------------------------------------------------------------
@@ -170,7 +193,9 @@ def load_model(recipe: Recipe | str, *, model_name: str | None = None) -> tuple[
     """``FastLanguageModel.from_pretrained`` + ``get_peft_model`` for the recipe -> (model, tokenizer)."""
     recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
     FastLanguageModel = _import_unsloth(need_vllm=recipe.unsloth.fast_inference)
-    model, tokenizer = FastLanguageModel.from_pretrained(**from_pretrained_kwargs(recipe, model_name=model_name))
+    model, tokenizer = FastLanguageModel.from_pretrained(
+        **from_pretrained_kwargs(recipe, model_name=model_name)
+    )
     import torch
 
     # The adapter's random init must come from the run's seed, not from whatever drew random numbers before
@@ -197,8 +222,9 @@ def backend(*, model_name: str | None = None) -> ModelBackend:
     def load(recipe: Recipe, precision: Precision, args) -> tuple[Any, Any]:
         return load_model(recipe, model_name=model_name)
 
-    return ModelBackend(name="Unsloth", precision=precision, check=check, load=load,
-                        peft_config=lambda recipe, model: None)
+    return ModelBackend(
+        name="Unsloth", precision=precision, check=check, load=load, peft_config=lambda recipe, model: None
+    )
 
 
 def build_trainer(recipe: Recipe | str, *, model_name: str | None = None, **kwargs: Any):
@@ -212,8 +238,14 @@ def build_trainer(recipe: Recipe | str, *, model_name: str | None = None, **kwar
     return build_grpo_trainer(recipe, backend(model_name=model_name), **kwargs)
 
 
-def train(recipe: Recipe | str, *, lora_dir: str | os.PathLike | None = None, plot: bool = True,
-          resume_from_checkpoint: str | os.PathLike | bool | None = None, **kwargs: Any) -> RunResult:
+def train(
+    recipe: Recipe | str,
+    *,
+    lora_dir: str | os.PathLike | None = None,
+    plot: bool = True,
+    resume_from_checkpoint: str | os.PathLike | bool | None = None,
+    **kwargs: Any,
+) -> RunResult:
     """Build (see :func:`build_trainer`), train, ``model.save_lora``; metrics.jsonl, the reward curve and
     Ctrl-C checkpoints as in the TRL path (``resume_from_checkpoint``: a checkpoint-N folder or True for
     the latest in output_dir). The adapter folder is ``result.adapter_dir``."""
@@ -221,8 +253,14 @@ def train(recipe: Recipe | str, *, lora_dir: str | os.PathLike | None = None, pl
     output_dir = Path(kwargs.pop("output_dir", None) or Path("outputs") / recipe.name)
     resume, keep_up_to_step = resume_point(output_dir, resume_from_checkpoint)
     trainer = build_trainer(recipe, output_dir=output_dir, **kwargs)
-    result = run_trainer(trainer, output_dir=output_dir, resume=resume, keep_up_to_step=keep_up_to_step,
-                         title=f"{recipe.name} (Unsloth)", plot=plot)
+    result = run_trainer(
+        trainer,
+        output_dir=output_dir,
+        resume=resume,
+        keep_up_to_step=keep_up_to_step,
+        title=f"{recipe.name} (Unsloth)",
+        plot=plot,
+    )
     result.adapter_dir = Path(lora_dir or output_dir / "grpo_saved_lora")
     result.model.save_lora(os.fspath(result.adapter_dir))
     result.tokenizer.save_pretrained(os.fspath(result.adapter_dir))
@@ -244,18 +282,23 @@ def compare_with_and_without_adapter(
     none; pass ``datasets_prep.SYSTEM_PROMPT`` for the GSM8K format.
     """
     if not hasattr(model, "fast_generate"):
-        raise ValueError("model has no fast_generate: load it with fast_inference=True (vLLM) through load_model().")
+        raise ValueError(
+            "model has no fast_generate: load it with fast_inference=True (vLLM) through load_model()."
+        )
     from vllm import SamplingParams
 
     def chat(question: str) -> str:
         messages = ([{"role": "system", "content": system_prompt}] if system_prompt else []) + [
-            {"role": "user", "content": question}]
+            {"role": "user", "content": question}
+        ]
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
     texts = [chat(q) for q in questions]
     params = SamplingParams(**(sampling or sampling_params_kwargs()))
     without = model.fast_generate(texts, sampling_params=params, lora_request=None)
-    with_adapter = model.fast_generate(texts, sampling_params=params, lora_request=model.load_lora(os.fspath(lora_dir)))
+    with_adapter = model.fast_generate(
+        texts, sampling_params=params, lora_request=model.load_lora(os.fspath(lora_dir))
+    )
     return [
         {"question": q, "without_adapter": a.outputs[0].text, "with_adapter": b.outputs[0].text}
         for q, a, b in zip(questions, without, with_adapter)

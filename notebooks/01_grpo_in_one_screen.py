@@ -73,11 +73,17 @@ def _(mo):
 @app.cell
 def _(mo):
     group_a_sliders = mo.ui.array(
-        [mo.ui.slider(0.0, 1.0, step=0.05, value=v, label=f"A{i + 1}", show_value=True) for i, v in enumerate([1.0, 0.0, 0.0, 0.0])],
+        [
+            mo.ui.slider(0.0, 1.0, step=0.05, value=v, label=f"A{i + 1}", show_value=True)
+            for i, v in enumerate([1.0, 0.0, 0.0, 0.0])
+        ],
         label="prompt A: rewards of its 4 completions",
     )
     group_b_sliders = mo.ui.array(
-        [mo.ui.slider(0.0, 1.0, step=0.05, value=v, label=f"B{i + 1}", show_value=True) for i, v in enumerate([1.0, 1.0, 0.5, 0.0])],
+        [
+            mo.ui.slider(0.0, 1.0, step=0.05, value=v, label=f"B{i + 1}", show_value=True)
+            for i, v in enumerate([1.0, 1.0, 0.5, 0.0])
+        ],
         label="prompt B: rewards of its 4 completions",
     )
     # .vstack(): the sliders themselves (an array shown as a value renders as a collapsible JSON tree)
@@ -199,7 +205,9 @@ def _(mo):
 
 @app.cell
 def _(mo):
-    drift_slider = mo.ui.slider(0.0, 2.0, step=0.1, value=0.8, label="how far the reference is from the policy")
+    drift_slider = mo.ui.slider(
+        0.0, 2.0, step=0.1, value=0.8, label="how far the reference is from the policy"
+    )
     drift_slider
     return (drift_slider,)
 
@@ -318,7 +326,9 @@ def _(epsilon_high_slider, epsilon_low_slider, torch):
         # ∂loss/∂log ρ = −ρ·∂objective/∂ρ → report ∂objective/∂ρ.
         _grad_wrt_ratio = (-_logps.grad.squeeze(1) / ratios).detach()  # (R,)
         # The objective of each ratio on its own: minus the loss of a one-token batch.
-        _objective = torch.tensor([-_dapo_loss(_lp.view(1, 1), advantage)[0].item() for _lp in _logps.detach()])  # (R,)
+        _objective = torch.tensor(
+            [-_dapo_loss(_lp.view(1, 1), advantage)[0].item() for _lp in _logps.detach()]
+        )  # (R,)
         return _objective, _grad_wrt_ratio, _metrics
 
     surrogate = {advantage: _objective_and_gradient(advantage) for advantage in (1.0, -1.0)}
@@ -332,7 +342,9 @@ def _(epsilon_high_slider, epsilon_low_slider, mo, plt, ratios, surrogate):
         _ax.plot(ratios, _objective, label="objective")
         _ax.plot(ratios, _grad, label="gradient (∂objective/∂ρ)", linestyle="--")
         _clipped = _grad.abs() < 1e-8
-        _ax.fill_between(ratios, -2, 2, where=_clipped.tolist(), color="grey", alpha=0.2, label="clipped: no gradient")
+        _ax.fill_between(
+            ratios, -2, 2, where=_clipped.tolist(), color="grey", alpha=0.2, label="clipped: no gradient"
+        )
         _ax.axvline(1 - epsilon_low_slider.value, color="red", linewidth=0.8)
         _ax.axvline(1 + epsilon_high_slider.value, color="red", linewidth=0.8)
         _ax.set_ylim(-2, 2)

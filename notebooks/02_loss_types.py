@@ -136,10 +136,14 @@ def _(
     weight_results,
 ):
     _png = plot_weights(weight_results, advantages, completion_mask, tempfile.mkdtemp() + "/loss_weights.png")
-    _header = "| loss_type | " + " | ".join(f"{c} (L={int(n)})" for c, n in zip(completion_names, lengths)) + " |"
+    _header = (
+        "| loss_type | " + " | ".join(f"{c} (L={int(n)})" for c, n in zip(completion_names, lengths)) + " |"
+    )
     _rows = "\n".join(
         f"| `{name}` | "
-        + " | ".join(f"{r.per_token[k].item():+.4f} / {r.per_sequence[k].item():+.3f}" for k in range(len(lengths)))
+        + " | ".join(
+            f"{r.per_token[k].item():+.4f} / {r.per_sequence[k].item():+.3f}" for k in range(len(lengths))
+        )
         + " |"
         for name, r in pushes.items()
     )
@@ -218,7 +222,9 @@ def _(plt, push_vs_ratio, ratios, sapo_neg_slider, sapo_pos_slider):
     for _ax, _adv in zip(_axes, (1.0, -1.0)):
         _hard = push_vs_ratio(_adv, loss_type="grpo", epsilon=0.2)
         _soft = push_vs_ratio(
-            _adv, loss_type="sapo", sapo_temperature_pos=sapo_pos_slider.value,
+            _adv,
+            loss_type="sapo",
+            sapo_temperature_pos=sapo_pos_slider.value,
             sapo_temperature_neg=sapo_neg_slider.value,
         )
         # ∂objective/∂ρ = push on log π ÷ ρ: the slope of the (clipped or gated) objective.
@@ -274,7 +280,11 @@ def _(cispo_cap_slider, plt, push_vs_ratio, ratios):
     cispo_push = push_vs_ratio(1.0, loss_type="cispo", epsilon_high=cispo_cap_slider.value)
     dapo_push = push_vs_ratio(1.0, loss_type="dapo", epsilon=0.2, epsilon_high=0.28)
     _fig, _ax = plt.subplots(figsize=(7, 3.4))
-    _ax.plot(ratios, cispo_push, label=f"cispo: min(ρ, {cispo_cap_slider.value:.1f}) (no gradient through the weight)")
+    _ax.plot(
+        ratios,
+        cispo_push,
+        label=f"cispo: min(ρ, {cispo_cap_slider.value:.1f}) (no gradient through the weight)",
+    )
     _ax.plot(ratios, dapo_push, label="dapo: ρ inside [0.8, 1.28], 0 above")
     _ax.set_xlabel("ρ = π_θ / π_old")
     _ax.set_ylabel("push on log π (advantage +1)")
@@ -312,13 +322,19 @@ def _(mo):
 def _(LOSS_TYPES, advantages, completion_mask, compute_loss, demo_logps, mo, pushes):
     def _logged_loss(name: str) -> float:
         _loss, _ = compute_loss(
-            demo_logps, advantages, completion_mask, loss_type=name,
+            demo_logps,
+            advantages,
+            completion_mask,
+            loss_type=name,
             importance_sampling_level=LOSS_TYPES[name].levels[0],
-            max_completion_length=completion_mask.size(1), epsilon_high=5.0 if name == "cispo" else None,
+            max_completion_length=completion_mask.size(1),
+            epsilon_high=5.0 if name == "cispo" else None,
         )
         return _loss.item()
 
-    zero_loss_table = {name: (_logged_loss(name), r.token_weights.norm().item()) for name, r in pushes.items()}
+    zero_loss_table = {
+        name: (_logged_loss(name), r.token_weights.norm().item()) for name, r in pushes.items()
+    }
     mo.md(
         "| loss_type | logged loss | gradient norm |\n|---|---|---|\n"
         + "\n".join(f"| `{n}` | {loss:+.6f} | {g:.4f} |" for n, (loss, g) in zero_loss_table.items())

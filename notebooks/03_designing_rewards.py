@@ -107,13 +107,13 @@ def _(completion_box, gold_box, reward_functions, tokenizer):
     def score_everything(text: str, gold: str) -> dict[str, tuple]:
         """Each function's reward for `text`, standard and conversational (they must agree)."""
         _ids = [tokenizer(text, add_special_tokens=False)["input_ids"]]
-        _columns = dict(
-            prompts=[[{"role": "user", "content": "How many apples?"}]],
-            completion_ids=_ids,
-            solution=[gold],
-            answer=[gold],
-            trainer_state=None,
-        )
+        _columns = {
+            "prompts": [[{"role": "user", "content": "How many apples?"}]],
+            "completion_ids": _ids,
+            "solution": [gold],
+            "answer": [gold],
+            "trainer_state": None,
+        }
         _scores = {}
         for _name, _fn in reward_functions.items():
             # By keyword, as GRPOTrainer calls them (TRL's token rewards take completion_ids first).
@@ -131,11 +131,14 @@ def _(completion_box, mo, tokenizer, typed_scores):
     def _fmt(value):
         return "None" if value is None else f"{value:+.3f}"
 
-    _rows = "\n".join(f"| `{name}` | {_fmt(plain)} | {_fmt(chat)} |" for name, (plain, chat) in typed_scores.items())
+    _rows = "\n".join(
+        f"| `{name}` | {_fmt(plain)} | {_fmt(chat)} |" for name, (plain, chat) in typed_scores.items()
+    )
     _n_tokens = len(tokenizer(completion_box.value, add_special_tokens=False)["input_ids"])
     mo.md(
         f"{len(completion_box.value)} characters, {_n_tokens} tokens (SmolLM2 tokenizer).\n\n"
-        "| reward function | standard (`str`) | conversational (`[{role, content}]`) |\n|---|---|---|\n" + _rows
+        "| reward function | standard (`str`) | conversational (`[{role, content}]`) |\n|---|---|---|\n"
+        + _rows
     )
     return
 
@@ -208,7 +211,9 @@ def _(
     _summary_ids = [tokenizer(_summary, add_special_tokens=False)["input_ids"]]
     _quiet = io.StringIO()  # the course's correctness function prints every batch
     with contextlib.redirect_stdout(_quiet):
-        _course_decimal = course_correctness_reward_func(_prompts, _chat("<answer>\n72.0\n</answer>"), ["72"])[0]
+        _course_decimal = course_correctness_reward_func(
+            _prompts, _chat("<answer>\n72.0\n</answer>"), ["72"]
+        )[0]
 
     pitfalls = [
         {
@@ -247,7 +252,8 @@ def _(
 @app.cell
 def _(mo, pitfalls):
     _rows = "\n".join(
-        f"| {p['pitfall']} | {p['course']:+.2f} | **{p['ours']:+.2f}** | {p['right']:+.2f} |" for p in pitfalls
+        f"| {p['pitfall']} | {p['course']:+.2f} | **{p['ours']:+.2f}** | {p['right']:+.2f} |"
+        for p in pitfalls
     )
     mo.md(
         "| pitfall | course's code | `rewards` | should be |\n|---|---|---|---|\n" + _rows + "\n\n"
@@ -305,7 +311,9 @@ def _(mo):
 
 @app.cell
 def _(mo):
-    verdict_completion = mo.ui.text(value=r"The answer is $\frac{1}{2}$.", label="completion", full_width=True)
+    verdict_completion = mo.ui.text(
+        value=r"The answer is $\frac{1}{2}$.", label="completion", full_width=True
+    )
     verdict_gold = mo.ui.text(value="0.5", label="gold solution")
     mo.vstack([verdict_completion, verdict_gold])
     return verdict_completion, verdict_gold

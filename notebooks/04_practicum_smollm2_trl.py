@@ -173,7 +173,11 @@ def _(base_model, base_tokenizer, check, mo, recipe, train_dataset):
     # Pre-flight (what `grpo-kit train --preflight` runs): G completions for a few prompts with the run's
     # settings. GRPO learns only from reward differences within a group; no variance, no signal.
     preflight_report = check(
-        base_model, base_tokenizer, train_dataset, recipe.build_reward_funcs(base_tokenizer), num_prompts=4,
+        base_model,
+        base_tokenizer,
+        train_dataset,
+        recipe.build_reward_funcs(base_tokenizer),
+        num_prompts=4,
         num_generations=recipe.training["num_generations"],
         max_completion_length=recipe.training["max_completion_length"],
     )
@@ -231,11 +235,20 @@ def _(
 @app.cell
 def _(mo, run):
     _last = [r for r in run.log_history if r.get("reward") is not None][-1]
-    _names = ["reward", "reward_std", "completions/mean_length", "completions/clipped_ratio", "loss", "entropy",
-              "frac_reward_zero_std"]
+    _names = [
+        "reward",
+        "reward_std",
+        "completions/mean_length",
+        "completions/clipped_ratio",
+        "loss",
+        "entropy",
+        "frac_reward_zero_std",
+    ]
     mo.vstack(
         [
-            mo.image(src=run.reward_curve_path.read_bytes()) if run.reward_curve_path else mo.md("(no curve)"),
+            mo.image(src=run.reward_curve_path.read_bytes())
+            if run.reward_curve_path
+            else mo.md("(no curve)"),
             mo.md(
                 f"`{run.metrics_path}` holds every logged step with TRL's metric names. The last one:\n\n"
                 "| metric | value |\n|---|---|\n"
@@ -265,8 +278,12 @@ def _(after_report, before_report, comparison, mo):
     _rows = "\n".join(
         f"| {_cell(b)} ({eb:.0f}) | {_cell(a)} ({ea:.0f}) |"
         for b, a, eb, ea in list(
-            zip(before_report.completions, after_report.completions, before_report.per_prompt[_metric],
-                after_report.per_prompt[_metric])
+            zip(
+                before_report.completions,
+                after_report.completions,
+                before_report.per_prompt[_metric],
+                after_report.per_prompt[_metric],
+            )
         )[:4]
     )
     mo.md(

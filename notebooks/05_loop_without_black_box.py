@@ -146,19 +146,34 @@ def _(mo):
 
 @app.cell
 def _(
-    mask_after_eos, problems, prompt_to_text, sample_completions, step_config, stop_token_ids, tiny, tiny_tokenizer, torch
+    mask_after_eos,
+    problems,
+    prompt_to_text,
+    sample_completions,
+    step_config,
+    stop_token_ids,
+    tiny,
+    tiny_tokenizer,
+    torch,
 ):
     G = step_config.num_generations
     _texts = [prompt_to_text(row["prompt"], tiny_tokenizer) for row in problems]
     # The chat template already wrote the special tokens, hence add_special_tokens=False.
-    _encoded = tiny_tokenizer(_texts, padding=True, padding_side="left", return_tensors="pt", add_special_tokens=False)
+    _encoded = tiny_tokenizer(
+        _texts, padding=True, padding_side="left", return_tensors="pt", add_special_tokens=False
+    )
     _eos_ids = stop_token_ids(tiny, tiny_tokenizer)  # the tokenizer's EOS plus the model's end-of-turn ids
     torch.manual_seed(1)
     # G completions per prompt, rows b*G … b*G+G-1 for prompt b; the prompt is prefilled once (grpo_kit.sampling).
     _sampled = sample_completions(
-        tiny, _encoded["input_ids"], _encoded["attention_mask"], num_generations=G,
-        max_new_tokens=step_config.max_completion_length, eos_token_ids=_eos_ids,
-        pad_token_id=tiny_tokenizer.pad_token_id, temperature=step_config.temperature,
+        tiny,
+        _encoded["input_ids"],
+        _encoded["attention_mask"],
+        num_generations=G,
+        max_new_tokens=step_config.max_completion_length,
+        eos_token_ids=_eos_ids,
+        pad_token_id=tiny_tokenizer.pad_token_id,
+        temperature=step_config.temperature,
     )  # (N, T)
     completion_ids, completion_mask, is_truncated = mask_after_eos(
         _sampled, _eos_ids, tiny_tokenizer.pad_token_id
@@ -227,7 +242,12 @@ def _(completion_ids, completion_lengths, completions, reward_funcs, rows, stack
     _ids = [ids[: int(n)].tolist() for ids, n in zip(completion_ids, completion_lengths)]
     rewards_per_func = stack_rewards(
         [
-            fn(prompts=[row["prompt"] for row in rows], completions=completions, completion_ids=_ids, **_columns)
+            fn(
+                prompts=[row["prompt"] for row in rows],
+                completions=completions,
+                completion_ids=_ids,
+                **_columns,
+            )
             for fn in reward_funcs
         ]
     )  # (N, F) NaN where a function returned None
@@ -264,9 +284,14 @@ def _(advantage_result, advantages, mo, reward_funcs, rewards_per_func):
     mo.vstack(
         [
             mo.md(
-                "| # | " + " | ".join(f"`{n}`" for n in _names) + " | advantage |\n|" + "---|" * (len(_names) + 2) + "\n"
+                "| # | "
+                + " | ".join(f"`{n}`" for n in _names)
+                + " | advantage |\n|"
+                + "---|" * (len(_names) + 2)
+                + "\n"
                 + "\n".join(
-                    f"| {i} | " + " | ".join(f"{v:.3f}" for v in rewards_per_func[i].tolist())
+                    f"| {i} | "
+                    + " | ".join(f"{v:.3f}" for v in rewards_per_func[i].tolist())
                     + f" | {advantages[i].item():+.3f} |"
                     for i in range(len(advantages))
                 )
@@ -305,9 +330,13 @@ def _(
 ):
     full_ids = torch.cat([prompt_ids, completion_ids], dim=1)  # (N, P+T)
     full_mask = torch.cat([prompt_mask, completion_mask], dim=1)  # (N, P+T)
-    logps_before, _ = per_token_logps(tiny, full_ids, full_mask, completion_ids.size(1))  # (N, T) with gradient
+    logps_before, _ = per_token_logps(
+        tiny, full_ids, full_mask, completion_ids.size(1)
+    )  # (N, T) with gradient
     loss, loss_metrics = compute_loss(
-        logps_before, advantages, completion_mask,
+        logps_before,
+        advantages,
+        completion_mask,
         loss_type=step_config.loss_type,  # "dapo", TRL's default
         beta=step_config.beta,
         epsilon=step_config.epsilon,
@@ -340,7 +369,9 @@ def _(mo):
 
 @app.cell
 def _(completion_ids, completion_mask, full_ids, full_mask, loss, per_token_logps, step_config, tiny, torch):
-    _optimizer = torch.optim.AdamW([p for p in tiny.parameters() if p.requires_grad], lr=step_config.learning_rate)
+    _optimizer = torch.optim.AdamW(
+        [p for p in tiny.parameters() if p.requires_grad], lr=step_config.learning_rate
+    )
     loss.backward()
     grad_norm = torch.nn.utils.clip_grad_norm_(tiny.parameters(), step_config.max_grad_norm).item()
     _optimizer.step()
@@ -357,7 +388,8 @@ def _(advantages, completion_mask, grad_norm, logps_after, logps_before, mo):
     mo.md(
         f"Gradient norm {grad_norm:.3f}.\n\n| # | advantage | Δ log π(completion) |\n|---|---|---|\n"
         + "\n".join(
-            f"| {i} | {a:+.3f} | {d:+.4f} |" for i, (a, d) in enumerate(zip(advantages.tolist(), sequence_logp_change.tolist()))
+            f"| {i} | {a:+.3f} | {d:+.4f} |"
+            for i, (a, d) in enumerate(zip(advantages.tolist(), sequence_logp_change.tolist()))
         )
     )
     return (sequence_logp_change,)
@@ -397,9 +429,13 @@ def _(cli_args, get_recipe, mo, on_gpu, run_button, to_loop_config):
     loop_model = _args.get("model") or loop_recipe.model
     _model_label = "the tiny model" if loop_model == "tiny" else "SmolLM2-135M"
     loop_button = run_button(f"Train {_model_label} for {loop_steps} steps with grpo_kit.loop")
-    loop_config_overrides = dict(
-        max_steps=loop_steps, logging_steps=1, save_steps=loop_steps, learning_rate=3e-4, disable_tqdm=True
-    )
+    loop_config_overrides = {
+        "max_steps": loop_steps,
+        "logging_steps": 1,
+        "save_steps": loop_steps,
+        "learning_rate": 3e-4,
+        "disable_tqdm": True,
+    }
     _preview = to_loop_config(loop_recipe, output_dir="(set when training)", **loop_config_overrides)
     mo.vstack(
         [
@@ -433,14 +469,20 @@ def _(
 ):
     mo.stop(not should_run(loop_button), mo.md("Press the button to train."))
     _lora = loop_recipe.lora.to_peft_config()
-    _model, _tokenizer = tiny_model(lora=_lora) if loop_model == "tiny" else load_model(loop_model, lora=_lora)
+    _model, _tokenizer = (
+        tiny_model(lora=_lora) if loop_model == "tiny" else load_model(loop_model, lora=_lora)
+    )
     _model = _model.to("cuda") if on_gpu() else _model  # the loop trains wherever the model is
     _config = to_loop_config(
         loop_recipe, output_dir=str(Path(tempfile.mkdtemp(prefix="grpo-kit-loop-"))), **loop_config_overrides
     )
     _curve = LiveRewardCurve("grpo_kit.loop on SmolLM2-135M")
     loop_result = loop.train(
-        _model, _tokenizer, loop_recipe.load_dataset(), loop_recipe.build_reward_funcs(_tokenizer), _config,
+        _model,
+        _tokenizer,
+        loop_recipe.load_dataset(),
+        loop_recipe.build_reward_funcs(_tokenizer),
+        _config,
         callbacks=[_curve],
     )
     return (loop_result,)
@@ -451,7 +493,9 @@ def _(loop_result, mo):
     _record = loop_result.log_history[-1]
     mo.vstack(
         [
-            mo.image(src=loop_result.reward_curve_path.read_bytes()) if loop_result.reward_curve_path else mo.md(""),
+            mo.image(src=loop_result.reward_curve_path.read_bytes())
+            if loop_result.reward_curve_path
+            else mo.md(""),
             mo.md(
                 f"`{loop_result.metrics_path.name}`, last record — the keys are TRL's:\n\n"
                 "| metric | value |\n|---|---|\n"

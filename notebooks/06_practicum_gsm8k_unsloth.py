@@ -96,8 +96,8 @@ def _(Path, cli_args, get_recipe, mo, on_gpu, tempfile):
     **CPU version — the same pipeline, scaled down.** Recipe `{recipe.name}`: the embedded
     SmolLM2-135M (not Gemma-3-1B), plain LoRA in float32 (no 4-bit: bitsandbytes needs CUDA),
     generation by `transformers` (no vLLM: it needs CUDA), offline synthetic GSM8K problems,
-    {train_steps} steps of {recipe.training['num_generations']} completions of
-    ≤ {recipe.training['max_completion_length']} tokens, {eval_size} held-out problems.
+    {train_steps} steps of {recipe.training["num_generations"]} completions of
+    ≤ {recipe.training["max_completion_length"]} tokens, {eval_size} held-out problems.
 
     **What the GPU version adds:** Unsloth's 4-bit QLoRA of a 1B model (≈ 4 GB of GPU memory),
     vLLM sampling many times faster than `generate`, 250 steps of 6 completions of up to 768 tokens —
@@ -145,7 +145,9 @@ def _(eval_size, load_gsm8k, synthetic_gsm8k, train_dataset, use_unsloth):
         else load_gsm8k("test", source=synthetic_gsm8k(eval_size, seed=4321))
     )
     _train_questions = {row["prompt"][-1]["content"] for row in train_dataset}
-    leaked = [row["prompt"][-1]["content"] for row in held_out if row["prompt"][-1]["content"] in _train_questions]
+    leaked = [
+        row["prompt"][-1]["content"] for row in held_out if row["prompt"][-1]["content"] in _train_questions
+    ]
     return held_out, leaked
 
 
@@ -183,7 +185,9 @@ def _(held_out, recipe):
 
         _funcs = recipe.build_reward_funcs(tokenizer)
         _completions = [[{"role": "assistant", "content": a}] for a in answers]
-        _table = call_reward_funcs(_funcs, list(held_out["prompt"]), _completions, answer=list(held_out["answer"]))
+        _table = call_reward_funcs(
+            _funcs, list(held_out["prompt"]), _completions, answer=list(held_out["answer"])
+        )
         _scores = {}
         for _i, _fn in enumerate(_funcs):  # None (NaN) means "not scored": average the scored answers only
             _values = [row[_i] for row in _table if not math.isnan(row[_i])]
@@ -203,7 +207,10 @@ def _(evaluate, generate_answers, held_out, load_model, recipe, unsloth_path, us
     else:
         base_model, base_tokenizer = load_model(recipe.model)
     before_answers = generate_answers(
-        base_model, base_tokenizer, list(held_out["prompt"]), max_new_tokens=recipe.training["max_completion_length"]
+        base_model,
+        base_tokenizer,
+        list(held_out["prompt"]),
+        max_new_tokens=recipe.training["max_completion_length"],
     )
     before_scores = evaluate(before_answers, base_tokenizer)
     return base_model, base_tokenizer, before_answers, before_scores
@@ -211,7 +218,9 @@ def _(evaluate, generate_answers, held_out, load_model, recipe, unsloth_path, us
 
 @app.cell
 def _(mo, run_button, train_steps, use_unsloth):
-    train_button = run_button(f"Train {train_steps} steps ({'Unsloth + vLLM' if use_unsloth else 'TRL, CPU'})")
+    train_button = run_button(
+        f"Train {train_steps} steps ({'Unsloth + vLLM' if use_unsloth else 'TRL, CPU'})"
+    )
     mo.vstack([mo.md("## 3 · Train"), train_button])
     return (train_button,)
 
@@ -238,16 +247,25 @@ def _(
     _curve = LiveRewardCurve(f"{recipe.name}: total reward per step")
     if use_unsloth:
         run = unsloth_path.train(
-            recipe, model=base_model, tokenizer=base_tokenizer, output_dir=output_root / "run",
-            max_steps=train_steps, callbacks=[_curve.trainer_callback()],
+            recipe,
+            model=base_model,
+            tokenizer=base_tokenizer,
+            output_dir=output_root / "run",
+            max_steps=train_steps,
+            callbacks=[_curve.trainer_callback()],
         )
         trained_model, trained_tokenizer = run.model, run.tokenizer
     else:
         # A fresh copy: TRL adds the LoRA layers in place, and pressing the button again starts over.
         _model, trained_tokenizer = load_model(recipe.model)
         run = trl_path.train(
-            recipe, model=_model, tokenizer=trained_tokenizer, output_dir=output_root / "run",
-            max_steps=train_steps, callbacks=[_curve.trainer_callback()], disable_tqdm=True,
+            recipe,
+            model=_model,
+            tokenizer=trained_tokenizer,
+            output_dir=output_root / "run",
+            max_steps=train_steps,
+            callbacks=[_curve.trainer_callback()],
+            disable_tqdm=True,
         )
         trained_model = run.trainer.model
     return run, trained_model, trained_tokenizer
@@ -262,7 +280,10 @@ def _(mo, recipe, run):
             mo.md(
                 "Each reward function is logged on its own (TRL: `rewards/<name>/mean`), last step:\n\n"
                 + "| reward | mean |\n|---|---|\n"
-                + "\n".join(f"| `{n}` | {_last.get(f'rewards/{n}/mean', float('nan')):.3f} |" for n in recipe.reward_names)
+                + "\n".join(
+                    f"| `{n}` | {_last.get(f'rewards/{n}/mean', float('nan')):.3f} |"
+                    for n in recipe.reward_names
+                )
                 + f"\n| **total** (`reward`) | **{_last['reward']:.3f}** |"
             ),
         ]
@@ -282,19 +303,25 @@ def _(
     use_unsloth,
 ):
     if use_unsloth:
-        from grpo_kit.unsloth_path import sampling_params_kwargs as _sampling_params_kwargs
         from vllm import SamplingParams as _SamplingParams
 
-        _texts = [trained_tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True)
-                  for p in held_out["prompt"]]
+        from grpo_kit.unsloth_path import sampling_params_kwargs as _sampling_params_kwargs
+
+        _texts = [
+            trained_tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True)
+            for p in held_out["prompt"]
+        ]
         _outputs = trained_model.fast_generate(
-            _texts, sampling_params=_SamplingParams(**_sampling_params_kwargs(recipe, temperature=0.0)),
+            _texts,
+            sampling_params=_SamplingParams(**_sampling_params_kwargs(recipe, temperature=0.0)),
             lora_request=trained_model.load_lora(str(run.adapter_dir)),
         )
         after_answers = [o.outputs[0].text for o in _outputs]
     else:
         after_answers = generate_answers(
-            trained_model, trained_tokenizer, list(held_out["prompt"]),
+            trained_model,
+            trained_tokenizer,
+            list(held_out["prompt"]),
             max_new_tokens=recipe.training["max_completion_length"],
         )
     after_scores = evaluate(after_answers, trained_tokenizer)
@@ -311,7 +338,9 @@ def _(after_answers, after_scores, before_answers, before_scores, held_out, mo):
             mo.md(
                 "## 4 · Before and after, on held-out problems (greedy)\n\n"
                 "| metric | before | after |\n|---|---|---|\n"
-                + "\n".join(f"| `{k}` | {before_scores[k]:.3f} | {after_scores[k]:.3f} |" for k in before_scores)
+                + "\n".join(
+                    f"| `{k}` | {before_scores[k]:.3f} | {after_scores[k]:.3f} |" for k in before_scores
+                )
             ),
             mo.md(
                 "| question | gold | before | after |\n|---|---|---|---|\n"
@@ -336,15 +365,17 @@ def test_gsm8k_pipeline_end_to_end(after_scores, before_scores, held_out, leaked
         assert 0.0 <= _scores["accuracy"] <= 1.0
         assert set(_scores) == {*recipe.reward_names, "accuracy"}
     if use_unsloth:  # the course's claim, on the GPU run: training improves the total reward
-        assert sum(after_scores[n] for n in recipe.reward_names) > sum(before_scores[n] for n in recipe.reward_names)
+        assert sum(after_scores[n] for n in recipe.reward_names) > sum(
+            before_scores[n] for n in recipe.reward_names
+        )
     return
 
 
 @app.cell
 def _(mo, run, use_unsloth):
     if use_unsloth:
-        from grpo_kit import unsloth_path as _up
         from datasets_prep import SYSTEM_PROMPT as _SYSTEM_PROMPT
+        from grpo_kit import unsloth_path as _up
 
         _rows = _up.compare_with_and_without_adapter(
             run.model, run.tokenizer, run.adapter_dir, ["Calculate pi."], system_prompt=_SYSTEM_PROMPT

@@ -84,10 +84,13 @@ def _(Path, cli_args, get_recipe, mo, on_gpu, tempfile):
         f"""
     ## 1 · A trained model to export
 
-    {"Using the adapter in `" + str(adapter_source) + "`." if adapter_source else
-     "No `--adapter-dir` given, so the next cell trains a LoRA adapter on the embedded SmolLM2-135M for one "
-     "step with `grpo_kit.loop` (recipe `" + export_recipe.name + "`). To export your model from "
-     "lesson 4 instead, run this notebook with `--adapter-dir <lesson 4 output>/trl-run`."}
+    {
+            "Using the adapter in `" + str(adapter_source) + "`."
+            if adapter_source
+            else "No `--adapter-dir` given, so the next cell trains a LoRA adapter on the embedded SmolLM2-135M for one "
+            "step with `grpo_kit.loop` (recipe `" + export_recipe.name + "`). To export your model from "
+            "lesson 4 instead, run this notebook with `--adapter-dir <lesson 4 output>/trl-run`."
+        }
     Exports go to `{export_root}`.
     """
     )
@@ -124,10 +127,21 @@ def _(
         model, tokenizer = load_model(export_recipe.model, lora=export_recipe.lora.to_peft_config())
         model = model.to("cuda") if on_gpu() else model
         _config = to_loop_config(
-            export_recipe, output_dir=str(Path(export_root) / "train"), max_steps=1, logging_steps=1,
-            save_steps=0, learning_rate=1e-3, disable_tqdm=True,
+            export_recipe,
+            output_dir=str(Path(export_root) / "train"),
+            max_steps=1,
+            logging_steps=1,
+            save_steps=0,
+            learning_rate=1e-3,
+            disable_tqdm=True,
         )
-        loop.train(model, tokenizer, export_recipe.load_dataset(), export_recipe.build_reward_funcs(tokenizer), _config)
+        loop.train(
+            model,
+            tokenizer,
+            export_recipe.load_dataset(),
+            export_recipe.build_reward_funcs(tokenizer),
+            _config,
+        )
     model.eval()
     return model, tokenizer
 
@@ -146,9 +160,7 @@ def _(export_root, gguf_types, model, save_adapter, save_gguf, save_merged, toke
     merged_report = save_merged(model, tokenizer, export_root / "merged", dtype="16bit")
     # llama.cpp's own converter, from the llama-cpp-python source archive (fetched from PyPI once and cached),
     # or from a llama.cpp checkout given by LLAMA_CPP_DIR. K-quants (q4_k_m) also need llama-quantize.
-    gguf_reports = [
-        save_gguf(merged_report.path, export_root / f"model-{q}.gguf", q) for q in gguf_types
-    ]
+    gguf_reports = [save_gguf(merged_report.path, export_root / f"model-{q}.gguf", q) for q in gguf_types]
     export_reports = [adapter_report, merged_report, *gguf_reports]
     return adapter_report, export_reports, gguf_reports, merged_report
 
@@ -158,7 +170,8 @@ def _(export_reports, mo):
     mo.md(
         "| export | path | size | reloaded and verified |\n|---|---|---|---|\n"
         + "\n".join(
-            f"| {r.kind} | `{r.path}` | {r.size_mb:.1f} MB | {'✅' if r.verified else '❌'} |" for r in export_reports
+            f"| {r.kind} | `{r.path}` | {r.size_mb:.1f} MB | {'✅' if r.verified else '❌'} |"
+            for r in export_reports
         )
         + "\n\nThe adapter is ~100× smaller than the model; the f16 GGUF is about the merged model's size, "
         "q8_0 about half of it."
@@ -186,7 +199,9 @@ def _(VERIFY_PROMPT, export_reports, mo, tokenizer):
     }
     mo.md(
         f"**{VERIFY_PROMPT}**\n\n| reloaded export | answer (greedy) |\n|---|---|\n"
-        + "\n".join(f"| {k} | {v.replace('|', '/').replace(chr(10), ' ')} |" for k, v in verification_answers.items())
+        + "\n".join(
+            f"| {k} | {v.replace('|', '/').replace(chr(10), ' ')} |" for k, v in verification_answers.items()
+        )
     )
     return (verification_answers,)
 
@@ -194,7 +209,9 @@ def _(VERIFY_PROMPT, export_reports, mo, tokenizer):
 @app.cell
 def _(mo):
     question_box = mo.ui.text(value="What is the capital of France?", label="your question", full_width=True)
-    with_gguf = mo.ui.switch(value=False, label="also load the GGUF file (transformers dequantises it: ~20 s)")
+    with_gguf = mo.ui.switch(
+        value=False, label="also load the GGUF file (transformers dequantises it: ~20 s)"
+    )
     mo.vstack([mo.md("Ask your own question:"), question_box, with_gguf])
     return question_box, with_gguf
 
@@ -211,7 +228,10 @@ def _(PeftModel, adapter_report, export_recipe, gguf_reports, load_model, merged
     }
     if with_gguf.value:
         reloaded.update(
-            {f"GGUF {r.details['quantization']} (transformers gguf_file)": load_model(str(r.path)) for r in gguf_reports}
+            {
+                f"GGUF {r.details['quantization']} (transformers gguf_file)": load_model(str(r.path))
+                for r in gguf_reports
+            }
         )
     return (reloaded,)
 
@@ -219,7 +239,9 @@ def _(PeftModel, adapter_report, export_recipe, gguf_reports, load_model, merged
 @app.cell
 def _(generate_answers, question_box, reloaded):
     chat_answers = {
-        name: generate_answers(m, t, [[{"role": "user", "content": question_box.value}]], max_new_tokens=32)[0]
+        name: generate_answers(m, t, [[{"role": "user", "content": question_box.value}]], max_new_tokens=32)[
+            0
+        ]
         for name, (m, t) in reloaded.items()
     }
     return (chat_answers,)
@@ -229,7 +251,10 @@ def _(generate_answers, question_box, reloaded):
 def _(chat_answers, mo, question_box):
     mo.md(
         f"**{question_box.value}**\n\n| model | answer (greedy) |\n|---|---|\n"
-        + "\n".join(f"| {name} | {answer.replace('|', '/').replace(chr(10), ' ')} |" for name, answer in chat_answers.items())
+        + "\n".join(
+            f"| {name} | {answer.replace('|', '/').replace(chr(10), ' ')} |"
+            for name, answer in chat_answers.items()
+        )
     )
     return
 
@@ -269,8 +294,9 @@ def _(mo):
     ```
 
     On a GPU with Unsloth, `save_gguf(model, ..., "q4_k_m", tokenizer=tokenizer)` uses Unsloth's
-    `save_pretrained_gguf`, which also makes the K-quants. That is the end of the course: from the
-    GRPO formula (lesson 1) to a model file you can run anywhere.
+    `save_pretrained_gguf`, which also makes the K-quants. That closes the course's arc: from the
+    GRPO formula (lesson 1) to a model file you can run anywhere. Next, lesson 8 (`08_grpo_with_a_tool.py`):
+    GRPO where the model calls a tool in the middle of its answer.
     """)
     return
 

@@ -113,8 +113,9 @@ def _(Path, cli_args, get_recipe, mo, on_gpu, tempfile):
         train_steps, num_eval, eval_k = int(_args.get("max-steps") or 8), 32, 2
     else:
         # CI size: 2 steps of 1 prompt × 4 short completions, 6 held-out questions; shows the loop, not the result.
-        recipe = get_recipe("calculator-tool-cpu", per_device_train_batch_size=4, max_completion_length=40,
-                            dataset_size=16)
+        recipe = get_recipe(
+            "calculator-tool-cpu", per_device_train_batch_size=4, max_completion_length=40, dataset_size=16
+        )
         train_steps, num_eval, eval_k = int(_args.get("max-steps") or 2), 6, 2
     output_root = Path(_args.get("output-dir") or tempfile.mkdtemp(prefix="grpo-kit-lesson8-"))
     mo.callout(
@@ -123,8 +124,12 @@ def _(Path, cli_args, get_recipe, mo, on_gpu, tempfile):
             f"model `{recipe.model}`, {train_steps} steps, {recipe.training['num_generations']} completions of ≤ "
             f"{recipe.training['max_completion_length']} tokens, {num_eval} held-out questions × {eval_k} samples "
             "at T = 1.0."
-            + ("" if full else "\n\nThe measured run: `python notebooks/08_grpo_with_a_tool.py -- --full` "
-               "(or `grpo-kit train --recipe calculator-tool-cpu --loop trl`).")
+            + (
+                ""
+                if full
+                else "\n\nThe measured run: `python notebooks/08_grpo_with_a_tool.py -- --full` "
+                "(or `grpo-kit train --recipe calculator-tool-cpu --loop trl`)."
+            )
         ),
         kind="info" if full else "warn",
     )
@@ -137,15 +142,18 @@ def _(datasets_prep, load_model, prepare_tool_tokenizer, recipe, resolve_tools):
     train_dataset = recipe.load_dataset()
     held_out = datasets_prep.load_tool_task_split("test", **dict(recipe.dataset_kwargs))
     base_model, tokenizer = load_model(recipe.model)
-    prepare_tool_tokenizer(tokenizer, recipe.tool_template)  # installs the CALL/RESULT template, checks it for TRL
+    prepare_tool_tokenizer(
+        tokenizer, recipe.tool_template
+    )  # installs the CALL/RESULT template, checks it for TRL
     return base_model, held_out, tokenizer, tools, train_dataset
 
 
 @app.cell
 def _(mo, tokenizer, tools, train_dataset):
     _exchange = list(train_dataset[0]["prompt"])
-    rendered_prompt = tokenizer.apply_chat_template(_exchange, tools=tools, tokenize=False,
-                                                    add_generation_prompt=True)
+    rendered_prompt = tokenizer.apply_chat_template(
+        _exchange, tools=tools, tokenize=False, add_generation_prompt=True
+    )
     mo.md(
         "## 2 · The raw rendered conversation\n\nWhat the model reads for one training question: the tool list "
         "in the system turn, one worked tool exchange, then the question. The model continues after the last "
@@ -157,15 +165,29 @@ def _(mo, tokenizer, tools, train_dataset):
 @app.cell
 def _(base_model, generate_with_tools, mo, preflight, recipe, tokenizer, tools, train_dataset):
     def tool_sampler(prompts, num_generations):
-        return generate_with_tools(base_model, tokenizer, prompts, tools=tools, num_generations=num_generations,
-                                   max_new_tokens=recipe.training["max_completion_length"], temperature=1.0,
-                                   max_tool_calling_iterations=recipe.training["max_tool_calling_iterations"])
+        return generate_with_tools(
+            base_model,
+            tokenizer,
+            prompts,
+            tools=tools,
+            num_generations=num_generations,
+            max_new_tokens=recipe.training["max_completion_length"],
+            temperature=1.0,
+            max_tool_calling_iterations=recipe.training["max_tool_calling_iterations"],
+        )
 
     _funcs = recipe.build_reward_funcs(tokenizer)
-    preflight_report = preflight.check(base_model, tokenizer, train_dataset, _funcs, num_prompts=4,
-                                       num_generations=recipe.training["num_generations"],
-                                       reward_weights=recipe.reward_weights, sampler=tool_sampler,
-                                       chat_template_kwargs={"tools": tools})
+    preflight_report = preflight.check(
+        base_model,
+        tokenizer,
+        train_dataset,
+        _funcs,
+        num_prompts=4,
+        num_generations=recipe.training["num_generations"],
+        reward_weights=recipe.reward_weights,
+        sampler=tool_sampler,
+        chat_template_kwargs={"tools": tools},
+    )
     _call = preflight_report.reward_mean["tool_call_reward"]
     mo.md(
         f"""
@@ -177,7 +199,7 @@ def _(base_model, generate_with_tools, mo, preflight, recipe, tokenizer, tools, 
     | | |
     |---|---|
     | rollouts with a well-formed call | **{_call:.0%}** |
-    | rollouts that succeed (call + right answer) | **{preflight_report.reward_mean['tool_success_reward']:.0%}** |
+    | rollouts that succeed (call + right answer) | **{preflight_report.reward_mean["tool_success_reward"]:.0%}** |
     | groups whose reward has zero variance (no learning signal) | **{preflight_report.zero_std_share:.0%}** |
 
     GRPO learns only from groups where some rollouts succeed and some fail. With **two** worked examples the base
@@ -186,7 +208,7 @@ def _(base_model, generate_with_tools, mo, preflight, recipe, tokenizer, tools, 
     One rollout:
 
     ```text
-    {preflight_report.examples[0] if preflight_report.examples else ''}
+    {preflight_report.examples[0] if preflight_report.examples else ""}
     ```
     """
     )
@@ -197,9 +219,18 @@ def _(base_model, generate_with_tools, mo, preflight, recipe, tokenizer, tools, 
 def _(base_model, eval_k, evaluate, held_out, num_eval, recipe, tokenizer, tool_generate, tools):
     def evaluate_tools(model):
         """Tool-aware held-out evaluation: multi-turn rollouts, greedy + eval_k samples at T=1.0."""
-        return evaluate(model, tokenizer, held_out, recipe.build_reward_funcs(tokenizer), num_prompts=num_eval,
-                        k=eval_k, max_new_tokens=48, temperature=1.0, reward_weights=recipe.reward_weights,
-                        generate_fn=tool_generate(tools, max_tool_calling_iterations=1))
+        return evaluate(
+            model,
+            tokenizer,
+            held_out,
+            recipe.build_reward_funcs(tokenizer),
+            num_prompts=num_eval,
+            k=eval_k,
+            max_new_tokens=48,
+            temperature=1.0,
+            reward_weights=recipe.reward_weights,
+            generate_fn=tool_generate(tools, max_tool_calling_iterations=1),
+        )
 
     before_report = evaluate_tools(base_model)
     return before_report, evaluate_tools
@@ -208,9 +239,16 @@ def _(base_model, eval_k, evaluate, held_out, num_eval, recipe, tokenizer, tool_
 @app.cell
 def _(mo, run_button, train_steps):
     train_button = run_button(f"Train {train_steps} steps with TRL and tools")
-    mo.vstack([mo.md("## 4 · Train\n\n`trl_path.train(recipe)` passes `tools=` to `GRPOTrainer`; the tools, "
-                     "`max_tool_calling_iterations` and the tokenizer's template were checked before the "
-                     "model loaded."), train_button])
+    mo.vstack(
+        [
+            mo.md(
+                "## 4 · Train\n\n`trl_path.train(recipe)` passes `tools=` to `GRPOTrainer`; the tools, "
+                "`max_tool_calling_iterations` and the tokenizer's template were checked before the "
+                "model loaded."
+            ),
+            train_button,
+        ]
+    )
     return (train_button,)
 
 
@@ -232,27 +270,48 @@ def _(
     assert before_report.num_prompts  # the base model is evaluated first
     live_curve = LiveRewardCurve(f"{recipe.name}: reward per step")
     _model, _tokenizer = load_model(recipe.model)  # a fresh base model: pressing again starts over
-    run = trl_path.train(recipe, model=_model, tokenizer=_tokenizer, train_dataset=train_dataset,
-                         output_dir=output_root / "trl-run", max_steps=train_steps,
-                         callbacks=[live_curve.trainer_callback()], disable_tqdm=True, save_final=False)
+    run = trl_path.train(
+        recipe,
+        model=_model,
+        tokenizer=_tokenizer,
+        train_dataset=train_dataset,
+        output_dir=output_root / "trl-run",
+        max_steps=train_steps,
+        callbacks=[live_curve.trainer_callback()],
+        disable_tqdm=True,
+        save_final=False,
+    )
     return (run,)
 
 
 @app.cell
 def _(mo, run):
-    _keys = [("tools/call_frequency", "calls per rollout"), ("tools/failure_frequency", "failed calls"),
-             ("rewards/tool_success_reward/mean", "success (call + right answer)"),
-             ("frac_reward_zero_std", "zero-variance groups")]
+    _keys = [
+        ("tools/call_frequency", "calls per rollout"),
+        ("tools/failure_frequency", "failed calls"),
+        ("rewards/tool_success_reward/mean", "success (call + right answer)"),
+        ("frac_reward_zero_std", "zero-variance groups"),
+    ]
     step_metrics = [r for r in run.log_history if "tools/call_frequency" in r]
     _rows = "\n".join(
         f"| {r.get('step', i + 1)} | " + " | ".join(f"{r.get(k, float('nan')):.2f}" for k, _ in _keys) + " |"
         for i, r in enumerate(step_metrics)
     )
-    mo.vstack([
-        mo.image(src=run.reward_curve_path.read_bytes()) if run.reward_curve_path else mo.md("(no curve)"),
-        mo.md("TRL's tool metrics per step:\n\n| step | " + " | ".join(n for _, n in _keys) + " |\n|---"
-              + "|---" * len(_keys) + "|\n" + _rows),
-    ])
+    mo.vstack(
+        [
+            mo.image(src=run.reward_curve_path.read_bytes())
+            if run.reward_curve_path
+            else mo.md("(no curve)"),
+            mo.md(
+                "TRL's tool metrics per step:\n\n| step | "
+                + " | ".join(n for _, n in _keys)
+                + " |\n|---"
+                + "|---" * len(_keys)
+                + "|\n"
+                + _rows
+            ),
+        ]
+    )
     return (step_metrics,)
 
 
@@ -265,8 +324,11 @@ def _(evaluate_tools, run):
 @app.cell
 def _(after_report, before_report, compare, mo):
     _k = after_report.settings["k"]
-    _metrics = {f"mean@{_k}": f"success, {_k} samples at T=1.0 (headline)",
-                "reward/tool_success_reward": "success, greedy", "reward/tool_call_reward": "well-formed call, greedy"}
+    _metrics = {
+        f"mean@{_k}": f"success, {_k} samples at T=1.0 (headline)",
+        "reward/tool_success_reward": "success, greedy",
+        "reward/tool_call_reward": "well-formed call, greedy",
+    }
     held_out_comparisons = {m: compare(before_report, after_report, metric=m) for m in _metrics}
     _rows = "\n".join(
         f"| {label} | {c.before:.2f} | {c.after:.2f} | {c.mean_diff:+.2f} [{c.ci_low:+.2f}, {c.ci_high:+.2f}] |"
@@ -275,8 +337,11 @@ def _(after_report, before_report, compare, mo):
     mo.md(
         f"## 5 · Held-out questions, before and after\n\n{after_report.num_prompts} questions the run never saw; "
         "paired bootstrap 95 % CI of the change (`grpo_kit.evaluate.compare`).\n\n"
-        "| metric | before | after | change [95 % CI] |\n|---|---|---|---|\n" + _rows
-        + "\n\nOne rollout after training:\n\n```text\n" + after_report.completions[0] + "\n```"
+        "| metric | before | after | change [95 % CI] |\n|---|---|---|---|\n"
+        + _rows
+        + "\n\nOne rollout after training:\n\n```text\n"
+        + after_report.completions[0]
+        + "\n```"
     )
     return (held_out_comparisons,)
 

@@ -36,12 +36,26 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-NO_CUDA = ("gpu_smoke: no CUDA GPU visible (torch.cuda.is_available() is False). This script runs the GPU paths "
-           "(Unsloth, QLoRA, GGUF) and checks nothing on a CPU machine; run it on a CUDA machine. "
-           "On CPU the test suite covers everything up to the GPU boundary.")
+NO_CUDA = (
+    "gpu_smoke: no CUDA GPU visible (torch.cuda.is_available() is False). This script runs the GPU paths "
+    "(Unsloth, QLoRA, GGUF) and checks nothing on a CPU machine; run it on a CUDA machine. "
+    "On CPU the test suite covers everything up to the GPU boundary."
+)
 CHECKS = ("precision", "unsloth", "qlora_trl", "gguf")
-VERSIONED = ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "bitsandbytes", "unsloth",
-             "unsloth_zoo", "vllm", "triton", "gguf")
+VERSIONED = (
+    "torch",
+    "transformers",
+    "trl",
+    "peft",
+    "accelerate",
+    "datasets",
+    "bitsandbytes",
+    "unsloth",
+    "unsloth_zoo",
+    "vllm",
+    "triton",
+    "gguf",
+)
 
 
 def versions() -> dict[str, str | None]:
@@ -72,10 +86,16 @@ def smoke_recipe(model: str, *, fast_inference: bool, completion_tokens: int = 3
     <= ``completion_tokens`` tokens for each of 2 prompts per step."""
     from grpo_kit.recipes import get_recipe
 
-    return get_recipe("smoltldr-length-small", model=model, quantization="4bit", optim="paged_adamw_8bit",
-                      max_completion_length=completion_tokens, save_steps=1000, logging_steps=1,
-                      unsloth={"max_seq_length": 512, "fast_inference": fast_inference,
-                               "gpu_memory_utilization": 0.3})
+    return get_recipe(
+        "smoltldr-length-small",
+        model=model,
+        quantization="4bit",
+        optim="paged_adamw_8bit",
+        max_completion_length=completion_tokens,
+        save_steps=1000,
+        logging_steps=1,
+        unsloth={"max_seq_length": 512, "fast_inference": fast_inference, "gpu_memory_utilization": 0.3},
+    )
 
 
 def step_recorder():
@@ -96,8 +116,13 @@ def step_recorder():
 
         def on_step_end(self, args, state, control, **kwargs):
             torch.cuda.synchronize()
-            self.steps.append({"step": state.global_step, "seconds": round(time.perf_counter() - self._start, 3),
-                               "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 3)})
+            self.steps.append(
+                {
+                    "step": state.global_step,
+                    "seconds": round(time.perf_counter() - self._start, 3),
+                    "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 3),
+                }
+            )
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             for row in self.steps:
@@ -111,9 +136,11 @@ def summarise_steps(steps: list[dict[str, Any]]) -> dict[str, Any]:
     """Mean step time without the first step (compilation, autotuning), and the largest peak memory."""
     times = [s["seconds"] for s in steps]
     later = times[1:] or times
-    return {"first_step_s": times[0] if times else None,
-            "mean_step_s_after_first": round(statistics.mean(later), 3) if later else None,
-            "peak_gib": max((s["peak_gib"] for s in steps), default=None)}
+    return {
+        "first_step_s": times[0] if times else None,
+        "mean_step_s_after_first": round(statistics.mean(later), 3) if later else None,
+        "peak_gib": max((s["peak_gib"] for s in steps), default=None),
+    }
 
 
 # --- the checks (each runs in its own process) ---------------------------------------------------------
@@ -128,8 +155,13 @@ def check_precision(args) -> dict:
     precision = detect_precision("cuda")
     expected_bf16 = capability >= (8, 0)
     assert precision.bf16 is expected_bf16 and precision.fp16 is not expected_bf16, precision
-    return {"gpu": torch.cuda.get_device_name(0), "capability": list(capability), "precision": precision.dtype,
-            "torch_says_bf16_supported": torch.cuda.is_bf16_supported(), "reason": precision.reason}
+    return {
+        "gpu": torch.cuda.get_device_name(0),
+        "capability": list(capability),
+        "precision": precision.dtype,
+        "torch_says_bf16_supported": torch.cuda.is_bf16_supported(),
+        "reason": precision.reason,
+    }
 
 
 def _greedy_reload_check(reference, model_dir: Path, tokenizer) -> dict:
@@ -139,8 +171,9 @@ def _greedy_reload_check(reference, model_dir: Path, tokenizer) -> dict:
     from grpo_kit.export.verify import TIE_TOLERANCE, compare_greedy, prompt_ids
 
     reloaded = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16).to("cuda")
-    comparison = compare_greedy(reference, reloaded, prompt_ids(tokenizer).to("cuda"),
-                                tie_tolerance=TIE_TOLERANCE["16bit"])
+    comparison = compare_greedy(
+        reference, reloaded, prompt_ids(tokenizer).to("cuda"), tie_tolerance=TIE_TOLERANCE["16bit"]
+    )
     return comparison.as_dict()
 
 
@@ -155,11 +188,21 @@ def check_unsloth(args) -> dict:
     recipe = smoke_recipe(args.model, fast_inference=fast_inference)
     recorder = step_recorder()
     start = time.perf_counter()
-    result = unsloth_path.train(recipe, model_name=args.model, output_dir=args.out / "unsloth",
-                                max_steps=args.steps, callbacks=[recorder])
-    report: dict[str, Any] = {"fast_inference": fast_inference, "steps": recorder.steps,
-                              **summarise_steps(recorder.steps), "train_seconds": round(time.perf_counter() - start, 1),
-                              "global_step": result.global_step, "lora_dir": str(result.adapter_dir)}
+    result = unsloth_path.train(
+        recipe,
+        model_name=args.model,
+        output_dir=args.out / "unsloth",
+        max_steps=args.steps,
+        callbacks=[recorder],
+    )
+    report: dict[str, Any] = {
+        "fast_inference": fast_inference,
+        "steps": recorder.steps,
+        **summarise_steps(recorder.steps),
+        "train_seconds": round(time.perf_counter() - start, 1),
+        "global_step": result.global_step,
+        "lora_dir": str(result.adapter_dir),
+    }
     assert result.global_step == args.steps, result.global_step
     assert (result.adapter_dir / "adapter_config.json").exists(), "save_lora wrote no adapter_config.json"
 
@@ -168,7 +211,9 @@ def check_unsloth(args) -> dict:
     merged_dir = args.out / "unsloth_merged_16bit"
 
     def merged_16bit():
-        result.model.save_pretrained_merged(os.fspath(merged_dir), result.tokenizer, save_method="merged_16bit")
+        result.model.save_pretrained_merged(
+            os.fspath(merged_dir), result.tokenizer, save_method="merged_16bit"
+        )
         report["merged_dir"] = str(merged_dir)
         report["merged_vs_trained"] = _greedy_reload_check(result.model, merged_dir, result.tokenizer)
 
@@ -185,8 +230,12 @@ def check_unsloth(args) -> dict:
 
     def vllm_compare():
         report["compare"] = unsloth_path.compare_with_and_without_adapter(
-            result.model, result.tokenizer, result.adapter_dir, ["Summarize: the cat sat on the mat."],
-            sampling=unsloth_path.sampling_params_kwargs(temperature=0.0, max_tokens=16))
+            result.model,
+            result.tokenizer,
+            result.adapter_dir,
+            ["Summarize: the cat sat on the mat."],
+            sampling=unsloth_path.sampling_params_kwargs(temperature=0.0, max_tokens=16),
+        )
 
     for part in (merged_16bit, lora_reload) + ((vllm_compare,) if fast_inference else ()):
         try:
@@ -203,17 +252,25 @@ def check_qlora_trl(args) -> dict:
     recipe = smoke_recipe(args.model, fast_inference=False)
     recorder = step_recorder()
     start = time.perf_counter()
-    result = trl_path.train(recipe, output_dir=args.out / "trl_qlora", max_steps=args.steps, callbacks=[recorder])
+    result = trl_path.train(
+        recipe, output_dir=args.out / "trl_qlora", max_steps=args.steps, callbacks=[recorder]
+    )
     trainer = result.trainer
     assert getattr(trainer.model.get_base_model(), "is_loaded_in_4bit", False), "the base model is not 4-bit"
     assert result.global_step == args.steps, result.global_step
     assert (result.output_dir / "adapter_config.json").exists()
     grad_norms = [r["grad_norm"] for r in result.log_history if "grad_norm" in r]
     assert any(g and g > 0 for g in grad_norms), f"no gradient reached the adapter: {grad_norms}"
-    return {"steps": recorder.steps, **summarise_steps(recorder.steps),
-            "train_seconds": round(time.perf_counter() - start, 1), "grad_norms": grad_norms,
-            "bf16": trainer.args.bf16, "fp16": trainer.args.fp16, "optim": str(trainer.args.optim.value),
-            "adapter_dir": str(result.output_dir)}
+    return {
+        "steps": recorder.steps,
+        **summarise_steps(recorder.steps),
+        "train_seconds": round(time.perf_counter() - start, 1),
+        "grad_norms": grad_norms,
+        "bf16": trainer.args.bf16,
+        "fp16": trainer.args.fp16,
+        "optim": str(trainer.args.optim.value),
+        "adapter_dir": str(result.output_dir),
+    }
 
 
 def check_gguf(args) -> dict:
@@ -230,12 +287,18 @@ def check_gguf(args) -> dict:
     merged_model = PeftModel.from_pretrained(base.to("cuda"), os.fspath(adapter_dir))
     merged = save_merged(merged_model, tokenizer, args.out / "merged", dtype="16bit")
     report = save_gguf(args.out / "merged", args.out / "model-f16.gguf", "f16")
-    return {"merged": getattr(merged, "summary", lambda: str(merged))(),
-            "gguf": getattr(report, "summary", lambda: str(report))()}
+    return {
+        "merged": getattr(merged, "summary", lambda: str(merged))(),
+        "gguf": getattr(report, "summary", lambda: str(report))(),
+    }
 
 
-CHECK_FUNCS = {"precision": check_precision, "unsloth": check_unsloth, "qlora_trl": check_qlora_trl,
-               "gguf": check_gguf}
+CHECK_FUNCS = {
+    "precision": check_precision,
+    "unsloth": check_unsloth,
+    "qlora_trl": check_qlora_trl,
+    "gguf": check_gguf,
+}
 
 
 def run_one(args) -> int:
@@ -247,7 +310,10 @@ def run_one(args) -> int:
         if payload.get("errors"):
             payload["error"] = "; ".join(payload["errors"])
     except Exception as err:  # noqa: BLE001 — reported in the summary; the other checks still run
-        payload = {"error": f"{type(err).__name__}: {err}"[:2000], "traceback": traceback.format_exc()[-4000:]}
+        payload = {
+            "error": f"{type(err).__name__}: {err}"[:2000],
+            "traceback": traceback.format_exc()[-4000:],
+        }
         status = "FAILED"
     payload["status"] = status
     (args.out / f"{name}.json").write_text(json.dumps(payload, indent=2, default=str))
@@ -265,8 +331,10 @@ def side_by_side(summary: dict) -> str:
     """Markdown: one row per training path (first-step and later mean step time, peak GPU memory), then the
     reward and loss of each step, Unsloth next to QLoRA TRL."""
     paths = [("Unsloth", summary.get("unsloth", {})), ("QLoRA TRL + PEFT", summary.get("qlora_trl", {}))]
-    lines = ["| path | status | first step (s) | later steps, mean (s) | peak GPU memory (GiB) |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "| path | status | first step (s) | later steps, mean (s) | peak GPU memory (GiB) |",
+        "|---|---|---|---|---|",
+    ]
     for label, result in paths:
         status = result.get("status", "not run")
         if status == "FAILED":
@@ -275,13 +343,18 @@ def side_by_side(summary: dict) -> str:
             status = f"skipped: {result.get('skipped', '')}"
         elif result.get("fast_inference") is False:
             status += " (fast_inference=False)"
-        lines.append(f"| {label} | {status} | {_fmt(result.get('first_step_s'))} | "
-                     f"{_fmt(result.get('mean_step_s_after_first'))} | {_fmt(result.get('peak_gib'))} |")
+        lines.append(
+            f"| {label} | {status} | {_fmt(result.get('first_step_s'))} | "
+            f"{_fmt(result.get('mean_step_s_after_first'))} | {_fmt(result.get('peak_gib'))} |"
+        )
     steps = sorted({s["step"] for _, r in paths for s in r.get("steps", [])})
     if steps:
         by_step = [{s["step"]: s for s in r.get("steps", [])} for _, r in paths]
-        lines += ["", "| step | Unsloth reward | Unsloth loss | Unsloth s | TRL reward | TRL loss | TRL s |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "| step | Unsloth reward | Unsloth loss | Unsloth s | TRL reward | TRL loss | TRL s |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for step in steps:
             cells = []
             for rows in by_step:
@@ -298,9 +371,14 @@ def results_markdown(summary: dict, command: str, when: datetime.datetime | None
     gpu = precision.get("gpu", "unknown GPU")
     vers = ", ".join(f"{k} {v}" for k, v in summary.get("versions", {}).items() if v)
     status = ", ".join(f"{name} {summary[name].get('status', '?')}" for name in CHECKS if name in summary)
-    out = [f"## {when:%Y-%m-%d %H:%M} UTC — {gpu}", "",
-           f"- Command: `{command}`", f"- Model: `{summary.get('model')}`, {summary.get('steps')} steps",
-           f"- Versions: {vers}", f"- Checks: {status}"]
+    out = [
+        f"## {when:%Y-%m-%d %H:%M} UTC — {gpu}",
+        "",
+        f"- Command: `{command}`",
+        f"- Model: `{summary.get('model')}`, {summary.get('steps')} steps",
+        f"- Versions: {vers}",
+        f"- Checks: {status}",
+    ]
     for name in CHECKS:
         error = summary.get(name, {}).get("error")
         if error:
@@ -311,12 +389,17 @@ def results_markdown(summary: dict, command: str, when: datetime.datetime | None
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("gpu_smoke_out"))
-    parser.add_argument("--model", default="smollm2-135m-instruct",
-                        help="a local model folder (the carried smoke model: scripts/make_smoke_model.py), "
-                             "an alias or a Hub id")
+    parser.add_argument(
+        "--model",
+        default="smollm2-135m-instruct",
+        help="a local model folder (the carried smoke model: scripts/make_smoke_model.py), "
+        "an alias or a Hub id",
+    )
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--skip", default="", help="comma-separated: unsloth, qlora, gguf")
-    parser.add_argument("--no-vllm", action="store_true", help="Unsloth with fast_inference=False even with vllm")
+    parser.add_argument(
+        "--no-vllm", action="store_true", help="Unsloth with fast_inference=False even with vllm"
+    )
     parser.add_argument("--results", type=Path, help="append a dated Markdown record to this file")
     parser.add_argument("--check", choices=CHECKS, help=argparse.SUPPRESS)  # internal: one check per process
     args = parser.parse_args(argv)
@@ -332,8 +415,16 @@ def main(argv: list[str] | None = None) -> int:
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     skip |= {"qlora_trl"} if "qlora" in skip else set()
     summary: dict[str, Any] = {"versions": versions(), "model": args.model, "steps": args.steps}
-    child = [sys.executable, os.fspath(Path(__file__).resolve()), "--out", os.fspath(args.out), "--model",
-             args.model, "--steps", str(args.steps)] + (["--no-vllm"] if args.no_vllm else [])
+    child = [
+        sys.executable,
+        os.fspath(Path(__file__).resolve()),
+        "--out",
+        os.fspath(args.out),
+        "--model",
+        args.model,
+        "--steps",
+        str(args.steps),
+    ] + (["--no-vllm"] if args.no_vllm else [])
     for name in CHECKS:
         if name in skip:
             summary[name] = {"status": "skipped", "skipped": "--skip"}
@@ -342,9 +433,14 @@ def main(argv: list[str] | None = None) -> int:
         (args.out / f"{name}.json").unlink(missing_ok=True)
         subprocess.run([*child, "--check", name], check=False)
         result_file = args.out / f"{name}.json"
-        summary[name] = (json.loads(result_file.read_text()) if result_file.exists()
-                         else {"status": "FAILED", "error": "the check's process died without a result"})
-        print(f"[gpu_smoke] {name}: {summary[name]['status']} ({time.perf_counter() - start:.1f} s)", flush=True)
+        summary[name] = (
+            json.loads(result_file.read_text())
+            if result_file.exists()
+            else {"status": "FAILED", "error": "the check's process died without a result"}
+        )
+        print(
+            f"[gpu_smoke] {name}: {summary[name]['status']} ({time.perf_counter() - start:.1f} s)", flush=True
+        )
         (args.out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     command = "scripts/gpu_smoke.sh " + " ".join(a for a in sys.argv[1:])
     record = results_markdown(summary, os.environ.get("GPU_SMOKE_COMMAND", command))

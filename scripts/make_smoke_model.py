@@ -43,7 +43,9 @@ def check_dims(dims: SmokeDims) -> None:
     if dims.hidden_size % dims.num_attention_heads:
         problems.append("hidden_size must be a multiple of num_attention_heads")
     elif dims.head_dim % 8 or dims.head_dim > 256:
-        problems.append(f"head_dim {dims.head_dim} must be a multiple of 8 and <= 256 (64 is the common choice)")
+        problems.append(
+            f"head_dim {dims.head_dim} must be a multiple of 8 and <= 256 (64 is the common choice)"
+        )
     if dims.num_attention_heads % dims.num_key_value_heads:
         problems.append("num_attention_heads must be a multiple of num_key_value_heads")
     if dims.hidden_size % 128 or dims.intermediate_size % 128:
@@ -54,7 +56,9 @@ def check_dims(dims: SmokeDims) -> None:
         raise ValueError("smoke model dimensions: " + "; ".join(problems) + f" (got {asdict(dims)}).")
 
 
-def make_smoke_model(out: str | Path, *, dims: SmokeDims = SmokeDims(), seed: int = 0, dtype: str = "bfloat16"):
+def make_smoke_model(
+    out: str | Path, *, dims: SmokeDims = SmokeDims(), seed: int = 0, dtype: str = "bfloat16"
+):
     """Write a seeded random Llama of ``dims`` + the SmolLM2 tokenizer to ``out`` (safetensors). Returns ``out``."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -85,9 +89,19 @@ def make_smoke_model(out: str | Path, *, dims: SmokeDims = SmokeDims(), seed: in
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
-    (out / "SMOKE_MODEL.json").write_text(json.dumps(
-        {"what": "random Llama for GPU plumbing checks (not a trained model)", "seed": seed, "dtype": dtype,
-         "tokenizer": "SmolLM2-135M-Instruct (embedded GGUF)", **asdict(dims)}, indent=2) + "\n")
+    (out / "SMOKE_MODEL.json").write_text(
+        json.dumps(
+            {
+                "what": "random Llama for GPU plumbing checks (not a trained model)",
+                "seed": seed,
+                "dtype": dtype,
+                "tokenizer": "SmolLM2-135M-Instruct (embedded GGUF)",
+                **asdict(dims),
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     return out
 
 
@@ -103,14 +117,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hidden-size", type=int, default=SmokeDims.hidden_size)
     parser.add_argument("--layers", type=int, default=SmokeDims.num_hidden_layers)
     args = parser.parse_args(argv)
-    dims = SmokeDims(hidden_size=args.hidden_size, num_hidden_layers=args.layers,
-                     intermediate_size=4 * args.hidden_size, num_attention_heads=args.hidden_size // 64)
+    dims = SmokeDims(
+        hidden_size=args.hidden_size,
+        num_hidden_layers=args.layers,
+        intermediate_size=4 * args.hidden_size,
+        num_attention_heads=args.hidden_size // 64,
+    )
     try:
         out = make_smoke_model(args.out, dims=dims, seed=args.seed, dtype=args.dtype)
     except ValueError as err:
         print(f"make_smoke_model: {err}", file=sys.stderr)
         return 2
-    print(f"smoke model in {out}: {folder_mib(out):.1f} MiB ({', '.join(sorted(p.name for p in out.iterdir()))})")
+    print(
+        f"smoke model in {out}: {folder_mib(out):.1f} MiB ({', '.join(sorted(p.name for p in out.iterdir()))})"
+    )
     return 0
 
 

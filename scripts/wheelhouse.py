@@ -56,14 +56,14 @@ MIB = 2**20
 #: Packages no wheelhouse carries, whatever the extra says.
 NEVER_CARRIED = {
     "vllm": "cannot be carried (hundreds of MB with its CUDA kernels); the Unsloth path runs with "
-            "fast_inference=False and generates with transformers",
+    "fast_inference=False and generates with transformers",
 }
 
 #: Declared by unsloth / unsloth_zoo 2026.10.9 but not imported on the text-model QLoRA GRPO path
 #: (read in their source: imported inside functions for other features, or behind try/find_spec).
 OPTIONAL_AT_RUNTIME = {
     "xformers": "unsloth imports it in try/except ModuleNotFoundError and falls back to PyTorch attention; "
-                "the PyPI wheel is built for one torch release, not the target's",
+    "the PyPI wheel is built for one torch release, not the target's",
     "torchvision": "vision models only (unsloth checks find_spec('torchvision')); built for one torch release",
     "diffusers": "never imported by unsloth or unsloth_zoo",
     "hf_transfer": "speeds up Hub downloads; the target is offline",
@@ -78,7 +78,9 @@ def platform_tags(glibc: str = "2.35", machine: str = "x86_64") -> list[str]:
     """The manylinux tags a Linux machine with this glibc accepts, newest first (pip matches each exactly)."""
     major, minor = (int(x) for x in glibc.split("."))
     if major != 2 or minor < 17:
-        raise ValueError(f"--glibc {glibc}: give the target's glibc as 2.N with N >= 17 (`ldd --version` there).")
+        raise ValueError(
+            f"--glibc {glibc}: give the target's glibc as 2.N with N >= 17 (`ldd --version` there)."
+        )
     tags = [f"manylinux_2_{n}_{machine}" for n in range(minor, 4, -1)]
     return tags + [f"manylinux2014_{machine}", f"manylinux2010_{machine}", f"manylinux1_{machine}"]
 
@@ -87,10 +89,19 @@ def marker_environment(python: str, machine: str = "x86_64") -> dict[str, str]:
     """PEP 508 marker values of a Linux CPython target."""
     if not re.fullmatch(r"3\.\d+", python):
         raise ValueError(f"--python {python!r}: give major.minor, e.g. 3.12.")
-    return {"python_version": python, "python_full_version": f"{python}.0", "sys_platform": "linux",
-            "platform_system": "Linux", "platform_machine": machine, "os_name": "posix",
-            "implementation_name": "cpython", "platform_python_implementation": "CPython",
-            "platform_release": "", "platform_version": "", "implementation_version": f"{python}.0"}
+    return {
+        "python_version": python,
+        "python_full_version": f"{python}.0",
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "platform_machine": machine,
+        "os_name": "posix",
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+        "platform_release": "",
+        "platform_version": "",
+        "implementation_version": f"{python}.0",
+    }
 
 
 # --- requirements of an extra ---------------------------------------------------------------------
@@ -160,8 +171,9 @@ def closure_from_report(report: dict, env: dict[str, str]) -> dict[str, Node]:
             if req.marker is None or any(req.marker.evaluate({**env, "extra": e}) for e in extras):
                 lines.append(line)
         requires = tuple(dict.fromkeys(canonicalize_name(Requirement(line).name) for line in lines))
-        closure[canonicalize_name(meta["name"])] = Node(meta["version"], requires, item["download_info"]["url"],
-                                                        tuple(lines))
+        closure[canonicalize_name(meta["name"])] = Node(
+            meta["version"], requires, item["download_info"]["url"], tuple(lines)
+        )
     return closure
 
 
@@ -202,7 +214,9 @@ def plan(closure: dict[str, Node], roots: Iterable[str], have: set[str], exclude
         elif name in provided:
             skipped[name] = "the target has it (a dependency of a package it has)"
         elif name not in closure:
-            raise ValueError(f"{name} is required but missing from the resolved closure; re-run the resolution.")
+            raise ValueError(
+                f"{name} is required but missing from the resolved closure; re-run the resolution."
+            )
         else:
             carry.add(name)
             stack.extend(closure[name].requires)
@@ -219,7 +233,9 @@ def parse_have_versions(freeze_file: Path | None) -> dict[str, str]:
     return versions
 
 
-def version_conflicts(closure: dict[str, Node], carry: Iterable[str], have_versions: dict[str, str]) -> list[str]:
+def version_conflicts(
+    closure: dict[str, Node], carry: Iterable[str], have_versions: dict[str, str]
+) -> list[str]:
     """Requirements of carried packages that a version the target has does not meet (``pip install --no-deps``
     on the target would not notice them)."""
     problems = []
@@ -228,8 +244,10 @@ def version_conflicts(closure: dict[str, Node], carry: Iterable[str], have_versi
             req = Requirement(line)
             have = have_versions.get(canonicalize_name(req.name))
             if have is not None and not req.specifier.contains(have, prereleases=True):
-                problems.append(f"{name} {closure[name].version} needs {req.name}{req.specifier}, the target has "
-                                f"{have}: drop {req.name} from --have/--have-freeze to carry a matching version")
+                problems.append(
+                    f"{name} {closure[name].version} needs {req.name}{req.specifier}, the target has "
+                    f"{have}: drop {req.name} from --have/--have-freeze to carry a matching version"
+                )
     return problems
 
 
@@ -241,10 +259,13 @@ def check_budget(sizes: dict[str, int], max_mib: float | None) -> float:
     """Total MiB of ``sizes`` (file name -> bytes); raises BudgetError naming the biggest wheels when over."""
     total = sum(sizes.values()) / MIB
     if max_mib is not None and total > max_mib:
-        biggest = ", ".join(f"{n} ({s / MIB:.1f} MiB)" for n, s in sorted(sizes.items(), key=lambda x: -x[1])[:4])
+        biggest = ", ".join(
+            f"{n} ({s / MIB:.1f} MiB)" for n, s in sorted(sizes.items(), key=lambda x: -x[1])[:4]
+        )
         raise BudgetError(
             f"the wheelhouse is {total:.1f} MiB, over the budget of {max_mib:g} MiB. Biggest: {biggest}. "
-            "Fixes: --slim; --have (or --have-freeze) the packages the target already has; or a larger --max-mib.")
+            "Fixes: --slim; --have (or --have-freeze) the packages the target already has; or a larger --max-mib."
+        )
     return total
 
 
@@ -254,7 +275,9 @@ def check_budget(sizes: dict[str, int], max_mib: float | None) -> float:
 def bitsandbytes_keep(cuda_major: int) -> Callable[[str], bool]:
     """Keep every file except the native libraries of other CUDA majors, ROCm and XPU; the CPU library stays
     (bitsandbytes loads it when no GPU library matches)."""
-    pattern = re.compile(r"bitsandbytes/libbitsandbytes_(cuda(\d+)|rocm\d+|hip\d*|xpu\d+|mps)\.(so|dylib|dll)$")
+    pattern = re.compile(
+        r"bitsandbytes/libbitsandbytes_(cuda(\d+)|rocm\d+|hip\d*|xpu\d+|mps)\.(so|dylib|dll)$"
+    )
 
     def keep(member: str) -> bool:
         match = pattern.search(member)
@@ -313,8 +336,11 @@ def slim_wheel(src: Path, dst_dir: Path, keep: Callable[[str], bool]) -> Path:
                     continue
                 data = zin.read(info)
                 if info.filename == top_level_name:
-                    data = "".join(line + "\n" for line in data.decode().splitlines()
-                                   if line.split("/", 1)[0] in tops_left).encode()
+                    data = "".join(
+                        line + "\n"
+                        for line in data.decode().splitlines()
+                        if line.split("/", 1)[0] in tops_left
+                    ).encode()
                 zout.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED)
                 records.append(f"{info.filename},{_record_hash(data)},{len(data)}")
             records.append(f"{record_name},,")
@@ -333,7 +359,9 @@ def verify_wheel(path: Path) -> None:
                 name, digest, size = line.rsplit(",", 2)
                 rows[name] = (digest, size)
         if set(rows) != set(names):
-            raise ValueError(f"{path.name}: RECORD and the files differ: {sorted(set(rows) ^ set(names))[:5]}")
+            raise ValueError(
+                f"{path.name}: RECORD and the files differ: {sorted(set(rows) ^ set(names))[:5]}"
+            )
         for name in names:
             if name == record_name:
                 continue
@@ -346,8 +374,15 @@ def verify_wheel(path: Path) -> None:
 
 
 def _pip_target_args(python: str, glibc: str) -> list[str]:
-    args = ["--only-binary=:all:", "--python-version", python, "--implementation", "cp",
-            "--abi", "cp" + python.replace(".", "")]
+    args = [
+        "--only-binary=:all:",
+        "--python-version",
+        python,
+        "--implementation",
+        "cp",
+        "--abi",
+        "cp" + python.replace(".", ""),
+    ]
     for tag in platform_tags(glibc):
         args += ["--platform", tag]
     return args
@@ -357,8 +392,19 @@ def resolve(requirements: list[str], *, python: str, glibc: str, constraints: Pa
     """The pip install report of ``requirements`` for the target (metadata only; nothing is installed)."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
-        cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-               "--report", str(report), *_pip_target_args(python, glibc), *requirements]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "--quiet",
+            "--report",
+            str(report),
+            *_pip_target_args(python, glibc),
+            *requirements,
+        ]
         if constraints is not None:
             cmd += ["-c", str(constraints)]
         run = subprocess.run(cmd, check=False, capture_output=True, text=True)
@@ -374,8 +420,18 @@ def download(name: str, version: str, cache: Path, *, python: str, glibc: str) -
         wname, wversion, _, _ = parse_wheel_filename(path.name)
         if wname == name and str(wversion) == version:
             return path
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(cache),
-           *_pip_target_args(python, glibc), f"{name}=={version}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--quiet",
+        "-d",
+        str(cache),
+        *_pip_target_args(python, glibc),
+        f"{name}=={version}",
+    ]
     run = subprocess.run(cmd, check=False, capture_output=True, text=True)
     if run.returncode != 0:
         raise RuntimeError(f"pip could not download {name}=={version}:\n" + run.stderr[-2000:])
@@ -389,7 +445,9 @@ def build(args: argparse.Namespace) -> int:
     try:
         import tomllib
     except ModuleNotFoundError as err:  # Python 3.10: the only place this script needs 3.11
-        raise RuntimeError("reading pyproject.toml needs Python >= 3.11 (tomllib); run the script with it.") from err
+        raise RuntimeError(
+            "reading pyproject.toml needs Python >= 3.11 (tomllib); run the script with it."
+        ) from err
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     roots = extra_requirements(pyproject, args.extra)
     env = marker_environment(args.python)
@@ -397,14 +455,25 @@ def build(args: argparse.Namespace) -> int:
     if not args.keep_optional:
         exclude.update(OPTIONAL_AT_RUNTIME)
     exclude.update({n.strip(): "--exclude" for n in args.exclude.split(",") if n.strip()})
-    roots = [r for r in roots if Requirement(r).marker is None or Requirement(r).marker.evaluate({**env, "extra": ""})]
-    to_resolve = [r for r in roots if canonicalize_name(Requirement(r).name) not in
-                  {canonicalize_name(n) for n in exclude}]
+    roots = [
+        r
+        for r in roots
+        if Requirement(r).marker is None or Requirement(r).marker.evaluate({**env, "extra": ""})
+    ]
+    to_resolve = [
+        r
+        for r in roots
+        if canonicalize_name(Requirement(r).name) not in {canonicalize_name(n) for n in exclude}
+    ]
     constraints = None if args.no_constraints else REPO / "constraints.txt"
-    print(f"resolving {len(to_resolve)} requirements of [{args.extra}] for CPython {args.python}, "
-          f"glibc {args.glibc}, CUDA {args.cuda} ...", flush=True)
-    closure = closure_from_report(resolve(to_resolve, python=args.python, glibc=args.glibc,
-                                          constraints=constraints), env)
+    print(
+        f"resolving {len(to_resolve)} requirements of [{args.extra}] for CPython {args.python}, "
+        f"glibc {args.glibc}, CUDA {args.cuda} ...",
+        flush=True,
+    )
+    closure = closure_from_report(
+        resolve(to_resolve, python=args.python, glibc=args.glibc, constraints=constraints), env
+    )
     have = parse_have(args.have, args.have_freeze)
     result = plan(closure, roots, have, exclude)
     for name, why in result.skipped.items():
@@ -416,10 +485,14 @@ def build(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     planned = {f"{n}" for n in result.carry}
-    strangers = [p.name for p in out.glob("*.whl") if canonicalize_name(parse_wheel_filename(p.name)[0]) not in planned]
+    strangers = [
+        p.name for p in out.glob("*.whl") if canonicalize_name(parse_wheel_filename(p.name)[0]) not in planned
+    ]
     if strangers and not args.clean:
-        raise SystemExit(f"{out} holds wheels outside this plan ({', '.join(strangers[:5])}); "
-                         "use an empty folder or --clean.")
+        raise SystemExit(
+            f"{out} holds wheels outside this plan ({', '.join(strangers[:5])}); "
+            "use an empty folder or --clean."
+        )
     for p in out.glob("*.whl"):
         p.unlink()
     sizes: dict[str, int] = {}
@@ -429,8 +502,10 @@ def build(args: argparse.Namespace) -> int:
             factory, what = SLIM_RULES[name]
             target = slim_wheel(wheel, out, factory(args.cuda))
             verify_wheel(target)
-            print(f"  slim  {name}: dropped {what}: {wheel.stat().st_size / MIB:.2f} -> "
-                  f"{target.stat().st_size / MIB:.2f} MiB")
+            print(
+                f"  slim  {name}: dropped {what}: {wheel.stat().st_size / MIB:.2f} -> "
+                f"{target.stat().st_size / MIB:.2f} MiB"
+            )
         else:
             target = Path(shutil.copy2(wheel, out / wheel.name))
         sizes[target.name] = target.stat().st_size
@@ -445,17 +520,22 @@ def build(args: argparse.Namespace) -> int:
     budget = f" (budget {args.max_mib:g} MiB)" if args.max_mib is not None else ""
     print(f"  {total:8.2f} MiB  total{budget}")
     if conflicts:
-        print(f"\nwheelhouse: {len(conflicts)} version conflict(s) with the target (above); fix them first.",
-              file=sys.stderr)
+        print(
+            f"\nwheelhouse: {len(conflicts)} version conflict(s) with the target (above); fix them first.",
+            file=sys.stderr,
+        )
         return 1
-    print(f"\ninstall on the target: pip install --no-index --no-deps --target DIR {out}/*.whl; "
-          "then export PYTHONPATH=DIR")
+    print(
+        f"\ninstall on the target: pip install --no-index --no-deps --target DIR {out}/*.whl; "
+        "then export PYTHONPATH=DIR"
+    )
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--extra", required=True, help="the pyproject.toml extra, e.g. unsloth")
     parser.add_argument("--python", required=True, help="the target's Python, major.minor (e.g. 3.12)")
     parser.add_argument("--cuda", type=int, required=True, help="the target's CUDA major version (e.g. 13)")
@@ -463,14 +543,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--have", default="", help="comma-separated packages the target already has")
     parser.add_argument("--have-freeze", type=Path, help="a `pip freeze` of the target: skip what it lists")
     parser.add_argument("--exclude", default="", help="comma-separated packages not to carry (besides vllm)")
-    parser.add_argument("--keep-optional", action="store_true",
-                        help="also carry the runtime-optional packages (xformers, torchvision, diffusers, ...)")
-    parser.add_argument("--slim", action="store_true",
-                        help="rebuild bitsandbytes with only the target CUDA major's library, unsloth without studio/")
+    parser.add_argument(
+        "--keep-optional",
+        action="store_true",
+        help="also carry the runtime-optional packages (xformers, torchvision, diffusers, ...)",
+    )
+    parser.add_argument(
+        "--slim",
+        action="store_true",
+        help="rebuild bitsandbytes with only the target CUDA major's library, unsloth without studio/",
+    )
     parser.add_argument("--max-mib", type=float, help="fail (exit 1) when the wheels total more than this")
     parser.add_argument("--no-constraints", action="store_true", help="resolve without constraints.txt")
-    parser.add_argument("--cache", default=str(Path.home() / ".cache" / "grpo-kit" / "wheelhouse"),
-                        help="download cache, outside the repository (default ~/.cache/grpo-kit/wheelhouse)")
+    parser.add_argument(
+        "--cache",
+        default=str(Path.home() / ".cache" / "grpo-kit" / "wheelhouse"),
+        help="download cache, outside the repository (default ~/.cache/grpo-kit/wheelhouse)",
+    )
     parser.add_argument("--clean", action="store_true", help="remove wheels already in --out")
     parser.add_argument("--out", required=True, help="output folder (wheels only)")
     args = parser.parse_args(argv)

@@ -20,7 +20,11 @@ def _bench():
 
 def test_minutes_to_target_is_the_first_checkpoint_past_the_drop():
     bench = _bench()
-    curve = [{"checkpoint": 2, "metric": 9.0}, {"checkpoint": 5, "metric": 6.0}, {"checkpoint": 10, "metric": 3.0}]
+    curve = [
+        {"checkpoint": 2, "metric": 9.0},
+        {"checkpoint": 5, "metric": 6.0},
+        {"checkpoint": 10, "metric": 3.0},
+    ]
     assert bench.minutes_to_target(curve, 17.0, 0.6, lower_is_better=True) == 5  # 6.0 <= 17 * 0.4
     assert bench.minutes_to_target(curve, 17.0, 0.9, lower_is_better=True) is None
     assert bench.minutes_to_target([{"checkpoint": 1, "metric": 0.9}], 0.5, 0.6, lower_is_better=False) == 1
@@ -29,8 +33,20 @@ def test_minutes_to_target_is_the_first_checkpoint_past_the_drop():
 @pytest.mark.timeout(300)
 def test_both_paths_on_the_tiny_model(tmp_path, capsys):
     out = tmp_path / "curves.json"
-    status = _bench().main(["--set", "model=tiny", "--checkpoints", "0,0.001", "--eval-prompts", "2",
-                            "--max-steps", "2", "--json", str(out)])
+    status = _bench().main(
+        [
+            "--set",
+            "model=tiny",
+            "--checkpoints",
+            "0,0.001",
+            "--eval-prompts",
+            "2",
+            "--max-steps",
+            "2",
+            "--json",
+            str(out),
+        ]
+    )
     assert status == 0
     data = json.loads(out.read_text())
     assert data["metric"] == "length_error/length_reward_16_tokens" and data["checkpoints"] == [0.0, 0.001]

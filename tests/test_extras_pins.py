@@ -33,80 +33,99 @@ except ModuleNotFoundError:  # Python 3.10
 ROOT = Path(__file__).resolve().parents[1]
 
 RECORDED: dict[str, tuple[str, tuple[str, ...]]] = {
-    "unsloth": ("2026.10.9", (
-        "unsloth_zoo>=2026.10.9",
-        "packaging",
-        "torch<2.15.0,>=2.4.0",
-        "numpy",
-        "tqdm",
-        "psutil",
-        "bitsandbytes!=0.46.0,!=0.48.0,>=0.45.5",
-        "datasets!=4.0.*,!=4.1.0,!=4.4.*,!=4.5.0,<5.0.0,>=3.4.1",
-        "accelerate>=0.34.1",
-        "peft!=0.11.0,>=0.18.0",
-        "huggingface_hub>=0.34.0",
-        "transformers!=4.53.0,!=4.54.0,!=4.55.0,!=4.55.1,!=4.57.0,!=4.57.4,!=4.57.5,!=5.0.0,!=5.1.0,<=5.17.0,>=4.52.4",
-        "trl!=0.19.0,<=1.15.0,>=0.18.2",
-        "typer>=0.19.0",
-        "rich",
-        "pydantic",
-        "pyyaml",
-        "click>=8.0",
-        "certifi>=2026.10.19",
-    )),
-    "unsloth_zoo": ("2026.10.9", (
-        'torch<2.15.0,>=2.4.0; sys_platform != "darwin" or platform_machine != "arm64"',
-        'accelerate>=0.34.1; sys_platform != "darwin" or platform_machine != "arm64"',
-        'trl!=0.19.0,<=1.15.0,>=0.18.2; sys_platform != "darwin" or platform_machine != "arm64"',
-        'peft!=0.11.0,>=0.18.0; sys_platform != "darwin" or platform_machine != "arm64"',
-        "packaging>=24.1",
-        "transformers!=4.53.0,!=4.54.0,!=4.55.0,!=4.55.1,!=4.57.4,!=4.57.5,!=5.0.0,!=5.1.0,<=5.17.0,>=4.52.4",
-        "datasets!=4.0.*,!=4.1.0,!=4.4.*,!=4.5.0,<5.0.0,>=3.4.1",
-        "tqdm",
-        "psutil",
-        "numpy",
-        "huggingface_hub>=0.34.0",
-        "pillow",
-        "regex",
-        "msgspec",
-        "typing_extensions",
-        "filelock",
-        "requests",
-        "certifi>=2026.10.19",
-    )),
-    "bitsandbytes": ("0.50.2", (
-        "torch<3,>=2.4",
-        "numpy>=1.17",
-        "packaging>=20.9",
-    )),
-    "vllm": ("0.32.0", (
-        "regex",
-        "psutil",
-        "numpy",
-        "requests>=2.33.0",
-        "tqdm",
-        "transformers<5.20.0,>=5.16.1",
-        "huggingface_hub>=1.31.0",
-        "tokenizers>=0.23.2",
-        "safetensors>=0.6.2",
-        "starlette>=1.0.1",
-        "aiohttp>=3.14.3",
-        "pydantic>=2.12.0",
-        "pillow>=12.3.0",
-        "typing_extensions>=4.10",
-        "filelock>=3.20.3",
-        "jsonschema>=4.23.0",
-        "pyzmq>=25.0.0",
-        "msgspec",
-        "pyyaml",
-        "torch==2.13.0",
-    )),
+    "unsloth": (
+        "2026.10.9",
+        (
+            "unsloth_zoo>=2026.10.9",
+            "packaging",
+            "torch<2.15.0,>=2.4.0",
+            "numpy",
+            "tqdm",
+            "psutil",
+            "bitsandbytes!=0.46.0,!=0.48.0,>=0.45.5",
+            "datasets!=4.0.*,!=4.1.0,!=4.4.*,!=4.5.0,<5.0.0,>=3.4.1",
+            "accelerate>=0.34.1",
+            "peft!=0.11.0,>=0.18.0",
+            "huggingface_hub>=0.34.0",
+            "transformers!=4.53.0,!=4.54.0,!=4.55.0,!=4.55.1,!=4.57.0,!=4.57.4,!=4.57.5,!=5.0.0,!=5.1.0,<=5.17.0,>=4.52.4",
+            "trl!=0.19.0,<=1.15.0,>=0.18.2",
+            "typer>=0.19.0",
+            "rich",
+            "pydantic",
+            "pyyaml",
+            "click>=8.0",
+            "certifi>=2026.10.19",
+        ),
+    ),
+    "unsloth_zoo": (
+        "2026.10.9",
+        (
+            'torch<2.15.0,>=2.4.0; sys_platform != "darwin" or platform_machine != "arm64"',
+            'accelerate>=0.34.1; sys_platform != "darwin" or platform_machine != "arm64"',
+            'trl!=0.19.0,<=1.15.0,>=0.18.2; sys_platform != "darwin" or platform_machine != "arm64"',
+            'peft!=0.11.0,>=0.18.0; sys_platform != "darwin" or platform_machine != "arm64"',
+            "packaging>=24.1",
+            "transformers!=4.53.0,!=4.54.0,!=4.55.0,!=4.55.1,!=4.57.4,!=4.57.5,!=5.0.0,!=5.1.0,<=5.17.0,>=4.52.4",
+            "datasets!=4.0.*,!=4.1.0,!=4.4.*,!=4.5.0,<5.0.0,>=3.4.1",
+            "tqdm",
+            "psutil",
+            "numpy",
+            "huggingface_hub>=0.34.0",
+            "pillow",
+            "regex",
+            "msgspec",
+            "typing_extensions",
+            "filelock",
+            "requests",
+            "certifi>=2026.10.19",
+        ),
+    ),
+    "bitsandbytes": (
+        "0.50.2",
+        (
+            "torch<3,>=2.4",
+            "numpy>=1.17",
+            "packaging>=20.9",
+        ),
+    ),
+    "vllm": (
+        "0.32.0",
+        (
+            "regex",
+            "psutil",
+            "numpy",
+            "requests>=2.33.0",
+            "tqdm",
+            "transformers<5.20.0,>=5.16.1",
+            "huggingface_hub>=1.31.0",
+            "tokenizers>=0.23.2",
+            "safetensors>=0.6.2",
+            "starlette>=1.0.1",
+            "aiohttp>=3.14.3",
+            "pydantic>=2.12.0",
+            "pillow>=12.3.0",
+            "typing_extensions>=4.10",
+            "filelock>=3.20.3",
+            "jsonschema>=4.23.0",
+            "pyzmq>=25.0.0",
+            "msgspec",
+            "pyyaml",
+            "torch==2.13.0",
+        ),
+    ),
 }
 
 # The platforms the extra is for: Linux x86_64 with CUDA, Python 3.11 (ours) and 3.12 (Colab).
 TARGET_ENVIRONMENTS = [
-    {**default_environment(), "sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",
-     "python_version": version, "python_full_version": f"{version}.0", "extra": ""}
+    {
+        **default_environment(),
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "platform_machine": "x86_64",
+        "python_version": version,
+        "python_full_version": f"{version}.0",
+        "extra": "",
+    }
     for version in ("3.11", "3.12")
 ]
 
@@ -188,7 +207,11 @@ def test_the_train_pins_sit_inside_unsloths_declared_ranges():
         _, requirements, _ = _requirements(package)
         declared = {canonicalize_name(Requirement(r).name): Requirement(r) for r in requirements}
         for name in ("trl", "transformers", "datasets", "torch", "peft", "accelerate"):
-            assert declared[name].specifier.contains(train[name]), (package, name, str(declared[name].specifier))
+            assert declared[name].specifier.contains(train[name]), (
+                package,
+                name,
+                str(declared[name].specifier),
+            )
 
 
 def test_cpu_constraints_satisfy_the_direct_requirements_too():

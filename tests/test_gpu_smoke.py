@@ -20,7 +20,8 @@ spec.loader.exec_module(gpu_smoke)
 
 needs_no_cuda = pytest.mark.skipif(
     importlib.util.find_spec("torch") is not None and __import__("torch").cuda.is_available(),
-    reason="checks the behaviour without CUDA")
+    reason="checks the behaviour without CUDA",
+)
 
 
 @needs_no_cuda
@@ -29,10 +30,14 @@ def test_shell_script_stops_early_without_cuda(tmp_path):
     wheelhouse.mkdir()
     (wheelhouse / "broken-1.0-py3-none-any.whl").write_bytes(b"not a zip")
     site, out = tmp_path / "site", tmp_path / "out"
-    run = subprocess.run(["bash", str(REPO / "scripts" / "gpu_smoke.sh"), str(out), "--model", "smoke-model"],
-                         check=False, capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PYTHON": sys.executable, "WHEELHOUSE": str(wheelhouse),
-                              "SITE": str(site)})
+    run = subprocess.run(
+        ["bash", str(REPO / "scripts" / "gpu_smoke.sh"), str(out), "--model", "smoke-model"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHON": sys.executable, "WHEELHOUSE": str(wheelhouse), "SITE": str(site)},
+    )
     assert run.returncode == 2, run.stdout + run.stderr
     assert "no CUDA GPU visible" in run.stderr and "run it on a CUDA GPU" in run.stderr
     assert not site.exists() and not out.exists()  # nothing installed, nothing written
@@ -40,8 +45,13 @@ def test_shell_script_stops_early_without_cuda(tmp_path):
 
 @needs_no_cuda
 def test_python_script_stops_early_without_cuda(tmp_path):
-    run = subprocess.run([sys.executable, str(REPO / "scripts" / "gpu_smoke.py"), "--out", str(tmp_path / "o")],
-                         check=False, capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "gpu_smoke.py"), "--out", str(tmp_path / "o")],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 2
     assert "no CUDA GPU visible" in run.stderr and "CUDA machine" in run.stderr
     assert not (tmp_path / "o").exists()
@@ -60,26 +70,44 @@ def test_both_paths_share_one_recipe_that_passes_the_unsloth_checks():
 
 
 def test_summarise_steps_leaves_out_the_first_step():
-    steps = [{"step": 1, "seconds": 30.0, "peak_gib": 1.5}, {"step": 2, "seconds": 1.0, "peak_gib": 2.0},
-             {"step": 3, "seconds": 3.0, "peak_gib": 1.0}]
-    assert gpu_smoke.summarise_steps(steps) == {"first_step_s": 30.0, "mean_step_s_after_first": 2.0,
-                                                "peak_gib": 2.0}
+    steps = [
+        {"step": 1, "seconds": 30.0, "peak_gib": 1.5},
+        {"step": 2, "seconds": 1.0, "peak_gib": 2.0},
+        {"step": 3, "seconds": 3.0, "peak_gib": 1.0},
+    ]
+    assert gpu_smoke.summarise_steps(steps) == {
+        "first_step_s": 30.0,
+        "mean_step_s_after_first": 2.0,
+        "peak_gib": 2.0,
+    }
     assert gpu_smoke.summarise_steps([])["peak_gib"] is None
 
 
 def test_results_record_has_date_gpu_versions_command_and_side_by_side():
     summary = {
         "versions": {"torch": "2.11.0", "unsloth": "2026.10.9", "vllm": None},
-        "model": "smoke-model", "steps": 2,
+        "model": "smoke-model",
+        "steps": 2,
         "precision": {"status": "ok", "gpu": "NVIDIA H200"},
-        "unsloth": {"status": "ok", "fast_inference": False, "first_step_s": 20.5, "mean_step_s_after_first": 0.5,
-                    "peak_gib": 1.25, "steps": [{"step": 1, "seconds": 20.5, "reward": -10.0, "loss": 0.0},
-                                                {"step": 2, "seconds": 0.5, "reward": -8.5, "loss": 0.01}]},
+        "unsloth": {
+            "status": "ok",
+            "fast_inference": False,
+            "first_step_s": 20.5,
+            "mean_step_s_after_first": 0.5,
+            "peak_gib": 1.25,
+            "steps": [
+                {"step": 1, "seconds": 20.5, "reward": -10.0, "loss": 0.0},
+                {"step": 2, "seconds": 0.5, "reward": -8.5, "loss": 0.01},
+            ],
+        },
         "qlora_trl": {"status": "FAILED", "error": "RuntimeError: boom\nmore"},
         "gguf": {"status": "skipped", "skipped": "no adapter"},
     }
-    text = gpu_smoke.results_markdown(summary, "scripts/gpu_smoke.sh out --model smoke-model",
-                                      datetime.datetime(2026, 11, 30, 21, 0, tzinfo=datetime.timezone.utc))
+    text = gpu_smoke.results_markdown(
+        summary,
+        "scripts/gpu_smoke.sh out --model smoke-model",
+        datetime.datetime(2026, 11, 30, 21, 0, tzinfo=datetime.timezone.utc),
+    )
     assert text.startswith("## 2026-11-30 21:00 UTC — NVIDIA H200")
     assert "`scripts/gpu_smoke.sh out --model smoke-model`" in text
     assert "torch 2.11.0, unsloth 2026.10.9" in text and "vllm" not in text
@@ -93,12 +121,35 @@ def test_results_record_has_date_gpu_versions_command_and_side_by_side():
 @needs_no_cuda
 def test_cli_accepts_the_smoke_unsloth_flags_and_stops_at_the_cuda_check(tmp_path):
     run = subprocess.run(
-        [sys.executable, "-m", "grpo_kit.cli", "train", "--recipe", "smoltldr-length-small", "--loop", "unsloth",
-         "--max-steps", "2", "--output-dir", str(tmp_path / "run"), "--set", "model=smoke-model",
-         "--set", "quantization=4bit", "--set", "unsloth.fast_inference=false",
-         "--set", "unsloth.max_seq_length=512"],
-        check=False, capture_output=True, text=True, timeout=300, cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"})
+        [
+            sys.executable,
+            "-m",
+            "grpo_kit.cli",
+            "train",
+            "--recipe",
+            "smoltldr-length-small",
+            "--loop",
+            "unsloth",
+            "--max-steps",
+            "2",
+            "--output-dir",
+            str(tmp_path / "run"),
+            "--set",
+            "model=smoke-model",
+            "--set",
+            "quantization=4bit",
+            "--set",
+            "unsloth.fast_inference=false",
+            "--set",
+            "unsloth.max_seq_length=512",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"},
+    )
     assert run.returncode != 0
     assert "CUDA" in run.stdout + run.stderr and "--set" not in run.stderr
 

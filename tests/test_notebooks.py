@@ -48,7 +48,13 @@ def test_lessons_exist():
 def test_lesson_runs_as_a_script(lesson: Path, tmp_path: Path):
     # cwd=tmp_path: whatever a lesson saves (outputs/…) lands in a throwaway folder.
     proc = subprocess.run(
-        [sys.executable, str(lesson)], check=False, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=600
+        [sys.executable, str(lesson)],
+        check=False,
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, f"{lesson.name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
 
@@ -56,7 +62,11 @@ def test_lesson_runs_as_a_script(lesson: Path, tmp_path: Path):
 def test_marimo_check_is_clean():
     proc = subprocess.run(
         [sys.executable, "-m", "marimo", "check", "--strict", *map(str, LESSONS)],
-        check=False, cwd=ROOT, capture_output=True, text=True, timeout=120,
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0 and not proc.stdout.strip(), proc.stdout + proc.stderr
 
@@ -64,7 +74,11 @@ def test_marimo_check_is_clean():
 def test_colab_exports_match_the_lessons():
     proc = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "export_notebooks.py"), "--check"],
-        check=False, cwd=ROOT, capture_output=True, text=True, timeout=300,
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 

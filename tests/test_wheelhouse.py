@@ -49,8 +49,9 @@ def _closure():
 
 def test_plan_skips_have_their_dependencies_and_exclusions():
     roots = ["unsloth==1", "vllm==1", "transformers==1", "torch==2.13.0"]
-    result = wheelhouse.plan(_closure(), roots, {"torch", "transformers"},
-                             {"vllm": "cannot be carried", "xformers": "optional"})
+    result = wheelhouse.plan(
+        _closure(), roots, {"torch", "transformers"}, {"vllm": "cannot be carried", "xformers": "optional"}
+    )
     assert result.carry == ["bitsandbytes", "datasets", "msgspec", "pyarrow", "unsloth", "unsloth-zoo"]
     assert result.skipped["vllm"] == "cannot be carried"
     assert result.skipped["xformers"] == "optional"
@@ -73,24 +74,46 @@ def test_plan_names_a_requirement_missing_from_the_closure():
 
 
 def test_closure_from_report_evaluates_markers_and_extras():
-    report = {"install": [
-        {"metadata": {"name": "Pkg_A", "version": "1.0", "requires_dist": [
-            "b>=1", "c; sys_platform == 'win32'", "d; python_version < '3.11'", "e; extra == 'http'",
-            "f; extra == 'docs'"]},
-         "requested_extras": ["http"], "download_info": {"url": "https://x/pkg_a-1.0-py3-none-any.whl"}},
-    ]}
+    report = {
+        "install": [
+            {
+                "metadata": {
+                    "name": "Pkg_A",
+                    "version": "1.0",
+                    "requires_dist": [
+                        "b>=1",
+                        "c; sys_platform == 'win32'",
+                        "d; python_version < '3.11'",
+                        "e; extra == 'http'",
+                        "f; extra == 'docs'",
+                    ],
+                },
+                "requested_extras": ["http"],
+                "download_info": {"url": "https://x/pkg_a-1.0-py3-none-any.whl"},
+            },
+        ]
+    }
     closure = wheelhouse.closure_from_report(report, wheelhouse.marker_environment("3.12"))
     assert closure["pkg-a"].requires == ("b", "e")
     assert closure["pkg-a"].version == "1.0"
 
 
 def test_extra_requirements_expand_self_references():
-    pyproject = {"project": {"name": "grpo-kit", "optional-dependencies": {
-        "train": ["torch==2.13.0", "trl==1.15.0"],
-        "unsloth": ["grpo-kit[train]", "unsloth==2026.10.9", "vllm==0.32.0"],
-    }}}
+    pyproject = {
+        "project": {
+            "name": "grpo-kit",
+            "optional-dependencies": {
+                "train": ["torch==2.13.0", "trl==1.15.0"],
+                "unsloth": ["grpo-kit[train]", "unsloth==2026.10.9", "vllm==0.32.0"],
+            },
+        }
+    }
     assert wheelhouse.extra_requirements(pyproject, "unsloth") == [
-        "torch==2.13.0", "trl==1.15.0", "unsloth==2026.10.9", "vllm==0.32.0"]
+        "torch==2.13.0",
+        "trl==1.15.0",
+        "unsloth==2026.10.9",
+        "vllm==0.32.0",
+    ]
     with pytest.raises(ValueError, match="choose one of"):
         wheelhouse.extra_requirements(pyproject, "gpu")
 
@@ -106,8 +129,13 @@ def test_the_real_unsloth_extra_lists_unsloth_bitsandbytes_and_the_train_pins():
 def test_parse_have_reads_names_and_a_freeze_file(tmp_path):
     freeze = tmp_path / "freeze.txt"
     freeze.write_text("# comment\nPyArrow==26.0.1\npandas @ file:///x\n-e git+https://x#egg=y\nrich\n")
-    assert wheelhouse.parse_have("torch, Transformers", freeze) == {"torch", "transformers", "pyarrow",
-                                                                    "pandas", "rich"}
+    assert wheelhouse.parse_have("torch, Transformers", freeze) == {
+        "torch",
+        "transformers",
+        "pyarrow",
+        "pandas",
+        "rich",
+    }
 
 
 def test_platform_tags_cover_every_manylinux_up_to_the_glibc():
@@ -125,7 +153,9 @@ def test_budget_total_and_failure_names_the_biggest():
     sizes = {"a.whl": 30 * 2**20, "b.whl": 25 * 2**20, "c.whl": 6 * 2**20}
     assert wheelhouse.check_budget(sizes, 61) == pytest.approx(61.0)
     assert wheelhouse.check_budget(sizes, None) == pytest.approx(61.0)
-    with pytest.raises(wheelhouse.BudgetError, match=r"61\.0 MiB, over the budget of 60 MiB.*a\.whl \(30\.0 MiB\)"):
+    with pytest.raises(
+        wheelhouse.BudgetError, match=r"61\.0 MiB, over the budget of 60 MiB.*a\.whl \(30\.0 MiB\)"
+    ):
         wheelhouse.check_budget(sizes, 60)
 
 
@@ -136,7 +166,9 @@ def _hash(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def make_wheel(folder: Path, name: str, version: str, files: dict[str, bytes], top_level: str | None = None) -> Path:
+def make_wheel(
+    folder: Path, name: str, version: str, files: dict[str, bytes], top_level: str | None = None
+) -> Path:
     """A minimal valid wheel (METADATA, WHEEL, RECORD with hashes) holding ``files``."""
     dist = f"{name}-{version}.dist-info"
     meta = {
@@ -180,8 +212,12 @@ def test_slim_bitsandbytes_keeps_only_the_cuda_major_and_cpu(tmp_path):
 
 
 def test_slim_unsloth_drops_studio_and_fixes_record_and_top_level(tmp_path):
-    files = {"unsloth/__init__.py": b"VERSION = 1\n", "unsloth_cli/__init__.py": b"",
-             "studio/frontend/app.js": b"x" * 5000, "studio/backend/main.py": b"y" * 5000}
+    files = {
+        "unsloth/__init__.py": b"VERSION = 1\n",
+        "unsloth_cli/__init__.py": b"",
+        "studio/frontend/app.js": b"x" * 5000,
+        "studio/backend/main.py": b"y" * 5000,
+    }
     src = make_wheel(tmp_path, "unsloth", "2026.10.9", files, top_level="studio\nunsloth\nunsloth_cli\n")
     out = wheelhouse.slim_wheel(src, tmp_path / "slim", wheelhouse.drop_top_level("studio"))
     with zipfile.ZipFile(out) as z:
@@ -209,25 +245,56 @@ def test_verify_wheel_catches_a_record_that_lists_a_dropped_file(tmp_path):
 
 def test_slimmed_bundle_installs_into_a_clean_target_and_imports(tmp_path):
     bnb = make_wheel(tmp_path, "bitsandbytes", "0.50.2", _bnb_files(), top_level="bitsandbytes\n")
-    uns = make_wheel(tmp_path, "unsloth", "2026.10.9",
-                     {"unsloth/__init__.py": b"VERSION = 1\n", "studio/x.js": b"x"}, top_level="studio\nunsloth\n")
+    uns = make_wheel(
+        tmp_path,
+        "unsloth",
+        "2026.10.9",
+        {"unsloth/__init__.py": b"VERSION = 1\n", "studio/x.js": b"x"},
+        top_level="studio\nunsloth\n",
+    )
     bundle = tmp_path / "bundle"
     wheelhouse.slim_wheel(bnb, bundle, wheelhouse.bitsandbytes_keep(13))
     wheelhouse.slim_wheel(uns, bundle, wheelhouse.drop_top_level("studio"))
     target = tmp_path / "site"
-    run = subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--no-compile",
-                          "--quiet", "--target", str(target), *map(str, sorted(bundle.glob("*.whl")))],
-                         check=False, capture_output=True, text=True)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-index",
+            "--no-deps",
+            "--no-compile",
+            "--quiet",
+            "--target",
+            str(target),
+            *map(str, sorted(bundle.glob("*.whl"))),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stderr
     assert not (target / "studio").exists()
     assert sorted(p.name for p in (target / "bitsandbytes").glob("*.so")) == [
-        "libbitsandbytes_cpu.so", "libbitsandbytes_cuda130.so", "libbitsandbytes_cuda132.so"]
-    check = ("import importlib.metadata as m, bitsandbytes, unsloth; "
-             "print(m.version('unsloth'), m.version('bitsandbytes'), "
-             "sorted(f.name for f in m.files('bitsandbytes') if 'cuda' in f.name) == "
-             "['libbitsandbytes_cuda130.so', 'libbitsandbytes_cuda132.so'])")
-    imported = subprocess.run([sys.executable, "-S", "-c", check], check=False, capture_output=True, text=True,
-                              env={**os.environ, "PYTHONPATH": str(target)}, cwd=tmp_path)
+        "libbitsandbytes_cpu.so",
+        "libbitsandbytes_cuda130.so",
+        "libbitsandbytes_cuda132.so",
+    ]
+    check = (
+        "import importlib.metadata as m, bitsandbytes, unsloth; "
+        "print(m.version('unsloth'), m.version('bitsandbytes'), "
+        "sorted(f.name for f in m.files('bitsandbytes') if 'cuda' in f.name) == "
+        "['libbitsandbytes_cuda130.so', 'libbitsandbytes_cuda132.so'])"
+    )
+    imported = subprocess.run(
+        [sys.executable, "-S", "-c", check],
+        check=False,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(target)},
+        cwd=tmp_path,
+    )
     assert imported.returncode == 0, imported.stderr
     assert imported.stdout.split() == ["2026.10.9", "0.50.2", "True"]  # installed metadata lists only CUDA 13
 
@@ -251,10 +318,29 @@ def test_real_unsloth_bundle_for_a_cuda13_image(tmp_path):
     cache = Path(os.environ.get("GRPO_KIT_WHEEL_CACHE", Path.home() / ".cache" / "grpo-kit" / "wheelhouse"))
     out = tmp_path / "wh"
     run = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "wheelhouse.py"), "--extra", "unsloth", "--python", "3.12",
-         "--cuda", "13", "--have-freeze", str(REPO / "scripts" / "targets" / "cuda13-torch211-image.txt"),
-         "--slim", "--max-mib", "60", "--cache", str(cache), "--out", str(out)],
-        check=False, capture_output=True, text=True)
+        [
+            sys.executable,
+            str(REPO / "scripts" / "wheelhouse.py"),
+            "--extra",
+            "unsloth",
+            "--python",
+            "3.12",
+            "--cuda",
+            "13",
+            "--have-freeze",
+            str(REPO / "scripts" / "targets" / "cuda13-torch211-image.txt"),
+            "--slim",
+            "--max-mib",
+            "60",
+            "--cache",
+            str(cache),
+            "--out",
+            str(out),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     wheels = sorted(p.name for p in out.iterdir())
     assert all(w.endswith(".whl") for w in wheels)
@@ -268,13 +354,37 @@ def test_real_unsloth_bundle_for_a_cuda13_image(tmp_path):
     site = tmp_path / "site"
     tags = [arg for tag in wheelhouse.platform_tags("2.35") for arg in ("--platform", tag)]
     install = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--no-compile", "--target",
-         str(site), "--python-version", "3.12", "--implementation", "cp", "--abi", "cp312", "--only-binary=:all:",
-         *tags, *map(str, sorted(out.glob("*.whl")))], check=False, capture_output=True, text=True)
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-index",
+            "--no-deps",
+            "--no-compile",
+            "--target",
+            str(site),
+            "--python-version",
+            "3.12",
+            "--implementation",
+            "cp",
+            "--abi",
+            "cp312",
+            "--only-binary=:all:",
+            *tags,
+            *map(str, sorted(out.glob("*.whl"))),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     assert install.returncode == 0, install.stderr[-3000:]
     assert not (site / "studio").exists() and (site / "unsloth" / "__init__.py").exists()
     assert sorted(p.name for p in (site / "bitsandbytes").glob("libbitsandbytes_cuda*")) == [
-        "libbitsandbytes_cuda130.so", "libbitsandbytes_cuda132.so"]
+        "libbitsandbytes_cuda130.so",
+        "libbitsandbytes_cuda132.so",
+    ]
 
 
 # --- versions the target has ----------------------------------------------------------------------
@@ -286,8 +396,12 @@ def test_version_conflicts_name_the_requirement_the_target_does_not_meet(tmp_pat
     have_versions = wheelhouse.parse_have_versions(freeze)
     assert have_versions == {"torch": "2.11.0", "fsspec": "2026.9.0", "huggingface-hub": "1.33.0"}
     closure = {
-        "datasets": Node("4.8.5", ("fsspec", "numpy", "huggingface-hub"), None,
-                         ("fsspec[http]<=2026.2.0,>=2023.1.0", "numpy>=1.17", "huggingface-hub>=0.25.0")),
+        "datasets": Node(
+            "4.8.5",
+            ("fsspec", "numpy", "huggingface-hub"),
+            None,
+            ("fsspec[http]<=2026.2.0,>=2023.1.0", "numpy>=1.17", "huggingface-hub>=0.25.0"),
+        ),
         "unsloth": Node("2026.10.9", ("torch",), None, ("torch<2.15.0,>=2.4.0",)),
     }
     problems = wheelhouse.version_conflicts(closure, ["datasets", "unsloth"], have_versions)
@@ -295,11 +409,22 @@ def test_version_conflicts_name_the_requirement_the_target_does_not_meet(tmp_pat
     assert problems[0].startswith("datasets 4.8.5 needs fsspec<=2026.2.0,>=2023.1.0, the target has 2026.9.0")
     assert "drop fsspec from --have" in problems[0]
     assert wheelhouse.version_conflicts(closure, ["unsloth"], {"torch": "2.3.1"})[0].startswith(
-        "unsloth 2026.10.9 needs torch")
+        "unsloth 2026.10.9 needs torch"
+    )
 
 
 def test_closure_keeps_the_requirement_lines_for_version_checks():
-    report = {"install": [{"metadata": {"name": "a", "version": "1", "requires_dist": [
-        "torch<2.15,>=2.4", "x; sys_platform == 'darwin'"]}, "download_info": {"url": "u"}}]}
+    report = {
+        "install": [
+            {
+                "metadata": {
+                    "name": "a",
+                    "version": "1",
+                    "requires_dist": ["torch<2.15,>=2.4", "x; sys_platform == 'darwin'"],
+                },
+                "download_info": {"url": "u"},
+            }
+        ]
+    }
     node = wheelhouse.closure_from_report(report, wheelhouse.marker_environment("3.12"))["a"]
     assert node.requirements == ("torch<2.15,>=2.4",) and node.requires == ("torch",)

@@ -34,8 +34,11 @@ def _sha256(path: Path) -> str:
 
 def _files(folder: Path) -> list[str]:
     """Every file below ``folder`` (relative POSIX paths), the manifest excepted."""
-    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")
-                  if (p.is_file() or p.is_symlink()) and p.name != MANIFEST)
+    return sorted(
+        p.relative_to(folder).as_posix()
+        for p in folder.rglob("*")
+        if (p.is_file() or p.is_symlink()) and p.name != MANIFEST
+    )
 
 
 def _read_manifest(folder: Path) -> dict[str, Any] | None:
@@ -51,8 +54,10 @@ def _refuse_to_empty(folder: Path) -> None:
     resolved = folder.resolve()
     cwd = Path.cwd().resolve()
     if resolved == Path.home().resolve() or resolved.parent == resolved or cwd.is_relative_to(resolved):
-        raise ValueError(f"refusing to empty {folder} (it is your home, a filesystem root, or holds the current "
-                         "folder); export into a new sub-folder instead.")
+        raise ValueError(
+            f"refusing to empty {folder} (it is your home, a filesystem root, or holds the current "
+            "folder); export into a new sub-folder instead."
+        )
 
 
 def _empty(folder: Path) -> None:
@@ -83,7 +88,9 @@ def prepare_export_dir(out_dir: str | os.PathLike, *, overwrite: bool = False) -
 
 def write_manifest(out: Path, kind: str) -> dict[str, Any]:
     """Record every file the export wrote (size, sha256) in ``grpo_kit_export.json``; return the manifest."""
-    files = {name: {"size": (out / name).stat().st_size, "sha256": _sha256(out / name)} for name in _files(out)}
+    files = {
+        name: {"size": (out / name).stat().st_size, "sha256": _sha256(out / name)} for name in _files(out)
+    }
     manifest = {"kind": kind, "files": files}
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2))
     return manifest

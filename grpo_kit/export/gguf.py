@@ -58,15 +58,62 @@ LLAMA_CPP_PYTHON_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372
 #: Types convert_hf_to_gguf.py writes by itself.
 CONVERTER_TYPES = ("f32", "f16", "bf16", "q8_0", "tq1_0", "tq2_0")
 #: Types that need llama.cpp's compiled llama-quantize (applied to the f16 file).
-QUANTIZE_TYPES = ("q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "q4_0", "q4_1", "q4_k_s", "q4_k_m", "q5_0", "q5_1",
-                  "q5_k_s", "q5_k_m", "q6_k", "iq2_xxs", "iq2_xs", "iq3_xxs", "iq4_nl", "iq4_xs")
+QUANTIZE_TYPES = (
+    "q2_k",
+    "q3_k_s",
+    "q3_k_m",
+    "q3_k_l",
+    "q4_0",
+    "q4_1",
+    "q4_k_s",
+    "q4_k_m",
+    "q5_0",
+    "q5_1",
+    "q5_k_s",
+    "q5_k_m",
+    "q6_k",
+    "iq2_xxs",
+    "iq2_xs",
+    "iq3_xxs",
+    "iq4_nl",
+    "iq4_xs",
+)
 #: What Unsloth's save_pretrained_gguf accepts as quantization_method (its names).
-UNSLOTH_QUANT_TYPES = ("not_quantized", "fast_quantized", "quantized", "f32", "f16", "bf16", "q8_0", "q4_k_m",
-                       "q5_k_m", "q2_k", "q3_k_l", "q3_k_m", "q3_k_s", "q4_0", "q4_1", "q4_k_s", "q4_k",
-                       "q5_k", "q5_k_s", "q5_0", "q5_1", "q6_k", "iq2_xxs", "iq2_xs", "iq3_xxs", "q3_k_xs")
+UNSLOTH_QUANT_TYPES = (
+    "not_quantized",
+    "fast_quantized",
+    "quantized",
+    "f32",
+    "f16",
+    "bf16",
+    "q8_0",
+    "q4_k_m",
+    "q5_k_m",
+    "q2_k",
+    "q3_k_l",
+    "q3_k_m",
+    "q3_k_s",
+    "q4_0",
+    "q4_1",
+    "q4_k_s",
+    "q4_k",
+    "q5_k",
+    "q5_k_s",
+    "q5_0",
+    "q5_1",
+    "q6_k",
+    "iq2_xxs",
+    "iq2_xs",
+    "iq3_xxs",
+    "q3_k_xs",
+)
 #: Reload tolerance by type: greedy disagreement allowed only at a near-tie this close (logits).
-_TOLERANCE = {"f32": TIE_TOLERANCE["float32"], "f16": TIE_TOLERANCE["16bit"], "bf16": TIE_TOLERANCE["16bit"],
-              "q8_0": TIE_TOLERANCE["q8_0"]}
+_TOLERANCE = {
+    "f32": TIE_TOLERANCE["float32"],
+    "f16": TIE_TOLERANCE["16bit"],
+    "bf16": TIE_TOLERANCE["16bit"],
+    "q8_0": TIE_TOLERANCE["q8_0"],
+}
 _CONVERTER_MEMBERS = ("convert_hf_to_gguf.py", "conversion/", "gguf-py/", "LICENSE")
 
 
@@ -95,7 +142,9 @@ def find_converter(llama_cpp_dir: str | os.PathLike | None = None, *, download: 
     if cached.is_file():
         return cached
     if not download:
-        raise FileNotFoundError(f"llama.cpp's converter is not cached at {cached.parent}; call with download=True.")
+        raise FileNotFoundError(
+            f"llama.cpp's converter is not cached at {cached.parent}; call with download=True."
+        )
     return download_converter()
 
 
@@ -111,10 +160,23 @@ def download_converter() -> Path:
             return target / "convert_hf_to_gguf.py"
         with tempfile.TemporaryDirectory(prefix="grpo-kit-llama-cpp-") as tmp:
             requirement = Path(tmp) / "requirements.txt"
-            requirement.write_text(f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION} "
-                                   f"--hash=sha256:{LLAMA_CPP_PYTHON_SHA256}\n")
-            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--require-hashes",
-                   "--dest", str(Path(tmp) / "dist"), "-r", str(requirement)]
+            requirement.write_text(
+                f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION} --hash=sha256:{LLAMA_CPP_PYTHON_SHA256}\n"
+            )
+            cmd = [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                "--require-hashes",
+                "--dest",
+                str(Path(tmp) / "dist"),
+                "-r",
+                str(requirement),
+            ]
             done = subprocess.run(cmd, check=False, capture_output=True, text=True)
             archives = list((Path(tmp) / "dist").glob("llama_cpp_python-*.tar.gz"))
             if done.returncode != 0 or not archives:
@@ -156,8 +218,10 @@ def _member_target(member: tarfile.TarInfo, rest: str, dest: Path) -> Path:
 
     relative = PurePosixPath(rest)
     if relative.is_absolute() or ".." in relative.parts or member.name.startswith("/"):
-        raise ValueError(f"refusing archive entry {member.name!r}: absolute or '..' paths could write outside "
-                         f"{dest}. The archive is not a genuine llama-cpp-python sdist.")
+        raise ValueError(
+            f"refusing archive entry {member.name!r}: absolute or '..' paths could write outside "
+            f"{dest}. The archive is not a genuine llama-cpp-python sdist."
+        )
     out = (dest / relative).resolve()
     if not out.is_relative_to(dest.resolve()):
         raise ValueError(f"refusing archive entry {member.name!r}: it resolves outside {dest}.")
@@ -165,7 +229,9 @@ def _member_target(member: tarfile.TarInfo, rest: str, dest: Path) -> Path:
         link = PurePosixPath(member.linkname)
         base = dest if member.islnk() else (dest / relative).parent
         if link.is_absolute() or not (base / link).resolve().is_relative_to(dest.resolve()):
-            raise ValueError(f"refusing archive entry {member.name!r}: a link to {member.linkname!r}, outside {dest}.")
+            raise ValueError(
+                f"refusing archive entry {member.name!r}: a link to {member.linkname!r}, outside {dest}."
+            )
     return out
 
 
@@ -191,8 +257,10 @@ def _extract_converter(archive: Path, dest: Path) -> None:
             with tar.extractfile(member) as src, open(out, "wb") as dst:  # type: ignore[union-attr]
                 shutil.copyfileobj(src, dst)
     if not (dest / "convert_hf_to_gguf.py").is_file():
-        raise RuntimeError(f"{archive.name} holds no vendor/llama.cpp/convert_hf_to_gguf.py; "
-                           "set LLAMA_CPP_DIR to a llama.cpp checkout instead.")
+        raise RuntimeError(
+            f"{archive.name} holds no vendor/llama.cpp/convert_hf_to_gguf.py; "
+            "set LLAMA_CPP_DIR to a llama.cpp checkout instead."
+        )
 
 
 def find_llama_quantize(llama_cpp_dir: str | os.PathLike | None = None) -> Path | None:
@@ -238,7 +306,12 @@ def stage_for_conversion(model_dir: Path, staging: Path) -> Path:
         if _is_byte_level_bpe(tok) and tok["model"].get("byte_fallback"):
             # Every byte has a token in a byte-level vocabulary, so byte fallback never fires: same ids.
             tok["model"]["byte_fallback"] = False
-            tok["decoder"] = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
+            tok["decoder"] = {
+                "type": "ByteLevel",
+                "add_prefix_space": True,
+                "trim_offsets": True,
+                "use_regex": True,
+            }
         (staging / "tokenizer.json").write_text(json.dumps(tok, ensure_ascii=False), encoding="utf-8")
     return staging
 
@@ -248,8 +321,10 @@ def run_converter(model_dir: Path, out_file: Path, outtype: str, *, llama_cpp_di
     import time
 
     if importlib.util.find_spec("sentencepiece") is None:
-        raise ImportError("llama.cpp's converter imports sentencepiece for Llama-family vocabularies: "
-                          "`pip install sentencepiece==0.2.3` (it is in grpo-kit[train]).")
+        raise ImportError(
+            "llama.cpp's converter imports sentencepiece for Llama-family vocabularies: "
+            "`pip install sentencepiece==0.2.3` (it is in grpo-kit[train])."
+        )
     script = find_converter(llama_cpp_dir)
     with tempfile.TemporaryDirectory(prefix="grpo-kit-gguf-stage-") as tmp:
         staged = stage_for_conversion(model_dir, Path(tmp) / "model")
@@ -268,8 +343,10 @@ def run_converter(model_dir: Path, out_file: Path, outtype: str, *, llama_cpp_di
 def _check_quantization_name(quantization: str) -> str:
     q = str(quantization).lower()
     if q not in CONVERTER_TYPES + QUANTIZE_TYPES and q not in UNSLOTH_QUANT_TYPES:
-        raise ValueError(f"unknown GGUF type {quantization!r}; the converter writes {', '.join(CONVERTER_TYPES)}, "
-                         f"llama-quantize adds {', '.join(QUANTIZE_TYPES)}.")
+        raise ValueError(
+            f"unknown GGUF type {quantization!r}; the converter writes {', '.join(CONVERTER_TYPES)}, "
+            f"llama-quantize adds {', '.join(QUANTIZE_TYPES)}."
+        )
     return q
 
 
@@ -286,8 +363,13 @@ def _require_llama_quantize(q: str, llama_cpp_dir=None) -> Path:
     return found
 
 
-def check_gguf_quantization_available(quantization: str, *, llama_cpp_dir: str | os.PathLike | None = None,
-                                      unsloth: bool = False, download: bool = True) -> str:
+def check_gguf_quantization_available(
+    quantization: str,
+    *,
+    llama_cpp_dir: str | os.PathLike | None = None,
+    unsloth: bool = False,
+    download: bool = True,
+) -> str:
     """Check, before training, that :func:`save_gguf` will be able to write ``quantization``; return its name.
 
     * f32/f16/bf16/q8_0/tq1_0/tq2_0 need llama.cpp's converter (``llama_cpp_dir`` / ``$LLAMA_CPP_DIR``, the
@@ -303,13 +385,17 @@ def check_gguf_quantization_available(quantization: str, *, llama_cpp_dir: str |
     if unsloth and q in UNSLOTH_QUANT_TYPES:
         return q
     if q not in CONVERTER_TYPES + QUANTIZE_TYPES:
-        raise ValueError(f"GGUF type {quantization!r} is only written by Unsloth on a GPU; here choose one of "
-                         f"{', '.join(CONVERTER_TYPES + QUANTIZE_TYPES)}.")
+        raise ValueError(
+            f"GGUF type {quantization!r} is only written by Unsloth on a GPU; here choose one of "
+            f"{', '.join(CONVERTER_TYPES + QUANTIZE_TYPES)}."
+        )
     if q in QUANTIZE_TYPES:
         _require_llama_quantize(q, llama_cpp_dir)
     if importlib.util.find_spec("sentencepiece") is None:
-        raise ImportError("llama.cpp's converter imports sentencepiece for Llama-family vocabularies: "
-                          "`pip install sentencepiece==0.2.3` (it is in grpo-kit[train]).")
+        raise ImportError(
+            "llama.cpp's converter imports sentencepiece for Llama-family vocabularies: "
+            "`pip install sentencepiece==0.2.3` (it is in grpo-kit[train])."
+        )
     find_converter(llama_cpp_dir, download=download)
     return q
 
@@ -317,9 +403,15 @@ def check_gguf_quantization_available(quantization: str, *, llama_cpp_dir: str |
 # --------------------------------------------------------------------------- public API
 
 
-def save_gguf(model_dir_or_model: Any, out_path: str | os.PathLike, quantization: str = "f16", *,
-              tokenizer: Any = None, llama_cpp_dir: str | os.PathLike | None = None,
-              verify: bool = True) -> ExportReport:
+def save_gguf(
+    model_dir_or_model: Any,
+    out_path: str | os.PathLike,
+    quantization: str = "f16",
+    *,
+    tokenizer: Any = None,
+    llama_cpp_dir: str | os.PathLike | None = None,
+    verify: bool = True,
+) -> ExportReport:
     """Write a GGUF file and check it by loading it back.
 
     model_dir_or_model: a Hugging Face model folder (e.g. what :func:`save_merged` wrote), or a model in
@@ -346,11 +438,15 @@ def save_gguf(model_dir_or_model: Any, out_path: str | os.PathLike, quantization
         if isinstance(model_dir_or_model, (str, os.PathLike)):
             model_dir = Path(model_dir_or_model)
             if not (model_dir / "config.json").is_file():
-                raise FileNotFoundError(f"{model_dir} is not a Hugging Face model folder (no config.json); "
-                                        "pass the folder save_merged wrote, or the model and tokenizer=.")
+                raise FileNotFoundError(
+                    f"{model_dir} is not a Hugging Face model folder (no config.json); "
+                    "pass the folder save_merged wrote, or the model and tokenizer=."
+                )
         else:
             if tokenizer is None:
-                raise ValueError("save_gguf(model, ...) needs tokenizer= too (the GGUF file carries the tokenizer).")
+                raise ValueError(
+                    "save_gguf(model, ...) needs tokenizer= too (the GGUF file carries the tokenizer)."
+                )
             from grpo_kit.export.hf import save_merged
 
             model_dir = Path(tmp) / "merged"
@@ -361,11 +457,20 @@ def save_gguf(model_dir_or_model: Any, out_path: str | os.PathLike, quantization
         out_path.parent.mkdir(parents=True, exist_ok=True)
         details: dict[str, Any] = {"quantization": q, "writer": "convert_hf_to_gguf.py"}
         if quantize_bin is None:
-            details["convert_seconds"] = round(run_converter(model_dir, out_path, q, llama_cpp_dir=llama_cpp_dir), 2)
+            details["convert_seconds"] = round(
+                run_converter(model_dir, out_path, q, llama_cpp_dir=llama_cpp_dir), 2
+            )
         else:
             f16 = Path(tmp) / "model-f16.gguf"
-            details["convert_seconds"] = round(run_converter(model_dir, f16, "f16", llama_cpp_dir=llama_cpp_dir), 2)
-            done = subprocess.run([str(quantize_bin), str(f16), str(out_path), q.upper()], check=False, capture_output=True, text=True)
+            details["convert_seconds"] = round(
+                run_converter(model_dir, f16, "f16", llama_cpp_dir=llama_cpp_dir), 2
+            )
+            done = subprocess.run(
+                [str(quantize_bin), str(f16), str(out_path), q.upper()],
+                check=False,
+                capture_output=True,
+                text=True,
+            )
             if done.returncode != 0:
                 raise RuntimeError(f"llama-quantize failed (exit {done.returncode}):\n{_tail(done.stderr)}")
             details["writer"] += " + llama-quantize"
@@ -402,8 +507,9 @@ def _verify_gguf(gguf_file: Path, model_dir: Path, reference: Any, q: str, detai
     gguf_ids = gguf_tokenizer(text, add_special_tokens=False)["input_ids"]
     checks["tokenizer_ids"] = gguf_ids == ids[0].tolist()
 
-    reloaded = AutoModelForCausalLM.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name,
-                                                    dtype=torch.float32)
+    reloaded = AutoModelForCausalLM.from_pretrained(
+        str(gguf_file.parent), gguf_file=gguf_file.name, dtype=torch.float32
+    )
     if reference is None:
         reference = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     was_training = reference.training
@@ -411,8 +517,12 @@ def _verify_gguf(gguf_file: Path, model_dir: Path, reference: Any, q: str, detai
     reloaded.eval()
     tol = _TOLERANCE.get(q)
     try:
-        comparison = compare_greedy(reference, reloaded.to(next(reference.parameters()).device), ids,
-                                    tie_tolerance=tol if tol is not None else float("inf"))
+        comparison = compare_greedy(
+            reference,
+            reloaded.to(next(reference.parameters()).device),
+            ids,
+            tie_tolerance=tol if tol is not None else float("inf"),
+        )
     finally:
         reference.train(was_training)
     details["greedy"] = comparison.as_dict()
@@ -422,8 +532,9 @@ def _verify_gguf(gguf_file: Path, model_dir: Path, reference: Any, q: str, detai
     llama_cpp = _llama_cpp_greedy(gguf_file, ids[0].tolist(), len(comparison.reference_tokens))
     if llama_cpp is not None:
         details["llama_cpp_tokens"] = llama_cpp
-        details["llama_cpp_agreement"] = sum(a == b for a, b in zip(llama_cpp, comparison.reference_tokens)) / max(
-            1, len(llama_cpp))
+        details["llama_cpp_agreement"] = sum(
+            a == b for a, b in zip(llama_cpp, comparison.reference_tokens)
+        ) / max(1, len(llama_cpp))
     details["checks"] = checks
     return all(checks.values())
 
@@ -454,7 +565,9 @@ def _is_unsloth_on_gpu(model: Any) -> bool:
 
 def _save_gguf_unsloth(model: Any, tokenizer: Any, out_dir: Path, q: str, *, verify: bool) -> ExportReport:
     if q not in UNSLOTH_QUANT_TYPES:
-        raise ValueError(f"Unsloth's save_pretrained_gguf does not know {q!r}; use one of {', '.join(UNSLOTH_QUANT_TYPES)}.")
+        raise ValueError(
+            f"Unsloth's save_pretrained_gguf does not know {q!r}; use one of {', '.join(UNSLOTH_QUANT_TYPES)}."
+        )
     if tokenizer is None:
         raise ValueError("save_gguf(model, ...) needs tokenizer= too (the GGUF file carries the tokenizer).")
     out_dir = out_dir.with_suffix("") if out_dir.suffix == ".gguf" else out_dir
@@ -463,8 +576,11 @@ def _save_gguf_unsloth(model: Any, tokenizer: Any, out_dir: Path, q: str, *, ver
     if not files:
         raise RuntimeError(f"Unsloth's save_pretrained_gguf wrote no .gguf file under {out_dir}.")
     gguf_file = files[-1]
-    details: dict[str, Any] = {"quantization": q, "writer": "unsloth.save_pretrained_gguf",
-                               "files": [str(f) for f in files]}
+    details: dict[str, Any] = {
+        "quantization": q,
+        "writer": "unsloth.save_pretrained_gguf",
+        "files": [str(f) for f in files],
+    }
     verified = False
     if verify:
         with tempfile.TemporaryDirectory(prefix="grpo-kit-gguf-") as tmp:

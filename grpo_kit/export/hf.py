@@ -25,8 +25,14 @@ from grpo_kit.export.verify import TIE_TOLERANCE, compare_greedy, prompt_ids
 
 #: ``dtype`` names save_merged accepts -> torch dtype name ("16bit" is resolved by :func:`resolve_16bit`).
 DTYPE_NAMES = {
-    "16bit": "16bit", "bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16",
-    "fp32": "float32", "float32": "float32", "32bit": "float32",
+    "16bit": "16bit",
+    "bf16": "bfloat16",
+    "bfloat16": "bfloat16",
+    "fp16": "float16",
+    "float16": "float16",
+    "fp32": "float32",
+    "float32": "float32",
+    "32bit": "float32",
 }
 
 
@@ -57,8 +63,10 @@ def resolve_16bit() -> str:
 
 def _check_dtype(dtype: str) -> str:
     if not isinstance(dtype, str) or dtype.lower() not in DTYPE_NAMES:
-        raise ValueError(f"dtype={dtype!r} is not an export precision; use one of {sorted(DTYPE_NAMES)} "
-                         "(\"16bit\" picks bf16, or fp16 on GPUs without native bf16).")
+        raise ValueError(
+            f"dtype={dtype!r} is not an export precision; use one of {sorted(DTYPE_NAMES)} "
+            '("16bit" picks bf16, or fp16 on GPUs without native bf16).'
+        )
     name = DTYPE_NAMES[dtype.lower()]
     return resolve_16bit() if name == "16bit" else name
 
@@ -68,15 +76,18 @@ def _strip_quantizer_state(model: Any) -> None:
     write a ``quantization_config`` that llama.cpp's converter and ``from_pretrained`` then trip over."""
     if getattr(model, "hf_quantizer", None) is not None or hasattr(model.config, "quantization_config"):
         quant = getattr(model.config, "quantization_config", None)
-        method = quant.get("quant_method") if isinstance(quant, dict) else getattr(quant, "quant_method", None)
+        method = (
+            quant.get("quant_method") if isinstance(quant, dict) else getattr(quant, "quant_method", None)
+        )
         if str(method).lower().endswith("gguf"):
             from grpo_kit.models import strip_gguf_quantizer
 
             strip_gguf_quantizer(model)
 
 
-def save_adapter(model: Any, tokenizer: Any, out_dir: str | os.PathLike, *, verify: bool = True,
-                 overwrite: bool = False) -> ExportReport:
+def save_adapter(
+    model: Any, tokenizer: Any, out_dir: str | os.PathLike, *, verify: bool = True, overwrite: bool = False
+) -> ExportReport:
     """Save the LoRA adapter (``adapter_model.safetensors`` + ``adapter_config.json``) and the tokenizer.
 
     ``out_dir`` must be empty, new, or a previous grpo-kit export; ``overwrite=True`` empties a folder holding
@@ -86,8 +97,10 @@ def save_adapter(model: Any, tokenizer: Any, out_dir: str | os.PathLike, *, veri
     (``PeftModel.from_pretrained``) and must give the same greedy tokens as ``model``.
     """
     if not is_peft_model(model):
-        raise TypeError(f"save_adapter needs a peft model with a LoRA adapter, got {type(model).__name__}; "
-                        "for a fully fine-tuned model use save_merged (it saves the whole model).")
+        raise TypeError(
+            f"save_adapter needs a peft model with a LoRA adapter, got {type(model).__name__}; "
+            "for a fully fine-tuned model use save_merged (it saves the whole model)."
+        )
     out = prepare_export_dir(out_dir, overwrite=overwrite)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
@@ -112,8 +125,15 @@ def save_adapter(model: Any, tokenizer: Any, out_dir: str | os.PathLike, *, veri
     return ExportReport("adapter", out, dir_size(out), verified, details)
 
 
-def save_merged(model: Any, tokenizer: Any, out_dir: str | os.PathLike, dtype: str = "16bit", *,
-                verify: bool = True, overwrite: bool = False) -> ExportReport:
+def save_merged(
+    model: Any,
+    tokenizer: Any,
+    out_dir: str | os.PathLike,
+    dtype: str = "16bit",
+    *,
+    verify: bool = True,
+    overwrite: bool = False,
+) -> ExportReport:
     """Merge the LoRA adapter into a copy of the base model and save it with its tokenizer.
 
     dtype: "16bit" (bf16, or fp16 on a CUDA GPU without native bf16: :func:`resolve_16bit`), "bf16",
@@ -139,8 +159,10 @@ def save_merged(model: Any, tokenizer: Any, out_dir: str | os.PathLike, dtype: s
     tokenizer.save_pretrained(out)
     del merged
 
-    details: dict[str, Any] = {"dtype": str(torch_dtype).removeprefix("torch."),
-                               "files": sorted(write_manifest(out, "merged")["files"])}
+    details: dict[str, Any] = {
+        "dtype": str(torch_dtype).removeprefix("torch."),
+        "files": sorted(write_manifest(out, "merged")["files"]),
+    }
     verified = False
     if verify:
         from transformers import AutoModelForCausalLM

@@ -51,8 +51,9 @@ def prompt_ids(tokenizer, prompt: str = VERIFY_PROMPT):
     import torch
 
     if getattr(tokenizer, "chat_template", None):
-        text = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
-                                             add_generation_prompt=True)
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+        )
     else:
         text = prompt
     ids = tokenizer(text, return_tensors="pt", add_special_tokens=False)["input_ids"]  # (1, T)
@@ -68,11 +69,17 @@ def greedy_tokens(model, input_ids, max_new_tokens: int = VERIFY_NEW_TOKENS) -> 
     input_ids = input_ids.to(device)
     with torch.no_grad():
         out = model.generate(
-            input_ids=input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=max_new_tokens,
-            min_new_tokens=max_new_tokens, do_sample=False, temperature=None, top_p=None, top_k=None,
+            input_ids=input_ids,
+            attention_mask=torch.ones_like(input_ids),
+            max_new_tokens=max_new_tokens,
+            min_new_tokens=max_new_tokens,
+            do_sample=False,
+            temperature=None,
+            top_p=None,
+            top_k=None,
             pad_token_id=getattr(model.generation_config, "pad_token_id", None) or 0,
         )  # (1, T + new)
-    return out[0, input_ids.shape[1]:].tolist()
+    return out[0, input_ids.shape[1] :].tolist()
 
 
 def _logits(model, ids):
@@ -83,21 +90,28 @@ def _logits(model, ids):
         return model(input_ids=ids.to(device)).logits[0].float().cpu()  # (T, V)
 
 
-def compare_greedy(reference, reloaded, input_ids, *, tie_tolerance: float,
-                   max_new_tokens: int = VERIFY_NEW_TOKENS) -> GreedyComparison:
+def compare_greedy(
+    reference, reloaded, input_ids, *, tie_tolerance: float, max_new_tokens: int = VERIFY_NEW_TOKENS
+) -> GreedyComparison:
     """Greedy-decode ``input_ids`` (1, T) with both models and judge the disagreement (module docstring)."""
     import torch
 
     ref_tokens = greedy_tokens(reference, input_ids, max_new_tokens)
     new_tokens = greedy_tokens(reloaded, input_ids, max_new_tokens)
-    first_logits_diff = (_logits(reference, input_ids)[-1] - _logits(reloaded, input_ids)[-1]).abs().max().item()
+    first_logits_diff = (
+        (_logits(reference, input_ids)[-1] - _logits(reloaded, input_ids)[-1]).abs().max().item()
+    )
 
     mismatch = next((i for i, (a, b) in enumerate(zip(ref_tokens, new_tokens)) if a != b), None)
     margin = None
     if mismatch is not None:
         # The reference model's logits where the two first disagree, given the shared prefix.
-        prefix = torch.cat([input_ids, torch.tensor([ref_tokens[:mismatch]], dtype=input_ids.dtype)], dim=1)  # (1, T+m)
+        prefix = torch.cat(
+            [input_ids, torch.tensor([ref_tokens[:mismatch]], dtype=input_ids.dtype)], dim=1
+        )  # (1, T+m)
         last = _logits(reference, prefix)[-1]  # (V,)
         margin = float(last[ref_tokens[mismatch]] - last[new_tokens[mismatch]])
     passed = mismatch is None or (margin is not None and margin <= tie_tolerance)
-    return GreedyComparison(ref_tokens, new_tokens, mismatch, margin, first_logits_diff, tie_tolerance, passed)
+    return GreedyComparison(
+        ref_tokens, new_tokens, mismatch, margin, first_logits_diff, tie_tolerance, passed
+    )

@@ -51,7 +51,9 @@ def aggregate_loss(
         if max_completion_length is None:
             raise ValueError("the 'fixed_length' normalisation (dr_grpo) needs max_completion_length.")
         batch_size = per_token_loss.size(0)
-        return (per_token_loss * mask).sum() / (batch_size * max_completion_length) / gradient_accumulation_steps
+        return (
+            (per_token_loss * mask).sum() / (batch_size * max_completion_length) / gradient_accumulation_steps
+        )
     if normalization == "global_token_mean":
         if num_items_in_batch is None:
             num_items_in_batch = mask.sum()

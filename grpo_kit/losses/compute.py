@@ -67,7 +67,9 @@ class LossSettings:
     @classmethod
     def from_config(cls, config: Any) -> LossSettings:
         """The fields of ``config`` (GRPOConfig, GRPOLoopConfig, ...) that carry these names."""
-        return cls(**{f.name: getattr(config, f.name) for f in dataclasses.fields(cls) if hasattr(config, f.name)})
+        return cls(
+            **{f.name: getattr(config, f.name) for f in dataclasses.fields(cls) if hasattr(config, f.name)}
+        )
 
     def kwargs(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -101,7 +103,10 @@ def _check_tensors(
             f"advantages must have shape (B,) = ({shape[0]},), one per completion; got "
             f"{tuple(getattr(advantages, 'shape', ()))}. Use grpo_kit.advantages.compute_advantages(...)."
         )
-    for name, tensor in (("old_per_token_logps", old_per_token_logps), ("ref_per_token_logps", ref_per_token_logps)):
+    for name, tensor in (
+        ("old_per_token_logps", old_per_token_logps),
+        ("ref_per_token_logps", ref_per_token_logps),
+    ):
         if tensor is not None and tuple(tensor.shape) != shape:
             raise ValueError(
                 f"{name} must have the shape of per_token_logps {shape}; got {tuple(tensor.shape)}. "
@@ -174,11 +179,18 @@ def compute_loss(
     """
     if settings is not None:
         return compute_loss(
-            per_token_logps, advantages, completion_mask, old_per_token_logps=old_per_token_logps,
-            ref_per_token_logps=ref_per_token_logps, num_items_in_batch=num_items_in_batch,
-            steps_per_generation=steps_per_generation, **settings.kwargs(),
+            per_token_logps,
+            advantages,
+            completion_mask,
+            old_per_token_logps=old_per_token_logps,
+            ref_per_token_logps=ref_per_token_logps,
+            num_items_in_batch=num_items_in_batch,
+            steps_per_generation=steps_per_generation,
+            **settings.kwargs(),
         )
-    _check_tensors(per_token_logps, advantages, completion_mask, old_per_token_logps, ref_per_token_logps, beta)
+    _check_tensors(
+        per_token_logps, advantages, completion_mask, old_per_token_logps, ref_per_token_logps, beta
+    )
     check_loss_options(
         loss_type=loss_type,
         importance_sampling_level=importance_sampling_level,
@@ -244,7 +256,9 @@ def compute_loss(
     if num_items_in_batch is not None:
         num_items_in_batch = torch.as_tensor(num_items_in_batch, device=per_token_logps.device)
         if num_items_in_batch.numel() != 1 or bool(num_items_in_batch < 0):
-            raise ValueError("num_items_in_batch must be one non-negative number (tokens in the generation batch).")
+            raise ValueError(
+                "num_items_in_batch must be one non-negative number (tokens in the generation batch)."
+            )
         num_items_in_batch = num_items_in_batch.reshape(())
     loss = aggregate_loss(
         per_token_loss,

@@ -138,7 +138,9 @@ def sapo_objective(x: PolicyInputs, s: PolicySettings) -> PolicyTerm:
     """
     # torch.where with Python floats gives the default dtype (float32), exactly as TRL does.
     temperatures = torch.where(x.advantages > 0, s.sapo_temperature_pos, s.sapo_temperature_neg)  # (B, 1)
-    soft_ratio = torch.sigmoid(temperatures * (x.importance_weights - 1)) * 4 / temperatures  # (B, T) or (B, 1)
+    soft_ratio = (
+        torch.sigmoid(temperatures * (x.importance_weights - 1)) * 4 / temperatures
+    )  # (B, T) or (B, 1)
     return PolicyTerm(-soft_ratio * x.advantages)
 
 

@@ -24,8 +24,12 @@ def _gguf_special_token_ids(gguf_path: Path) -> dict[str, int]:
 
     reader = GGUFReader(str(gguf_path))
     ids = {}
-    for name, key in (("bos", "bos_token_id"), ("eos", "eos_token_id"), ("pad", "padding_token_id"),
-                      ("unk", "unknown_token_id")):
+    for name, key in (
+        ("bos", "bos_token_id"),
+        ("eos", "eos_token_id"),
+        ("pad", "padding_token_id"),
+        ("unk", "unknown_token_id"),
+    ):
         field = reader.fields.get(f"tokenizer.ggml.{key}")
         if field is not None:
             ids[name] = int(field.contents())
@@ -76,8 +80,10 @@ def _tokenizer_from_gguf(gguf_path: Path):
 
 
 def _tokenizer_entry(gguf_path: Path) -> Path:
-    return atomic_build(conversion_dir(gguf_path, "gguf-tokenizers"),
-                        lambda tmp: _tokenizer_from_gguf(gguf_path).save_pretrained(tmp))
+    return atomic_build(
+        conversion_dir(gguf_path, "gguf-tokenizers"),
+        lambda tmp: _tokenizer_from_gguf(gguf_path).save_pretrained(tmp),
+    )
 
 
 def gguf_tokenizer_dir(gguf_path: str | os.PathLike) -> Path:

@@ -41,8 +41,15 @@ def _check_dtype(dtype):
         return torch.float32
     if isinstance(dtype, torch.dtype):
         return dtype
-    names = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16,
-             "fp16": torch.float16, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "auto": "auto"}
+    names = {
+        "float32": torch.float32,
+        "fp32": torch.float32,
+        "float16": torch.float16,
+        "fp16": torch.float16,
+        "bfloat16": torch.bfloat16,
+        "bf16": torch.bfloat16,
+        "auto": "auto",
+    }
     if isinstance(dtype, str) and dtype.lower() in names:
         return names[dtype.lower()]
     raise ValueError(f"dtype={dtype!r} is not understood; use a torch.dtype or one of {sorted(names)}.")
@@ -68,8 +75,13 @@ def check_lora(lora):
             f"Unknown LoRA option(s) {unknown}; LoraConfig accepts e.g. r, lora_alpha, lora_dropout, "
             f"target_modules, bias, task_type (see peft.LoraConfig)."
         )
-    options = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.05, "target_modules": "all-linear",
-               "task_type": "CAUSAL_LM"}
+    options = {
+        "r": 16,
+        "lora_alpha": 32,
+        "lora_dropout": 0.05,
+        "target_modules": "all-linear",
+        "task_type": "CAUSAL_LM",
+    }
     options.update(lora)
     return LoraConfig(**options)
 
@@ -82,7 +94,7 @@ def _check_quantization(quantization):
 
     if not (isinstance(quantization, BitsAndBytesConfig) or quantization in _QUANTIZATION_NAMES):
         raise ValueError(
-            f"quantization={quantization!r} is not supported; use None, \"4bit\" (QLoRA, CUDA only) "
+            f'quantization={quantization!r} is not supported; use None, "4bit" (QLoRA, CUDA only) '
             f"or a transformers.BitsAndBytesConfig."
         )
     import torch
@@ -166,8 +178,9 @@ def check_model_source(name_or_path: str | os.PathLike) -> str:
     lists what to pass. Call it before creating output folders or starting long work.
     """
     if not isinstance(name_or_path, (str, os.PathLike)):
-        raise TypeError(f"name_or_path must be a string or a path; got {type(name_or_path).__name__}. "
-                        + _options_text())
+        raise TypeError(
+            f"name_or_path must be a string or a path; got {type(name_or_path).__name__}. " + _options_text()
+        )
     text = os.fspath(name_or_path)
     if text.strip().lower() in ALIASES:
         return "alias"
@@ -190,7 +203,8 @@ def check_model_source(name_or_path: str | os.PathLike) -> str:
         raise ValueError(
             f"{path} is a directory but not a Hugging Face model (no config.json"
             + (f"; it holds {len(ggufs)} .gguf files, pass one of them" if ggufs else "")
-            + "). " + _options_text()
+            + "). "
+            + _options_text()
         )
     if path.exists():
         raise ValueError(f"{path} is a file but not a .gguf model. " + _options_text())
@@ -198,7 +212,9 @@ def check_model_source(name_or_path: str | os.PathLike) -> str:
         return "hub"
     if _HUB_ID_RE.match(text) or text.startswith((".", "/", "~")) or os.sep in text.strip("/"):
         raise FileNotFoundError(f"Model path {path} does not exist. " + _options_text())
-    raise ValueError(f"Unknown model {text!r}: not an alias, an existing path or a Hub id. " + _options_text())
+    raise ValueError(
+        f"Unknown model {text!r}: not an alias, an existing path or a Hub id. " + _options_text()
+    )
 
 
 def resolve_model(name_or_path: str | os.PathLike) -> tuple[str, bool]:
@@ -240,8 +256,14 @@ def _resolve_hub_id(repo_id: str) -> tuple[str, bool]:
 # --------------------------------------------------------------------------- public loaders
 
 
-def load_model(name_or_path: str | os.PathLike = DEFAULT_MODEL, *, dtype=None, lora=None, quantization=None,
-               seed: int | None = None):
+def load_model(
+    name_or_path: str | os.PathLike = DEFAULT_MODEL,
+    *,
+    dtype=None,
+    lora=None,
+    quantization=None,
+    seed: int | None = None,
+):
     """Load a causal LM and its tokenizer -> ``(model, tokenizer)``.
 
     Args:

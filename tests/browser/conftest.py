@@ -71,7 +71,10 @@ def _free_port() -> int:
 def _lesson_env() -> dict[str, str]:
     env = dict(os.environ)
     env.update(
-        HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", MPLBACKEND="Agg", TOKENIZERS_PARALLELISM="false",
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        MPLBACKEND="Agg",
+        TOKENIZERS_PARALLELISM="false",
         OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"),
     )
     for name in [k for k in env if k.startswith("PYTEST_")]:  # marimo changes behaviour under PYTEST_*
@@ -125,7 +128,9 @@ class LessonPage:
                 return text
             time.sleep(0.25)
         missing = [s for s in must_contain if s not in (last or "")]
-        raise AssertionError(f"page did not settle in {timeout:.0f} s; missing {missing}\n{(last or '')[-2000:]}")
+        raise AssertionError(
+            f"page did not settle in {timeout:.0f} s; missing {missing}\n{(last or '')[-2000:]}"
+        )
 
     def assert_clean(self) -> None:
         """No browser console errors, no cell with an error output, no untypeset formula (TeX shown as code is fine)."""
@@ -155,13 +160,24 @@ def open_lesson(browser, tmp_path) -> Iterator:
     def _open(number: str, *args: str, width: int = 1280, height: int = 900) -> LessonPage:
         port = _free_port()
         command = [
-            sys.executable, "-m", "marimo", "run", str(LESSONS[number]), "--headless", "--port", str(port),
-            "--no-token", "--no-sandbox", "--no-check",
+            sys.executable,
+            "-m",
+            "marimo",
+            "run",
+            str(LESSONS[number]),
+            "--headless",
+            "--port",
+            str(port),
+            "--no-token",
+            "--no-sandbox",
+            "--no-check",
         ]
         if args:
             command += ["--", *args]
         log = open(tmp_path / f"marimo-{number}.log", "w")  # noqa: SIM115 (closed with the process)
-        server = subprocess.Popen(command, cwd=tmp_path, env=_lesson_env(), stdout=log, stderr=subprocess.STDOUT)
+        server = subprocess.Popen(
+            command, cwd=tmp_path, env=_lesson_env(), stdout=log, stderr=subprocess.STDOUT
+        )
         servers.append(server)
         deadline = time.monotonic() + 60
         while True:

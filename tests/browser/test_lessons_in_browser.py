@@ -17,23 +17,31 @@ LESSONS = {p.stem[:2]: p for p in (Path(__file__).resolve().parents[2] / "notebo
 
 # Texts each lesson must show once all its cells ran: its title and outputs computed by its cells.
 KEY_OUTPUTS = {
-    "01": ("Lesson 1 · GRPO in one screen", "What TRL logs for this batch", "Share of sampled tokens",
-           "the share of tokens in each clipped region"),
+    "01": (
+        "Lesson 1 · GRPO in one screen",
+        "What TRL logs for this batch",
+        "Share of sampled tokens",
+        "the share of tokens in each clipped region",
+    ),
     "02": ("Lesson 2 · Eight loss types, one batch", "push per token / per completion", "logged loss"),
     "03": ("Lesson 3 · Designing rewards", "characters,", "correctness_reward (course 12.6)"),
     "04": ("Lesson 4 · Practicum: SmolLM2 + TRL + LoRA", "Press the button to train."),
     "05": ("Lesson 5 · The loop without the black box", "Press the button to train."),
     "06": ("Lesson 6 · Practicum: GSM8K with Unsloth QLoRA + vLLM", "Press the button to train."),
     "07": ("Lesson 7 · Export: adapter, merged 16-bit, GGUF",),
-    "08": ("Lesson 8 · GRPO with a tool", "The raw rendered conversation", "groups whose reward has zero variance",
-           "Press the button to train."),
+    "08": (
+        "Lesson 8 · GRPO with a tool",
+        "The raw rendered conversation",
+        "groups whose reward has zero variance",
+        "Press the button to train.",
+    ),
 }
 
 
 def table_row(text: str, first_cell: str, *, after: str = "") -> list[str]:
     """The cells of the first rendered table row (innerText: tab-separated) whose first cell is
     ``first_cell``, looking only below the text ``after``."""
-    for line in text[text.index(after):].splitlines():
+    for line in text[text.index(after) :].splitlines():
         cells = [c.strip() for c in line.split("\t")]
         if cells[0] == first_cell:
             return cells

@@ -19,7 +19,11 @@ PROMPTS = [
     [{"role": "user", "content": "What is the capital of France?"}],
     [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "2+2?"}],
     [{"role": "user", "content": "Say hi."}, {"role": "assistant", "content": "Hi"}],  # continue the message
-    [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}],
+    [
+        {"role": "user", "content": "a"},
+        {"role": "assistant", "content": "b"},
+        {"role": "user", "content": "c"},
+    ],
 ]
 
 
@@ -36,7 +40,11 @@ def test_conversational_parity_with_trl(tokenizer, prompt):
 
 def test_plain_text_passes_through_like_trl(tokenizer):
     post = synthetic_tldr(1, seed=0)[0]["prompt"]
-    assert prompt_to_text(post, tokenizer) == maybe_apply_chat_template({"prompt": post}, tokenizer)["prompt"] == post
+    assert (
+        prompt_to_text(post, tokenizer)
+        == maybe_apply_chat_template({"prompt": post}, tokenizer)["prompt"]
+        == post
+    )
 
 
 def test_gsm8k_prompts_match_grpo_trainer_tokens(tokenizer):
@@ -44,7 +52,9 @@ def test_gsm8k_prompts_match_grpo_trainer_tokens(tokenizer):
     dataset = load_gsm8k(source=synthetic_gsm8k(6, seed=1))
     for prompt in dataset["prompt"]:
         text = prompt_to_text(prompt, tokenizer)
-        assert text.startswith("<|im_start|>system\n" + SYSTEM_PROMPT) and text.endswith("<|im_start|>assistant\n")
+        assert text.startswith("<|im_start|>system\n" + SYSTEM_PROMPT) and text.endswith(
+            "<|im_start|>assistant\n"
+        )
         trainer_ids = tokenizer.apply_chat_template(
             [prompt], add_generation_prompt=True, tokenize=True, return_dict=True
         )["input_ids"][0]
@@ -57,7 +67,9 @@ def test_template_kwargs_reach_the_template(tokenizer):
     prompt = PROMPTS[0]
     off = prompt_to_text(prompt, tok, enable_thinking=False)
     assert off == maybe_apply_chat_template({"prompt": prompt}, tok, enable_thinking=False)["prompt"]
-    assert off.endswith("<think>\n\n</think>\n\n") and not prompt_to_text(prompt, tok).endswith("</think>\n\n")
+    assert off.endswith("<think>\n\n</think>\n\n") and not prompt_to_text(prompt, tok).endswith(
+        "</think>\n\n"
+    )
 
 
 def test_bad_prompts_are_explained(tokenizer):

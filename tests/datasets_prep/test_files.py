@@ -20,8 +20,11 @@ def test_csv_with_numeric_answers_loads_them_as_text(tmp_path):
 
 def test_jsonl_with_numeric_and_text_answers_mixed(tmp_path):
     path = tmp_path / "math.jsonl"
-    rows = [{"prompt": "2 + 2?", "solution": 4}, {"prompt": "A half?", "solution": "\\frac{1}{2}"},
-            {"prompt": "pi to 2 places?", "solution": 3.14}]
+    rows = [
+        {"prompt": "2 + 2?", "solution": 4},
+        {"prompt": "A half?", "solution": "\\frac{1}{2}"},
+        {"prompt": "pi to 2 places?", "solution": 3.14},
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert load_deepmath(source=path)["solution"] == ["4", "\\frac{1}{2}", "3.14"]
     assert load_deepmath(source=rows)["solution"] == ["4", "\\frac{1}{2}", "3.14"]  # rows passed directly
@@ -65,7 +68,9 @@ def test_non_utf8_bytes_are_named_with_the_line(tmp_path):
     path = tmp_path / "data.jsonl"
     good = b'{"prompt": "Summarize: a", "completion": "b"}\n'
     path.write_bytes(good * 2 + '{"prompt": "Caf\u00e9", "completion": "c"}\n'.encode("latin-1"))
-    with pytest.raises(DataFileError, match=r"data\.jsonl, line 3: not UTF-8 text \(byte b'\\xe9'.*Save the file"):
+    with pytest.raises(
+        DataFileError, match=r"data\.jsonl, line 3: not UTF-8 text \(byte b'\\xe9'.*Save the file"
+    ):
         load_smoltldr(source=path)
     csv_path = tmp_path / "data.csv"
     csv_path.write_bytes(b"prompt,completion\nok,fine\n\xff\xfe,x\n")
@@ -95,7 +100,9 @@ def test_csv_row_with_extra_fields_is_named(tmp_path):
 
 def test_mixed_column_types_are_explained(tmp_path):
     path = tmp_path / "data.jsonl"
-    path.write_text('{"question": "q", "answer": "#### 1", "extra": 1}\n{"question": "q", "answer": "#### 1", '
-                    '"extra": {"a": 1}}\n')
+    path.write_text(
+        '{"question": "q", "answer": "#### 1", "extra": 1}\n{"question": "q", "answer": "#### 1", '
+        '"extra": {"a": 1}}\n'
+    )
     with pytest.raises(DataFileError, match="holds values of different types"):
         read_data_file(path)

@@ -71,7 +71,9 @@ def test_load_from_directory_picks_the_split():
 def test_load_from_save_to_disk_directory(tmp_path):
     import datasets
 
-    datasets.DatasetDict({"test": datasets.Dataset.from_list(_raw_rows())}).save_to_disk(str(tmp_path / "saved"))
+    datasets.DatasetDict({"test": datasets.Dataset.from_list(_raw_rows())}).save_to_disk(
+        str(tmp_path / "saved")
+    )
     assert len(load_gsm8k("test", source=tmp_path / "saved")) == 5
     with pytest.raises(ValueError, match=r"no split 'train'.*\['test'\]"):
         load_gsm8k("train", source=tmp_path / "saved")

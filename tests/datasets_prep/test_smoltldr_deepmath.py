@@ -28,7 +28,9 @@ def test_smoltldr_prompt_only_rows_are_fine():
 
 def test_smoltldr_instruction_makes_a_chat_prompt_around_the_post():
     post = "A long story about a cat who learned to open doors."
-    dataset = load_smoltldr(source=[{"prompt": post, "completion": "Cat opens doors."}], instruction="Summarize.")
+    dataset = load_smoltldr(
+        source=[{"prompt": post, "completion": "Cat opens doors."}], instruction="Summarize."
+    )
     assert dataset["prompt"] == [[{"role": "user", "content": f"Summarize.\n\n{post}"}]]
     assert dataset["completion"] == ["Cat opens doors."]
     with pytest.raises(ValueError, match="instruction must be a non-empty string"):
@@ -60,7 +62,9 @@ def test_deepmath_solution_is_what_accuracy_reward_reads():
     from rewards import accuracy_reward
 
     dataset = load_deepmath(source=FIXTURES / "deepmath_sample.parquet")
-    completions = [[{"role": "assistant", "content": rf"The answer is \boxed{{{s}}}."}] for s in dataset["solution"]]
+    completions = [
+        [{"role": "assistant", "content": rf"The answer is \boxed{{{s}}}."}] for s in dataset["solution"]
+    ]
     wrong = [[{"role": "assistant", "content": r"The answer is \boxed{12345}."}] for _ in dataset["solution"]]
     assert accuracy_reward(completions, solution=dataset["solution"]) == [1.0] * len(dataset)
     assert accuracy_reward(wrong, solution=dataset["solution"]) == [0.0] * len(dataset)

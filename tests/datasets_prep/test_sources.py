@@ -18,7 +18,9 @@ def test_offline_env_means_no_hub(monkeypatch):
 
 def test_missing_file_is_named(tmp_path):
     missing = tmp_path / "nope.jsonl"
-    with pytest.raises(FileNotFoundError, match=r"no such file or directory: .*nope\.jsonl.*Options for GSM8K"):
+    with pytest.raises(
+        FileNotFoundError, match=r"no such file or directory: .*nope\.jsonl.*Options for GSM8K"
+    ):
         load_gsm8k(source=missing)
 
 
@@ -56,7 +58,9 @@ def test_empty_rows_rejected():
 
 
 def test_wrong_source_type():
-    with pytest.raises(TypeError, match=r"source must be None, a string or path, a Dataset or a list of dicts"):
+    with pytest.raises(
+        TypeError, match=r"source must be None, a string or path, a Dataset or a list of dicts"
+    ):
         load_gsm8k(source=42)
 
 
@@ -76,8 +80,13 @@ def test_offline_hub_id_served_from_the_datasets_cache(monkeypatch, tmp_path):
     from datasets.packaged_modules.json.json import Json
 
     # Fill the cache exactly where `load_dataset("org/gsm8k-mini")` would have put it.
-    builder = Json(cache_dir=str(tmp_path), dataset_name="gsm8k-mini", repo_id="org/gsm8k-mini", hash="abc",
-                   data_files=DataFilesDict.from_patterns({"train": [str(FIXTURES / "gsm8k_sample.jsonl")]}))
+    builder = Json(
+        cache_dir=str(tmp_path),
+        dataset_name="gsm8k-mini",
+        repo_id="org/gsm8k-mini",
+        hash="abc",
+        data_files=DataFilesDict.from_patterns({"train": [str(FIXTURES / "gsm8k_sample.jsonl")]}),
+    )
     builder.download_and_prepare()
     (config_dir,) = (tmp_path / "org___gsm8k-mini").glob("default-*")
     config_dir.rename(config_dir.parent / "default")  # a Hub download's config is named "default"
@@ -93,7 +102,9 @@ def test_dataset_dict_source_picks_split():
     import datasets
 
     rows = synthetic_gsm8k(4, seed=1)
-    dd = datasets.DatasetDict({"train": datasets.Dataset.from_list(rows), "test": datasets.Dataset.from_list(rows[:1])})
+    dd = datasets.DatasetDict(
+        {"train": datasets.Dataset.from_list(rows), "test": datasets.Dataset.from_list(rows[:1])}
+    )
     assert len(load_gsm8k("test", source=dd)) == 1
     with pytest.raises(ValueError, match=r"has no split 'validation'"):
         load_gsm8k("validation", source=dd)

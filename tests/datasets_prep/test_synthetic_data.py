@@ -59,8 +59,10 @@ def _check_problem(row: dict) -> int:
     return len(results)
 
 
-@pytest.mark.parametrize("difficulty,steps", [("easy", {1, 2}), ("medium", {2, 3}), ("hard", {3, 4}),
-                                              ("mixed", {1, 2, 3, 4}), (1, {1}), (4, {4})])
+@pytest.mark.parametrize(
+    "difficulty,steps",
+    [("easy", {1, 2}), ("medium", {2, 3}), ("hard", {3, 4}), ("mixed", {1, 2, 3, 4}), (1, {1}), (4, {4})],
+)
 def test_every_answer_recomputes_and_step_counts_follow_difficulty(difficulty, steps):
     rows = synthetic_gsm8k(300, seed=11, difficulty=difficulty)
     counts = Counter(_check_problem(row) for row in rows)
@@ -68,7 +70,10 @@ def test_every_answer_recomputes_and_step_counts_follow_difficulty(difficulty, s
 
 
 @settings(max_examples=25, deadline=None)
-@given(seed=st.integers(min_value=0, max_value=2**32), difficulty=st.sampled_from(["easy", "medium", "hard", 2, 3]))
+@given(
+    seed=st.integers(min_value=0, max_value=2**32),
+    difficulty=st.sampled_from(["easy", "medium", "hard", 2, 3]),
+)
 def test_any_seed_gives_consistent_problems(seed, difficulty):
     for row in synthetic_gsm8k(8, seed=seed, difficulty=difficulty):
         _check_problem(row)

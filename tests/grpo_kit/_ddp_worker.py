@@ -35,12 +35,23 @@ def main(out_dir: str) -> None:
         return length_reward(completions)
 
     model, tokenizer = tiny_model(seed=0)
-    dataset = Dataset.from_dict({"prompt": [[{"role": "user", "content": f"Summarize post {i}."}] for i in range(16)]})
+    dataset = Dataset.from_dict(
+        {"prompt": [[{"role": "user", "content": f"Summarize post {i}."}] for i in range(16)]}
+    )
     result = trl_path.train(
         "smoltldr-length-small",
-        model=model, tokenizer=tokenizer, train_dataset=dataset, reward_funcs=[recording_reward],
-        output_dir=out_dir, max_steps=2, per_device_train_batch_size=2, num_generations=4,
-        max_completion_length=8, save_steps=1000, plot=False, save_final=False,
+        model=model,
+        tokenizer=tokenizer,
+        train_dataset=dataset,
+        reward_funcs=[recording_reward],
+        output_dir=out_dir,
+        max_steps=2,
+        per_device_train_batch_size=2,
+        num_generations=4,
+        max_completion_length=8,
+        save_steps=1000,
+        plot=False,
+        save_final=False,
     )
     rank = dist.get_rank()
     record = {

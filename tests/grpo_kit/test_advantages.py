@@ -57,9 +57,22 @@ N = None  # a reward function's None
 CASES = {
     "plain": ([[1.0, 0.0, 0.5], [0.0, 1.0, 0.0], [2.0, 0.5, 1.0], [0.5, 0.5, 0.5]], 4),
     "two_groups_with_nones": (
-        [[1.0, N, 0.5], [0.0, 1.0, N], [N, N, N], [2.0, 0.0, 1.0],
-         [0.3, 0.1, N], [N, 0.2, 0.2], [0.9, N, N], [0.0, 0.0, 0.0]], 4),
-    "zero_variance_group": ([[1.0, 1.0, 0.0]] * 4 + [[0.0, 1.0, 0.0], [1.0, 0.0, 1.0], [0.0, 0.0, 0.0], [1.0, 1.0, 1.0]], 4),
+        [
+            [1.0, N, 0.5],
+            [0.0, 1.0, N],
+            [N, N, N],
+            [2.0, 0.0, 1.0],
+            [0.3, 0.1, N],
+            [N, 0.2, 0.2],
+            [0.9, N, N],
+            [0.0, 0.0, 0.0],
+        ],
+        4,
+    ),
+    "zero_variance_group": (
+        [[1.0, 1.0, 0.0]] * 4 + [[0.0, 1.0, 0.0], [1.0, 0.0, 1.0], [0.0, 0.0, 0.0], [1.0, 1.0, 1.0]],
+        4,
+    ),
     "all_none_group": ([[N, N, N]] * 3 + [[1.0, 0.0, 0.0], [0.0, 2.0, 0.0], [0.5, 0.5, N]], 3),
     "one_scorable_in_group": ([[N, N, N], [1.0, N, 2.0], [0.0, 1.0, 0.0], [3.0, 0.0, 1.0]], 2),
     "pairs": ([[0.1 * i, (i % 3) * 1.0, 1.0 - 0.2 * i] for i in range(8)], 2),
@@ -72,8 +85,14 @@ CASES = {
 @pytest.mark.parametrize("weights", [None, (1.0, 0.5, -2.0)], ids=["unweighted", "weighted"])
 def test_advantages_equal_trl(trainer, case, scale_rewards, aggregation, weights):
     rows, num_generations = CASES[case]
-    assert_parity(trainer, rows, num_generations, reward_weights=weights, scale_rewards=scale_rewards,
-                  multi_objective_aggregation=aggregation)
+    assert_parity(
+        trainer,
+        rows,
+        num_generations,
+        reward_weights=weights,
+        scale_rewards=scale_rewards,
+        multi_objective_aggregation=aggregation,
+    )
 
 
 reward_value = st.one_of(st.none(), st.sampled_from([0.0, 1.0, -1.0, 0.5]), st.floats(-5, 5, width=32))
@@ -90,11 +109,15 @@ reward_value = st.one_of(st.none(), st.sampled_from([0.0, 1.0, -1.0, 0.5]), st.f
 def test_random_rewards_equal_trl(trainer, data, num_generations, num_groups, scale_rewards, aggregation):
     """Ties, None anywhere, whole groups of None: always TRL's numbers, never NaN."""
     rows = data.draw(
-        st.lists(st.lists(reward_value, min_size=NUM_REWARD_FUNCS, max_size=NUM_REWARD_FUNCS),
-                 min_size=num_generations * num_groups, max_size=num_generations * num_groups)
+        st.lists(
+            st.lists(reward_value, min_size=NUM_REWARD_FUNCS, max_size=NUM_REWARD_FUNCS),
+            min_size=num_generations * num_groups,
+            max_size=num_generations * num_groups,
+        )
     )
-    assert_parity(trainer, rows, num_generations, scale_rewards=scale_rewards,
-                  multi_objective_aggregation=aggregation)
+    assert_parity(
+        trainer, rows, num_generations, scale_rewards=scale_rewards, multi_objective_aggregation=aggregation
+    )
 
 
 def test_group_semantics_by_hand():
@@ -112,8 +135,9 @@ def test_zero_variance_and_unscorable_give_exact_zero():
     rewards = torch.tensor([[0.7, 1.0]] * 4 + [[math.nan, math.nan]] * 4)  # (8, 2)
     for scale in ("group", "batch", "none"):
         for aggregation in ("sum_then_normalize", "normalize_then_sum"):
-            result = compute_advantages_with_metrics(rewards, 4, scale_rewards=scale,
-                                                     multi_objective_aggregation=aggregation)
+            result = compute_advantages_with_metrics(
+                rewards, 4, scale_rewards=scale, multi_objective_aggregation=aggregation
+            )
             assert torch.equal(result.advantages, torch.zeros(8))
     assert compute_advantages_with_metrics(rewards, 4).metrics["frac_reward_zero_std"] == 0.5
 
@@ -133,8 +157,11 @@ def test_nanstd_matches_trl():
     values[values > 0.8] = math.nan
     values[0, :, 0] = math.nan
     for dim, keepdim in ((None, False), (0, False), (1, True), (2, False)):
-        torch.testing.assert_close(nanstd(values, dim=dim, keepdim=keepdim),
-                                   trl_nanstd(values, dim=dim, keepdim=keepdim), equal_nan=True)
+        torch.testing.assert_close(
+            nanstd(values, dim=dim, keepdim=keepdim),
+            trl_nanstd(values, dim=dim, keepdim=keepdim),
+            equal_nan=True,
+        )
 
 
 def test_stack_rewards_turns_none_into_nan():
@@ -152,9 +179,16 @@ def test_stack_rewards_turns_none_into_nan():
         (lambda: compute_advantages(torch.ones(4), 2), ValueError, r"unsqueeze\(1\)"),
         (lambda: compute_advantages(torch.ones(6, 1), 4), ValueError, "groups of num_generations=4"),
         (lambda: compute_advantages(torch.ones(4, 2), 2, reward_weights=[1.0]), ValueError, "one weight per"),
-        (lambda: compute_advantages(torch.ones(4, 1), 2, scale_rewards="std"), ValueError, "'group', 'batch'"),
-        (lambda: compute_advantages(torch.ones(4, 1), 2, multi_objective_aggregation="mean"), ValueError,
-         "normalize_then_sum"),
+        (
+            lambda: compute_advantages(torch.ones(4, 1), 2, scale_rewards="std"),
+            ValueError,
+            "'group', 'batch'",
+        ),
+        (
+            lambda: compute_advantages(torch.ones(4, 1), 2, multi_objective_aggregation="mean"),
+            ValueError,
+            "normalize_then_sum",
+        ),
         (lambda: compute_advantages(torch.ones(4, 1), 0), ValueError, "positive int"),
     ],
 )

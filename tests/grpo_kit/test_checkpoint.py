@@ -61,20 +61,31 @@ def test_save_then_load_restores_everything(tmp_path, lora):
     rng = capture_rng_state()
     rollout = {"advantages": torch.tensor([0.5, -0.5])}
     state = {"global_step": 2, "prompts_seen": 4, "log_history": [{"step": 2, "reward": 1.0}]}
-    path = save_checkpoint(tmp_path / "checkpoint-2", model=model, tokenizer=tokenizer, optimizer=optimizer,
-                           scheduler=scheduler, trainer_state=state, rng_state=rng, rollout=rollout)
+    path = save_checkpoint(
+        tmp_path / "checkpoint-2",
+        model=model,
+        tokenizer=tokenizer,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        trainer_state=state,
+        rng_state=rng,
+        rollout=rollout,
+    )
     assert (path / ("adapter_model.safetensors" if lora else "model.safetensors")).exists()
     assert not (tmp_path / "checkpoint-2.tmp").exists()
 
     # The same base model (a LoRA checkpoint holds only the adapter), but other adapter / full weights.
     torch.manual_seed(123)
     fresh, _ = tiny_model(seed=0 if lora else 1, lora=lora)
-    assert any(not torch.equal(a, b) for a, b in zip(model.state_dict().values(), fresh.state_dict().values()))
+    assert any(
+        not torch.equal(a, b) for a, b in zip(model.state_dict().values(), fresh.state_dict().values())
+    )
     params = [p for p in fresh.parameters() if p.requires_grad]
     fresh_opt = torch.optim.AdamW(params, lr=1e-2)
     fresh_sched = torch.optim.lr_scheduler.LambdaLR(fresh_opt, lambda step: 1.0 / (1 + step))
-    loaded_state, loaded_rng, loaded_rollout = load_checkpoint(path, model=fresh, optimizer=fresh_opt,
-                                                               scheduler=fresh_sched)
+    loaded_state, loaded_rng, loaded_rollout = load_checkpoint(
+        path, model=fresh, optimizer=fresh_opt, scheduler=fresh_sched
+    )
     for (name, a), b in zip(model.state_dict().items(), fresh.state_dict().values()):
         assert torch.equal(a, b), name
     assert loaded_state == state
@@ -92,13 +103,24 @@ def test_save_then_load_restores_everything(tmp_path, lora):
 
 def test_wrong_kind_of_checkpoint_is_refused(tmp_path):
     model, tokenizer, optimizer, scheduler = _trained({"r": 4})
-    path = save_checkpoint(tmp_path / "checkpoint-1", model=model, tokenizer=tokenizer, optimizer=optimizer,
-                           scheduler=scheduler, trainer_state={"global_step": 1}, rng_state=capture_rng_state())
+    path = save_checkpoint(
+        tmp_path / "checkpoint-1",
+        model=model,
+        tokenizer=tokenizer,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        trainer_state={"global_step": 1},
+        rng_state=capture_rng_state(),
+    )
     plain, _ = tiny_model(seed=0)
     plain_opt = torch.optim.AdamW(plain.parameters())
     with pytest.raises(FileNotFoundError, match="LoRA adapter"):
-        load_checkpoint(path, model=plain, optimizer=plain_opt,
-                        scheduler=torch.optim.lr_scheduler.LambdaLR(plain_opt, lambda s: 1.0))
+        load_checkpoint(
+            path,
+            model=plain,
+            optimizer=plain_opt,
+            scheduler=torch.optim.lr_scheduler.LambdaLR(plain_opt, lambda s: 1.0),
+        )
     with pytest.raises(FileNotFoundError, match="not a grpo-kit loop checkpoint"):
         load_checkpoint(tmp_path, model=model, optimizer=optimizer, scheduler=scheduler)
 
@@ -112,7 +134,9 @@ def test_latest_and_rotation(tmp_path):
     assert latest_checkpoint(tmp_path).name == "checkpoint-10"
     rotate_checkpoints(tmp_path, 2)
     assert sorted(p.name for p in tmp_path.glob("checkpoint-*") if (p / "trainer_state.json").exists()) == [
-        "checkpoint-10", "checkpoint-4"]
+        "checkpoint-10",
+        "checkpoint-4",
+    ]
     assert latest_checkpoint(tmp_path / "missing") is None
 
 
@@ -135,14 +159,24 @@ LORA = {"r": 4}
 
 def _saved(tmp_path, lora=LORA, **kwargs):
     model, tokenizer, optimizer, scheduler = _trained(lora)
-    path = save_checkpoint(tmp_path / "checkpoint-2", model=model, tokenizer=tokenizer, optimizer=optimizer,
-                           scheduler=scheduler, trainer_state={"global_step": 2}, rng_state=capture_rng_state(),
-                           **kwargs)
+    path = save_checkpoint(
+        tmp_path / "checkpoint-2",
+        model=model,
+        tokenizer=tokenizer,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        trainer_state={"global_step": 2},
+        rng_state=capture_rng_state(),
+        **kwargs,
+    )
     return path, model, optimizer, scheduler
 
 
 def test_checkpoint_files_need_no_pickle(tmp_path):
-    rollout = {"micro_batches": [{"ids": torch.arange(3), "old": None, "group_size": 2}], "n": torch.tensor(5)}
+    rollout = {
+        "micro_batches": [{"ids": torch.arange(3), "old": None, "group_size": 2}],
+        "n": torch.tensor(5),
+    }
     path, *_ = _saved(tmp_path, rollout=rollout)
     assert not (path / "rng_state.pth").exists() and not (path / "rollout.pt").exists()
     for stem in ("rng_state", "rollout"):
@@ -156,7 +190,10 @@ def test_checkpoint_files_need_no_pickle(tmp_path):
 @pytest.mark.parametrize("victim", ["rng_state.pth", "optimizer.pt", "scheduler.pt", "rollout.pt"])
 def test_crafted_pickle_is_refused_and_never_runs(tmp_path, victim):
     path, model, optimizer, scheduler = _saved(tmp_path)
-    if victim in ("rng_state.pth", "rollout.pt"):  # an old-format checkpoint: the loader falls back to .pth/.pt
+    if victim in (
+        "rng_state.pth",
+        "rollout.pt",
+    ):  # an old-format checkpoint: the loader falls back to .pth/.pt
         for stem in ("rng_state", "rollout"):
             (path / f"{stem}.json").unlink(missing_ok=True)
         if victim == "rollout.pt":
@@ -204,7 +241,9 @@ def test_non_finite_optimizer_moments_are_refused(tmp_path):
     first = next(iter(state["state"]))
     state["state"][first]["exp_avg_sq"].view(-1)[0] = float("inf")
     torch.save(state, path / "optimizer.pt")
-    with pytest.raises(CheckpointError, match=rf"optimizer\.pt: tensor 'state\[{first}\]\[exp_avg_sq\]' holds 1"):
+    with pytest.raises(
+        CheckpointError, match=rf"optimizer\.pt: tensor 'state\[{first}\]\[exp_avg_sq\]' holds 1"
+    ):
         load_checkpoint(path, model=model, optimizer=optimizer, scheduler=scheduler)
 
 
@@ -213,19 +252,33 @@ def test_truncated_files_name_the_file(tmp_path):
     for name in ("adapter_model.safetensors", "optimizer.pt", "rng_state.safetensors", "trainer_state.json"):
         data = (path / name).read_bytes()
         (path / name).write_bytes(data[: len(data) // 2])
-        with pytest.raises(CheckpointError, match=rf"{re.escape(name)} cannot be read \(truncated or corrupt"):
+        with pytest.raises(
+            CheckpointError, match=rf"{re.escape(name)} cannot be read \(truncated or corrupt"
+        ):
             load_checkpoint(path, model=model, optimizer=optimizer, scheduler=scheduler)
         (path / name).write_bytes(data)
 
 
 def test_config_is_stored_with_its_hash_and_compared(tmp_path):
-    config = {"learning_rate": 1e-4, "max_steps": 12, "lora": {"r": 4, "target_modules": ("q_proj",)},
-              "output_dir": tmp_path}
+    config = {
+        "learning_rate": 1e-4,
+        "max_steps": 12,
+        "lora": {"r": 4, "target_modules": ("q_proj",)},
+        "output_dir": tmp_path,
+    }
     path, *_ = _saved(tmp_path, config=config)
     stored = read_checkpoint_config(path)
-    assert stored == {"learning_rate": 1e-4, "max_steps": 12, "lora": {"r": 4, "target_modules": ["q_proj"]},
-                      "output_dir": str(tmp_path)}
-    assert json.loads((path / "run_config.json").read_text())["sha256"] == config_hash(config) == config_hash(stored)
+    assert stored == {
+        "learning_rate": 1e-4,
+        "max_steps": 12,
+        "lora": {"r": 4, "target_modules": ["q_proj"]},
+        "output_dir": str(tmp_path),
+    }
+    assert (
+        json.loads((path / "run_config.json").read_text())["sha256"]
+        == config_hash(config)
+        == config_hash(stored)
+    )
     assert config_diff(stored, config) == {}  # tuple vs list, Path vs str: the same configuration
     current = {**config, "max_steps": 2, "lora": {"r": 8, "target_modules": ["q_proj"]}, "seed": 1}
     diff = config_diff(stored, current)

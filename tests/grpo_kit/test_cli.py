@@ -25,7 +25,10 @@ def test_parse_values_and_overrides():
     assert parse_value("1e-5") == 1e-5 and parse_value("8") == 8 and parse_value("true") is True
     assert parse_value("None") is None and parse_value("[1, 2]") == [1, 2] and parse_value("tiny") == "tiny"
     assert parse_overrides(["learning_rate=1e-5", "lora.r=8", "lora.lora_alpha=16", "model=tiny"]) == {
-        "learning_rate": 1e-5, "lora": {"r": 8, "lora_alpha": 16}, "model": "tiny"}
+        "learning_rate": 1e-5,
+        "lora": {"r": 8, "lora_alpha": 16},
+        "model": "tiny",
+    }
     with pytest.raises(UsageError, match="KEY=VALUE"):
         parse_overrides(["learning_rate"])
     with pytest.raises(UsageError, match="lora"):
@@ -120,7 +123,9 @@ def _wait_for(path_glob: Path, pattern: str, proc: subprocess.Popen, timeout: fl
         if list(path_glob.glob(pattern)):
             return
         if proc.poll() is not None:
-            raise AssertionError(f"run ended (exit {proc.returncode}) before {pattern} appeared:\n{proc.stdout.read()}")
+            raise AssertionError(
+                f"run ended (exit {proc.returncode}) before {pattern} appeared:\n{proc.stdout.read()}"
+            )
         time.sleep(0.2)
     proc.kill()
     raise AssertionError(f"{pattern} did not appear within {timeout} s")
@@ -158,7 +163,17 @@ def test_an_inf_reward_after_loading_is_one_line_naming_the_function(tmp_path, c
         return length_reward_16_tokens
 
     monkeypatch.setattr(rewards, "length_reward", length_reward)
-    argv = ["train", *TINY, "--samples", "0", "--no-merge", "--max-steps", "1", "--output-dir", str(tmp_path / "r")]
+    argv = [
+        "train",
+        *TINY,
+        "--samples",
+        "0",
+        "--no-merge",
+        "--max-steps",
+        "1",
+        "--output-dir",
+        str(tmp_path / "r"),
+    ]
     assert main(argv) == 1
     line = _one_error_line(capsys.readouterr().out)
     assert "RewardFunctionError" in line and "length_reward_16_tokens" in line and "inf" in line
@@ -195,8 +210,24 @@ def test_export_overwrite_reaches_the_exporter(tiny_run, tmp_path, capsys):
 
 def test_ctrl_c_saves_a_checkpoint_that_resume_continues(tmp_path):
     run = tmp_path / "run"
-    argv = [sys.executable, "-m", "grpo_kit.cli", "train", *TINY, "--samples", "0", "--no-merge",
-            "--max-steps", "4", "--set", "save_steps=1", "--set", "logging_steps=1", "--output-dir", str(run)]
+    argv = [
+        sys.executable,
+        "-m",
+        "grpo_kit.cli",
+        "train",
+        *TINY,
+        "--samples",
+        "0",
+        "--no-merge",
+        "--max-steps",
+        "4",
+        "--set",
+        "save_steps=1",
+        "--set",
+        "logging_steps=1",
+        "--output-dir",
+        str(run),
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     _wait_for(run, "checkpoint-1", proc, timeout=300)
@@ -208,13 +239,24 @@ def test_ctrl_c_saves_a_checkpoint_that_resume_continues(tmp_path):
     assert done_steps and done_steps[-1] < 4, out
 
     # The printed command reproduces the run: every flag, so it resumes toward the same 4 steps.
-    command = next(line.strip() for line in out.splitlines() if line.strip().startswith("grpo-kit train --recipe"))
-    for flag in ("--max-steps 4", "--recipe", "--loop standalone", f"--output-dir {run}", "--set save_steps=1"):
+    command = next(
+        line.strip() for line in out.splitlines() if line.strip().startswith("grpo-kit train --recipe")
+    )
+    for flag in (
+        "--max-steps 4",
+        "--recipe",
+        "--loop standalone",
+        f"--output-dir {run}",
+        "--set save_steps=1",
+    ):
         assert flag in command, command
     replay = [sys.executable, "-m", "grpo_kit.cli", *shlex.split(command)[1:], "--samples", "0", "--no-merge"]
     resumed = subprocess.run(replay, check=False, capture_output=True, text=True, env=env, timeout=600)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()
-             if "reward" in json.loads(line)]
+    steps = [
+        json.loads(line)["step"]
+        for line in (run / "metrics.jsonl").read_text().splitlines()
+        if "reward" in json.loads(line)
+    ]
     assert steps == [1, 2, 3, 4]  # each step exactly once: continued, not restarted
     assert json.loads((run / "run.json").read_text())["steps"] == 4

@@ -22,8 +22,16 @@ WORKER = Path(__file__).with_name("_ddp_worker.py")
 def test_torchrun_two_cpu_processes_run_two_grpo_steps(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parents[2]), env.get("PYTHONPATH", "")])
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           str(WORKER), str(tmp_path)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        str(WORKER),
+        str(tmp_path),
+    ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=220, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
@@ -46,11 +54,14 @@ def test_torchrun_two_cpu_processes_run_two_grpo_steps(tmp_path):
 CONFIGS = Path(__file__).parents[2] / "configs" / "accelerate"
 
 
-@pytest.mark.parametrize(("name", "kind", "machines"), [
-    ("ddp.yaml", "MULTI_GPU", 1),
-    ("deepspeed_zero3.yaml", "DEEPSPEED", 1),
-    ("multi_node_ddp.yaml", "MULTI_GPU", 2),
-])
+@pytest.mark.parametrize(
+    ("name", "kind", "machines"),
+    [
+        ("ddp.yaml", "MULTI_GPU", 1),
+        ("deepspeed_zero3.yaml", "DEEPSPEED", 1),
+        ("multi_node_ddp.yaml", "MULTI_GPU", 2),
+    ],
+)
 def test_shipped_accelerate_configs_load_with_accelerate(name, kind, machines):
     from accelerate.commands.config.config_args import load_config_from_file
 

@@ -31,8 +31,13 @@ from grpo_kit.report_card import write_report_card
 GOOD = "<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>\n"
 WRONG = "<reasoning>\n3 + 4 = 8\n</reasoning>\n<answer>\n8\n</answer>\n"
 PLAIN = "The answer is 7"
-GSM8K_FUNCS = [rewards.xmlcount_reward, rewards.soft_format_reward, rewards.strict_format_reward,
-               rewards.int_reward, rewards.correctness_reward]
+GSM8K_FUNCS = [
+    rewards.xmlcount_reward,
+    rewards.soft_format_reward,
+    rewards.strict_format_reward,
+    rewards.int_reward,
+    rewards.correctness_reward,
+]
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -44,7 +49,9 @@ def _one_thread():
 
 
 def _dataset(n: int) -> list[dict]:
-    return [{"prompt": [{"role": "user", "content": f"What is 3 + 4? (#{i})"}], "answer": "7"} for i in range(n)]
+    return [
+        {"prompt": [{"role": "user", "content": f"What is 3 + 4? (#{i})"}], "answer": "7"} for i in range(n)
+    ]
 
 
 def canned(greedy: list[str], samples: list[list[str]] | None = None, *, clipped: set[int] = frozenset()):
@@ -53,9 +60,18 @@ def canned(greedy: list[str], samples: list[list[str]] | None = None, *, clipped
     def sampler(prompts, num_generations):
         source = [[g] for g in greedy] if num_generations == 1 else samples
         assert len(source) == len(prompts)
-        return [[GeneratedCompletion(t, len(t.split()) + 1, ended=(i not in clipped or num_generations > 1),
-                                     ids=list(range(len(t.split()) + 1)))
-                 for t in group[:num_generations]] for i, group in enumerate(source)]
+        return [
+            [
+                GeneratedCompletion(
+                    t,
+                    len(t.split()) + 1,
+                    ended=(i not in clipped or num_generations > 1),
+                    ids=list(range(len(t.split()) + 1)),
+                )
+                for t in group[:num_generations]
+            ]
+            for i, group in enumerate(source)
+        ]
 
     return sampler
 
@@ -63,16 +79,28 @@ def canned(greedy: list[str], samples: list[list[str]] | None = None, *, clipped
 def _report(values: dict[str, list[float]], prompts: list[str] | None = None) -> EvalReport:
     n = len(next(iter(values.values())))
     prompts = prompts or [f"p{i}" for i in range(n)]
-    return EvalReport(per_prompt=values, prompts=prompts, completions=[""] * n, reward_names=[], reward_kinds={},
-                      settings={"decoding": "greedy", "max_new_tokens": 8, "seed": 0})
+    return EvalReport(
+        per_prompt=values,
+        prompts=prompts,
+        completions=[""] * n,
+        reward_names=[],
+        reward_kinds={},
+        settings={"decoding": "greedy", "max_new_tokens": 8, "seed": 0},
+    )
 
 
 # --------------------------------------------------------------------------- metrics
 
 
 def test_rates_from_canned_completions():
-    report = evaluate(None, None, _dataset(4), GSM8K_FUNCS, num_prompts=4,
-                      sampler=canned([GOOD, WRONG, PLAIN, GOOD], clipped={2}))
+    report = evaluate(
+        None,
+        None,
+        _dataset(4),
+        GSM8K_FUNCS,
+        num_prompts=4,
+        sampler=canned([GOOD, WRONG, PLAIN, GOOD], clipped={2}),
+    )
     m = report.metrics
     assert m["format"] == 0.75  # GOOD, WRONG, GOOD pay every format reward
     assert m["accuracy"] == 0.5  # GOOD twice
@@ -86,8 +114,15 @@ def test_rates_from_canned_completions():
 
 def test_pass_at_k_and_mean_at_k():
     samples = [[PLAIN, GOOD, PLAIN], [PLAIN, PLAIN, WRONG], [GOOD, GOOD, GOOD]]
-    report = evaluate(None, None, _dataset(3), GSM8K_FUNCS, num_prompts=3, k=3,
-                      sampler=canned([PLAIN, PLAIN, GOOD], samples))
+    report = evaluate(
+        None,
+        None,
+        _dataset(3),
+        GSM8K_FUNCS,
+        num_prompts=3,
+        k=3,
+        sampler=canned([PLAIN, PLAIN, GOOD], samples),
+    )
     assert report.per_prompt["pass@3/correctness_reward"] == [1.0, 0.0, 1.0]
     assert report.per_prompt["pass@3/strict_format_reward"] == [1.0, 1.0, 1.0]
     assert report.per_prompt["mean@3"] == pytest.approx([4 / 3, 2 / 3, 4.0])
@@ -104,7 +139,9 @@ def test_none_rewards_are_nan_and_skipped_in_means():
 def test_length_reward_gives_a_length_error_that_falls_when_it_improves():
     fn = rewards.length_reward(4, unit="tokens")
     assert reward_info(fn).kind == "length"
-    before = evaluate(None, None, _dataset(2), [fn], num_prompts=2, sampler=canned(["a b c d e f g h i", "a"]))
+    before = evaluate(
+        None, None, _dataset(2), [fn], num_prompts=2, sampler=canned(["a b c d e f g h i", "a"])
+    )
     # canned ids: one per word plus EOS -> 10 and 2 tokens
     assert before.per_prompt["length_error/length_reward_4_tokens"] == [6.0, 2.0]
     after = evaluate(None, None, _dataset(2), [fn], num_prompts=2, sampler=canned(["a b c", "a b c"]))
@@ -117,7 +154,9 @@ def test_reward_function_attributes_override_the_table():
 
     my_reward.max_reward = 1.0
     my_reward.reward_kind = "accuracy"
-    report = evaluate(None, None, _dataset(2), [my_reward], num_prompts=2, sampler=canned([GOOD, PLAIN + "x"]))
+    report = evaluate(
+        None, None, _dataset(2), [my_reward], num_prompts=2, sampler=canned([GOOD, PLAIN + "x"])
+    )
     assert report.per_prompt["accuracy"] == [1.0, 1.0]
     assert report.per_prompt["at_max/my_reward"] == [1.0, 1.0]
 
@@ -160,12 +199,19 @@ def test_greedy_decoding_on_tiny_model_is_deterministic_and_json_round_trips():
 def test_greedy_matches_transformers_generate():
     model, tokenizer = tiny_model(seed=3)
     data = [{"prompt": "Once upon a time"}, {"prompt": "Hi"}]
-    report = evaluate(model, tokenizer, data, [rewards.length_reward(5, unit="chars")], num_prompts=2,
-                      max_new_tokens=5, batch_size=2)
+    report = evaluate(
+        model,
+        tokenizer,
+        data,
+        [rewards.length_reward(5, unit="chars")],
+        num_prompts=2,
+        max_new_tokens=5,
+        batch_size=2,
+    )
     for row, ours in zip(data, report.completions):
         enc = tokenizer(row["prompt"], return_tensors="pt")
         out = model.generate(**enc, do_sample=False, max_new_tokens=5, pad_token_id=tokenizer.pad_token_id)
-        assert tokenizer.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True) == ours
+        assert tokenizer.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=True) == ours
 
 
 # --------------------------------------------------------------------------- compare
@@ -198,7 +244,9 @@ def test_shifted_copy_is_improved_with_ci_around_the_shift():
 
 def test_direction_aware_verdicts():
     before = _report({"reward": [1.0] * 30, "length_error/len": [10.0, 12.0] * 15, "length": [5.0, 6.0] * 15})
-    after = _report({"reward": [0.0, 0.5] * 15, "length_error/len": [3.0, 4.0] * 15, "length": [9.0, 8.0] * 15})
+    after = _report(
+        {"reward": [0.0, 0.5] * 15, "length_error/len": [3.0, 4.0] * 15, "length": [9.0, 8.0] * 15}
+    )
     assert compare(before, after, metric="reward").verdict == "worse"
     assert compare(before, after, metric="length_error/len").verdict == "improved"  # lower is better
     assert compare(before, after, metric="length").verdict == "increased"  # no better side
@@ -222,12 +270,18 @@ def test_nan_pairs_are_dropped_and_mismatches_refused():
 
 def test_report_card_writes_three_files(tmp_path):
     before = evaluate(None, None, _dataset(6), GSM8K_FUNCS, num_prompts=6, sampler=canned([PLAIN] * 6))
-    after = evaluate(None, None, _dataset(6), GSM8K_FUNCS, num_prompts=6, sampler=canned([GOOD] * 5 + [WRONG]))
+    after = evaluate(
+        None, None, _dataset(6), GSM8K_FUNCS, num_prompts=6, sampler=canned([GOOD] * 5 + [WRONG])
+    )
     log = tmp_path / "metrics.jsonl"
     log.write_text("\n".join(json.dumps({"step": s, "reward": s / 10}) for s in range(1, 5)))
     paths = write_report_card(tmp_path, before, after, log_history=log, n_boot=1000)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["eval.json", "metrics.jsonl", "report.md",
-                                                          "report_card.png"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "eval.json",
+        "metrics.jsonl",
+        "report.md",
+        "report_card.png",
+    ]
     data = json.loads(paths["eval.json"].read_text())
     assert data["comparisons"]["format"]["verdict"] == "improved"
     assert data["comparisons"]["format"]["after"] == 1.0

@@ -90,8 +90,11 @@ def test_merged_16bit_keeps_training_model_and_ships_tokenizer(tiny, tmp_path):
     config = json.loads((out / "config.json").read_text())
     assert config["dtype"] == "bfloat16" and "quantization_config" not in config
     assert (out / "tokenizer.json").is_file()
-    chat_template = (out / "chat_template.jinja").read_text() if (out / "chat_template.jinja").is_file() else \
-        json.loads((out / "tokenizer_config.json").read_text()).get("chat_template", "")
+    chat_template = (
+        (out / "chat_template.jinja").read_text()
+        if (out / "chat_template.jinja").is_file()
+        else json.loads((out / "tokenizer_config.json").read_text()).get("chat_template", "")
+    )
     assert "<|im_start|>" in chat_template
 
     # the model in memory is untouched: still a LoRA model with the same base weights and outputs
@@ -122,7 +125,9 @@ def test_fp32_merge_matches_adapter_logits(tiny, tmp_path):
     reloaded = AutoModelForCausalLM.from_pretrained(tmp_path / "m32")
     ids = prompt_ids(tokenizer)
     with torch.no_grad():
-        torch.testing.assert_close(reloaded(input_ids=ids).logits, model(input_ids=ids).logits, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(
+            reloaded(input_ids=ids).logits, model(input_ids=ids).logits, atol=1e-4, rtol=1e-4
+        )
 
 
 def test_verification_can_fail_on_a_different_model(tiny):
@@ -151,11 +156,15 @@ def test_staging_declares_byte_level_bpe(tmp_path):
     # transformers' GGUF tokenizer marks byte-level BPE with byte_fallback; the converter would call it SentencePiece.
     src = tmp_path / "src"
     src.mkdir()
-    tok = {"model": {"type": "BPE", "byte_fallback": True, "vocab": {"a": 0}, "merges": []},
-           "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False},
-           "decoder": {"type": "Sequence", "decoders": [{"type": "ByteFallback"}]}}
+    tok = {
+        "model": {"type": "BPE", "byte_fallback": True, "vocab": {"a": 0}, "merges": []},
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False},
+        "decoder": {"type": "Sequence", "decoders": [{"type": "ByteFallback"}]},
+    }
     (src / "tokenizer.json").write_text(json.dumps(tok))
-    (src / "config.json").write_text(json.dumps({"model_type": "llama", "quantization_config": {"quant_method": "gguf"}}))
+    (src / "config.json").write_text(
+        json.dumps({"model_type": "llama", "quantization_config": {"quant_method": "gguf"}})
+    )
     (src / "model.safetensors").write_bytes(b"x")
     staged = stage_for_conversion(src, tmp_path / "staged")
     out = json.loads((staged / "tokenizer.json").read_text())
@@ -196,7 +205,9 @@ def test_foreign_folder_is_refused_and_overwrite_empties_it(tiny, tmp_path):
     # Someone else's sharded model: from_pretrained would follow this index instead of our model.safetensors.
     stale = {"metadata": {}, "weight_map": {"model.embed_tokens.weight": "model-00001-of-00002.safetensors"}}
     (out / "model.safetensors.index.json").write_text(json.dumps(stale))
-    with pytest.raises(FileExistsError, match=r"did not export .*model\.safetensors\.index\.json.*overwrite=True"):
+    with pytest.raises(
+        FileExistsError, match=r"did not export .*model\.safetensors\.index\.json.*overwrite=True"
+    ):
         save_merged(model, tokenizer, out, dtype="fp32")
     assert (out / "model.safetensors.index.json").exists()  # refused: nothing touched
 
@@ -226,8 +237,11 @@ def test_check_export_files_finds_missing_changed_and_extra_files(tiny, tmp_path
     (out / "model.safetensors.index.json").write_text("{}")
     (out / "tokenizer_config.json").write_text("{}")
     (out / "adapter_config.json").unlink()
-    assert check_export_files(out) == ["adapter_config.json: missing", "tokenizer_config.json: changed since the export",
-                                       "model.safetensors.index.json: not written by this export"]
+    assert check_export_files(out) == [
+        "adapter_config.json: missing",
+        "tokenizer_config.json: changed since the export",
+        "model.safetensors.index.json: not written by this export",
+    ]
 
 
 def test_overwrite_never_empties_the_current_folder(tiny, tmp_path, monkeypatch):
@@ -254,7 +268,9 @@ def test_export_into_a_file_is_refused(tiny, tmp_path):
 def _fake_llama_cpp(tmp_path, with_quantize: bool):
     root = tmp_path / "llama.cpp"
     root.mkdir(parents=True)
-    (root / "convert_hf_to_gguf.py").write_text("# stands in for the converter: only its presence is checked\n")
+    (root / "convert_hf_to_gguf.py").write_text(
+        "# stands in for the converter: only its presence is checked\n"
+    )
     if with_quantize:
         binary = root / "build" / "bin" / "llama-quantize"
         binary.parent.mkdir(parents=True)
@@ -316,21 +332,33 @@ PKG = "llama_cpp_python-0.3.36/vendor/llama.cpp/"
 def test_genuine_layout_extracts_only_the_converter(tmp_path):
     from grpo_kit.export.gguf import _extract_converter
 
-    archive = _tar(tmp_path / "ok.tar.gz", [(PKG + "convert_hf_to_gguf.py", b"print()"),
-                                            (PKG + "gguf-py/gguf/__init__.py", b""), (PKG + "README.md", b"no")])
+    archive = _tar(
+        tmp_path / "ok.tar.gz",
+        [
+            (PKG + "convert_hf_to_gguf.py", b"print()"),
+            (PKG + "gguf-py/gguf/__init__.py", b""),
+            (PKG + "README.md", b"no"),
+        ],
+    )
     dest = tmp_path / "dest"
     _extract_converter(archive, dest)
     assert sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file()) == [
-        "convert_hf_to_gguf.py", "gguf-py/gguf/__init__.py"]
+        "convert_hf_to_gguf.py",
+        "gguf-py/gguf/__init__.py",
+    ]
 
 
-@pytest.mark.parametrize("entry", [
-    (PKG + "conversion/../../../../escaped.py", b"import os"),
-    ("../escaped.py", b"import os"),
-    ("/tmp/grpo-kit-test-absolute-escaped.py", b"import os"),
-    (PKG + "gguf-py/evil_link", ("symlink", "../../../../../escaped.py")),
-    (PKG + "conversion/abs_link", ("symlink", "/etc/passwd")),
-], ids=["dotdot-inside-vendor", "dotdot-top", "absolute", "symlink-out", "symlink-absolute"])
+@pytest.mark.parametrize(
+    "entry",
+    [
+        (PKG + "conversion/../../../../escaped.py", b"import os"),
+        ("../escaped.py", b"import os"),
+        ("/tmp/grpo-kit-test-absolute-escaped.py", b"import os"),
+        (PKG + "gguf-py/evil_link", ("symlink", "../../../../../escaped.py")),
+        (PKG + "conversion/abs_link", ("symlink", "/etc/passwd")),
+    ],
+    ids=["dotdot-inside-vendor", "dotdot-top", "absolute", "symlink-out", "symlink-absolute"],
+)
 def test_archive_entries_leaving_the_cache_are_refused(tmp_path, entry):
     from pathlib import Path
 

@@ -49,8 +49,9 @@ def direct(model, input_ids, attention_mask, logits_to_keep, temperature):
 def test_matches_direct_computation(model_and_batch, temperature):
     model, input_ids, attention_mask, t = model_and_batch
     with torch.no_grad():
-        logps, entropies = per_token_logps(model, input_ids, attention_mask, t, temperature=temperature,
-                                           compute_entropy=True)
+        logps, entropies = per_token_logps(
+            model, input_ids, attention_mask, t, temperature=temperature, compute_entropy=True
+        )
         want_logps, want_entropies = direct(model, input_ids, attention_mask, t, temperature)
     assert logps.shape == entropies.shape == (4, t)
     torch.testing.assert_close(logps, want_logps, atol=1e-5, rtol=1e-5)
@@ -90,8 +91,9 @@ def test_matches_trl_fused_lm_head(model_and_batch):
     labels[:, :-t] = -100
     with torch.no_grad():
         out = theirs(input_ids=input_ids, attention_mask=attention_mask, labels=labels, fused_lm_head=True)
-        ours, our_entropies = per_token_logps(model, input_ids, attention_mask, t, temperature=0.8,
-                                              compute_entropy=True)
+        ours, our_entropies = per_token_logps(
+            model, input_ids, attention_mask, t, temperature=0.8, compute_entropy=True
+        )
     torch.testing.assert_close(ours, out.log_probs[:, -t:], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(our_entropies, out.entropy[:, -t:], atol=1e-4, rtol=1e-5)
 
@@ -152,7 +154,9 @@ def test_grouped_scoring_equals_scoring_each_row():
         for name, p in model.named_parameters():
             if "lora_B" in name:
                 p.normal_(0, 0.1)
-    enc = tokenizer(["Hi", "A much longer prompt here"], return_tensors="pt", padding=True, padding_side="left")
+    enc = tokenizer(
+        ["Hi", "A much longer prompt here"], return_tensors="pt", padding=True, padding_side="left"
+    )
     G, T = 3, 5
     g = torch.Generator().manual_seed(0)
     completion_ids = torch.randint(0, 1000, (2 * G, T), generator=g)
@@ -160,16 +164,32 @@ def test_grouped_scoring_equals_scoring_each_row():
     completion_mask[1, 3:] = 0
     completion_mask[4, 1:] = 0
     completion_ids = completion_ids.masked_fill(completion_mask == 0, tokenizer.pad_token_id)
-    prompt_ids, prompt_mask = enc["input_ids"].repeat_interleave(G, 0), enc["attention_mask"].repeat_interleave(G, 0)
+    prompt_ids, prompt_mask = (
+        enc["input_ids"].repeat_interleave(G, 0),
+        enc["attention_mask"].repeat_interleave(G, 0),
+    )
 
-    rows, rows_entropy = per_token_logps(model, torch.cat([prompt_ids, completion_ids], 1),
-                                         torch.cat([prompt_mask, completion_mask], 1), T, temperature=0.9,
-                                         compute_entropy=True)
+    rows, rows_entropy = per_token_logps(
+        model,
+        torch.cat([prompt_ids, completion_ids], 1),
+        torch.cat([prompt_mask, completion_mask], 1),
+        T,
+        temperature=0.9,
+        compute_entropy=True,
+    )
     rows.sum().backward()
     row_grads = [p.grad.clone() for p in model.parameters() if p.requires_grad]
     model.zero_grad(set_to_none=True)
-    grouped, grouped_entropy = per_token_logps_grouped(model, enc["input_ids"], enc["attention_mask"], completion_ids,
-                                                       completion_mask, G, temperature=0.9, compute_entropy=True)
+    grouped, grouped_entropy = per_token_logps_grouped(
+        model,
+        enc["input_ids"],
+        enc["attention_mask"],
+        completion_ids,
+        completion_mask,
+        G,
+        temperature=0.9,
+        compute_entropy=True,
+    )
     grouped.sum().backward()
     grouped_grads = [p.grad for p in model.parameters() if p.requires_grad]
     torch.testing.assert_close(grouped, rows, atol=1e-5, rtol=1e-5)
@@ -177,5 +197,6 @@ def test_grouped_scoring_equals_scoring_each_row():
     for a, b in zip(grouped_grads, row_grads, strict=True):
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
     with pytest.raises(ValueError, match="group by group"):
-        per_token_logps_grouped(model, enc["input_ids"], enc["attention_mask"], completion_ids[:5],
-                                completion_mask[:5], G)
+        per_token_logps_grouped(
+            model, enc["input_ids"], enc["attention_mask"], completion_ids[:5], completion_mask[:5], G
+        )

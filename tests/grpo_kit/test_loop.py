@@ -22,7 +22,6 @@ from grpo_kit.models import tiny_model
 LORA = {"r": 8, "lora_alpha": 16, "lora_dropout": 0.0}
 
 
-
 def prompts(n: int = 8, conversational: bool = False) -> list[dict]:
     if conversational:
         return [{"prompt": [{"role": "user", "content": f"Question {i}?"}], "idx": i} for i in range(n)]
@@ -39,8 +38,17 @@ def losses(result) -> list[float]:
 
 
 def small_config(tmp_path: Path, **overrides) -> GRPOLoopConfig:
-    settings = {"output_dir": str(tmp_path), "max_steps": 2, "num_generations": 4, "per_device_train_batch_size": 8,
-                    "max_completion_length": 6, "learning_rate": 1e-2, "logging_steps": 1, "save_steps": 0, "disable_tqdm": True}
+    settings = {
+        "output_dir": str(tmp_path),
+        "max_steps": 2,
+        "num_generations": 4,
+        "per_device_train_batch_size": 8,
+        "max_completion_length": 6,
+        "learning_rate": 1e-2,
+        "logging_steps": 1,
+        "save_steps": 0,
+        "disable_tqdm": True,
+    }
     settings.update(overrides)
     return GRPOLoopConfig(**settings)
 
@@ -97,17 +105,31 @@ def test_reward_for_one_token_rises(tmp_path):
     data = prompts(8)
     encoded = tokenizer([d["prompt"] for d in data], return_tensors="pt", padding=True)
     with torch.no_grad():
-        sampled = model.generate(**encoded, do_sample=True, top_k=10, max_new_tokens=8, num_return_sequences=8,
-                                 pad_token_id=tokenizer.pad_token_id)[:, encoded["input_ids"].size(1):]
+        sampled = model.generate(
+            **encoded,
+            do_sample=True,
+            top_k=10,
+            max_new_tokens=8,
+            num_return_sequences=8,
+            pad_token_id=tokenizer.pad_token_id,
+        )[:, encoded["input_ids"].size(1) :]
     target, count = collections.Counter(sampled.flatten().tolist()).most_common(1)[0]
     start_share = count / sampled.numel()
 
     def prefers_target(completion_ids, **kwargs):
         return [sum(t == target for t in ids) / len(ids) for ids in completion_ids]
 
-    config = small_config(tmp_path, max_steps=20, num_generations=8, per_device_train_batch_size=16,
-                          max_completion_length=8, learning_rate=3e-3, top_k=10, logging_steps=5,
-                          lr_scheduler_type="constant")
+    config = small_config(
+        tmp_path,
+        max_steps=20,
+        num_generations=8,
+        per_device_train_batch_size=16,
+        max_completion_length=8,
+        learning_rate=3e-3,
+        top_k=10,
+        logging_steps=5,
+        lr_scheduler_type="constant",
+    )
     result = train(model, tokenizer, data, prefers_target, config)
     rewards = [r["reward"] for r in result.log_history]
     assert start_share < 0.1
@@ -132,15 +154,28 @@ class StopAfter:
 def test_killed_and_resumed_run_reproduces_the_losses_exactly(tmp_path):
     # num_iterations=2 (reused generation batches + old log-probs), beta>0 (reference via disabled adapter),
     # gradient accumulation, dropout in LoRA: every piece of state a resume has to restore.
-    settings = {"max_steps": 6, "num_iterations": 2, "beta": 0.04, "gradient_accumulation_steps": 2,
-                    "per_device_train_batch_size": 4, "learning_rate": 5e-3, "warmup_steps": 0.2}
+    settings = {
+        "max_steps": 6,
+        "num_iterations": 2,
+        "beta": 0.04,
+        "gradient_accumulation_steps": 2,
+        "per_device_train_batch_size": 4,
+        "learning_rate": 5e-3,
+        "warmup_steps": 0.2,
+    }
     lora = {**LORA, "lora_dropout": 0.1}
 
     def run(out, callbacks=None, **extra):
         torch.manual_seed(0)
         model, tokenizer = tiny_model(seed=0, lora=lora)
-        return train(model, tokenizer, prompts(conversational=True), [even_token_share],
-                     small_config(out, **settings, **extra), callbacks=callbacks)
+        return train(
+            model,
+            tokenizer,
+            prompts(conversational=True),
+            [even_token_share],
+            small_config(out, **settings, **extra),
+            callbacks=callbacks,
+        )
 
     full = run(tmp_path / "full")
     assert len(losses(full)) == 6 and all(math.isfinite(x) for x in losses(full))
@@ -169,18 +204,28 @@ def test_killed_and_resumed_run_reproduces_the_losses_exactly(tmp_path):
         torch.manual_seed(0)
         model, tokenizer = tiny_model(seed=0, lora=lora)
         reward_fn.__name__ = "even_token_share"  # the same metric names as the uninterrupted run
-        return train(model, tokenizer, prompts(conversational=True), [reward_fn], small_config(out, **settings,
-                                                                                                **extra))
+        return train(
+            model,
+            tokenizer,
+            prompts(conversational=True),
+            [reward_fn],
+            small_config(out, **settings, **extra),
+        )
 
     mid_step = run_with(tmp_path / "mid", interrupting_reward, save_steps=100)
     assert mid_step.interrupted and mid_step.checkpoint.name == "checkpoint-4"
-    after = run_with(tmp_path / "mid", lambda completion_ids, **kw: even_token_share(completion_ids),
-                     resume_from_checkpoint=True)
+    after = run_with(
+        tmp_path / "mid",
+        lambda completion_ids, **kw: even_token_share(completion_ids),
+        resume_from_checkpoint=True,
+    )
     assert [after.step_losses[s] for s in (5, 6)] == losses(full)[4:]
 
     records = read_metrics(tmp_path / "killed" / "metrics.jsonl")
     assert [r["step"] for r in records] == [1, 2, 3, 4, 5, 6]  # no duplicated steps after resuming
-    assert [r["loss"] for r in records] == [r["loss"] for r in read_metrics(tmp_path / "full" / "metrics.jsonl")]
+    assert [r["loss"] for r in records] == [
+        r["loss"] for r in read_metrics(tmp_path / "full" / "metrics.jsonl")
+    ]
 
 
 # --- logging --------------------------------------------------------------------------------------------
@@ -196,10 +241,24 @@ def test_metrics_use_trls_names_and_a_reward_curve_is_drawn(tmp_path):
     records = read_metrics(tmp_path / "metrics.jsonl")
     assert len(records) == 1 and records[0]["step"] == 2
     names = set(records[0]) - {"step", "epoch"}
-    expected = {"reward", "reward_std", "rewards/even_token_share/mean", "rewards/even_token_share/std",
-                "frac_reward_zero_std", "completions/mean_length", "completions/clipped_ratio", "kl", "entropy",
-                "clip_ratio/region_mean", "clip_ratio/low_mean", "clip_ratio/high_mean", "loss", "grad_norm",
-                "learning_rate", "num_tokens"}
+    expected = {
+        "reward",
+        "reward_std",
+        "rewards/even_token_share/mean",
+        "rewards/even_token_share/std",
+        "frac_reward_zero_std",
+        "completions/mean_length",
+        "completions/clipped_ratio",
+        "kl",
+        "entropy",
+        "clip_ratio/region_mean",
+        "clip_ratio/low_mean",
+        "clip_ratio/high_mean",
+        "loss",
+        "grad_norm",
+        "learning_rate",
+        "num_tokens",
+    }
     assert expected <= names
     # Every name we log is spelled exactly as in the pinned TRL's GRPOTrainer (or Trainer's loss/grad_norm/...).
     source = Path(grpo_trainer_module.__file__).read_text()
@@ -270,16 +329,21 @@ def test_degenerate_rewards_give_zero_advantage_not_nan(tmp_path, kind):
     assert all(torch.equal(a, b) for a, b in zip(before, after))
 
 
-@pytest.mark.parametrize("overrides", [
-    {"mask_truncated_completions": True},
-    {"top_entropy_quantile": 0.2},
-    # micro-batches smaller than a group: completions are shuffled one by one and scored row by row
-    {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 4},
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"mask_truncated_completions": True},
+        {"top_entropy_quantile": 0.2},
+        # micro-batches smaller than a group: completions are shuffled one by one and scored row by row
+        {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 4},
+    ],
+)
 def test_masking_options_run_without_nan(tmp_path, overrides):
     torch.manual_seed(0)
     model, tokenizer = tiny_model(seed=0, lora=LORA)
-    result = train(model, tokenizer, prompts(), [even_token_share], small_config(tmp_path, max_steps=1, **overrides))
+    result = train(
+        model, tokenizer, prompts(), [even_token_share], small_config(tmp_path, max_steps=1, **overrides)
+    )
     assert all(math.isfinite(x) for x in losses(result))
     if "mask_truncated_completions" in overrides:
         # Every completion is truncated (no EOS within 6 tokens), so nothing is left to train on.
@@ -314,9 +378,11 @@ def test_reference_logps_come_from_the_base_model_with_the_adapter_disabled(tmp_
 def test_reward_curve_reads_trl_log_history_and_trainer_state(tmp_path):
     from grpo_kit.plots import load_log_history, plot_reward_curve
 
-    history = [{"step": 1, "reward": -3.0, "reward_std": 1.0, "rewards/a/mean": -1.0, "rewards/b/mean": -2.0},
-               {"step": 2, "reward": -1.0, "reward_std": 0.5, "rewards/a/mean": -0.5, "rewards/b/mean": -0.5},
-               {"step": 2, "train_runtime": 12.0}]  # TRL's closing summary has no reward
+    history = [
+        {"step": 1, "reward": -3.0, "reward_std": 1.0, "rewards/a/mean": -1.0, "rewards/b/mean": -2.0},
+        {"step": 2, "reward": -1.0, "reward_std": 0.5, "rewards/a/mean": -0.5, "rewards/b/mean": -0.5},
+        {"step": 2, "train_runtime": 12.0},
+    ]  # TRL's closing summary has no reward
     png = plot_reward_curve(history, tmp_path / "list.png")
     assert png.read_bytes()[:4] == b"\x89PNG"
     (tmp_path / "trainer_state.json").write_text(json.dumps({"log_history": history}))

@@ -22,7 +22,9 @@ def test_grpo_gives_short_completions_heavier_tokens(weights):
     grpo = results["grpo"]
     # Same advantage, lengths 4 and 48: each token of the short one weighs 12× more ...
     assert advantages[0] == advantages[1] > 0
-    torch.testing.assert_close(grpo.per_token[0] / grpo.per_token[1], torch.tensor(48 / 4, dtype=torch.float64))
+    torch.testing.assert_close(
+        grpo.per_token[0] / grpo.per_token[1], torch.tensor(48 / 4, dtype=torch.float64)
+    )
     # ... because every completion gets the same total weight, whatever its length.
     torch.testing.assert_close(grpo.per_sequence.abs(), grpo.per_sequence.abs()[0].expand(4))
     assert grpo.short_to_long_token_ratio == pytest.approx(96 / 4)
@@ -52,8 +54,11 @@ def test_weights_follow_the_closed_forms(weights):
         "luspo": advantages / batch_size,
     }
     for loss_type, per_token in expected.items():
-        torch.testing.assert_close(results[loss_type].token_weights, per_token.unsqueeze(1) * mask,
-                                   msg=lambda m, name=loss_type: f"{name}: {m}")
+        torch.testing.assert_close(
+            results[loss_type].token_weights,
+            per_token.unsqueeze(1) * mask,
+            msg=lambda m, name=loss_type: f"{name}: {m}",
+        )
 
 
 def test_main_prints_the_table_and_writes_the_png(tmp_path, capsys):

@@ -51,16 +51,23 @@ def assert_parity(trainer, batch, *, num_items_in_batch=None, expect_warning=Fal
     settings = {"max_completion_length": 7, **settings}
     configure(trainer, **settings)
     theirs, their_grad, their_metrics = trl_loss(
-        trainer, per_token_logps, advantages, mask,
-        old_per_token_logps=old, ref_per_token_logps=ref if settings.get("beta", 0.0) else None,
+        trainer,
+        per_token_logps,
+        advantages,
+        mask,
+        old_per_token_logps=old,
+        ref_per_token_logps=ref if settings.get("beta", 0.0) else None,
         num_items_in_batch=num_items_in_batch,
     )
     leaf = per_token_logps.clone().requires_grad_(True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         ours, our_metrics = compute_loss(
-            leaf, advantages, mask,
-            old_per_token_logps=old, ref_per_token_logps=ref if settings.get("beta", 0.0) else None,
+            leaf,
+            advantages,
+            mask,
+            old_per_token_logps=old,
+            ref_per_token_logps=ref if settings.get("beta", 0.0) else None,
             num_items_in_batch=num_items_in_batch,
             **settings,
         )
@@ -70,7 +77,11 @@ def assert_parity(trainer, batch, *, num_items_in_batch=None, expect_warning=Fal
     torch.testing.assert_close(leaf.grad, their_grad, rtol=TOLERANCE, atol=TOLERANCE)
     assert set(our_metrics) == set(their_metrics)
     for name in their_metrics:
-        assert same_float(our_metrics[name], their_metrics[name]), (name, our_metrics[name], their_metrics[name])
+        assert same_float(our_metrics[name], their_metrics[name]), (
+            name,
+            our_metrics[name],
+            their_metrics[name],
+        )
     return ours, our_metrics
 
 
@@ -80,7 +91,12 @@ def _matrix():
             spec.levels, (0.0, 0.04), (1, 2), (None, 1.5), (True, False)
         ):
             yield pytest.param(
-                loss_type, level, beta, accumulation, delta, off_policy,
+                loss_type,
+                level,
+                beta,
+                accumulation,
+                delta,
+                off_policy,
                 id=f"{loss_type}-{level}-beta{beta}-ga{accumulation}-delta{delta}-{'off' if off_policy else 'on'}",
             )
 
@@ -93,9 +109,14 @@ def test_compute_loss_equals_trl(trainer, loss_type, level, beta, accumulation, 
     # With accumulation the generation batch spans other micro-batches: more tokens than this one holds.
     num_items = None if accumulation == 1 else int(mask.sum()) + 11
     loss, metrics = assert_parity(
-        trainer, batch, num_items_in_batch=num_items,
-        loss_type=loss_type, importance_sampling_level=level, beta=beta,
-        gradient_accumulation_steps=accumulation, delta=delta,
+        trainer,
+        batch,
+        num_items_in_batch=num_items,
+        loss_type=loss_type,
+        importance_sampling_level=level,
+        beta=beta,
+        gradient_accumulation_steps=accumulation,
+        delta=delta,
         epsilon_high=EPSILON_HIGH.get(loss_type, DEFAULT_EPSILON_HIGH),
     )
     assert torch.isfinite(loss)
@@ -126,8 +147,13 @@ def test_trl_derives_epsilon_high_as_the_harness_does(trainer):
 
 def test_cispo_epsilon_high_trap_matches_trl_and_warns(trainer):
     """Unset epsilon_high caps cispo's ratio at epsilon = 0.2: reproduced for parity, flagged by a warning."""
-    _, metrics = assert_parity(trainer, make_batch(seed=5, off_policy=False), loss_type="cispo",
-                               epsilon_high=None, expect_warning=True)
+    _, metrics = assert_parity(
+        trainer,
+        make_batch(seed=5, off_policy=False),
+        loss_type="cispo",
+        epsilon_high=None,
+        expect_warning=True,
+    )
     # On-policy every ratio is 1 > 0.2: all positive-advantage tokens are "clipped".
     assert metrics["cispo_clip_ratio"] > 0
 
@@ -136,26 +162,53 @@ def test_cispo_epsilon_high_trap_matches_trl_and_warns(trainer):
 def test_steps_per_generation_rescales_the_global_token_count(trainer, loss_type):
     batch = make_batch(seed=11)
     num_items = int(batch[2].sum()) * 4
-    loss, _ = assert_parity(trainer, batch, loss_type=loss_type, gradient_accumulation_steps=2,
-                            steps_per_generation=4, num_items_in_batch=num_items,
-                            epsilon_high=EPSILON_HIGH.get(loss_type, DEFAULT_EPSILON_HIGH))
-    default_spg, _ = compute_loss(batch[0], batch[1], batch[2], old_per_token_logps=batch[3], loss_type=loss_type,
-                                  gradient_accumulation_steps=2, num_items_in_batch=num_items,
-                                  epsilon_high=EPSILON_HIGH.get(loss_type, DEFAULT_EPSILON_HIGH))
+    loss, _ = assert_parity(
+        trainer,
+        batch,
+        loss_type=loss_type,
+        gradient_accumulation_steps=2,
+        steps_per_generation=4,
+        num_items_in_batch=num_items,
+        epsilon_high=EPSILON_HIGH.get(loss_type, DEFAULT_EPSILON_HIGH),
+    )
+    default_spg, _ = compute_loss(
+        batch[0],
+        batch[1],
+        batch[2],
+        old_per_token_logps=batch[3],
+        loss_type=loss_type,
+        gradient_accumulation_steps=2,
+        num_items_in_batch=num_items,
+        epsilon_high=EPSILON_HIGH.get(loss_type, DEFAULT_EPSILON_HIGH),
+    )
     torch.testing.assert_close(loss, 2 * default_spg)  # normaliser ∝ GA / steps_per_generation
 
 
 @pytest.mark.parametrize("level", ["token", "sequence"])
 def test_kl_without_bias_correction(trainer, level):
-    assert_parity(trainer, make_batch(seed=13), loss_type="grpo", beta=0.04, use_bias_correction_kl=False,
-                  importance_sampling_level=level, epsilon_high=0.28)
+    assert_parity(
+        trainer,
+        make_batch(seed=13),
+        loss_type="grpo",
+        beta=0.04,
+        use_bias_correction_kl=False,
+        importance_sampling_level=level,
+        epsilon_high=0.28,
+    )
 
 
 def test_sapo_and_vespo_shape_parameters(trainer):
     batch = make_batch(seed=17)
     assert_parity(trainer, batch, loss_type="sapo", sapo_temperature_pos=0.7, sapo_temperature_neg=2.0)
-    assert_parity(trainer, batch, loss_type="vespo", vespo_k_pos=1.5, vespo_lambda_pos=2.5,
-                  vespo_k_neg=4.0, vespo_lambda_neg=1.0)
+    assert_parity(
+        trainer,
+        batch,
+        loss_type="vespo",
+        vespo_k_pos=1.5,
+        vespo_lambda_pos=2.5,
+        vespo_k_neg=4.0,
+        vespo_lambda_neg=1.0,
+    )
 
 
 def test_dr_grpo_uses_max_completion_length(trainer):
@@ -178,18 +231,34 @@ def test_random_batches_equal_trl(trainer, loss_type, lengths, seed, beta, accum
     """Any shape, any masking (all rows empty included), T = 1 included."""
     level = LOSS_TYPES[loss_type].levels[-1 if sequence_level else 0]
     batch = make_batch(seed, lengths=lengths, max_len=max(max(lengths), 1))
-    assert_parity(trainer, batch, loss_type=loss_type, importance_sampling_level=level, beta=beta,
-                  gradient_accumulation_steps=accumulation, max_completion_length=5,
-                  epsilon_high=EPSILON_HIGH.get(loss_type, DEFAULT_EPSILON_HIGH))
+    assert_parity(
+        trainer,
+        batch,
+        loss_type=loss_type,
+        importance_sampling_level=level,
+        beta=beta,
+        gradient_accumulation_steps=accumulation,
+        max_completion_length=5,
+        epsilon_high=EPSILON_HIGH.get(loss_type, DEFAULT_EPSILON_HIGH),
+    )
 
 
 def test_fully_masked_batch_gives_zero_loss_and_gradient():
     per_token_logps, advantages, mask, old, ref = make_batch(seed=23)
     leaf = per_token_logps.clone().requires_grad_(True)
     for loss_type, spec in LOSS_TYPES.items():
-        loss, _ = compute_loss(leaf, advantages, torch.zeros_like(mask), old_per_token_logps=old,
-                               ref_per_token_logps=ref, beta=0.04, loss_type=loss_type,
-                               importance_sampling_level=spec.levels[0], max_completion_length=7, epsilon_high=5.0)
+        loss, _ = compute_loss(
+            leaf,
+            advantages,
+            torch.zeros_like(mask),
+            old_per_token_logps=old,
+            ref_per_token_logps=ref,
+            beta=0.04,
+            loss_type=loss_type,
+            importance_sampling_level=spec.levels[0],
+            max_completion_length=7,
+            epsilon_high=5.0,
+        )
         (grad,) = torch.autograd.grad(loss, leaf)
         assert loss.item() == 0.0 and torch.count_nonzero(grad) == 0
 
@@ -207,10 +276,13 @@ def test_unknown_loss_type_lists_the_options():
         compute_loss(*_args(), loss_type="ppo")
 
 
-@pytest.mark.parametrize(("loss_type", "level", "advice"), [
-    ("luspo", "token", "should be set to `'sequence'`"),
-    ("vespo", "sequence", "should be set to `'token'`"),
-])
+@pytest.mark.parametrize(
+    ("loss_type", "level", "advice"),
+    [
+        ("luspo", "token", "should be set to `'sequence'`"),
+        ("vespo", "sequence", "should be set to `'token'`"),
+    ],
+)
 @pytest.mark.parametrize("beta", [0.0, 0.04])
 @pytest.mark.parametrize("accumulation", [1, 2])
 def test_off_paper_levels_warn_and_equal_trl(trainer, loss_type, level, advice, beta, accumulation):
@@ -220,9 +292,17 @@ def test_off_paper_levels_warn_and_equal_trl(trainer, loss_type, level, advice, 
     num_items = None if accumulation == 1 else int(batch[2].sum()) + 11
     with pytest.warns(UserWarning, match=re.escape(advice)):
         compute_loss(*batch[:3], loss_type=loss_type, importance_sampling_level=level)
-    loss, _ = assert_parity(trainer, batch, num_items_in_batch=num_items, expect_warning=True,
-                           loss_type=loss_type, importance_sampling_level=level, beta=beta,
-                           gradient_accumulation_steps=accumulation, epsilon_high=DEFAULT_EPSILON_HIGH)
+    loss, _ = assert_parity(
+        trainer,
+        batch,
+        num_items_in_batch=num_items,
+        expect_warning=True,
+        loss_type=loss_type,
+        importance_sampling_level=level,
+        beta=beta,
+        gradient_accumulation_steps=accumulation,
+        epsilon_high=DEFAULT_EPSILON_HIGH,
+    )
     assert torch.isfinite(loss)
 
 
@@ -278,11 +358,19 @@ def test_validate_loss_settings_rules():
 def test_validate_config_reads_grpo_config_fields(tmp_path):
     from trl import GRPOConfig
 
-    validate_config(GRPOConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True, loss_type="cispo", epsilon_high=5.0))
+    validate_config(
+        GRPOConfig(
+            output_dir=str(tmp_path), report_to="none", use_cpu=True, loss_type="cispo", epsilon_high=5.0
+        )
+    )
     with pytest.raises(ValueError, match="set epsilon_high"):
-        validate_config(GRPOConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True, loss_type="cispo"))
+        validate_config(
+            GRPOConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True, loss_type="cispo")
+        )
     with pytest.warns(UserWarning, match="should be set to `'sequence'`"):
-        validate_config(GRPOConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True, loss_type="luspo"))
+        validate_config(
+            GRPOConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True, loss_type="luspo")
+        )
 
 
 def test_registry_covers_exactly_trls_loss_types():
@@ -299,9 +387,16 @@ def _loss_and_grad(batch, device, dtype, loss_type):
     per_token_logps, advantages, mask, old, ref = (t if t is None else t.to(device) for t in batch)
     leaf = per_token_logps.to(dtype).clone().requires_grad_(True)
     loss, metrics = compute_loss(
-        leaf, advantages.float(), mask, old_per_token_logps=old.to(dtype), ref_per_token_logps=ref.to(dtype),
-        beta=0.04, loss_type=loss_type, importance_sampling_level=LOSS_TYPES[loss_type].levels[-1],
-        max_completion_length=7, epsilon_high=EPSILON_HIGH.get(loss_type, DEFAULT_EPSILON_HIGH),
+        leaf,
+        advantages.float(),
+        mask,
+        old_per_token_logps=old.to(dtype),
+        ref_per_token_logps=ref.to(dtype),
+        beta=0.04,
+        loss_type=loss_type,
+        importance_sampling_level=LOSS_TYPES[loss_type].levels[-1],
+        max_completion_length=7,
+        epsilon_high=EPSILON_HIGH.get(loss_type, DEFAULT_EPSILON_HIGH),
         num_items_in_batch=mask.sum(),
     )
     loss.backward()

@@ -39,8 +39,10 @@ CHATML = (
 
 def _permute(weight: np.ndarray, n_head: int) -> np.ndarray:
     """llama.cpp's convert_hf_to_gguf permutation of Q/K rows (transformers undoes it on load)."""
-    return weight.reshape(n_head, 2, weight.shape[0] // n_head // 2, *weight.shape[1:]).swapaxes(1, 2).reshape(
-        weight.shape
+    return (
+        weight.reshape(n_head, 2, weight.shape[0] // n_head // 2, *weight.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(weight.shape)
     )
 
 
@@ -53,9 +55,20 @@ def _write_tiny_gguf(path, seed: int = 0):
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     merges = ["Ġ t", "h e", "i n", "Ġt he", "e r", "a n", "o n", "Ġ a", "a t", "Ġ c"]
     tokens = specials + list(bytes_to_unicode().values()) + [m.replace(" ", "") for m in merges]
-    config = LlamaConfig(vocab_size=len(tokens), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=4, tie_word_embeddings=True,
-                         rope_theta=10000.0, rms_norm_eps=1e-5, bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    config = LlamaConfig(
+        vocab_size=len(tokens),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        tie_word_embeddings=True,
+        rope_theta=10000.0,
+        rms_norm_eps=1e-5,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
+    )
     torch.manual_seed(seed)
     source = LlamaForCausalLM(config).eval()
     state = {k: v.detach().numpy() for k, v in source.state_dict().items()}
@@ -129,9 +142,17 @@ def _one_trainer_step(model, tokenizer, output_dir):
 
     ids = tokenizer("the cat in the hat at the inn", return_tensors="pt")["input_ids"][0]  # (T,)
     rows = [{"input_ids": ids, "labels": ids.clone()} for _ in range(2)]
-    args = TrainingArguments(output_dir=str(output_dir), max_steps=1, per_device_train_batch_size=2,
-                             learning_rate=1e-2, report_to=[], save_strategy="no", logging_strategy="no",
-                             use_cpu=True, disable_tqdm=True)
+    args = TrainingArguments(
+        output_dir=str(output_dir),
+        max_steps=1,
+        per_device_train_batch_size=2,
+        learning_rate=1e-2,
+        report_to=[],
+        save_strategy="no",
+        logging_strategy="no",
+        use_cpu=True,
+        disable_tqdm=True,
+    )
     Trainer(model=model, args=args, train_dataset=rows).train()
 
 
@@ -146,7 +167,9 @@ def test_tiny_model_shape_and_tokenizer(tiny):
     assert tokenizer.padding_side == "left"
     assert tokenizer.eos_token == tokenizer.pad_token == "<|im_end|>"
     assert model.generation_config.eos_token_id == tokenizer.eos_token_id == 2
-    text = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True
+    )
     assert text.endswith("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
     batch = tokenizer(["a", "a much longer prompt"], padding=True, return_tensors="pt")
     assert batch["attention_mask"][0, 0] == 0 and batch["attention_mask"][0, -1] == 1  # padded on the left
@@ -237,7 +260,11 @@ def test_gguf_file_loads_as_trainable_savable_model(tiny_gguf, own_cache, tmp_pa
         got = model(ids).logits  # (1, T, V)
     assert torch.allclose(got, expected, atol=0.05)
     # The tokenizer's special tokens come from the GGUF ids (transformers' converter gets eos wrong).
-    assert (tokenizer.eos_token, tokenizer.pad_token, tokenizer.padding_side) == ("<|im_end|>", "<|im_end|>", "left")
+    assert (tokenizer.eos_token, tokenizer.pad_token, tokenizer.padding_side) == (
+        "<|im_end|>",
+        "<|im_end|>",
+        "left",
+    )
     assert tokenizer.chat_template == CHATML
 
     before = copy.deepcopy(model.state_dict())
@@ -402,8 +429,11 @@ def test_directory_that_is_not_a_model(tmp_path):
 
 def test_offline_hub_id_not_in_cache(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(OSError, match=r"not reachable \(or HF_HUB_OFFLINE is set\).*'nobody/not-a-model'.*"
-                                      r"smollm2-135m-instruct"):
+    with pytest.raises(
+        OSError,
+        match=r"not reachable \(or HF_HUB_OFFLINE is set\).*'nobody/not-a-model'.*"
+        r"smollm2-135m-instruct",
+    ):
         load_model("nobody/not-a-model")
 
 
@@ -446,12 +476,18 @@ def test_embedded_default_answers_a_simple_question(monkeypatch):
     model, tokenizer = load_model(DEFAULT_MODEL)
     assert tokenizer.padding_side == "left" and tokenizer.pad_token is not None and tokenizer.chat_template
     directory = embedded_model_dir()
-    assert (directory / "config.json").is_file() and "quantization_config" not in (directory / "config.json").read_text()
-    inputs = tokenizer.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
-                                           add_generation_prompt=True, return_tensors="pt", return_dict=True)
+    assert (directory / "config.json").is_file() and "quantization_config" not in (
+        directory / "config.json"
+    ).read_text()
+    inputs = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "What is the capital of France?"}],
+        add_generation_prompt=True,
+        return_tensors="pt",
+        return_dict=True,
+    )
     with torch.no_grad():
         output = model.generate(**inputs, max_new_tokens=24, do_sample=False)  # (1, T + new)
-    reply = tokenizer.decode(output[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+    reply = tokenizer.decode(output[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
     assert "Paris" in reply, reply
 
 

@@ -14,8 +14,13 @@ from grpo_kit.preflight import check, validate_inputs
 GOOD = "<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>\n"
 WRONG = "<reasoning>\n3 + 4 = 8\n</reasoning>\n<answer>\n8\n</answer>\n"
 PLAIN = "The answer is 7"
-GSM8K_FUNCS = [rewards.xmlcount_reward, rewards.soft_format_reward, rewards.strict_format_reward,
-               rewards.int_reward, rewards.correctness_reward]
+GSM8K_FUNCS = [
+    rewards.xmlcount_reward,
+    rewards.soft_format_reward,
+    rewards.strict_format_reward,
+    rewards.int_reward,
+    rewards.correctness_reward,
+]
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -27,7 +32,10 @@ def _one_thread():
 
 
 def _dataset(n: int, answer: str | None = "7") -> list[dict]:
-    return [{"prompt": [{"role": "user", "content": f"What is 3 + 4? (#{i})"}], "answer": answer} for i in range(n)]
+    return [
+        {"prompt": [{"role": "user", "content": f"What is 3 + 4? (#{i})"}], "answer": answer}
+        for i in range(n)
+    ]
 
 
 def canned(groups: list[list[str]], *, ended: bool = True):
@@ -44,7 +52,9 @@ def codes(report) -> dict[str, str]:
 
 def test_learnable_batch_is_go():
     groups = [[GOOD, PLAIN, WRONG, PLAIN], [PLAIN, GOOD, PLAIN, PLAIN]]
-    report = check(None, None, _dataset(2), GSM8K_FUNCS, num_prompts=2, num_generations=4, sampler=canned(groups))
+    report = check(
+        None, None, _dataset(2), GSM8K_FUNCS, num_prompts=2, num_generations=4, sampler=canned(groups)
+    )
     assert report.verdict == "go" and report.findings == []
     assert report.zero_std_share == 0.0 and report.clipped_ratio == 0.0 and report.eos_rate == 1.0
     assert report.pass_at_g == {"correctness_reward": 1.0}
@@ -54,7 +64,9 @@ def test_learnable_batch_is_go():
 
 def test_zero_variance_groups_are_no_go_with_the_fix():
     groups = [[PLAIN] * 4, [PLAIN] * 4, [PLAIN] * 3 + [GOOD]]
-    report = check(None, None, _dataset(3), GSM8K_FUNCS, num_prompts=3, num_generations=4, sampler=canned(groups))
+    report = check(
+        None, None, _dataset(3), GSM8K_FUNCS, num_prompts=3, num_generations=4, sampler=canned(groups)
+    )
     assert report.zero_std_share == pytest.approx(2 / 3)
     assert codes(report)["zero_std"] == "no-go" and report.verdict == "no-go"
     finding = next(f for f in report.findings if f.code == "zero_std")
@@ -64,8 +76,16 @@ def test_zero_variance_groups_are_no_go_with_the_fix():
 
 def test_no_eos_is_no_go():
     groups = [[GOOD, PLAIN], [PLAIN, GOOD]]
-    report = check(None, None, _dataset(2), GSM8K_FUNCS, num_prompts=2, num_generations=2,
-                   max_completion_length=64, sampler=canned(groups, ended=False))
+    report = check(
+        None,
+        None,
+        _dataset(2),
+        GSM8K_FUNCS,
+        num_prompts=2,
+        num_generations=2,
+        max_completion_length=64,
+        sampler=canned(groups, ended=False),
+    )
     assert report.clipped_ratio == 1.0 and report.eos_rate == 0.0
     finding = next(f for f in report.findings if f.code == "clipped")
     assert finding.severity == "no-go"
@@ -75,10 +95,19 @@ def test_no_eos_is_no_go():
 
 def test_never_solved_is_a_warning_and_all_none_reward_is_no_go():
     groups = [[WRONG, PLAIN], [PLAIN, WRONG]]
-    report = check(None, None, _dataset(2), GSM8K_FUNCS, num_prompts=2, num_generations=2, sampler=canned(groups))
+    report = check(
+        None, None, _dataset(2), GSM8K_FUNCS, num_prompts=2, num_generations=2, sampler=canned(groups)
+    )
     assert codes(report) == {"never_solved": "warning"} and report.verdict == "go"
-    no_answer = check(None, None, _dataset(2, answer=None), GSM8K_FUNCS, num_prompts=2, num_generations=2,
-                      sampler=canned(groups))
+    no_answer = check(
+        None,
+        None,
+        _dataset(2, answer=None),
+        GSM8K_FUNCS,
+        num_prompts=2,
+        num_generations=2,
+        sampler=canned(groups),
+    )
     assert codes(no_answer)["reward_all_none"] == "no-go"
     assert "correctness_reward returned None for every completion" in str(no_answer.findings[0])
 
@@ -87,13 +116,27 @@ def test_chat_template_that_opens_think():
     _, tokenizer = tiny_model()
     tokenizer.chat_template = tokenizer.chat_template + "{% if add_generation_prompt %}<think>\n{% endif %}"
     groups = [["</think><answer>7</answer>", "x"]]
-    report = check(None, tokenizer, _dataset(1), [rewards.format_reward], num_prompts=1, num_generations=2,
-                   sampler=canned(groups))
+    report = check(
+        None,
+        tokenizer,
+        _dataset(1),
+        [rewards.format_reward],
+        num_prompts=1,
+        num_generations=2,
+        sampler=canned(groups),
+    )
     assert report.opens_think and report.prompt_ending.endswith("<think>\n")
     assert "enable_thinking" in next(f for f in report.findings if f.code == "template_opens_think").fix
     _, plain = tiny_model()
-    assert not check(None, plain, _dataset(1), [rewards.format_reward], num_prompts=1, num_generations=2,
-                     sampler=canned(groups)).opens_think
+    assert not check(
+        None,
+        plain,
+        _dataset(1),
+        [rewards.format_reward],
+        num_prompts=1,
+        num_generations=2,
+        sampler=canned(groups),
+    ).opens_think
 
 
 def test_validation_before_any_model_loads():
@@ -114,12 +157,28 @@ def test_validation_before_any_model_loads():
 
 def test_real_sampling_on_tiny_model_finds_no_eos():
     model, tokenizer = tiny_model(seed=0)
-    report = check(model, tokenizer, _dataset(2), GSM8K_FUNCS, num_prompts=2, num_generations=3,
-                   max_completion_length=5, seed=0)
+    report = check(
+        model,
+        tokenizer,
+        _dataset(2),
+        GSM8K_FUNCS,
+        num_prompts=2,
+        num_generations=3,
+        max_completion_length=5,
+        seed=0,
+    )
     # a random model never emits EOS within 5 tokens, and never writes the XML format
     assert report.clipped_ratio == 1.0 and report.zero_std_share == 1.0
     assert codes(report) == {"zero_std": "no-go", "clipped": "no-go", "never_solved": "warning"}
     assert report.to_dict()["verdict"] == "no-go"
-    again = check(model, tokenizer, _dataset(2), GSM8K_FUNCS, num_prompts=2, num_generations=3,
-                  max_completion_length=5, seed=0)
+    again = check(
+        model,
+        tokenizer,
+        _dataset(2),
+        GSM8K_FUNCS,
+        num_prompts=2,
+        num_generations=3,
+        max_completion_length=5,
+        seed=0,
+    )
     assert again.examples == report.examples  # seeded

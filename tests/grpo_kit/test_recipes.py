@@ -59,13 +59,27 @@ def test_gsm8k_unsloth_is_course_12_6():
     r = get_recipe("gsm8k-unsloth")
     assert r.model == "unsloth/gemma-3-1b-it" and r.quantization == "4bit"
     assert r.lora.r == 32 and r.lora.lora_alpha == 32
-    assert r.reward_names == ["xmlcount_reward", "soft_format_reward", "strict_format_reward",
-                              "int_reward", "correctness_reward"]
+    assert r.reward_names == [
+        "xmlcount_reward",
+        "soft_format_reward",
+        "strict_format_reward",
+        "int_reward",
+        "correctness_reward",
+    ]
     assert r.reward_weights == [1.0] * 5  # the course passes no reward_weights
     t = r.training
-    expected = {"learning_rate": 5e-6, "adam_beta1": 0.9, "adam_beta2": 0.99, "weight_decay": 0.1,
-                "warmup_steps": 0.1, "lr_scheduler_type": "cosine", "optim": "paged_adamw_8bit",
-                "max_steps": 250, "num_generations": 6, "max_grad_norm": 0.1}
+    expected = {
+        "learning_rate": 5e-6,
+        "adam_beta1": 0.9,
+        "adam_beta2": 0.99,
+        "weight_decay": 0.1,
+        "warmup_steps": 0.1,
+        "lr_scheduler_type": "cosine",
+        "optim": "paged_adamw_8bit",
+        "max_steps": 250,
+        "num_generations": 6,
+        "max_grad_norm": 0.1,
+    }
     assert {k: t[k] for k in expected} == expected
     # The course's max_prompt_length=256 is gone; the completion keeps the rest of max_seq_length=1024.
     assert t["max_completion_length"] == r.unsloth.max_seq_length - 256
@@ -81,7 +95,11 @@ def test_gsm8k_cpu_uses_the_same_rewards_on_the_embedded_model():
 def test_deepmath_accuracy_is_trl_quick_start():
     r = get_recipe("deepmath-accuracy")
     assert (r.model, r.dataset, r.reward_names, r.lora) == (
-        "Qwen/Qwen2.5-0.5B-Instruct", "deepmath", ["accuracy_reward"], None)
+        "Qwen/Qwen2.5-0.5B-Instruct",
+        "deepmath",
+        ["accuracy_reward"],
+        None,
+    )
 
 
 def test_overrides_go_to_recipe_fields_or_training():
@@ -106,11 +124,14 @@ def test_unknown_override_names_the_options():
     assert "Recipe fields" in str(err.value) and "dataset_source" in str(err.value)
 
 
-@pytest.mark.parametrize(("field", "fix"), [
-    ("max_prompt_length", "max_completion_length"),
-    ("warmup_ratio", "warmup_steps"),
-    ("num_generation", "num_generations"),
-])
+@pytest.mark.parametrize(
+    ("field", "fix"),
+    [
+        ("max_prompt_length", "max_completion_length"),
+        ("warmup_ratio", "warmup_steps"),
+        ("num_generation", "num_generations"),
+    ],
+)
 def test_retired_fields_name_the_fix(field, fix):
     with pytest.raises(ValueError, match=fix):
         get_recipe("smoltldr-length", **{field: 1})
@@ -138,8 +159,13 @@ def test_reward_functions_are_built_from_the_rewards_library():
     import rewards
 
     funcs = get_recipe("gsm8k-cpu").build_reward_funcs()
-    assert funcs == [rewards.xmlcount_reward, rewards.soft_format_reward, rewards.strict_format_reward,
-                     rewards.int_reward, rewards.correctness_reward]
+    assert funcs == [
+        rewards.xmlcount_reward,
+        rewards.soft_format_reward,
+        rewards.strict_format_reward,
+        rewards.int_reward,
+        rewards.correctness_reward,
+    ]
     length = get_recipe("smoltldr-length").build_reward_funcs()[0]
     # The factory got ideal_length=50 in characters: a 50-character completion scores the maximum, 0.
     assert length(["x" * 50, "x" * 40]) == [0.0, -10.0]
@@ -164,8 +190,15 @@ def test_to_loop_config_keeps_same_named_fields_and_says_what_it_drops():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         config = to_loop_config(recipe, max_steps=2)
-    for name in ("learning_rate", "num_generations", "max_completion_length", "per_device_train_batch_size",
-                 "weight_decay", "lr_scheduler_type", "max_grad_norm"):
+    for name in (
+        "learning_rate",
+        "num_generations",
+        "max_completion_length",
+        "per_device_train_batch_size",
+        "weight_decay",
+        "lr_scheduler_type",
+        "max_grad_norm",
+    ):
         assert getattr(config, name) == recipe.training[name]
     assert config.reward_weights == recipe.reward_weights and config.max_steps == 2
     dropped = [str(w.message) for w in caught if "standalone loop has no" in str(w.message)]

@@ -25,7 +25,13 @@ RECORDS = [
 
 
 def test_check_report_to_follows_trls_values():
-    assert check_report_to(None) == check_report_to("none") == check_report_to(["none"]) == check_report_to([]) == []
+    assert (
+        check_report_to(None)
+        == check_report_to("none")
+        == check_report_to(["none"])
+        == check_report_to([])
+        == []
+    )
     assert check_report_to("tensorboard") == ["tensorboard"]
     assert check_report_to(["trackio", "tensorboard", "trackio"]) == ["trackio", "tensorboard"]
     assert set(check_report_to("all")) <= set(reporting.REPORT_BACKENDS)
@@ -39,7 +45,9 @@ def test_check_report_to_follows_trls_values():
 
 def test_missing_backend_names_the_extra(monkeypatch):
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a)
+    )
     with pytest.raises(ImportError, match=r'pip install "grpo-kit\[logging\]"'):
         check_report_to(["tensorboard", "wandb"])
     assert "wandb" not in check_report_to("all")  # "all" = what is installed
@@ -82,9 +90,14 @@ def test_trackio_offline_run_reads_back(tmp_path):
         print(json.dumps([{{"step": e["step"], "reward": e.get("train/reward")}} for e in logs]))
     """)
     env = dict(os.environ, TRACKIO_DIR=str(tmp_path / "trackio"), HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, "-c", script], check=False, env=env, capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], check=False, env=env, capture_output=True, text=True, timeout=240
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [{"step": 1, "reward": -12.0}, {"step": 2, "reward": -8.0}]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [
+        {"step": 1, "reward": -12.0},
+        {"step": 2, "reward": -8.0},
+    ]
     assert list((tmp_path / "trackio").glob("*.db"))  # the local SQLite file
 
 
@@ -139,10 +152,33 @@ def test_cli_run_reports_to_tensorboard_and_prints_plain_progress_when_piped(tmp
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     out = tmp_path / "run"
-    command = [sys.executable, "-m", "grpo_kit.cli", "train", "--set", "model=tiny", "--set", "report_to=tensorboard",
-               "--set", "logging_steps=1", "--max-steps", "2", "--samples", "0", "--no-merge", "--output-dir", str(out)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"})
+    command = [
+        sys.executable,
+        "-m",
+        "grpo_kit.cli",
+        "train",
+        "--set",
+        "model=tiny",
+        "--set",
+        "report_to=tensorboard",
+        "--set",
+        "logging_steps=1",
+        "--max-steps",
+        "2",
+        "--samples",
+        "0",
+        "--no-merge",
+        "--output-dir",
+        str(out),
+    ]
+    done = subprocess.run(
+        command,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"},
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     lines = [line for line in done.stdout.splitlines() if line.startswith("step ")]
     assert [line.split(" · ")[0] for line in lines] == ["step 1/2", "step 2/2"]

@@ -11,8 +11,9 @@ from grpo_kit import run
 def test_the_same_recipe_gives_the_same_lora_initialisation():
     # Before run.load_model seeded get_peft_model, LoRA's random A matrices differed from process to
     # process, so `grpo-kit train` twice with one seed logged different grad_norm/loss from step 1.
-    recipe = run.plan_run("smoltldr-length-small", overrides={"model": "tiny"}, max_steps=1,
-                          output_dir="unused").recipe
+    recipe = run.plan_run(
+        "smoltldr-length-small", overrides={"model": "tiny"}, max_steps=1, output_dir="unused"
+    ).recipe
     torch.manual_seed(1)
     first, _ = run.load_model(recipe)
     torch.manual_seed(2)  # whatever the global RNG did before
@@ -22,8 +23,9 @@ def test_the_same_recipe_gives_the_same_lora_initialisation():
 
 
 def test_plan_checks_before_anything_loads(tmp_path):
-    plan = run.plan_run("smoltldr-length-small", overrides={"model": "tiny", "loop": "trl"}, max_steps=2,
-                        output_dir=tmp_path)
+    plan = run.plan_run(
+        "smoltldr-length-small", overrides={"model": "tiny", "loop": "trl"}, max_steps=2, output_dir=tmp_path
+    )
     assert (plan.loop, plan.output_dir, plan.path_config.max_steps) == ("trl", tmp_path, 2)
     with pytest.raises(ValueError, match="choose one of"):
         run.plan_run("smoltldr-length-small", loop="vllm")

@@ -27,8 +27,20 @@ def _no_model_loading(monkeypatch):
 def evaluated_run(tmp_path_factory):
     """One step on the tiny model with pre-flight forced through and 4 held-out prompts evaluated."""
     folder = tmp_path_factory.mktemp("eval") / "run"
-    status = main(["train", *TINY, "--max-steps", "1", "--eval-prompts", "4", "--preflight", "--force",
-                   "--output-dir", str(folder)])
+    status = main(
+        [
+            "train",
+            *TINY,
+            "--max-steps",
+            "1",
+            "--eval-prompts",
+            "4",
+            "--preflight",
+            "--force",
+            "--output-dir",
+            str(folder),
+        ]
+    )
     return folder, status
 
 
@@ -36,7 +48,9 @@ def test_train_writes_the_report_card_and_states_the_headline(evaluated_run):
     folder, status = evaluated_run
     assert status == 0
     card = json.loads((folder / "eval.json").read_text())
-    assert card["before"]["settings"]["num_prompts"] == 4 and card["before"]["settings"]["decoding"] == "greedy"
+    assert (
+        card["before"]["settings"]["num_prompts"] == 4 and card["before"]["settings"]["decoding"] == "greedy"
+    )
     assert card["before"]["prompts"] == card["after"]["prompts"]  # paired: the same held-out prompts
     assert "length_error/length_reward_16_tokens" in card["comparisons"]
     assert "| metric | before | after |" in (folder / "report.md").read_text()
@@ -108,7 +122,9 @@ def test_preflight_dataset_without_prompt_column_fails_before_the_model_loads(mo
     from grpo_kit.recipes import Recipe
 
     _no_model_loading(monkeypatch)
-    monkeypatch.setattr(Recipe, "load_dataset", lambda self, *a, **k: Dataset.from_dict({"question": ["2+2?"]}))
+    monkeypatch.setattr(
+        Recipe, "load_dataset", lambda self, *a, **k: Dataset.from_dict({"question": ["2+2?"]})
+    )
     assert main(["preflight", "--set", "model=tiny"]) == 2
     out = " ".join(capsys.readouterr().out.split())
     assert "no 'prompt' column" in out and "question" in out
@@ -118,7 +134,9 @@ def test_preflight_reward_function_that_raises_is_named_with_its_row(monkeypatch
     import rewards
 
     def broken_reward(completions, **kwargs):
-        return [1.0 / len(c if isinstance(c, str) else c[0]["content"]) for c in completions]  # "" divides by 0
+        return [
+            1.0 / len(c if isinstance(c, str) else c[0]["content"]) for c in completions
+        ]  # "" divides by 0
 
     _no_model_loading(monkeypatch)
     monkeypatch.setattr(rewards, "broken_reward", broken_reward, raising=False)
@@ -138,11 +156,14 @@ def test_train_preflight_checks_inputs_before_the_model_loads(monkeypatch, tmp_p
     assert "no 'prompt' column" in " ".join(capsys.readouterr().out.split())
 
 
-@pytest.mark.parametrize(("argv", "fix"), [
-    (["train", "--eval-prompts", "-1"], "--eval-prompts must be >= 0"),
-    (["train", "--set", "eval_prompts=-3"], "eval_prompts must be an int >= 0"),
-    (["train", "--force"], "--force only matters with --preflight"),
-])
+@pytest.mark.parametrize(
+    ("argv", "fix"),
+    [
+        (["train", "--eval-prompts", "-1"], "--eval-prompts must be >= 0"),
+        (["train", "--set", "eval_prompts=-3"], "eval_prompts must be an int >= 0"),
+        (["train", "--force"], "--force only matters with --preflight"),
+    ],
+)
 def test_bad_evaluation_options_fail_before_the_model_loads(argv, fix, monkeypatch, tmp_path, capsys):
     _no_model_loading(monkeypatch)
     assert main([*argv, "--set", "model=tiny", "--output-dir", str(tmp_path / "run")]) == 2
@@ -161,16 +182,36 @@ def test_validate_inputs_accepts_a_token_length_reward_without_a_tokenizer():
 def test_headline_metric_follows_what_the_recipe_teaches():
     from grpo_kit.report_card import headline_metric
 
-    assert headline_metric({"reward": 1, "length_error/length_reward": 1, "format": 1}) == "length_error/length_reward"
+    assert (
+        headline_metric({"reward": 1, "length_error/length_reward": 1, "format": 1})
+        == "length_error/length_reward"
+    )
     assert headline_metric({"reward": 1, "format": 1, "at_max/strict_format_reward": 1}) == (
-        "at_max/strict_format_reward")
+        "at_max/strict_format_reward"
+    )
     assert headline_metric({"reward": 1, "eos": 1}) == "reward"
 
 
 def test_the_trl_path_writes_the_report_card_too(tmp_path):
     folder = tmp_path / "run"
-    assert main(["train", *TINY, "--loop", "trl", "--max-steps", "1", "--eval-prompts", "2", "--no-merge",
-                 "--output-dir", str(folder)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                *TINY,
+                "--loop",
+                "trl",
+                "--max-steps",
+                "1",
+                "--eval-prompts",
+                "2",
+                "--no-merge",
+                "--output-dir",
+                str(folder),
+            ]
+        )
+        == 0
+    )
     card = json.loads((folder / "eval.json").read_text())
     assert card["after"]["settings"]["num_prompts"] == 2
     summary = json.loads((folder / "run.json").read_text())

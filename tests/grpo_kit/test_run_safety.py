@@ -21,15 +21,28 @@ TINY = {"model": "tiny"}
 
 
 def _plan(tmp_path, **kwargs):
-    return run.plan_run("smoltldr-length-small", overrides={**TINY, **kwargs.pop("overrides", {})},
-                        output_dir=tmp_path / "run", **kwargs)
+    return run.plan_run(
+        "smoltldr-length-small",
+        overrides={**TINY, **kwargs.pop("overrides", {})},
+        output_dir=tmp_path / "run",
+        **kwargs,
+    )
 
 
 def _config(tmp_path, **overrides) -> loop.GRPOLoopConfig:
     # Two prompts of four completions, 8 tokens each: about a second per step on the tiny model.
-    values = {"output_dir": str(tmp_path / "loop"), "max_steps": 2, "num_generations": 4,
-              "per_device_train_batch_size": 8, "max_completion_length": 8, "learning_rate": 1e-3,
-              "logging_steps": 1, "save_steps": 1, "disable_tqdm": True, **overrides}
+    values = {
+        "output_dir": str(tmp_path / "loop"),
+        "max_steps": 2,
+        "num_generations": 4,
+        "per_device_train_batch_size": 8,
+        "max_completion_length": 8,
+        "learning_rate": 1e-3,
+        "logging_steps": 1,
+        "save_steps": 1,
+        "disable_tqdm": True,
+        **overrides,
+    }
     return loop.GRPOLoopConfig(**values)
 
 
@@ -90,30 +103,56 @@ def test_resume_compares_the_configuration_and_alone_takes_the_stored_one(tmp_pa
     alone = run.plan_run(output_dir=first.output_dir, resume=True)  # --resume, no other flag
     assert alone.recipe == first.recipe and alone.invocation == first.invocation
     command = alone.resume_command()
-    for flag in ("--recipe smoltldr-length-small", "--loop standalone", "--max-steps 3", "--resume",
-                 f"--output-dir {first.output_dir}", "--set model=tiny", "--set lora.r=4"):
+    for flag in (
+        "--recipe smoltldr-length-small",
+        "--loop standalone",
+        "--max-steps 3",
+        "--resume",
+        f"--output-dir {first.output_dir}",
+        "--set model=tiny",
+        "--set lora.r=4",
+    ):
         assert flag in command
 
 
 def test_every_checkpoint_stores_the_config_and_the_loop_refuses_another(tmp_path):
     model, tokenizer = _lora_model()
-    loop.train(model, tokenizer, _dataset(), _length, _config(tmp_path, max_steps=1),
-               run_config={"recipe": "anything"})
+    loop.train(
+        model,
+        tokenizer,
+        _dataset(),
+        _length,
+        _config(tmp_path, max_steps=1),
+        run_config={"recipe": "anything"},
+    )
     stored = read_checkpoint_config(tmp_path / "loop" / "checkpoint-1")
     assert stored["recipe"] == "anything" and stored["loop_config"]["max_steps"] == 1
 
     model, tokenizer = _lora_model()
     with pytest.raises(CheckpointError, match=r"learning_rate: 0.001 \(checkpoint\) -> 0.002 \(now\)"):
-        loop.train(model, tokenizer, _dataset(), _length,
-                   _config(tmp_path, max_steps=2, learning_rate=2e-3, resume_from_checkpoint=True))
+        loop.train(
+            model,
+            tokenizer,
+            _dataset(),
+            _length,
+            _config(tmp_path, max_steps=2, learning_rate=2e-3, resume_from_checkpoint=True),
+        )
 
 
 # --- finding 4: the same seed gives the same run, with LoRA --------------------------------------------
 
 
 def _numbers(log_history):
-    return [{k: v for k, v in r.items() if not k.startswith("timing/") and k not in ("step_time", "train_runtime")
-             and "per_second" not in k} for r in log_history]
+    return [
+        {
+            k: v
+            for k, v in r.items()
+            if not k.startswith("timing/")
+            and k not in ("step_time", "train_runtime")
+            and "per_second" not in k
+        }
+        for r in log_history
+    ]
 
 
 def _adapter(model):
@@ -124,9 +163,12 @@ def test_standalone_loop_same_seed_same_run_with_lora(tmp_path):
     results = []
     for attempt, noise in enumerate((1, 2)):
         torch.manual_seed(noise)  # whatever ran before must not matter
-        plan = run.plan_run("smoltldr-length-small", overrides={**TINY, "max_completion_length": 8,
-                                                                "per_device_train_batch_size": 4},
-                            max_steps=2, output_dir=tmp_path / f"run{attempt}")
+        plan = run.plan_run(
+            "smoltldr-length-small",
+            overrides={**TINY, "max_completion_length": 8, "per_device_train_batch_size": 4},
+            max_steps=2,
+            output_dir=tmp_path / f"run{attempt}",
+        )
         plan.path_config.disable_tqdm = True
         model, tokenizer = run.load_model(plan.recipe)
         # Characters, not tokens: the tiny model's completions all hit the token limit, so a token-length
@@ -141,17 +183,29 @@ def test_standalone_loop_same_seed_same_run_with_lora(tmp_path):
 def test_trl_path_same_seed_same_run_with_lora(tmp_path):
     from grpo_kit import trl_path
 
-    recipe = run.plan_run("smoltldr-length-small", overrides={**TINY, "max_completion_length": 8,
-                                                              "per_device_train_batch_size": 4, "save_steps": 1000},
-                          max_steps=2, output_dir=tmp_path / "unused").recipe
+    recipe = run.plan_run(
+        "smoltldr-length-small",
+        overrides={**TINY, "max_completion_length": 8, "per_device_train_batch_size": 4, "save_steps": 1000},
+        max_steps=2,
+        output_dir=tmp_path / "unused",
+    ).recipe
     results = []
     for attempt, noise in enumerate((1, 2)):
         torch.manual_seed(noise)
         model, tokenizer = tiny_model(seed=0)  # no adapter yet: the TRL path adds it from peft_config
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            result = trl_path.train(recipe, model=model, tokenizer=tokenizer, output_dir=tmp_path / f"trl{attempt}",
-                                    reward_funcs=[_length], max_steps=2, device="cpu", save_final=False, plot=False)
+            result = trl_path.train(
+                recipe,
+                model=model,
+                tokenizer=tokenizer,
+                output_dir=tmp_path / f"trl{attempt}",
+                reward_funcs=[_length],
+                max_steps=2,
+                device="cpu",
+                save_final=False,
+                plot=False,
+            )
         results.append((_adapter(result.trainer.model), _numbers(result.log_history)))
     (first, log1), (second, log2) = results
     assert [r["loss"] for r in log1 if "loss" in r] == [r["loss"] for r in log2 if "loss" in r]
@@ -170,10 +224,17 @@ def test_all_nan_rewards_skip_the_step_and_stop_after_max_bad_steps(tmp_path):
         return [1.0 * len(c) for c in completions] if len(calls) == 1 else [None] * len(completions)
 
     model, tokenizer = _lora_model()
-    with pytest.warns(BadStepWarning, match="sometimes_none returned no number"), \
-            pytest.raises(BadStepsError, match=r"2 bad steps in a row.*checkpoint-1"):
-        loop.train(model, tokenizer, _dataset(), sometimes_none, _config(tmp_path, max_steps=5, max_bad_steps=2,
-                                                                          save_steps=100))
+    with (
+        pytest.warns(BadStepWarning, match="sometimes_none returned no number"),
+        pytest.raises(BadStepsError, match=r"2 bad steps in a row.*checkpoint-1"),
+    ):
+        loop.train(
+            model,
+            tokenizer,
+            _dataset(),
+            sometimes_none,
+            _config(tmp_path, max_steps=5, max_bad_steps=2, save_steps=100),
+        )
     folder = tmp_path / "loop"
     assert sorted(p.name for p in folder.glob("checkpoint-*")) == ["checkpoint-1"]  # the last good step
     records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
@@ -189,19 +250,24 @@ def _nan_gradients(model):
 
 def _nan_logits_when_training(model):
     """Weights that overflow in the training forward pass only (sampling runs without gradients)."""
+
     def poison(module, inputs, output):
         return output * float("nan") if torch.is_grad_enabled() else output
 
     model.get_output_embeddings().register_forward_hook(poison)
 
 
-@pytest.mark.parametrize(("inject", "what"), [(_nan_gradients, "grad_norm nan"), (_nan_logits_when_training, "loss nan")])
+@pytest.mark.parametrize(
+    ("inject", "what"), [(_nan_gradients, "grad_norm nan"), (_nan_logits_when_training, "loss nan")]
+)
 def test_a_non_finite_update_is_skipped_without_touching_the_weights(tmp_path, inject, what):
     model, tokenizer = _lora_model()
     inject(model)
     before = _adapter(model)
-    with pytest.warns(BadStepWarning, match=f"{what}.*not finite.*_length"), \
-            pytest.raises(BadStepsError, match="3 bad steps in a row.*No step had finished"):
+    with (
+        pytest.warns(BadStepWarning, match=f"{what}.*not finite.*_length"),
+        pytest.raises(BadStepsError, match="3 bad steps in a row.*No step had finished"),
+    ):
         loop.train(model, tokenizer, _dataset(), _length, _config(tmp_path, max_steps=5))
     after = _adapter(model)
     assert all(torch.equal(before[n], after[n]) for n in before)  # no NaN update reached the weights
@@ -240,8 +306,13 @@ def _raises_on_second_call():
 def test_reward_error_stops_after_saving_a_checkpoint_naming_function_row_and_completion(tmp_path):
     model, tokenizer = _lora_model()
     with pytest.raises(RewardFunctionError) as caught:
-        loop.train(model, tokenizer, _dataset(), _raises_on_second_call(), _config(tmp_path, max_steps=3,
-                                                                                    save_steps=100))
+        loop.train(
+            model,
+            tokenizer,
+            _dataset(),
+            _raises_on_second_call(),
+            _config(tmp_path, max_steps=3, save_steps=100),
+        )
     message = str(caught.value)
     assert "flaky_judge" in message and "row 0" in message and "checkpoint-1" in message
     assert caught.value.func_name == "flaky_judge"
@@ -251,14 +322,23 @@ def test_reward_error_stops_after_saving_a_checkpoint_naming_function_row_and_co
 def test_reward_error_with_skip_is_a_bad_step(tmp_path):
     model, tokenizer = _lora_model()
     with pytest.warns(BadStepWarning, match="flaky_judge"), pytest.raises(BadStepsError, match="flaky_judge"):
-        loop.train(model, tokenizer, _dataset(), _raises_on_second_call(),
-                   _config(tmp_path, max_steps=4, on_reward_error="skip", max_bad_steps=2))
+        loop.train(
+            model,
+            tokenizer,
+            _dataset(),
+            _raises_on_second_call(),
+            _config(tmp_path, max_steps=4, on_reward_error="skip", max_bad_steps=2),
+        )
     with pytest.raises(ValueError, match="'stop' or 'skip'"):
         _config(tmp_path, on_reward_error="ignore")
 
 
 def test_loop_only_settings_pass_the_recipe_checks():
-    plan = run.plan_run("smoltldr-length-small", overrides={**TINY, "max_bad_steps": 5, "on_reward_error": "skip"},
-                        max_steps=1, output_dir="unused")
+    plan = run.plan_run(
+        "smoltldr-length-small",
+        overrides={**TINY, "max_bad_steps": 5, "on_reward_error": "skip"},
+        max_steps=1,
+        output_dir="unused",
+    )
     assert (plan.path_config.max_bad_steps, plan.path_config.on_reward_error) == (5, "skip")
     assert not math.isnan(plan.path_config.learning_rate)

@@ -26,7 +26,9 @@ def test_none_is_skipped_not_counted_as_zero():
 
 
 def test_mean_reward_averages_only_scored_answers_and_async_functions_run():
-    pairs = before_after(["p", "q"], ["long answer", "ab"], ["abcd", "abcde"], reward_funcs=[only_long, async_bonus])
+    pairs = before_after(
+        ["p", "q"], ["long answer", "ab"], ["abcd", "abcde"], reward_funcs=[only_long, async_bonus]
+    )
     assert [s.reward_before for s in pairs] == [1.5, 0.5]
     assert mean_reward(pairs, "after") == 1.5
     assert mean_reward(before_after(["p"], ["ab"], ["cd"], reward_funcs=[only_long]), "before") is None

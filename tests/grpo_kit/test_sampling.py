@@ -10,8 +10,14 @@ from grpo_kit.sampling import merged_lora, sample_completions, sample_next_token
 
 
 @pytest.mark.parametrize(
-    "warp", [{"temperature": 0.7}, {"top_k": 5}, {"top_p": 0.8}, {"min_p": 0.1}, {"temperature": 1.3, "top_k": 50,
-                                                                                    "top_p": 0.9, "min_p": 0.05}]
+    "warp",
+    [
+        {"temperature": 0.7},
+        {"top_k": 5},
+        {"top_p": 0.8},
+        {"min_p": 0.1},
+        {"temperature": 1.3, "top_k": 50, "top_p": 0.9, "min_p": 0.05},
+    ],
 )
 def test_warpers_match_transformers(warp):
     from transformers import (
@@ -56,16 +62,31 @@ def test_greedy_sampling_equals_generate_with_shared_prefill():
     enc = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left")
     G, new = 3, 12
     eos = [tokenizer.eos_token_id]
-    ours = sample_completions(model, enc["input_ids"], enc["attention_mask"], num_generations=G, max_new_tokens=new,
-                              eos_token_ids=eos, pad_token_id=tokenizer.pad_token_id, top_k=1)
+    ours = sample_completions(
+        model,
+        enc["input_ids"],
+        enc["attention_mask"],
+        num_generations=G,
+        max_new_tokens=new,
+        eos_token_ids=eos,
+        pad_token_id=tokenizer.pad_token_id,
+        top_k=1,
+    )
     with torch.no_grad():
-        theirs = model.generate(input_ids=enc["input_ids"].repeat_interleave(G, 0),
-                                attention_mask=enc["attention_mask"].repeat_interleave(G, 0), do_sample=False,
-                                max_new_tokens=new, pad_token_id=tokenizer.pad_token_id, eos_token_id=eos)
-    theirs = theirs[:, enc["input_ids"].size(1):]
+        theirs = model.generate(
+            input_ids=enc["input_ids"].repeat_interleave(G, 0),
+            attention_mask=enc["attention_mask"].repeat_interleave(G, 0),
+            do_sample=False,
+            max_new_tokens=new,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=eos,
+        )
+    theirs = theirs[:, enc["input_ids"].size(1) :]
     assert ours.shape == (len(texts) * G, new)
     assert torch.equal(ours, theirs)
-    assert torch.equal(ours[0], ours[1]) and not torch.equal(ours[0], ours[G])  # groups share their prompt only
+    assert torch.equal(ours[0], ours[1]) and not torch.equal(
+        ours[0], ours[G]
+    )  # groups share their prompt only
 
 
 def test_completions_pad_after_eos():
@@ -73,11 +94,27 @@ def test_completions_pad_after_eos():
     enc = tokenizer(["Hello"], return_tensors="pt")
     torch.manual_seed(0)
     # Declare the token greedy decoding emits second as EOS: every row must stop there and pad afterwards.
-    greedy = sample_completions(model, enc["input_ids"], enc["attention_mask"], num_generations=2, max_new_tokens=6,
-                                eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id, top_k=1)
+    greedy = sample_completions(
+        model,
+        enc["input_ids"],
+        enc["attention_mask"],
+        num_generations=2,
+        max_new_tokens=6,
+        eos_token_ids=[tokenizer.eos_token_id],
+        pad_token_id=tokenizer.pad_token_id,
+        top_k=1,
+    )
     stop = int(greedy[0, 1])
-    out = sample_completions(model, enc["input_ids"], enc["attention_mask"], num_generations=2, max_new_tokens=6,
-                             eos_token_ids=[stop], pad_token_id=tokenizer.pad_token_id, top_k=1)
+    out = sample_completions(
+        model,
+        enc["input_ids"],
+        enc["attention_mask"],
+        num_generations=2,
+        max_new_tokens=6,
+        eos_token_ids=[stop],
+        pad_token_id=tokenizer.pad_token_id,
+        top_k=1,
+    )
     first_stop = (greedy[0] == stop).nonzero()[0].item()
     assert out.size(1) == first_stop + 1  # decoding ends once every row has emitted EOS
     assert (out[:, first_stop] == stop).all()
@@ -92,8 +129,13 @@ def test_merged_lora_samples_like_the_adapter_and_restores_the_weights():
     model.eval()
     before = {name: (p, p.detach().clone()) for name, p in model.named_parameters()}
     enc = tokenizer(["Hi", "A longer prompt"], return_tensors="pt", padding=True, padding_side="left")
-    kwargs = {"num_generations": 2, "max_new_tokens": 8, "eos_token_ids": [tokenizer.eos_token_id],
-                  "pad_token_id": tokenizer.pad_token_id, "top_k": 1}
+    kwargs = {
+        "num_generations": 2,
+        "max_new_tokens": 8,
+        "eos_token_ids": [tokenizer.eos_token_id],
+        "pad_token_id": tokenizer.pad_token_id,
+        "top_k": 1,
+    }
     adapter = sample_completions(model, enc["input_ids"], enc["attention_mask"], **kwargs)
     with model.disable_adapter():
         base = sample_completions(model, enc["input_ids"], enc["attention_mask"], **kwargs)

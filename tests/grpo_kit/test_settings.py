@@ -45,7 +45,9 @@ def check_on(path: str, overrides: dict) -> None:
         trl_path.check_settings(recipe, training, world_size=1, precision=cpu)
     elif path == UNSLOTH:
         recipe = get_recipe("gsm8k-unsloth")
-        unsloth_path.check_settings(recipe, unsloth_path.grpo_config_kwargs(recipe, output_dir="o", **settings))
+        unsloth_path.check_settings(
+            recipe, unsloth_path.grpo_config_kwargs(recipe, output_dir="o", **settings)
+        )
     else:
         loss_keys = {"loss_type", "importance_sampling_level", "beta", "epsilon", "epsilon_high", "delta"}
         kwargs = {k: v for k, v in overrides.items() if k in loss_keys}
@@ -55,17 +57,32 @@ def check_on(path: str, overrides: dict) -> None:
 
 # (rule, overrides, error, message the fix is in, paths that run it)
 RULES = [
-    ("num_generations", {"num_generations": 1, "per_device_train_batch_size": 2}, ValueError,
-     "num_generations>=2", CONFIG_PATHS),
+    (
+        "num_generations",
+        {"num_generations": 1, "per_device_train_batch_size": 2},
+        ValueError,
+        "num_generations>=2",
+        CONFIG_PATHS,
+    ),
     ("whole groups", {"num_generations": 3}, ValueError, "multiple of 3", CONFIG_PATHS),
     ("beta >= 0", {"beta": -0.1}, ValueError, "KL coefficient must be >= 0", ALL_PATHS),
     ("epsilon >= 0", {"epsilon": -0.1}, ValueError, "must be >= 0", ALL_PATHS),
-    ("multi_objective_aggregation", {"multi_objective_aggregation": "mean"}, ValueError,
-     "normalize_then_sum", CONFIG_PATHS),
+    (
+        "multi_objective_aggregation",
+        {"multi_objective_aggregation": "mean"},
+        ValueError,
+        "normalize_then_sum",
+        CONFIG_PATHS,
+    ),
     ("scale_rewards", {"scale_rewards": "std"}, ValueError, "scale_rewards='std'", CONFIG_PATHS),
     ("loss_type", {"loss_type": "ppo"}, ValueError, "choose one of", ALL_PATHS),
-    ("importance_sampling_level", {"importance_sampling_level": "word"}, ValueError, "'token' or 'sequence'",
-     ALL_PATHS),
+    (
+        "importance_sampling_level",
+        {"importance_sampling_level": "word"},
+        ValueError,
+        "'token' or 'sequence'",
+        ALL_PATHS,
+    ),
     ("cispo cap", {"loss_type": "cispo"}, ValueError, "set epsilon_high", CONFIG_PATHS),
     ("delta > 1", {"delta": 0.5}, ValueError, "must be > 1", ALL_PATHS),
     ("retired names", {"max_prompt_length": 256}, ValueError, "max_prompt_length", (TRL, UNSLOTH)),
@@ -76,8 +93,11 @@ RULES = [
 
 @pytest.mark.parametrize(
     ("path", "overrides", "error", "message"),
-    [pytest.param(path, overrides, error, message, id=f"{rule}-{path}")
-     for rule, overrides, error, message, paths in RULES for path in paths],
+    [
+        pytest.param(path, overrides, error, message, id=f"{rule}-{path}")
+        for rule, overrides, error, message, paths in RULES
+        for path in paths
+    ],
 )
 def test_every_rule_fails_on_every_path_with_its_fix(path, overrides, error, message):
     with pytest.raises(error, match=re.escape(message)):
@@ -87,15 +107,21 @@ def test_every_rule_fails_on_every_path_with_its_fix(path, overrides, error, mes
 # Where the pinned TRL 1.15 only warns, every path warns with TRL's advice and goes on.
 WARNINGS = [
     ("luspo at token level", {"loss_type": "luspo"}, "should be set to `'sequence'`"),
-    ("vespo at sequence level", {"loss_type": "vespo", "importance_sampling_level": "sequence"},
-     "should be set to `'token'`"),
+    (
+        "vespo at sequence level",
+        {"loss_type": "vespo", "importance_sampling_level": "sequence"},
+        "should be set to `'token'`",
+    ),
 ]
 
 
 @pytest.mark.parametrize(
     ("path", "overrides", "advice"),
-    [pytest.param(path, overrides, advice, id=f"{rule}-{path}") for rule, overrides, advice in WARNINGS
-     for path in ALL_PATHS],
+    [
+        pytest.param(path, overrides, advice, id=f"{rule}-{path}")
+        for rule, overrides, advice in WARNINGS
+        for path in ALL_PATHS
+    ],
 )
 def test_trls_warnings_warn_on_every_path(path, overrides, advice):
     with pytest.warns(UserWarning, match=re.escape(advice)):
@@ -127,6 +153,11 @@ def test_an_uncalled_reward_factory_fails_before_the_model_loads(tmp_path):
         loop.train(model, tokenizer, [{"prompt": "Hi"}], [length_reward], config)
     calls = []
     with pytest.raises(TypeError, match=re.escape("length_reward(50)")):
-        trl_path.build_trainer(get_recipe("smoltldr-length-small"), reward_funcs=[length_reward], device="cpu",
-                               output_dir=tmp_path, model_loader=lambda *a, **k: calls.append(a))
+        trl_path.build_trainer(
+            get_recipe("smoltldr-length-small"),
+            reward_funcs=[length_reward],
+            device="cpu",
+            output_dir=tmp_path,
+            model_loader=lambda *a, **k: calls.append(a),
+        )
     assert calls == []

@@ -27,8 +27,13 @@ class RecordingLoader:
 
 
 def tool_recipe(**overrides):
-    small = {"per_device_train_batch_size": 4, "num_generations": 4, "max_completion_length": 12, "max_steps": 1,
-             "dataset_size": 8}
+    small = {
+        "per_device_train_batch_size": 4,
+        "num_generations": 4,
+        "max_completion_length": 12,
+        "max_steps": 1,
+        "dataset_size": 8,
+    }
     return get_recipe("calculator-tool-cpu", **{**small, **overrides})
 
 
@@ -86,8 +91,13 @@ def test_recipe_dataset_is_the_tool_tasks_train_split_and_held_out_is_disjoint()
 def test_bad_tools_fail_before_the_model_loads(tmp_path, trainer_kwargs, overrides, message):
     loader = RecordingLoader()
     with pytest.raises((ValueError, TypeError), match=message):
-        trl_path.build_trainer(tool_recipe(**overrides), model_loader=loader, output_dir=tmp_path, device="cpu",
-                               trainer_kwargs=trainer_kwargs)
+        trl_path.build_trainer(
+            tool_recipe(**overrides),
+            model_loader=loader,
+            output_dir=tmp_path,
+            device="cpu",
+            trainer_kwargs=trainer_kwargs,
+        )
     assert loader.calls == []
 
 
@@ -95,16 +105,18 @@ def test_tokenizer_without_tool_support_fails_before_the_model_loads_and_names_t
     loader = RecordingLoader()
     recipe = tool_recipe(tool_template=None)  # keep SmolLM2's own template: it has no tool support
     with pytest.raises(ValueError, match="enable_tool_calling"):
-        trl_path.build_trainer(recipe, model_loader=loader, tokenizer=smollm2_tokenizer(), output_dir=tmp_path,
-                               device="cpu")
+        trl_path.build_trainer(
+            recipe, model_loader=loader, tokenizer=smollm2_tokenizer(), output_dir=tmp_path, device="cpu"
+        )
     assert loader.calls == []
 
 
 def test_loaded_tokenizer_without_tool_support_is_refused_before_the_trainer_is_built(tmp_path):
     loader = RecordingLoader()
     with pytest.raises(ValueError, match="enable_tool_calling"):
-        trl_path.build_trainer(tool_recipe(tool_template=None), model_loader=loader, output_dir=tmp_path,
-                               device="cpu")
+        trl_path.build_trainer(
+            tool_recipe(tool_template=None), model_loader=loader, output_dir=tmp_path, device="cpu"
+        )
 
 
 def test_no_tools_means_no_tool_checks():
@@ -113,8 +125,9 @@ def test_no_tools_means_no_tool_checks():
 
 def test_one_real_grpo_step_with_the_calculator_tools(tmp_path):
     loader = RecordingLoader()
-    result = trl_path.train(tool_recipe(), model_loader=loader, output_dir=tmp_path, device="cpu", plot=False,
-                            save_final=False)
+    result = trl_path.train(
+        tool_recipe(), model_loader=loader, output_dir=tmp_path, device="cpu", plot=False, save_final=False
+    )
     trainer = result.trainer
     assert loader.calls == ["smollm2-135m-instruct"]
     assert [t.__name__ for t in trainer.tools] == [f.__name__ for f in CALCULATOR_TOOLS]
@@ -134,7 +147,11 @@ def test_cli_plan_checks_tools_before_the_model_loads(tmp_path):
     from grpo_kit.run import plan_run
 
     with pytest.raises(ValueError, match="would never run a tool"):
-        plan_run("calculator-tool-cpu", loop="trl", overrides={"max_tool_calling_iterations": 0},
-                 output_dir=tmp_path / "a")
+        plan_run(
+            "calculator-tool-cpu",
+            loop="trl",
+            overrides={"max_tool_calling_iterations": 0},
+            output_dir=tmp_path / "a",
+        )
     with pytest.raises(ValueError, match="standalone loop has no tool loop.*--loop trl"):
         plan_run("calculator-tool-cpu", loop="standalone", output_dir=tmp_path / "b")

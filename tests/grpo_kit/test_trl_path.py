@@ -17,7 +17,6 @@ from grpo_kit.recipes import get_recipe
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
-
 class RecordingLoader:
     """A real model loader (the tiny model) that records whether it was called."""
 
@@ -31,8 +30,12 @@ class RecordingLoader:
 
 def tiny_recipe(**overrides):
     # Two prompts of four completions per step, 8 tokens each: a GRPO step takes about a second.
-    defaults = {"per_device_train_batch_size": 4, "num_generations": 4, "max_completion_length": 8,
-                "save_steps": 1000}
+    defaults = {
+        "per_device_train_batch_size": 4,
+        "num_generations": 4,
+        "max_completion_length": 8,
+        "save_steps": 1000,
+    }
     return get_recipe("smoltldr-length-small", **{**defaults, **overrides})
 
 
@@ -43,7 +46,9 @@ def cpu_precision():
 
 def test_train_two_steps_logs_trl_metrics_and_curve(tmp_path):
     loader = RecordingLoader()
-    result = trl_path.train(tiny_recipe(), model_loader=loader, output_dir=tmp_path, max_steps=2, device="cpu")
+    result = trl_path.train(
+        tiny_recipe(), model_loader=loader, output_dir=tmp_path, max_steps=2, device="cpu"
+    )
 
     assert [name for name, _ in loader.calls] == ["smollm2-135m-instruct"]
     assert loader.calls[0][1]["dtype"] == "float32" and loader.calls[0][1]["quantization"] is None
@@ -52,8 +57,16 @@ def test_train_two_steps_logs_trl_metrics_and_curve(tmp_path):
     steps = [r for r in records if "reward" in r]
     assert [r["step"] for r in steps] == [1, 2]
     reward_name = tiny_recipe().build_reward_funcs()[0].__name__  # e.g. length_reward_16_tokens
-    for name in ("loss", "reward", "reward_std", "frac_reward_zero_std", "completions/mean_length",
-                 f"rewards/{reward_name}/mean", "learning_rate", "entropy"):
+    for name in (
+        "loss",
+        "reward",
+        "reward_std",
+        "frac_reward_zero_std",
+        "completions/mean_length",
+        f"rewards/{reward_name}/mean",
+        "learning_rate",
+        "entropy",
+    ):
         assert name in steps[0], name
     assert steps == [r for r in result.log_history if "reward" in r]  # exactly TRL's log_history
     assert result.reward_curve_path.stat().st_size > 1000
@@ -71,44 +84,62 @@ def test_build_trainer_uses_recipe_rewards_weights_and_given_dataset(tmp_path):
     model, tokenizer = tiny_model(seed=0)
     dataset = Dataset.from_dict({"prompt": ["Summarize: the cat sat on the mat."] * 4})
     recipe = get_recipe("gsm8k-cpu", per_device_train_batch_size=4, num_generations=4)
-    trainer = trl_path.build_trainer(recipe, model=model, tokenizer=tokenizer, train_dataset=dataset,
-                                     output_dir=tmp_path, max_steps=1, device="cpu", learning_rate=1e-4)
+    trainer = trl_path.build_trainer(
+        recipe,
+        model=model,
+        tokenizer=tokenizer,
+        train_dataset=dataset,
+        output_dir=tmp_path,
+        max_steps=1,
+        device="cpu",
+        learning_rate=1e-4,
+    )
     assert trainer.reward_func_names == recipe.reward_names
     assert trainer.reward_weights.tolist() == recipe.reward_weights
     assert trainer.args.learning_rate == 1e-4 and trainer.args.max_steps == 1
     assert trainer.train_dataset is dataset
 
 
-@pytest.mark.parametrize(("overrides", "error", "message"), [
-    ({"max_prompt_length": 256}, ValueError, "max_prompt_length.*(removed|no longer)"),
-    ({"warmup_ratio": 0.1}, ValueError, "warmup_steps"),
-    ({"per_device_train_batch_size": 3}, ValueError, r"divisible by num_generations \(4\).*per_device_train_batch_size"),
-    ({"generation_batch_size": 6, "steps_per_generation": 2}, ValueError, "either generation_batch_size"),
-    ({"num_generations": 1, "per_device_train_batch_size": 1}, ValueError, "at least 2"),
-    ({"loss_type": "cispo"}, ValueError, "epsilon_high"),
-    ({"loss_type": "ppo"}, ValueError, "loss_type"),
-    ({"optim": "paged_adamw_8bit"}, RuntimeError, "optim='adamw_torch'"),
-    ({"fp16": True}, ValueError, "fp32"),
-    ({"vllm_mode": "colocate"}, RuntimeError, "CUDA"),
-    ({"vllm_mode": "remote"}, ValueError, "'colocate'.*'server'"),
-    ({"report_to": "wandb"}, ImportError, "grpo-kit\\[logging\\]"),
-    ({"report_to": "comet"}, ValueError, "trackio"),
-    ({"auto_find_batch_size": True}, ValueError, "auto_find_batch_size"),  # TRL's own GRPOConfig check
-])
+@pytest.mark.parametrize(
+    ("overrides", "error", "message"),
+    [
+        ({"max_prompt_length": 256}, ValueError, "max_prompt_length.*(removed|no longer)"),
+        ({"warmup_ratio": 0.1}, ValueError, "warmup_steps"),
+        (
+            {"per_device_train_batch_size": 3},
+            ValueError,
+            r"divisible by num_generations \(4\).*per_device_train_batch_size",
+        ),
+        ({"generation_batch_size": 6, "steps_per_generation": 2}, ValueError, "either generation_batch_size"),
+        ({"num_generations": 1, "per_device_train_batch_size": 1}, ValueError, "at least 2"),
+        ({"loss_type": "cispo"}, ValueError, "epsilon_high"),
+        ({"loss_type": "ppo"}, ValueError, "loss_type"),
+        ({"optim": "paged_adamw_8bit"}, RuntimeError, "optim='adamw_torch'"),
+        ({"fp16": True}, ValueError, "fp32"),
+        ({"vllm_mode": "colocate"}, RuntimeError, "CUDA"),
+        ({"vllm_mode": "remote"}, ValueError, "'colocate'.*'server'"),
+        ({"report_to": "wandb"}, ImportError, "grpo-kit\\[logging\\]"),
+        ({"report_to": "comet"}, ValueError, "trackio"),
+        ({"auto_find_batch_size": True}, ValueError, "auto_find_batch_size"),  # TRL's own GRPOConfig check
+    ],
+)
 def test_bad_settings_fail_before_the_model_loads(tmp_path, overrides, error, message):
     if overrides.get("report_to") == "wandb" and importlib.util.find_spec("wandb") is not None:
         pytest.skip("wandb is installed here")
     loader = RecordingLoader()
     with pytest.raises(error, match=message):
-        trl_path.build_trainer(tiny_recipe(), model_loader=loader, output_dir=tmp_path, device="cpu", **overrides)
+        trl_path.build_trainer(
+            tiny_recipe(), model_loader=loader, output_dir=tmp_path, device="cpu", **overrides
+        )
     assert loader.calls == []
 
 
 def test_qlora_recipe_on_cpu_fails_before_loading_and_points_to_cpu_recipe(tmp_path):
     loader = RecordingLoader()
     with pytest.raises(RuntimeError, match="CUDA.*gsm8k-cpu"):
-        trl_path.build_trainer("gsm8k-unsloth", model_loader=loader, output_dir=tmp_path, device="cpu",
-                               optim="adamw_torch")
+        trl_path.build_trainer(
+            "gsm8k-unsloth", model_loader=loader, output_dir=tmp_path, device="cpu", optim="adamw_torch"
+        )
     assert loader.calls == []
 
 
@@ -122,12 +153,23 @@ def test_batch_rule_counts_the_world_size(cpu_precision):
 
 def test_vllm_settings_pass_through_to_grpo_config(cpu_precision):
     training = trl_path.resolve_training(
-        tiny_recipe(), output_dir="x", vllm_mode="server", vllm_server_host="10.0.0.2", vllm_server_port=8001,
-        vllm_gpu_memory_utilization=0.4, report_to=["tensorboard"], precision=cpu_precision,
+        tiny_recipe(),
+        output_dir="x",
+        vllm_mode="server",
+        vllm_server_host="10.0.0.2",
+        vllm_server_port=8001,
+        vllm_gpu_memory_utilization=0.4,
+        report_to=["tensorboard"],
+        precision=cpu_precision,
     )
     config = trl_path.build_grpo_config(training)
-    assert (config.use_vllm, config.vllm_mode, config.vllm_server_host, config.vllm_server_port,
-            config.vllm_gpu_memory_utilization) == (True, "server", "10.0.0.2", 8001, 0.4)
+    assert (
+        config.use_vllm,
+        config.vllm_mode,
+        config.vllm_server_host,
+        config.vllm_server_port,
+        config.vllm_gpu_memory_utilization,
+    ) == (True, "server", "10.0.0.2", 8001, 0.4)
     assert config.report_to == ["tensorboard"]
 
 
@@ -146,14 +188,18 @@ def test_precision_rule_does_not_trust_emulated_bf16():
 
 def test_asking_for_fp16_switches_bf16_off():
     a100 = hardware.choose_precision("cuda", (8, 0))
-    training = trl_path.resolve_training(tiny_recipe(), output_dir="x", precision=a100, overrides={"fp16": True})
+    training = trl_path.resolve_training(
+        tiny_recipe(), output_dir="x", precision=a100, overrides={"fp16": True}
+    )
     assert (training["bf16"], training["fp16"]) == (False, True)
 
 
 def test_bf16_on_a_t4_is_refused_with_the_fix():
     t4 = hardware.choose_precision("cuda", (7, 5))
     recipe = tiny_recipe()
-    training = trl_path.resolve_training(recipe, output_dir="x", precision=t4, overrides={"bf16": True, "fp16": False})
+    training = trl_path.resolve_training(
+        recipe, output_dir="x", precision=t4, overrides={"bf16": True, "fp16": False}
+    )
     with pytest.raises(ValueError, match="fp16=True"):
         trl_path.check_settings(recipe, training, world_size=1, precision=t4)
 
@@ -166,7 +212,8 @@ def test_torch_logprob_kernel_matches_trl_reference_functions():
     weight = torch.randn(50, 16, generator=gen)  # (V, H)
     targets = torch.randint(0, 50, (6,), generator=gen)  # (N,)
     logp, entropy, _, _, is_top1 = trl_path.TorchChunkedLogProb.apply(
-        hidden, weight, None, targets, 0.7, 4096, None, 1.0, ("entropy", "is_top1"))
+        hidden, weight, None, targets, 0.7, 4096, None, 1.0, ("entropy", "is_top1")
+    )
     logits = (hidden @ weight.t()) / 0.7  # (N, V)
     torch.testing.assert_close(logp, selective_log_softmax(logits, targets))
     torch.testing.assert_close(entropy, entropy_from_logits(logits))
@@ -186,27 +233,49 @@ def test_ctrl_c_saves_a_checkpoint_that_resume_continues(tmp_path):
 
     recipe = tiny_recipe()
     handler_before = signal.getsignal(signal.SIGINT)
-    first = trl_path.train(recipe, model_loader=RecordingLoader(), output_dir=tmp_path, max_steps=4,
-                           device="cpu", callbacks=[CtrlCAtStep1()])
+    first = trl_path.train(
+        recipe,
+        model_loader=RecordingLoader(),
+        output_dir=tmp_path,
+        max_steps=4,
+        device="cpu",
+        callbacks=[CtrlCAtStep1()],
+    )
     assert first.interrupted and first.global_step == 2  # the step in flight finishes
     assert first.checkpoint == tmp_path / "checkpoint-2"
     assert {"optimizer.pt", "scheduler.pt", "trainer_state.json", "adapter_model.safetensors"} <= {
-        p.name for p in first.checkpoint.iterdir()}
+        p.name for p in first.checkpoint.iterdir()
+    }
     assert signal.getsignal(signal.SIGINT) is handler_before  # our handler is removed again
 
-    resumed = trl_path.train(recipe, model_loader=RecordingLoader(), output_dir=tmp_path, max_steps=4,
-                             device="cpu", resume_from_checkpoint=True)
+    resumed = trl_path.train(
+        recipe,
+        model_loader=RecordingLoader(),
+        output_dir=tmp_path,
+        max_steps=4,
+        device="cpu",
+        resume_from_checkpoint=True,
+    )
     assert resumed.global_step == 4 and not resumed.interrupted
-    logged = [json.loads(line)["step"] for line in resumed.metrics_path.read_text().splitlines()
-              if "reward" in json.loads(line)]
+    logged = [
+        json.loads(line)["step"]
+        for line in resumed.metrics_path.read_text().splitlines()
+        if "reward" in json.loads(line)
+    ]
     assert logged == [1, 2, 3, 4]
 
 
 def test_resume_without_checkpoint_says_so_before_loading(tmp_path):
     loader = RecordingLoader()
     with pytest.raises(FileNotFoundError, match="checkpoint"):
-        trl_path.train(tiny_recipe(), model_loader=loader, output_dir=tmp_path, max_steps=1,
-                       device="cpu", resume_from_checkpoint=True)
+        trl_path.train(
+            tiny_recipe(),
+            model_loader=loader,
+            output_dir=tmp_path,
+            max_steps=1,
+            device="cpu",
+            resume_from_checkpoint=True,
+        )
     assert loader.calls == []
 
 
@@ -216,7 +285,9 @@ def test_notebook_progress_widget_is_swapped_for_tqdm(tmp_path):
     from transformers.trainer_callback import ProgressCallback
     from transformers.utils.notebook import NotebookProgressCallback
 
-    trainer = trl_path.build_trainer(tiny_recipe(), model_loader=RecordingLoader(), output_dir=tmp_path, device="cpu")
+    trainer = trl_path.build_trainer(
+        tiny_recipe(), model_loader=RecordingLoader(), output_dir=tmp_path, device="cpu"
+    )
     trainer.add_callback(NotebookProgressCallback)
     trl_path.use_plain_progress_bar(trainer)
     kinds = [type(cb) for cb in trainer.callback_handler.callbacks]

@@ -87,7 +87,12 @@ def trl_trainer():
     trainer.rollout_func = _fixed_rollout
     trainer.harness_mixed_precision = trainer.accelerator.state.mixed_precision
     # What __init__ derived from the untouched config, before any `configure` call changes it.
-    trainer.harness_initial_epsilons = (args.epsilon, args.epsilon_high, trainer.epsilon_low, trainer.epsilon_high)
+    trainer.harness_initial_epsilons = (
+        args.epsilon,
+        args.epsilon_high,
+        trainer.epsilon_low,
+        trainer.epsilon_high,
+    )
     return trainer
 
 
@@ -136,7 +141,9 @@ def configure(
     args.max_completion_length = max_completion_length
     args.gradient_accumulation_steps = gradient_accumulation_steps
     # GRPOConfig.__post_init__: steps_per_generation defaults to gradient_accumulation_steps.
-    args.steps_per_generation = gradient_accumulation_steps if steps_per_generation is None else steps_per_generation
+    args.steps_per_generation = (
+        gradient_accumulation_steps if steps_per_generation is None else steps_per_generation
+    )
     args.sapo_temperature_pos = sapo_temperature_pos
     args.sapo_temperature_neg = sapo_temperature_neg
     args.vespo_k_pos = vespo_k_pos
@@ -230,9 +237,7 @@ def trl_advantages(
     output = trainer._generate_and_score_completions(prompts)
     wanted = ("reward", "reward_std", "frac_reward_zero_std", "rewards/")
     metrics = {
-        name: values[-1]
-        for name, values in trainer._metrics["train"].items()
-        if name.startswith(wanted)
+        name: values[-1] for name, values in trainer._metrics["train"].items() if name.startswith(wanted)
     }
     return output["advantages"], metrics
 
