@@ -141,10 +141,9 @@ def _(datasets_prep, load_model, prepare_tool_tokenizer, recipe, resolve_tools):
     tools = resolve_tools(recipe.tools)
     train_dataset = recipe.load_dataset()
     held_out = datasets_prep.load_tool_task_split("test", **dict(recipe.dataset_kwargs))
-    base_model, tokenizer = load_model(recipe.model)
-    prepare_tool_tokenizer(
-        tokenizer, recipe.tool_template
-    )  # installs the CALL/RESULT template, checks it for TRL
+    base_model, _plain_tokenizer = load_model(recipe.model)
+    # installs the CALL/RESULT template and checks it the way TRL will
+    tokenizer = prepare_tool_tokenizer(_plain_tokenizer, recipe.tool_template)
     return base_model, held_out, tokenizer, tools, train_dataset
 
 
