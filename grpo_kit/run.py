@@ -258,6 +258,7 @@ def plan_run(
     loop = invocation["loop"]
     run_dir, resume = resolve_run_dir(recipe.name, output_dir, resume)
     run_dir = check_output_dir(run_dir)
+    path_config = _path_config(recipe, loop, run_dir, resume)  # the path's own rules first (CUDA, QLoRA, ...)
     if recipe.model != TINY_MODEL:
         from grpo_kit.models import check_model_source
 
@@ -266,9 +267,7 @@ def plan_run(
         from grpo_kit.export import check_gguf_quantization_available
 
         gguf = check_gguf_quantization_available(gguf, unsloth=loop == "unsloth")
-    plan = RunPlan(
-        recipe, loop, run_dir, resume, _path_config(recipe, loop, run_dir, resume), invocation, gguf=gguf
-    )
+    plan = RunPlan(recipe, loop, run_dir, resume, path_config, invocation, gguf=gguf)
     if resume is not None:
         _check_resumes_the_same_run(plan)
     elif _holds_a_run(run_dir):

@@ -141,8 +141,10 @@ class LessonPage:
         assert not raw, f"raw TeX in the visible text (a formula did not render): {raw}"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
+    # Module scope, not session: playwright's sync API marks an event loop as running in this thread while it
+    # lives, and a later test in the same worker calling asyncio.run() would fail.
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:

@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+# One worker runs the whole module, so its browser starts once and is closed before that worker moves on.
+pytestmark = pytest.mark.xdist_group("browser")
+
 LESSONS = {p.stem[:2]: p for p in (Path(__file__).resolve().parents[2] / "notebooks").glob("[0-9][0-9]_*.py")}
 
 # Texts each lesson must show once all its cells ran: its title and outputs computed by its cells.
