@@ -40,14 +40,6 @@ GSM8K_FUNCS = [
 ]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 def _dataset(n: int) -> list[dict]:
     return [
         {"prompt": [{"role": "user", "content": f"What is 3 + 4? (#{i})"}], "answer": "7"} for i in range(n)

@@ -4,7 +4,6 @@ and a real sampling run on ``tiny_model()``."""
 from __future__ import annotations
 
 import pytest
-import torch
 
 import rewards
 from grpo_kit.evaluate import GeneratedCompletion
@@ -21,14 +20,6 @@ GSM8K_FUNCS = [
     rewards.int_reward,
     rewards.correctness_reward,
 ]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 def _dataset(n: int, answer: str | None = "7") -> list[dict]:
