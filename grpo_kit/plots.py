@@ -15,7 +15,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["load_log_history", "plot_report_card", "plot_reward_curve"]
+__all__ = ["can_plot", "load_log_history", "plot_report_card", "plot_reward_curve"]
+
+#: What a run says when it skips a PNG because matplotlib is missing (e.g. on an air-gapped GPU box whose
+#: wheelhouse leaves it out, docs/gpu.md); the JSON and Markdown it writes are the same.
+NO_MATPLOTLIB = (
+    "matplotlib is not installed: {what} skipped (pip install matplotlib, part of grpo-kit[train])"
+)
+
+
+def can_plot() -> bool:
+    """True when matplotlib imports. grpo-kit's runs draw their PNGs only then; the data is written anyway."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def load_log_history(source: str | Path | Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -140,9 +140,10 @@ def write_report_card(
     """Compare ``before`` and ``after`` on every metric and write the three files into ``out_dir``.
 
     ``log_history``: the run's ``metrics.jsonl`` (or TRL log history) for the reward-curve panel; a
-    missing file is skipped. Returns ``{"eval.json": path, "report.md": path, "report_card.png": path}``.
+    missing file is skipped. Returns ``{"eval.json": path, "report.md": path, "report_card.png": path}``;
+    without matplotlib the PNG is skipped (and not returned) with a note.
     """
-    from grpo_kit.plots import plot_report_card
+    from grpo_kit.plots import NO_MATPLOTLIB, can_plot, plot_report_card
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -166,18 +167,15 @@ def write_report_card(
         for name, text in contents.items():
             temps[name] = _temp_in(out, name)
             temps[name].write_text(text)
-        temps["report_card.png"] = _temp_in(out, "report_card.png")
-        try:
-            plot_report_card(
-                [comparisons[m] for m in headline_metrics(comparisons)],
-                temps["report_card.png"],
-                log_history=log_history,
-                title=title,
-            )
-        except ValueError:  # no reward records in the log: the card without its curve
-            plot_report_card(
-                [comparisons[m] for m in headline_metrics(comparisons)], temps["report_card.png"], title=title
-            )
+        if can_plot():
+            temps["report_card.png"] = _temp_in(out, "report_card.png")
+            headline = [comparisons[m] for m in headline_metrics(comparisons)]
+            try:
+                plot_report_card(headline, temps["report_card.png"], log_history=log_history, title=title)
+            except ValueError:  # no reward records in the log: the card without its curve
+                plot_report_card(headline, temps["report_card.png"], title=title)
+        else:
+            print(NO_MATPLOTLIB.format(what="report_card.png"))
         for name, tmp in temps.items():  # all files are ready: swap them in
             os.replace(tmp, out / name)
     finally:

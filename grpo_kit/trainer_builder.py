@@ -244,11 +244,14 @@ def run_trainer(
     log_history = list(trainer.state.log_history)
     curve = None
     if plot and trainer.is_world_process_zero() and any(r.get("reward") is not None for r in log_history):
-        from grpo_kit.plots import plot_reward_curve
+        from grpo_kit.plots import NO_MATPLOTLIB, can_plot, plot_reward_curve
 
-        curve = plot_reward_curve(
-            log_history, output_dir / "reward_curve.png", title=f"GRPO reward — {title}"
-        )
+        if can_plot():
+            curve = plot_reward_curve(
+                log_history, output_dir / "reward_curve.png", title=f"GRPO reward — {title}"
+            )
+        else:
+            print(NO_MATPLOTLIB.format(what="reward_curve.png"))
     return RunResult(
         output_dir=output_dir,
         global_step=trainer.state.global_step,

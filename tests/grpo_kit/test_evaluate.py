@@ -10,6 +10,7 @@ import json
 import math
 import os
 import random
+import sys
 
 import pytest
 import torch
@@ -281,6 +282,19 @@ def test_report_card_writes_three_files(tmp_path):
     md = paths["report.md"].read_text()
     assert "| format | 0 | 1 |" in md and "improved" in md
     assert paths["report_card.png"].read_bytes()[:4] == b"\x89PNG"
+
+
+def test_report_card_without_matplotlib_writes_the_data_and_says_the_png_was_skipped(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as on a box whose wheelhouse leaves it out
+    before = evaluate(None, None, _dataset(4), GSM8K_FUNCS, num_prompts=4, sampler=canned([PLAIN] * 4))
+    after = evaluate(None, None, _dataset(4), GSM8K_FUNCS, num_prompts=4, sampler=canned([GOOD] * 4))
+    paths = write_report_card(tmp_path, before, after, n_boot=500)
+    assert sorted(paths) == ["eval.json", "report.md"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["eval.json", "report.md"]
+    assert json.loads(paths["eval.json"].read_text())["comparisons"]["format"]["verdict"] == "improved"
+    assert "matplotlib is not installed: report_card.png skipped" in capsys.readouterr().out
 
 
 def test_interrupted_report_card_leaves_the_folder_as_it_was(tmp_path, monkeypatch):

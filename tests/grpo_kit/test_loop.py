@@ -9,6 +9,7 @@ import collections
 import json
 import math
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -275,6 +276,15 @@ def test_metrics_use_trls_names_and_a_reward_curve_is_drawn(tmp_path):
     png = result.reward_curve_path
     assert png is not None and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0])["step"] == 2
+
+
+def test_a_run_without_matplotlib_keeps_its_metrics_and_skips_only_the_png(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    model, tokenizer = tiny_model(seed=0, lora=LORA)
+    result = train(model, tokenizer, prompts(), [even_token_share], small_config(tmp_path, max_steps=1))
+    assert result.reward_curve_path is None and not (tmp_path / "reward_curve.png").exists()
+    assert [r["step"] for r in read_metrics(tmp_path / "metrics.jsonl")] == [1]
+    assert "matplotlib is not installed: reward_curve.png skipped" in capsys.readouterr().out
 
 
 def test_reward_functions_get_trl_kwargs_columns_and_may_be_async(tmp_path):
