@@ -42,6 +42,28 @@ XML_COT_FORMAT = """\
 
 RAW_COLUMNS = ("question", "answer")
 
+#: One worked exchange shown before the question with ``load_gsm8k(worked_example=True)``: a user turn with a
+#: problem and an assistant turn answering it in :data:`XML_COT_FORMAT`. Not in the course: 12.6 prompts a 1B
+#: model that follows the system prompt alone, but the embedded SmolLM2-135M writes the tags for none of 40
+#: held-out problems from the system prompt alone, so every GRPO group scores the same and nothing is learned
+#: (``grpo-kit preflight`` says so). With this example a few answers do use the format, and the groups differ.
+#: Its wording matches no problem of ``synthetic_gsm8k`` (a question about a garden, not a template's person).
+WORKED_EXAMPLE = {
+    "question": "A garden has 4 rows of tulips with 6 tulips in each row. 5 tulips are picked. "
+    "How many tulips are left in the garden?",
+    "reasoning": "The garden has 4 * 6 = 24 tulips. After 5 are picked, 24 - 5 = 19 tulips are left.",
+    "answer": "19",
+}
+
+
+def worked_example_turns() -> list[dict[str, str]]:
+    """:data:`WORKED_EXAMPLE` as a user turn and an assistant turn (conversational messages)."""
+    answer = XML_COT_FORMAT.format(reasoning=WORKED_EXAMPLE["reasoning"], answer=WORKED_EXAMPLE["answer"])
+    return [
+        {"role": "user", "content": WORKED_EXAMPLE["question"]},
+        {"role": "assistant", "content": answer},
+    ]
+
 
 def check_gsm8k_row(row: dict[str, Any], index: int | None = None) -> None:
     """Raise ``ValueError`` naming the row and column when ``row`` is not a GSM8K row."""
@@ -64,23 +86,31 @@ def check_gsm8k_row(row: dict[str, Any], index: int | None = None) -> None:
         )
 
 
-def format_gsm8k_row(row: dict[str, Any], index: int | None = None) -> dict[str, Any]:
-    """One raw GSM8K row -> ``{"prompt": [system, user], "answer": "<final number>"}`` (course 12.6)."""
+def format_gsm8k_row(
+    row: dict[str, Any], index: int | None = None, *, worked_example: bool = False
+) -> dict[str, Any]:
+    """One raw GSM8K row -> ``{"prompt": [system, user], "answer": "<final number>"}`` (course 12.6).
+
+    ``worked_example=True`` puts :data:`WORKED_EXAMPLE` (a user and an assistant turn) between the system
+    prompt and the question."""
     check_gsm8k_row(row, index)
+    example = worked_example_turns() if worked_example else []
     return {
         "prompt": [
             {"role": "system", "content": SYSTEM_PROMPT},
+            *example,
             {"role": "user", "content": row["question"]},
         ],
         "answer": extract_hash_answer(row["answer"]),
     }
 
 
-def load_gsm8k(split: str = "train", source: Any = None):
+def load_gsm8k(split: str = "train", source: Any = None, *, worked_example: bool = False):
     """GSM8K formatted for GRPO -> ``datasets.Dataset`` with ``prompt`` (conversational), ``answer``.
 
     ``source``: ``None`` (``openai/gsm8k``), a Hub id, a local dir, a .jsonl/.json/.parquet/.csv
     file, or raw rows (``datasets.Dataset`` / ``list[dict]``, e.g. ``synthetic_gsm8k(200)``).
+    ``worked_example``: show :data:`WORKED_EXAMPLE` before each question (for small models; see there).
     """
     raw = load_raw(
         source,
@@ -98,4 +128,4 @@ def load_gsm8k(split: str = "train", source: Any = None):
             f"GSM8K: missing column(s) {missing} (columns present: {raw.column_names}). "
             "GSM8K rows need 'question' and 'answer' (a solution ending in '#### <number>')."
         )
-    return raw.map(format_gsm8k_row, with_indices=True)
+    return raw.map(format_gsm8k_row, with_indices=True, fn_kwargs={"worked_example": worked_example})

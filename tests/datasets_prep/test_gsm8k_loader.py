@@ -119,3 +119,25 @@ def test_offline_hub_id_error_lists_the_options(monkeypatch, tmp_path):
     assert "'openai/gsm8k'" in message and "HF_HUB_OFFLINE" in message
     for option in (".jsonl/.json/.parquet/.csv", "local directory", "list of dicts", "synthetic_gsm8k("):
         assert option in message
+
+
+def test_worked_example_sits_between_system_prompt_and_question_and_scores_full_marks():
+    import rewards
+    from datasets_prep.gsm8k import WORKED_EXAMPLE
+
+    rows = synthetic_gsm8k(200, seed=0)
+    data = load_gsm8k(source=rows[:4], worked_example=True)
+    prompt = data[0]["prompt"]
+    assert [m["role"] for m in prompt] == ["system", "user", "assistant", "user"]
+    assert prompt[0]["content"] == SYSTEM_PROMPT and prompt[-1]["content"] == rows[0]["question"]
+    assert prompt[1]["content"] == WORKED_EXAMPLE["question"]
+    example_answer = [[{"role": "assistant", "content": prompt[2]["content"]}]]
+    # The example answer is exactly what the course's strictest rewards ask for.
+    assert rewards.strict_format_reward(example_answer) == [0.5]
+    assert rewards.correctness_reward(
+        example_answer, answer=[WORKED_EXAMPLE["answer"]], prompts=[prompt]
+    ) == [2.0]
+    assert rewards.xmlcount_reward(example_answer) == [0.5]
+    # Never one of the synthetic problems it is shown before; default prompts are unchanged.
+    assert WORKED_EXAMPLE["question"] not in {r["question"] for r in rows}
+    assert [m["role"] for m in load_gsm8k(source=rows[:1])[0]["prompt"]] == ["system", "user"]
