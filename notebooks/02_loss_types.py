@@ -37,26 +37,23 @@ def _(mo):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _():
-    import tempfile
-
     import matplotlib.pyplot as plt
     import torch
 
-    from grpo_kit.loss_demo import all_loss_weights, demo_batch, plot_weights
-    from grpo_kit.losses import LOSS_TYPES, compute_loss
-
-    return LOSS_TYPES, all_loss_weights, compute_loss, demo_batch, plot_weights, plt, tempfile, torch
+    return plt, torch
 
 
 @app.cell
-def _(LOSS_TYPES, mo):
+def _(mo):
+    from grpo_kit.losses import LOSS_TYPES
+
     mo.md(
         "| loss_type | what it does | paper |\n|---|---|---|\n"
         + "\n".join(f"| `{t.name}` | {t.summary} | {t.paper} |" for t in LOSS_TYPES.values())
     )
-    return
+    return (LOSS_TYPES,)
 
 
 @app.cell(hide_code=True)
@@ -87,7 +84,9 @@ def _(mo):
 
 
 @app.cell
-def _(all_loss_weights, demo_batch, length_sliders):
+def _(length_sliders):
+    from grpo_kit.loss_demo import all_loss_weights, demo_batch
+
     completion_names = ["correct, short", "correct, long", "wrong, short", "wrong, long"]
     batch_rewards = [1.0, 1.0, 0.0, 0.0]
     # grpo_kit.loss_demo: for every loss type, compute_loss on this batch, then w = −∂loss/∂log π by autograd
@@ -130,11 +129,13 @@ def _(
     completion_names,
     lengths,
     mo,
-    plot_weights,
     pushes,
-    tempfile,
     weight_results,
 ):
+    import tempfile
+
+    from grpo_kit.loss_demo import plot_weights
+
     _png = plot_weights(weight_results, advantages, completion_mask, tempfile.mkdtemp() + "/loss_weights.png")
     _header = (
         "| loss_type | " + " | ".join(f"{c} (L={int(n)})" for c, n in zip(completion_names, lengths)) + " |"
@@ -194,7 +195,9 @@ def _(mo):
 
 
 @app.cell
-def _(compute_loss, torch):
+def _(torch):
+    from grpo_kit.losses import compute_loss
+
     ratios = torch.linspace(0.2, 3.0, 141)  # (R,) π_θ / π_old, one token each
 
     def push_vs_ratio(advantage: float, **settings) -> torch.Tensor:
@@ -212,7 +215,7 @@ def _(compute_loss, torch):
         # Every loss type here divides by the number of rows (sequence or token mean); undo it.
         return (-_logps.grad.squeeze(1) * len(ratios)).detach()  # (R,)
 
-    return push_vs_ratio, ratios
+    return compute_loss, push_vs_ratio, ratios
 
 
 @app.cell

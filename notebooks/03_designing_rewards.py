@@ -43,16 +43,11 @@ def _(mo):
 
 @app.cell
 def _():
-    import contextlib
-    import io
-    import re
-
-    import rewards
     from grpo_kit.models import smollm2_tokenizer
 
     # Token-based rewards need token ids; GRPOTrainer passes `completion_ids` from the model's tokenizer.
     tokenizer = smollm2_tokenizer()
-    return contextlib, io, re, rewards, tokenizer
+    return (tokenizer,)
 
 
 @app.cell(hide_code=True)
@@ -81,7 +76,9 @@ def _(mo):
 
 
 @app.cell
-def _(rewards):
+def _():
+    import rewards
+
     # Every reward function of the library, built with illustrative settings.
     reward_functions = {
         "accuracy_reward (TRL, math-verify)": rewards.accuracy_reward,
@@ -99,7 +96,7 @@ def _(rewards):
         "int_reward (course 12.6)": rewards.int_reward,
         "correctness_reward (course 12.6)": rewards.correctness_reward,
     }
-    return (reward_functions,)
+    return reward_functions, rewards
 
 
 @app.cell
@@ -193,15 +190,16 @@ def _():
 
 @app.cell
 def _(
-    contextlib,
     course_correctness_reward_func,
     course_int_reward_func,
     course_reward_len,
     course_soft_format_reward_func,
-    io,
     rewards,
     tokenizer,
 ):
+    import contextlib
+    import io
+
     def _chat(text):
         return [[{"role": "assistant", "content": text}]]
 
@@ -365,7 +363,9 @@ def _(mo):
 
 
 @app.cell
-def _(re, rewards):
+def _(rewards):
+    import re
+
     def my_format_reward(completions, **kwargs):
         pattern = r"<think>.*?</think><answer>.*?</answer>"
         return [1.0 if re.match(pattern, c) else 0.0 for c in completions]

@@ -35,44 +35,13 @@ def _(mo):
 
 
 @app.cell
-def _():
+def _(mo):
     import tempfile
     from pathlib import Path
 
-    from grpo_kit import trl_path
-    from grpo_kit.evaluate import compare
-    from grpo_kit.export import save_merged
-    from grpo_kit.lesson_helpers import LiveRewardCurve, cli_args, on_gpu, run_button, should_run
-    from grpo_kit.models import load_model
-    from grpo_kit.preflight import check
+    from grpo_kit.lesson_helpers import cli_args, on_gpu
     from grpo_kit.recipes import get_recipe
-    from grpo_kit.report_card import headline_metric
-    from grpo_kit.run import evaluate_held_out, held_out_rows
-    from grpo_kit.samples import generate_answers
 
-    return (
-        LiveRewardCurve,
-        Path,
-        check,
-        cli_args,
-        compare,
-        evaluate_held_out,
-        generate_answers,
-        get_recipe,
-        headline_metric,
-        held_out_rows,
-        load_model,
-        on_gpu,
-        run_button,
-        save_merged,
-        should_run,
-        tempfile,
-        trl_path,
-    )
-
-
-@app.cell
-def _(Path, cli_args, get_recipe, mo, on_gpu, tempfile):
     full_settings = on_gpu()
     _args = cli_args()
     if full_settings:
@@ -149,7 +118,9 @@ def _(mo, recipe):
 
 
 @app.cell
-def _(held_out_rows, recipe):
+def _(recipe):
+    from grpo_kit.run import held_out_rows
+
     # Held-out posts: the rows after the training rows, which the run never sees (what `grpo-kit train`
     # evaluates too). 32 prompts: enough to tell learning from noise with a confidence interval.
     held_out = held_out_rows(recipe, 32)
@@ -157,7 +128,10 @@ def _(held_out_rows, recipe):
 
 
 @app.cell
-def _(evaluate_held_out, held_out, load_model, recipe):
+def _(held_out, recipe):
+    from grpo_kit.models import load_model
+    from grpo_kit.run import evaluate_held_out
+
     def evaluate_model(model, tokenizer):
         """Greedy answers to the held-out posts, scored per prompt (grpo_kit.evaluate): the decoding is the
         same before and after, so only the weights differ."""
@@ -165,11 +139,13 @@ def _(evaluate_held_out, held_out, load_model, recipe):
 
     base_model, base_tokenizer = load_model(recipe.model)
     before_report = evaluate_model(base_model, base_tokenizer)
-    return base_model, base_tokenizer, before_report, evaluate_model
+    return base_model, base_tokenizer, before_report, evaluate_model, load_model
 
 
 @app.cell
-def _(base_model, base_tokenizer, check, mo, recipe, train_dataset):
+def _(base_model, base_tokenizer, mo, recipe, train_dataset):
+    from grpo_kit.preflight import check
+
     # Pre-flight (what `grpo-kit train --preflight` runs): G completions for a few prompts with the run's
     # settings. GRPO learns only from reward differences within a group; no variance, no signal.
     preflight_report = check(
@@ -190,7 +166,9 @@ def _(base_model, base_tokenizer, check, mo, recipe, train_dataset):
 
 
 @app.cell
-def _(mo, run_button, train_steps):
+def _(mo, train_steps):
+    from grpo_kit.lesson_helpers import run_button
+
     train_button = run_button(f"Train {train_steps} steps with TRL")
     mo.vstack(
         [
@@ -202,18 +180,10 @@ def _(mo, run_button, train_steps):
 
 
 @app.cell
-def _(
-    LiveRewardCurve,
-    before_report,
-    load_model,
-    mo,
-    output_root,
-    recipe,
-    should_run,
-    train_button,
-    train_steps,
-    trl_path,
-):
+def _(before_report, load_model, mo, output_root, recipe, train_button, train_steps):
+    from grpo_kit import trl_path
+    from grpo_kit.lesson_helpers import LiveRewardCurve, should_run
+
     mo.stop(not should_run(train_button), mo.md("Press the button to train."))
     assert before_report.num_prompts  # evaluate the untouched base model first
     live_curve = LiveRewardCurve(f"{recipe.name}: reward per step")
@@ -262,7 +232,10 @@ def _(mo, run):
 
 
 @app.cell
-def _(before_report, compare, evaluate_model, headline_metric, tokenizer, trained_model):
+def _(before_report, evaluate_model, tokenizer, trained_model):
+    from grpo_kit.evaluate import compare
+    from grpo_kit.report_card import headline_metric
+
     after_report = evaluate_model(trained_model, tokenizer)
     # Paired per prompt (after − before), with a seeded bootstrap 95 % CI: the claim rests on this.
     comparison = compare(before_report, after_report, metric=headline_metric(before_report.per_prompt))
@@ -313,13 +286,17 @@ def _(mo):
 
 
 @app.cell
-def _(output_root, save_merged, tokenizer, trained_model):
+def _(output_root, tokenizer, trained_model):
+    from grpo_kit.export import save_merged
+
     merged_report = save_merged(trained_model, tokenizer, output_root / "merged", overwrite=True)
     return (merged_report,)
 
 
 @app.cell
-def _(generate_answers, load_model, merged_report, mo):
+def _(load_model, merged_report, mo):
+    from grpo_kit.samples import generate_answers
+
     reloaded_model, reloaded_tokenizer = load_model(str(merged_report.path))
     _cat = (
         "Summarize in one sentence: The cat (Felis catus) is a small domesticated carnivorous mammal. It is "

@@ -39,53 +39,11 @@ def _(mo):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _():
-    import tempfile
-    from pathlib import Path
-
     import torch
 
-    import rewards
-    from datasets_prep import load_gsm8k, prompt_to_text, synthetic_gsm8k
-    from grpo_kit import loop
-    from grpo_kit.advantages import compute_advantages_with_metrics, stack_rewards
-    from grpo_kit.lesson_helpers import LiveRewardCurve, cli_args, on_gpu, run_button, should_run
-    from grpo_kit.logprobs import per_token_logps
-    from grpo_kit.losses import compute_loss
-    from grpo_kit.metrics_log import TRL_METRIC_NAMES
-    from grpo_kit.models import load_model, tiny_model
-    from grpo_kit.recipes import get_recipe
-    from grpo_kit.run import to_loop_config
-    from grpo_kit.sampling import mask_after_eos, sample_completions, stop_token_ids
-
-    return (
-        LiveRewardCurve,
-        Path,
-        TRL_METRIC_NAMES,
-        cli_args,
-        compute_advantages_with_metrics,
-        compute_loss,
-        get_recipe,
-        load_gsm8k,
-        load_model,
-        loop,
-        mask_after_eos,
-        on_gpu,
-        per_token_logps,
-        prompt_to_text,
-        rewards,
-        run_button,
-        sample_completions,
-        should_run,
-        stack_rewards,
-        stop_token_ids,
-        synthetic_gsm8k,
-        tempfile,
-        tiny_model,
-        to_loop_config,
-        torch,
-    )
+    return (torch,)
 
 
 @app.cell(hide_code=True)
@@ -101,7 +59,13 @@ def _(mo):
 
 
 @app.cell
-def _(load_gsm8k, loop, synthetic_gsm8k, tempfile, tiny_model, torch):
+def _(torch):
+    import tempfile
+
+    from datasets_prep import load_gsm8k, synthetic_gsm8k
+    from grpo_kit import loop
+    from grpo_kit.models import tiny_model
+
     torch.manual_seed(0)
     tiny, tiny_tokenizer = tiny_model(seed=0)
     tiny.train()  # TRL samples and trains in training mode (dropout is 0 here anyway)
@@ -116,7 +80,7 @@ def _(load_gsm8k, loop, synthetic_gsm8k, tempfile, tiny_model, torch):
     problems = load_gsm8k("train", source=synthetic_gsm8k(2, seed=0))
     # Each prompt repeated G times, its completions side by side: the order TRL's RepeatSampler produces.
     rows = [dict(row) for row in problems for _ in range(step_config.num_generations)]
-    return problems, rows, step_config, tiny, tiny_tokenizer
+    return loop, problems, rows, step_config, tempfile, tiny, tiny_model, tiny_tokenizer
 
 
 @app.cell
@@ -145,17 +109,10 @@ def _(mo):
 
 
 @app.cell
-def _(
-    mask_after_eos,
-    problems,
-    prompt_to_text,
-    sample_completions,
-    step_config,
-    stop_token_ids,
-    tiny,
-    tiny_tokenizer,
-    torch,
-):
+def _(problems, step_config, tiny, tiny_tokenizer, torch):
+    from datasets_prep import prompt_to_text
+    from grpo_kit.sampling import mask_after_eos, sample_completions, stop_token_ids
+
     G = step_config.num_generations
     _texts = [prompt_to_text(row["prompt"], tiny_tokenizer) for row in problems]
     # The chat template already wrote the special tokens, hence add_special_tokens=False.
@@ -226,7 +183,9 @@ def _(mo):
 
 
 @app.cell
-def _(rewards):
+def _():
+    import rewards
+
     def letter_e_reward(completions, **kwargs):
         """Share of the letter 'e' in the completion: a toy reward random text already varies on."""
         texts = [rewards.completion_text(c) for c in completions]
@@ -237,7 +196,9 @@ def _(rewards):
 
 
 @app.cell
-def _(completion_ids, completion_lengths, completions, reward_funcs, rows, stack_rewards):
+def _(completion_ids, completion_lengths, completions, reward_funcs, rows):
+    from grpo_kit.advantages import stack_rewards
+
     _columns = {key: [row[key] for row in rows] for key in rows[0] if key != "prompt"}
     _ids = [ids[: int(n)].tolist() for ids, n in zip(completion_ids, completion_lengths)]
     rewards_per_func = stack_rewards(
@@ -266,7 +227,9 @@ def _(mo):
 
 
 @app.cell
-def _(compute_advantages_with_metrics, reward_funcs, rewards_per_func, step_config):
+def _(reward_funcs, rewards_per_func, step_config):
+    from grpo_kit.advantages import compute_advantages_with_metrics
+
     advantage_result = compute_advantages_with_metrics(
         rewards_per_func,
         step_config.num_generations,
@@ -320,14 +283,15 @@ def _(
     advantages,
     completion_ids,
     completion_mask,
-    compute_loss,
-    per_token_logps,
     prompt_ids,
     prompt_mask,
     step_config,
     tiny,
     torch,
 ):
+    from grpo_kit.logprobs import per_token_logps
+    from grpo_kit.losses import compute_loss
+
     full_ids = torch.cat([prompt_ids, completion_ids], dim=1)  # (N, P+T)
     full_mask = torch.cat([prompt_mask, completion_mask], dim=1)  # (N, P+T)
     logps_before, _ = per_token_logps(
@@ -342,7 +306,7 @@ def _(
         epsilon=step_config.epsilon,
         max_completion_length=step_config.max_completion_length,
     )
-    return full_ids, full_mask, logps_before, loss, loss_metrics
+    return full_ids, full_mask, logps_before, loss, loss_metrics, per_token_logps
 
 
 @app.cell
@@ -421,7 +385,11 @@ def _(mo):
 
 
 @app.cell
-def _(cli_args, get_recipe, mo, on_gpu, run_button, to_loop_config):
+def _(mo):
+    from grpo_kit.lesson_helpers import cli_args, on_gpu, run_button
+    from grpo_kit.recipes import get_recipe
+    from grpo_kit.run import to_loop_config
+
     _args = cli_args()
     loop_recipe = get_recipe("smoltldr-length", small=not on_gpu())
     loop_steps = int(_args.get("max-steps") or (40 if on_gpu() else 3))
@@ -447,14 +415,11 @@ def _(cli_args, get_recipe, mo, on_gpu, run_button, to_loop_config):
             loop_button,
         ]
     )
-    return loop_button, loop_config_overrides, loop_model, loop_recipe
+    return loop_button, loop_config_overrides, loop_model, loop_recipe, on_gpu, to_loop_config
 
 
 @app.cell
 def _(
-    LiveRewardCurve,
-    Path,
-    load_model,
     loop,
     loop_button,
     loop_config_overrides,
@@ -462,11 +427,15 @@ def _(
     loop_recipe,
     mo,
     on_gpu,
-    should_run,
     tempfile,
     tiny_model,
     to_loop_config,
 ):
+    from pathlib import Path
+
+    from grpo_kit.lesson_helpers import LiveRewardCurve, should_run
+    from grpo_kit.models import load_model
+
     mo.stop(not should_run(loop_button), mo.md("Press the button to train."))
     _lora = loop_recipe.lora.to_peft_config()
     _model, _tokenizer = (
@@ -507,7 +476,9 @@ def _(loop_result, mo):
 
 
 @app.cell
-def test_loop_logs_trls_metric_names(TRL_METRIC_NAMES, loop_result):
+def test_loop_logs_trls_metric_names(loop_result):
+    from grpo_kit.metrics_log import TRL_METRIC_NAMES
+
     assert loop_result.global_step == len(loop_result.step_losses) > 0
     _record = loop_result.log_history[-1]
     _missing = set(TRL_METRIC_NAMES) - set(_record)

@@ -36,38 +36,13 @@ def _(mo):
 
 
 @app.cell
-def _():
+def _(mo):
     import tempfile
     from pathlib import Path
 
-    from datasets_prep import SYSTEM_PROMPT, load_gsm8k, synthetic_gsm8k
-    from grpo_kit import trl_path, unsloth_path
-    from grpo_kit.lesson_helpers import LiveRewardCurve, cli_args, on_gpu, run_button, should_run
-    from grpo_kit.models import load_model
+    from grpo_kit.lesson_helpers import cli_args, on_gpu
     from grpo_kit.recipes import get_recipe
-    from grpo_kit.samples import generate_answers
 
-    return (
-        LiveRewardCurve,
-        Path,
-        SYSTEM_PROMPT,
-        cli_args,
-        generate_answers,
-        get_recipe,
-        load_gsm8k,
-        load_model,
-        on_gpu,
-        run_button,
-        should_run,
-        synthetic_gsm8k,
-        tempfile,
-        trl_path,
-        unsloth_path,
-    )
-
-
-@app.cell
-def _(Path, cli_args, get_recipe, mo, on_gpu, tempfile):
     use_unsloth = on_gpu()
     _args = cli_args()
     if use_unsloth:
@@ -114,7 +89,9 @@ def _(Path, cli_args, get_recipe, mo, on_gpu, tempfile):
 
 
 @app.cell
-def _(SYSTEM_PROMPT, mo, recipe):
+def _(mo, recipe):
+    from datasets_prep import SYSTEM_PROMPT
+
     train_dataset = recipe.load_dataset()
     mo.md(
         f"""
@@ -137,7 +114,9 @@ def _(SYSTEM_PROMPT, mo, recipe):
 
 
 @app.cell
-def _(eval_size, load_gsm8k, synthetic_gsm8k, train_dataset, use_unsloth):
+def _(eval_size, train_dataset, use_unsloth):
+    from datasets_prep import load_gsm8k, synthetic_gsm8k
+
     # Held-out problems: GSM8K's test split on a GPU (Hub), other synthetic problems (another seed) on CPU.
     held_out = (
         load_gsm8k("test").select(range(eval_size))
@@ -199,7 +178,11 @@ def _(held_out, recipe):
 
 
 @app.cell
-def _(evaluate, generate_answers, held_out, load_model, recipe, unsloth_path, use_unsloth):
+def _(evaluate, held_out, recipe, use_unsloth):
+    from grpo_kit import unsloth_path
+    from grpo_kit.models import load_model
+    from grpo_kit.samples import generate_answers
+
     if use_unsloth:
         # The 4-bit model with a fresh (zero) LoRA adapter and its vLLM engine; training continues from it
         # (a second copy would not fit beside the first engine's memory share).
@@ -213,11 +196,21 @@ def _(evaluate, generate_answers, held_out, load_model, recipe, unsloth_path, us
         max_new_tokens=recipe.training["max_completion_length"],
     )
     before_scores = evaluate(before_answers, base_tokenizer)
-    return base_model, base_tokenizer, before_answers, before_scores
+    return (
+        base_model,
+        base_tokenizer,
+        before_answers,
+        before_scores,
+        generate_answers,
+        load_model,
+        unsloth_path,
+    )
 
 
 @app.cell
-def _(mo, run_button, train_steps, use_unsloth):
+def _(mo, train_steps, use_unsloth):
+    from grpo_kit.lesson_helpers import run_button
+
     train_button = run_button(
         f"Train {train_steps} steps ({'Unsloth + vLLM' if use_unsloth else 'TRL, CPU'})"
     )
@@ -227,7 +220,6 @@ def _(mo, run_button, train_steps, use_unsloth):
 
 @app.cell
 def _(
-    LiveRewardCurve,
     base_model,
     base_tokenizer,
     before_scores,
@@ -235,13 +227,14 @@ def _(
     mo,
     output_root,
     recipe,
-    should_run,
     train_button,
     train_steps,
-    trl_path,
     unsloth_path,
     use_unsloth,
 ):
+    from grpo_kit import trl_path
+    from grpo_kit.lesson_helpers import LiveRewardCurve, should_run
+
     mo.stop(not should_run(train_button), mo.md("Press the button to train."))
     assert before_scores  # the base model is evaluated before any adapter exists
     _curve = LiveRewardCurve(f"{recipe.name}: total reward per step")

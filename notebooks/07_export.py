@@ -38,43 +38,13 @@ def _(mo):
 
 
 @app.cell
-def _():
+def _(mo):
     import tempfile
     from pathlib import Path
 
-    from peft import PeftModel
-
-    from grpo_kit import loop
-    from grpo_kit.export import save_adapter, save_gguf, save_merged
-    from grpo_kit.export.verify import VERIFY_PROMPT
-    from grpo_kit.lesson_helpers import cli_args, on_gpu, run_button, should_run
-    from grpo_kit.models import load_model
+    from grpo_kit.lesson_helpers import cli_args, on_gpu
     from grpo_kit.recipes import get_recipe
-    from grpo_kit.run import to_loop_config
-    from grpo_kit.samples import generate_answers
 
-    return (
-        Path,
-        PeftModel,
-        VERIFY_PROMPT,
-        cli_args,
-        generate_answers,
-        get_recipe,
-        load_model,
-        loop,
-        on_gpu,
-        run_button,
-        save_adapter,
-        save_gguf,
-        save_merged,
-        should_run,
-        tempfile,
-        to_loop_config,
-    )
-
-
-@app.cell
-def _(Path, cli_args, get_recipe, mo, on_gpu, tempfile):
     _args = cli_args()
     export_recipe = get_recipe("smoltldr-length", small=not on_gpu())
     adapter_source = _args.get("adapter-dir")  # e.g. lesson 4's output: --adapter-dir <output-dir>/trl-run
@@ -94,31 +64,27 @@ def _(Path, cli_args, get_recipe, mo, on_gpu, tempfile):
     Exports go to `{export_root}`.
     """
     )
-    return adapter_source, export_recipe, export_root, gguf_types
+    return Path, adapter_source, export_recipe, export_root, gguf_types, on_gpu
 
 
 @app.cell
-def _(mo, run_button):
+def _():
+    from grpo_kit.lesson_helpers import run_button
+
     export_button = run_button("Train (if needed) and export")
     export_button
     return (export_button,)
 
 
 @app.cell
-def _(
-    Path,
-    PeftModel,
-    adapter_source,
-    export_button,
-    export_recipe,
-    export_root,
-    load_model,
-    loop,
-    mo,
-    on_gpu,
-    should_run,
-    to_loop_config,
-):
+def _(Path, adapter_source, export_button, export_recipe, export_root, mo, on_gpu):
+    from peft import PeftModel
+
+    from grpo_kit import loop
+    from grpo_kit.lesson_helpers import should_run
+    from grpo_kit.models import load_model
+    from grpo_kit.run import to_loop_config
+
     mo.stop(not should_run(export_button), mo.md("Press the button to train and export."))
     if adapter_source:
         _base, tokenizer = load_model(export_recipe.model)
@@ -143,7 +109,7 @@ def _(
             _config,
         )
     model.eval()
-    return model, tokenizer
+    return PeftModel, load_model, model, tokenizer
 
 
 @app.cell(hide_code=True)
@@ -155,7 +121,9 @@ def _(mo):
 
 
 @app.cell
-def _(export_root, gguf_types, model, save_adapter, save_gguf, save_merged, tokenizer):
+def _(export_root, gguf_types, model, tokenizer):
+    from grpo_kit.export import save_adapter, save_gguf, save_merged
+
     adapter_report = save_adapter(model, tokenizer, export_root / "adapter")
     merged_report = save_merged(model, tokenizer, export_root / "merged", dtype="16bit")
     # llama.cpp's own converter, from the llama-cpp-python source archive (fetched from PyPI once and cached),
@@ -192,7 +160,9 @@ def _(mo):
 
 
 @app.cell
-def _(VERIFY_PROMPT, export_reports, mo, tokenizer):
+def _(export_reports, mo, tokenizer):
+    from grpo_kit.export.verify import VERIFY_PROMPT
+
     verification_answers = {
         r.kind: tokenizer.decode(r.details["greedy"]["reloaded_tokens"], skip_special_tokens=True)
         for r in export_reports
@@ -237,7 +207,9 @@ def _(PeftModel, adapter_report, export_recipe, gguf_reports, load_model, merged
 
 
 @app.cell
-def _(generate_answers, question_box, reloaded):
+def _(question_box, reloaded):
+    from grpo_kit.samples import generate_answers
+
     chat_answers = {
         name: generate_answers(m, t, [[{"role": "user", "content": question_box.value}]], max_new_tokens=32)[
             0

@@ -63,43 +63,13 @@ def _(mo):
 
 
 @app.cell
-def _():
+def _(mo):
     import tempfile
     from pathlib import Path
 
-    import datasets_prep
-    from grpo_kit import preflight, trl_path
-    from grpo_kit.evaluate import compare, evaluate
-    from grpo_kit.lesson_helpers import LiveRewardCurve, cli_args, on_gpu, run_button, should_run
-    from grpo_kit.models import load_model
+    from grpo_kit.lesson_helpers import cli_args, on_gpu
     from grpo_kit.recipes import get_recipe
-    from grpo_kit.tool_rollout import generate_with_tools, tool_generate
-    from grpo_kit.tool_sets import prepare_tool_tokenizer, resolve_tools
 
-    return (
-        LiveRewardCurve,
-        Path,
-        cli_args,
-        compare,
-        datasets_prep,
-        evaluate,
-        generate_with_tools,
-        get_recipe,
-        load_model,
-        on_gpu,
-        prepare_tool_tokenizer,
-        preflight,
-        resolve_tools,
-        run_button,
-        should_run,
-        tempfile,
-        tool_generate,
-        trl_path,
-    )
-
-
-@app.cell
-def _(Path, cli_args, get_recipe, mo, on_gpu, tempfile):
     _args = cli_args()
     gpu = on_gpu()
     full = gpu or _args.get("full") is not None
@@ -137,14 +107,18 @@ def _(Path, cli_args, get_recipe, mo, on_gpu, tempfile):
 
 
 @app.cell
-def _(datasets_prep, load_model, prepare_tool_tokenizer, recipe, resolve_tools):
+def _(recipe):
+    import datasets_prep
+    from grpo_kit.models import load_model
+    from grpo_kit.tool_sets import prepare_tool_tokenizer, resolve_tools
+
     tools = resolve_tools(recipe.tools)
     train_dataset = recipe.load_dataset()
     held_out = datasets_prep.load_tool_task_split("test", **dict(recipe.dataset_kwargs))
     base_model, _plain_tokenizer = load_model(recipe.model)
     # installs the CALL/RESULT template and checks it the way TRL will
     tokenizer = prepare_tool_tokenizer(_plain_tokenizer, recipe.tool_template)
-    return base_model, held_out, tokenizer, tools, train_dataset
+    return base_model, held_out, load_model, tokenizer, tools, train_dataset
 
 
 @app.cell
@@ -162,7 +136,10 @@ def _(mo, tokenizer, tools, train_dataset):
 
 
 @app.cell
-def _(base_model, generate_with_tools, mo, preflight, recipe, tokenizer, tools, train_dataset):
+def _(base_model, mo, recipe, tokenizer, tools, train_dataset):
+    from grpo_kit import preflight
+    from grpo_kit.tool_rollout import generate_with_tools
+
     def tool_sampler(prompts, num_generations):
         return generate_with_tools(
             base_model,
@@ -215,7 +192,10 @@ def _(base_model, generate_with_tools, mo, preflight, recipe, tokenizer, tools, 
 
 
 @app.cell
-def _(base_model, eval_k, evaluate, held_out, num_eval, recipe, tokenizer, tool_generate, tools):
+def _(base_model, eval_k, held_out, num_eval, recipe, tokenizer, tools):
+    from grpo_kit.evaluate import evaluate
+    from grpo_kit.tool_rollout import tool_generate
+
     def evaluate_tools(model):
         """Tool-aware held-out evaluation: multi-turn rollouts, greedy + eval_k samples at T=1.0."""
         return evaluate(
@@ -236,7 +216,9 @@ def _(base_model, eval_k, evaluate, held_out, num_eval, recipe, tokenizer, tool_
 
 
 @app.cell
-def _(mo, run_button, train_steps):
+def _(mo, train_steps):
+    from grpo_kit.lesson_helpers import run_button
+
     train_button = run_button(f"Train {train_steps} steps with TRL and tools")
     mo.vstack(
         [
@@ -252,19 +234,10 @@ def _(mo, run_button, train_steps):
 
 
 @app.cell
-def _(
-    LiveRewardCurve,
-    before_report,
-    load_model,
-    mo,
-    output_root,
-    recipe,
-    should_run,
-    train_button,
-    train_dataset,
-    train_steps,
-    trl_path,
-):
+def _(before_report, load_model, mo, output_root, recipe, train_button, train_dataset, train_steps):
+    from grpo_kit import trl_path
+    from grpo_kit.lesson_helpers import LiveRewardCurve, should_run
+
     mo.stop(not should_run(train_button), mo.md("Press the button to train."))
     assert before_report.num_prompts  # the base model is evaluated first
     live_curve = LiveRewardCurve(f"{recipe.name}: reward per step")
@@ -321,7 +294,9 @@ def _(evaluate_tools, run):
 
 
 @app.cell
-def _(after_report, before_report, compare, mo):
+def _(after_report, before_report, mo):
+    from grpo_kit.evaluate import compare
+
     _k = after_report.settings["k"]
     _metrics = {
         f"mean@{_k}": f"success, {_k} samples at T=1.0 (headline)",
