@@ -18,17 +18,25 @@ Nothing in this module imports torch at import time: it only needs marimo.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
     "LiveRewardCurve",
+    "ci_size",
     "cli_args",
     "interactive",
     "on_gpu",
     "run_button",
     "should_run",
 ]
+
+
+def ci_size() -> bool:
+    """True when the project's own tests run a lesson (they set ``GRPO_KIT_LESSON_SIZE=ci``): heavy runs shrink
+    to a few steps that show every part run. Everyone else gets the settings the README measures."""
+    return os.environ.get("GRPO_KIT_LESSON_SIZE", "").strip().lower() == "ci"
 
 
 def interactive() -> bool:

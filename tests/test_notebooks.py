@@ -27,6 +27,7 @@ LESSONS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
 
 def _env() -> dict[str, str]:
     env = dict(os.environ)
+    env["GRPO_KIT_LESSON_SIZE"] = "ci"  # heavy lessons (6) run their few-step CI size
     env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", MPLBACKEND="Agg", TOKENIZERS_PARALLELISM="false")
     if "PYTEST_XDIST_WORKER" in env:
         # pytest -n 2 on 2 cores: one torch thread per lesson, or OpenMP oversubscription slows training ~10x.

@@ -70,6 +70,7 @@ def _free_port() -> int:
 
 def _lesson_env() -> dict[str, str]:
     env = dict(os.environ)
+    env["GRPO_KIT_LESSON_SIZE"] = "ci"  # heavy lessons (6) run their few-step CI size
     env.update(
         HF_HUB_OFFLINE="1",
         HF_DATASETS_OFFLINE="1",

@@ -45,8 +45,9 @@ def test_small_variant_is_reachable_and_cpu_sized():
     assert small is RECIPES["smoltldr-length-small"]
     assert small.dataset_source == "synthetic" and small.quantization is None
     t = small.training
-    # A 2-core CPU samples roughly 2k completion tokens a minute from a 135M model: keep it under ~8 minutes.
-    assert t["max_steps"] * t["per_device_train_batch_size"] * t["max_completion_length"] <= 16_000
+    # At most 32 x 8 x 64 completion tokens: about 4 minutes of training on 2 cores (README; the clipped
+    # answers shrink as the model learns). The 5-minute target is measured by `make train`, not here.
+    assert t["max_steps"] * t["per_device_train_batch_size"] * t["max_completion_length"] <= 32 * 8 * 64
     # A chat prompt: the instruct model answers instead of continuing the post or stopping at once.
     assert small.load_dataset(size=2)[0]["prompt"][0]["role"] == "user"
     assert "8bit" not in t["optim"]
@@ -107,7 +108,7 @@ def test_overrides_go_to_recipe_fields_or_training():
     r = get_recipe("gsm8k-cpu", learning_rate=1e-5, max_steps=3, model="tiny", lora={"r": 4})
     assert r.training["learning_rate"] == 1e-5 and r.training["max_steps"] == 3
     assert r.model == "tiny" and r.lora.r == 4 and r.lora.lora_alpha == base.lora.lora_alpha
-    assert base.training["learning_rate"] == 2e-5  # the registry is not mutated
+    assert base.training["learning_rate"] == 5e-4  # the registry is not mutated
     assert get_recipe("gsm8k-cpu", lora=None).lora is None
 
 
@@ -186,7 +187,7 @@ def test_synthetic_datasets_load_offline_with_prompts():
 
 
 def test_to_loop_config_keeps_same_named_fields_and_says_what_it_drops():
-    recipe = get_recipe("gsm8k-cpu")
+    recipe = get_recipe("gsm8k-cpu", weight_decay=0.1)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         config = to_loop_config(recipe, max_steps=2)
@@ -198,6 +199,7 @@ def test_to_loop_config_keeps_same_named_fields_and_says_what_it_drops():
         "weight_decay",
         "lr_scheduler_type",
         "max_grad_norm",
+        "temperature",
     ):
         assert getattr(config, name) == recipe.training[name]
     assert config.reward_weights == recipe.reward_weights and config.max_steps == 2
