@@ -187,7 +187,8 @@ def write_samples(
     for i, s in enumerate(samples):
         rewards = "" if s.reward_before is None else f"{s.reward_before:.2f} → {s.reward_after:.2f}"
         prompt = _prompt_preview(s.prompt)
-        prompt = prompt if len(prompt) <= 300 else prompt[:300] + "…"
+        # The end of a long prompt: the question comes last (after any system prompt and worked example).
+        prompt = prompt if len(prompt) <= 300 else "…" + prompt[-300:]
         lines.append(f"| {i} | {cell(prompt)} | {cell(s.before)} | {cell(s.after)} | {rewards} |")
     md_path = out / "samples.md"
     md_path.write_text("\n".join(lines) + "\n")

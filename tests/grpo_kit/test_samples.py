@@ -49,3 +49,14 @@ def test_no_held_out_prompts_scores_nothing_even_with_a_column_reading_reward():
     from rewards import tool_success_reward
 
     assert before_after([], [], [], reward_funcs=[tool_success_reward], columns={}) == []
+
+
+def test_samples_md_shows_the_question_of_a_long_chat_prompt(tmp_path):
+    from grpo_kit.samples import Sample, write_samples
+
+    example = [{"role": "user", "content": "worked example " * 40}, {"role": "assistant", "content": "ok"}]
+    prompts = [[*example, {"role": "user", "content": f"question number {i}?"}] for i in range(2)]
+    md, _ = write_samples([Sample(p, "b", "a", None, None) for p in prompts], tmp_path)
+    rows = [line for line in md.read_text().splitlines() if line.startswith(("| 0 |", "| 1 |"))]
+    assert "question number 0?" in rows[0] and "question number 1?" in rows[1]
+    assert "…" in rows[0]  # the shared head (the worked example) is what gets cut
