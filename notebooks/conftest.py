@@ -3,6 +3,9 @@
 Under ``pytest -n 2`` on a 2-core machine each worker gets one torch thread while a lesson runs:
 two workers with two OpenMP threads each oversubscribe the cores, and torch's spinning barriers then
 make a training step many times slower. Restored afterwards, so other tests are unaffected.
+
+The lessons' heavy runs take their CI size here (``GRPO_KIT_LESSON_SIZE=ci``, as tests/test_notebooks.py and the
+browser tests set for the lessons they start): lesson 6 would otherwise train its full 40 steps.
 """
 
 from __future__ import annotations
@@ -10,6 +13,11 @@ from __future__ import annotations
 import os
 
 import pytest
+
+
+@pytest.fixture(autouse=True)
+def _lessons_at_ci_size(monkeypatch):
+    monkeypatch.setenv("GRPO_KIT_LESSON_SIZE", "ci")
 
 
 @pytest.fixture(autouse=True)
