@@ -24,11 +24,14 @@ NO_MATPLOTLIB = (
 )
 
 
-def can_plot() -> bool:
-    """True when matplotlib imports. grpo-kit's runs draw their PNGs only then; the data is written anyway."""
+def can_plot(what: str | None = None) -> bool:
+    """True when matplotlib imports. grpo-kit's runs draw their PNGs only then; the data is written anyway.
+    With ``what`` (a file name), a False answer also prints the one-line note naming the skipped PNG."""
     try:
         import matplotlib  # noqa: F401
     except ImportError:
+        if what is not None:
+            print(NO_MATPLOTLIB.format(what=what))
         return False
     return True
 

@@ -143,7 +143,7 @@ def write_report_card(
     missing file is skipped. Returns ``{"eval.json": path, "report.md": path, "report_card.png": path}``;
     without matplotlib the PNG is skipped (and not returned) with a note.
     """
-    from grpo_kit.plots import NO_MATPLOTLIB, can_plot, plot_report_card
+    from grpo_kit.plots import can_plot, plot_report_card
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -167,15 +167,13 @@ def write_report_card(
         for name, text in contents.items():
             temps[name] = _temp_in(out, name)
             temps[name].write_text(text)
-        if can_plot():
+        if can_plot("report_card.png"):
             temps["report_card.png"] = _temp_in(out, "report_card.png")
             headline = [comparisons[m] for m in headline_metrics(comparisons)]
             try:
                 plot_report_card(headline, temps["report_card.png"], log_history=log_history, title=title)
             except ValueError:  # no reward records in the log: the card without its curve
                 plot_report_card(headline, temps["report_card.png"], title=title)
-        else:
-            print(NO_MATPLOTLIB.format(what="report_card.png"))
         for name, tmp in temps.items():  # all files are ready: swap them in
             os.replace(tmp, out / name)
     finally:

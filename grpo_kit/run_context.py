@@ -404,14 +404,11 @@ class RunContext:
         return True
 
     def result(self) -> RunResult:
-        from grpo_kit.plots import NO_MATPLOTLIB, can_plot, plot_reward_curve
+        from grpo_kit.plots import can_plot, plot_reward_curve
 
         png = None
-        if any(r.get("reward") is not None for r in self.state.log_history):
-            if can_plot():
-                png = plot_reward_curve(self.state.log_history, self.output_dir / "reward_curve.png")
-            else:
-                print(NO_MATPLOTLIB.format(what="reward_curve.png"))
+        if any(r.get("reward") is not None for r in self.state.log_history) and can_plot("reward_curve.png"):
+            png = plot_reward_curve(self.state.log_history, self.output_dir / "reward_curve.png")
         return RunResult(
             output_dir=self.output_dir,
             global_step=self.state.global_step,

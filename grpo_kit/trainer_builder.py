@@ -244,14 +244,12 @@ def run_trainer(
     log_history = list(trainer.state.log_history)
     curve = None
     if plot and trainer.is_world_process_zero() and any(r.get("reward") is not None for r in log_history):
-        from grpo_kit.plots import NO_MATPLOTLIB, can_plot, plot_reward_curve
+        from grpo_kit.plots import can_plot, plot_reward_curve
 
-        if can_plot():
+        if can_plot("reward_curve.png"):
             curve = plot_reward_curve(
                 log_history, output_dir / "reward_curve.png", title=f"GRPO reward — {title}"
             )
-        else:
-            print(NO_MATPLOTLIB.format(what="reward_curve.png"))
     return RunResult(
         output_dir=output_dir,
         global_step=trainer.state.global_step,
