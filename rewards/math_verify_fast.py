@@ -34,6 +34,7 @@ Proven against ``trl.rewards.accuracy_reward`` (verdicts *and* the logged ``gold
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 from decimal import Decimal
@@ -49,10 +50,9 @@ _INTEGER = re.compile(r"-?\d{1,15}")
 _THOUSANDS = re.compile(r"-?[1-9]\d{0,2}(?:,\d{3}){1,4}")
 _DECIMAL = re.compile(r"-?(?:0|[1-9]\d{0,2}(?:,\d{3}){1,4}|[1-9]\d{0,13})\.\d{1,6}")
 _ANSWER = re.compile(r"(?i:answer)")  # math-verify's anchor, with its Unicode case-insensitivity
+_FINAL_ANSWER = re.compile(r"(?i:final answer)")
 _PERCENT_AFTER = re.compile(r"\s*(?:\\?%|[Pp]ercent|[Pp]ct)")  # math-verify's percent group
 _ANCHOR_WINDOW = 50  # answer.{0,50}?<env>
-# Whatever can open an environment after an anchor: $…$, \[…\], \(…\), " […] ", a bare \frac{a}{b}.
-_ENV_MARKERS = ("$", "\\[", "\\(", "[", "\\frac")
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,11 @@ def _float_str(digits: str) -> str:
 
 
 def _number(latex: str) -> _Number | None:
-    """The value latex2sympy gives ``latex``, when it is one of the plain forms above."""
+    """The value latex2sympy gives ``latex``, when it is one of the plain forms above.
+
+    A leading ``\\$`` (``\\boxed{\\$18}``) is dropped, as math-verify's normalisation removes every
+    ``\\$`` before parsing; the logged string is the normalised one (``[18, '18']``)."""
+    latex = latex.removeprefix("\\$")
     if _INTEGER.fullmatch(latex) or _THOUSANDS.fullmatch(latex):
         value = Fraction(int(latex.replace(",", "")))
         return _Number(value, False, _parsed(str(value.numerator), latex))
@@ -133,11 +137,12 @@ def _boxed_latex(content: str) -> str | None:
     start = content.find("\\boxed{")
     if content.find("\\boxed{", start + 1) != -1 or "I hope" in content:
         return None
-    if "\\[" in content or "\\(" in content:
-        return None
+    if "\\[" in content or "\\(" in content or "$$" in content:
+        return None  # a display environment could enclose it from another line
     line_start = content.rfind("\n", 0, start) + 1
     line_end = content.find("\n", start)
-    if "[" in content[line_start : len(content) if line_end == -1 else line_end]:
+    line_end = len(content) if line_end == -1 else line_end
+    if "[" in content[line_start:line_end]:
         return None  # a " [ … \\boxed{…} … ] " environment could enclose it
     depth, open_at = 0, start + len("\\boxed{")
     for close in range(open_at - 1, min(len(content), open_at + 64)):  # numbers are short
@@ -148,21 +153,39 @@ def _boxed_latex(content: str) -> str | None:
         return None
     if "}" in content[close + 1 :]:
         return None  # the greedy \\boxed{.+} runs to the last "}": math-verify decides
-    if "$" in content and not _only_dollars_around(content, start, close):
+    opener = _enclosing_dollar(content, start, open_at, line_start, line_end)
+    if opener != -1 and not (
+        # exactly $\\boxed{…}$: the environment's normalisation keeps only the boxed content, so it
+        # extracts the same number as the bare boxed match, unless a percent sign follows it
+        opener == start - 1
+        and content[close + 1 : close + 2] == "$"
+        and _PERCENT_AFTER.match(content, close + 2) is None
+    ):
         return None
     return content[open_at:close]
 
 
-def _only_dollars_around(content: str, start: int, close: int) -> bool:
-    """``$\\boxed{…}$`` and no other ``$``: the environment match and the bare boxed match extract the
-    same number (the environment's normalisation keeps only the boxed content), unless a percent sign
-    follows the environment."""
-    return (
-        content.count("$") == 2
-        and content[start - 1 : start] == "$"
-        and content[close + 1 : close + 2] == "$"
-        and _PERCENT_AFTER.match(content, close + 2) is None
-    )
+def _unescaped_dollar(content: str, lo: int, hi: int, last: bool = False) -> int:
+    """Index of the first (or last) ``$`` in ``content[lo:hi]`` not preceded by a backslash, else -1.
+
+    math-verify's ``$`` environments open and close only at such a ``$`` (``(?<!\\)\\$``); an escaped
+    ``\\$`` is environment content (``(?:\\\\[$]|[^\\n$])``), an unescaped one never is."""
+    i = content.rfind("$", lo, hi) if last else content.find("$", lo, hi)
+    while i != -1 and i > 0 and content[i - 1] == "\\":
+        i = content.rfind("$", lo, i) if last else content.find("$", i + 1, hi)
+    return i
+
+
+def _enclosing_dollar(content: str, start: int, open_at: int, line_start: int, line_end: int) -> int:
+    """The opening ``$`` of an inline ``$…\\boxed{…}…$`` environment (one line, no unescaped ``$`` inside) that could
+    hold the ``\\boxed{`` at ``start``. It needs an opening ``$`` before it on its line, the nearest unescaped
+    one, not preceded by a digit (``(?<!\\\\|\\d)\\$``), and an unescaped ``$`` after it on the line.
+    Money signs elsewhere ("she earns $18 a day" on an earlier line) cannot enclose it. -1 when no
+    such environment can exist."""
+    opener = _unescaped_dollar(content, line_start, start, last=True)
+    if opener == -1 or (opener > 0 and content[opener - 1].isdecimal()):
+        return -1
+    return opener if _unescaped_dollar(content, open_at, line_end) != -1 else -1
 
 
 def _inline_latex(content: str) -> str | None:
@@ -184,13 +207,64 @@ def _inline_latex(content: str) -> str | None:
 _NOTHING = "[unparseable]"
 
 
+def _env_starts(content: str) -> list[int]:
+    """Sorted positions where one of math-verify's LaTeX environments could begin (over-approximated).
+
+    * an unescaped ``$$`` (display, may span lines);
+    * an unescaped ``$`` not after a digit whose next unescaped ``$`` is on the same line and not the
+      very next character (inline: ``(?<!\\\\|\\d)\\$`` … ``(?<!\\\\)\\$``). A lone money sign ("she
+      earns $18 a day") opens nothing;
+    * every ``\\[``, ``\\(``, ``[`` (`` [ … ] ``, which begins at the space before it) and ``\\frac``
+      (a bare fraction; ``-\\frac`` begins one character earlier).
+    """
+    starts = []
+    i = _unescaped_dollar(content, 0, len(content))
+    while i != -1:
+        after = _unescaped_dollar(content, i + 1, len(content))
+        if after == i + 1:
+            starts.append(i)  # $$
+        elif i == 0 or not content[i - 1].isdecimal():
+            if after != -1 and content.find("\n", i + 1, after) == -1:
+                starts.append(i)
+        i = after
+    for marker in ("\\[", "\\(", "[", "\\frac"):
+        j = content.find(marker)
+        while j != -1:
+            starts.append(j)
+            j = content.find(marker, j + 1)
+    return sorted(starts)
+
+
+def _no_anchored_match(content: str) -> bool:
+    """True when no anchored pattern of math-verify can match a text without ``\\boxed{``: every
+    environment start is outside each "answer" anchor's window (``answer:?.{0,50}?<env>``: from the
+    anchor's end to 52 characters after it, covering the colon and the space before `` [``), and none
+    follows a "final answer" (``final answer.{0,100}?\\s+is:?\\s*<env>``, whose whitespace runs are
+    unbounded). The ``… I hope`` pattern needs a "final answer" and an environment too."""
+    anchors = [m.end() for m in _ANSWER.finditer(content)]
+    if not anchors:
+        return True
+    starts = _env_starts(content)
+    if not starts:
+        return True
+    final = _FINAL_ANSWER.search(content)
+    if final is not None and starts[-1] >= final.end():
+        return False
+    for end in anchors:
+        k = bisect.bisect_left(starts, end)
+        if k < len(starts) and starts[k] <= end + _ANCHOR_WINDOW + 2:
+            return False
+    return True
+
+
+_NOTHING = "[unparseable]"
+
+
 def fast_verdict(content: str, gold: Gold) -> tuple[float, str] | None:
     """``(reward, answer_parsed)`` exactly as TRL's ``accuracy_reward`` gives them, or ``None`` when only
     math-verify can tell."""
     has_boxed = "\\boxed{" in content
-    if not has_boxed and (
-        _ANSWER.search(content) is None or not any(marker in content for marker in _ENV_MARKERS)
-    ):
+    if not has_boxed and _no_anchored_match(content):
         return 0.0, _NOTHING  # case 1: no pattern can match
     latex = _boxed_latex(content) if has_boxed else _inline_latex(content)
     if latex is None:

@@ -59,7 +59,14 @@ def test_every_realistic_style_is_decided_without_math_verify(style):
         ("The answer is $72$ %", "72"),  # percent: math-verify reads 0.72
         ("final answer is $72$ I hope", "72"),  # another priority-0 pattern competes with boxed
         ("\\boxed{72} then }", "72"),  # the greedy \boxed{.+} runs to the last brace
-        ("$\\boxed{72}$ and the answer is $73$", "72"),  # a boxed inside an environment, more $
+        ("$\\boxed{72}$ and the answer is $$73$$", "72"),  # a display $$ anywhere could enclose it
+        ("pays $5 and \\boxed{72}$ ok", "72"),  # the inline $5 and \boxed{72}$ encloses the boxed
+        ("So $x = \\boxed{\\$72}$", "72"),
+        ("The answer is $18 and $20.", "18"),  # an anchored inline environment $18 and $
+        ("The final answer is, after all the work we did on this problem,        $18 and $20.", "18"),
+        ("The answer is [72] ", "72"),  # an inline bracket environment after the anchor
+        ("The answer is \\frac{1}{2}", "72"),  # a bare fraction after the anchor
+        ("The answer is 5 \\(x\\)", "5"),
         ("So $\\boxed{72}$ %", "72"),  # percent after the environment: math-verify reads 0.72
         ("So $x = \\boxed{72}$", "72"),  # more than the boxed inside the environment
         ("\\boxed{72.1234567}", "72"),  # > 6 decimals: math-verify rounds
@@ -72,6 +79,32 @@ def test_every_realistic_style_is_decided_without_math_verify(style):
 def test_what_the_fast_path_leaves_to_math_verify_still_matches_trl(content, gold):
     parsed_gold = parse_gold(gold)
     assert parsed_gold is None or fast_verdict(content, parsed_gold) is None
+    theirs, theirs_log = _logged(trl_rewards.accuracy_reward, conv([content]), [gold])
+    ours, ours_log = _logged(rewards.accuracy_reward, conv([content]), [gold])
+    assert (ours, ours_log) == (theirs, theirs_log)
+
+
+@pytest.mark.parametrize(
+    "content,gold",
+    [
+        ("$\\boxed{72}$ and the answer is $73$", "72"),  # the next environments must hold a \boxed too
+        ("She earns $5 a day.\nThe answer is \\boxed{\\$72}.", "72"),
+        ("She earns $5 and $6.\nThe answer is \\boxed{72}.", "72"),  # money $…$ on another line
+        ("So she pays $72. The answer is \\boxed{72}.", "72"),  # an opening $ but no closing one
+        ("costs 5$ and \\boxed{72}$ ok", "72"),  # a $ after a digit opens no inline environment
+        ("pays $5 and $\\boxed{72}$ ok", "72"),
+        ("pays \\$5 and \\boxed{72}\\$ ok", "72"),  # escaped dollars open and close nothing
+        ("\\boxed{\\$1,234}", "1234"),
+        ("\\boxed{\\$18.50}", "18"),
+        ("The answer is $18.", "18"),  # a lone money sign: nothing to extract
+        ("The answer is 18, and this is because of what we computed above: $18 a day and $2 more.", "18"),
+        ("She pays $5 and $6 in all.\nThe answer is 11.", "11"),  # the $…$ is before the anchor
+        ("The final answer is 18.\nShe paid $5 in all.", "18"),
+        ("Answer: 18 dollars, i.e. 18 * $1.", "18"),
+    ],
+)
+def test_money_signs_the_fast_path_decides_match_trl(content, gold):
+    assert fast_verdict(content, parse_gold(gold)) is not None
     theirs, theirs_log = _logged(trl_rewards.accuracy_reward, conv([content]), [gold])
     ours, ours_log = _logged(rewards.accuracy_reward, conv([content]), [gold])
     assert (ours, ours_log) == (theirs, theirs_log)
