@@ -14,6 +14,8 @@ import sys
 
 import answer_styles
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import rewards
 from rewards.math_verify_fast import fast_verdict, parse_gold
@@ -108,6 +110,27 @@ def test_money_signs_the_fast_path_decides_match_trl(content, gold):
     theirs, theirs_log = _logged(trl_rewards.accuracy_reward, conv([content]), [gold])
     ours, ours_log = _logged(rewards.accuracy_reward, conv([content]), [gold])
     assert (ours, ours_log) == (theirs, theirs_log)
+
+
+# The pieces math-verify's extraction patterns turn on: money and escaped dollars, boxes, anchors,
+# brackets, percent signs, line breaks, numbers in the forms the fast path reads.
+_PIECES = [
+    "$", "\\$", "$$", "\\boxed{", "}", "{", "answer", "Answer", "final answer is", " is ", "18", "1,234",
+    "18.5", "72", " ", "\n", "[", "]", "%", " percent", "\\frac{1}{2}", "\\(", "\\)", "x", " and ", ", ",
+    ".", "I hope", "<<4*2=8>>", "-", "5$", " dollars",
+]  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pieces=st.lists(st.sampled_from(_PIECES), min_size=1, max_size=14), gold=st.sampled_from(["18", "72"]))
+def test_whatever_the_fast_path_decides_trl_decides_the_same(pieces, gold):
+    """Random texts of those pieces: where the fast path answers, TRL gives the same verdict and string."""
+    content = "".join(pieces)
+    decided = fast_verdict(content, parse_gold(gold))
+    if decided is not None:
+        log = {}
+        reward = trl_rewards.accuracy_reward(conv([content]), [gold], log_extra=lambda k, v: log.__setitem__(k, v))
+        assert decided == (reward[0], log["answer_parsed"][0])
 
 
 def test_a_cold_first_call_on_fast_styles_starts_no_worker():
