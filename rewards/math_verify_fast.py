@@ -223,9 +223,12 @@ def _env_starts(content: str) -> list[int]:
         after = _unescaped_dollar(content, i + 1, len(content))
         if after == i + 1:
             starts.append(i)  # $$
-        elif i == 0 or not content[i - 1].isdecimal():
-            if after != -1 and content.find("\n", i + 1, after) == -1:
-                starts.append(i)
+        elif (
+            (i == 0 or not content[i - 1].isdecimal())
+            and after != -1
+            and content.find("\n", i + 1, after) == -1
+        ):
+            starts.append(i)
         i = after
     for marker in ("\\[", "\\(", "[", "\\frac"):
         j = content.find(marker)

@@ -98,7 +98,7 @@ _NAMES = ("Natalia", "Weng", "Betty", "Julie", "James", "Albert", "Ken", "Alexis
 _ITEMS = ("clips", "apples", "shirts", "tickets", "books", "cupcakes", "pencils", "lemons")
 
 
-def _money(value: int | float) -> str:
+def _money(value: float) -> str:
     """GSM8K writes money as ``$18``, ``$1,200`` or ``$0.5`` (a sign, never escaped, before the number)."""
     if isinstance(value, float):
         return f"${value:g}"
@@ -114,8 +114,10 @@ def _gsm8k_reasoning(rng: random.Random) -> tuple[str, int]:
     percent = rng.choice((10, 20, 25, 50))
     discount = cost * percent // 100
     lines = [
-        f"{name} buys {count} {item} at {_money(price)} each, so she pays {count} * {price} = "
-        f"$<<{count}*{price}={cost}>>{cost}.",
+        (
+            f"{name} buys {count} {item} at {_money(price)} each, so she pays {count} * {price} = "
+            f"$<<{count}*{price}={cost}>>{cost}."
+        ),
         f"The store takes {percent}% off: {percent}/100 * {cost} = $<<{percent}/100*{cost}={discount}>>{discount}.",
     ]
     total = cost - discount

@@ -129,7 +129,9 @@ def test_whatever_the_fast_path_decides_trl_decides_the_same(pieces, gold):
     decided = fast_verdict(content, parse_gold(gold))
     if decided is not None:
         log = {}
-        reward = trl_rewards.accuracy_reward(conv([content]), [gold], log_extra=lambda k, v: log.__setitem__(k, v))
+        reward = trl_rewards.accuracy_reward(
+            conv([content]), [gold], log_extra=lambda k, v: log.__setitem__(k, v)
+        )
         assert decided == (reward[0], log["answer_parsed"][0])
 
 
