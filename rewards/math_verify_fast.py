@@ -59,13 +59,13 @@ _ANCHOR_WINDOW = 50  # answer.{0,50}?<env>
 class Gold:
     """A gold answer this module can decide for: its exact value and math-verify's logged string."""
 
-    value: Fraction
+    value: int | Fraction  # an int when whole (cheaper to build; compares exactly with a Fraction)
     parsed: str  # str(parse(solution)), what TRL logs as gold_parsed
 
 
 @dataclass(frozen=True)
 class _Number:
-    value: Fraction
+    value: int | Fraction
     is_float: bool  # a decimal: sympy Float, compared after rounding to 6 places
     parsed: str  # str(parse(completion)), what TRL logs as answer_parsed
 
@@ -91,7 +91,7 @@ def parse_gold(solution: str) -> Gold | None:
     if not isinstance(solution, str):
         return None
     if _GOLD_INT.fullmatch(solution):
-        return Gold(Fraction(int(solution)), _parsed(str(int(solution)), solution))
+        return Gold(int(solution), _parsed(str(int(solution)), solution))
     value = _fraction(solution)
     if value is not None:
         return Gold(value, _parsed(_rational_str(value), solution))
@@ -111,7 +111,7 @@ def _number(latex: str) -> _Number | None:
     ``\\$`` before parsing; the logged string is the normalised one (``[18, '18']``)."""
     latex = latex.removeprefix("\\$")
     if _INTEGER.fullmatch(latex) or _THOUSANDS.fullmatch(latex):
-        value = Fraction(int(latex.replace(",", "")))
+        value = int(latex.replace(",", ""))
         return _Number(value, False, _parsed(str(value.numerator), latex))
     if _DECIMAL.fullmatch(latex):
         digits = latex.replace(",", "")
@@ -142,16 +142,13 @@ def _boxed_latex(content: str) -> str | None:
     line_start = content.rfind("\n", 0, start) + 1
     line_end = content.find("\n", start)
     line_end = len(content) if line_end == -1 else line_end
-    if "[" in content[line_start:line_end]:
+    if content.find("[", line_start, line_end) != -1:
         return None  # a " [ … \\boxed{…} … ] " environment could enclose it
-    depth, open_at = 0, start + len("\\boxed{")
-    for close in range(open_at - 1, min(len(content), open_at + 64)):  # numbers are short
-        depth += {"{": 1, "}": -1}.get(content[close], 0)
-        if depth == 0:
-            break
-    else:
+    open_at = start + len("\\boxed{")
+    close = _closing_brace(content, open_at)
+    if close == -1:
         return None
-    if "}" in content[close + 1 :]:
+    if content.find("}", close + 1) != -1:
         return None  # the greedy \\boxed{.+} runs to the last "}": math-verify decides
     opener = _enclosing_dollar(content, start, open_at, line_start, line_end)
     if opener != -1 and not (
@@ -163,6 +160,24 @@ def _boxed_latex(content: str) -> str | None:
     ):
         return None
     return content[open_at:close]
+
+
+def _closing_brace(content: str, open_at: int) -> int:
+    """Index of the ``}`` that closes the brace opened just before ``open_at`` (within 64 characters:
+    numbers are short), else -1."""
+    close = content.find("}", open_at, open_at + 64)
+    if close == -1 or content.find("{", open_at, close) == -1:
+        return close  # the usual \\boxed{72}: no nested brace
+    depth = 1
+    for i in range(open_at, min(len(content), open_at + 64)):
+        char = content[i]
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
 
 
 def _unescaped_dollar(content: str, lo: int, hi: int, last: bool = False) -> int:
