@@ -12,12 +12,23 @@ TRL parses the gold answer with math-verify's defaults and the completion with
 
 Within a priority the rightmost match is tried and, in ``first_match`` mode, only that one. So:
 
-1. **Nothing to extract** — no ``\boxed{``, and no "answer" or nothing after it that can open an
-   environment (``$``, ``\[``, ``\(``, ``[``, ``\frac``): the verdict is 0.0. This covers plain trailing
-   numbers ("… so the answer is 72."), no answer at all and unanchored ``$72$``.
-2. **One boxed number** — exactly one ``\boxed{``, no "I hope", no environment that could enclose it
-   (no ``\[``, ``\(``, no ``[`` on its line, no ``$`` unless exactly ``$\boxed{…}$``) and no ``}`` after
-   it: the match is that ``\boxed{…}``, whatever "answer" anchors exist (they have lower priority).
+The ``$`` environments open and close only at an *unescaped* ``$`` (``(?<!\\)\$``; the inline one also
+not after a digit, ``(?<!\\|\d)\$``), never cross an unescaped ``$``, and the inline one stays on one
+line (``(?:\\[$]|[^\n$])``). So a GSM8K money sign opens an environment only when another unescaped
+``$`` follows on its line: "She earns $18 a day." opens nothing, "$5 and $10" opens ``$5 and $``.
+
+1. **Nothing to extract** — no ``\boxed{``, and no environment can start in an anchor's window: every
+   possible start (an unescaped ``$$``; an unescaped ``$`` with a closing one later on its line; every
+   ``\[``, ``\(``, ``[``, ``\frac``) lies outside 0–52 characters after each "answer", and none follows a
+   "final answer" (its ``\s+is\s*`` runs are unbounded). The verdict is 0.0. This covers plain trailing
+   numbers ("… so the answer is 72."), "The answer is $18.", no answer at all, unanchored ``$72$`` and
+   money ``$…$`` spans far from the anchor.
+2. **One boxed number** — exactly one ``\boxed{``, no "I hope", no ``\[``, ``\(`` or ``$$`` anywhere, no
+   ``[`` on its line, no ``}`` after it, and no inline ``$…$`` that could enclose it (an unescaped ``$``
+   before it *and* after it on its line) unless that is exactly ``$\boxed{…}$`` with no percent after:
+   the match is that ``\boxed{…}``, whatever "answer" anchors exist (they have lower priority). Money
+   signs on other lines or on one side only do not matter; ``\boxed{\$18}`` reads ``\$18``, which
+   math-verify's normalisation turns into ``18``.
 3. **One anchored inline number** — no ``\boxed{``, exactly two ``$`` enclosing a number, no other
    backslash, bracket or "I hope", no percent sign after it, "answer" at most 50 characters before it:
    every anchored pattern that matches extracts that environment.
@@ -29,7 +40,9 @@ same verdict), or a simple fraction (``\frac{3}{4}``, ``-\frac{1}{2}``). The gol
 integer or a simple fraction. Anything else returns ``None`` and goes to math-verify.
 
 Proven against ``trl.rewards.accuracy_reward`` (verdicts *and* the logged ``gold_parsed`` /
-``answer_parsed`` strings) on generated cases of every answer style in ``tests/rewards``.
+``answer_parsed`` strings) on generated cases of every answer style in ``tests/rewards`` (GSM8K-style
+solutions with money signs, percentages, ``<<48/2=24>>`` annotations and thousands commas among them)
+and on random texts made of the pieces these rules turn on (hypothesis).
 """
 
 from __future__ import annotations
