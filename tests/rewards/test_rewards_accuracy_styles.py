@@ -135,9 +135,17 @@ def test_whatever_the_fast_path_decides_trl_decides_the_same(pieces, gold):
         assert decided == (reward[0], log["answer_parsed"][0])
 
 
-def test_a_cold_first_call_on_fast_styles_starts_no_worker():
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: answer_styles.realistic_mix(64, seed=3),
+        lambda: answer_styles.make("GSM8K-style solution with money signs", 200, seed=3),
+    ],
+    ids=["realistic mix", "GSM8K money signs"],
+)
+def test_a_cold_first_call_on_fast_styles_starts_no_worker(make):
     """The first call of a fresh process must not pay for a math-verify worker (sympy import, ~1-3 s)."""
-    completions, solutions = answer_styles.realistic_mix(64, seed=3)
+    completions, solutions = make()
     code = (
         "import sys, json, rewards\n"
         "from rewards import math_verify_bounded as m\n"
