@@ -46,6 +46,18 @@ def test_verdicts_and_logs_equal_trls(style):
     assert 0.0 in theirs and (1.0 in theirs or style in never_right)  # not all one verdict
 
 
+def test_gsm8k_money_corpus_matches_trl_and_needs_no_worker():
+    """500 more GSM8K-style solutions (money, percentages, <<a*b=c>>, thousands commas, several $ per
+    line; boxed, \\boxed{\\$N}, #### N, plain and XML endings), another seed: TRL's verdicts and logs."""
+    completions, solutions = answer_styles.make("GSM8K-style solution with money signs", 500, seed=1)
+    assert sum("$" in c for c in completions) == 500 and sum("\\boxed{\\$" in c for c in completions) > 20
+    theirs, theirs_log = _logged(trl_rewards.accuracy_reward, conv(completions), solutions)
+    ours, ours_log = _logged(rewards.accuracy_reward, conv(completions), solutions)
+    assert (ours, ours_log) == (theirs, theirs_log)
+    assert 100 < theirs.count(1.0) < 400
+    assert all(fast_verdict(c, parse_gold(s)) is not None for c, s in zip(completions, solutions))
+
+
 @pytest.mark.parametrize("style", list(answer_styles.STYLES))
 def test_every_realistic_style_is_decided_without_math_verify(style):
     completions, solutions = answer_styles.make(style, N_PER_STYLE)
