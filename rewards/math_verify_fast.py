@@ -64,6 +64,7 @@ _THOUSANDS = re.compile(r"-?[1-9]\d{0,2}(?:,\d{3}){1,4}")
 _DECIMAL = re.compile(r"-?(?:0|[1-9]\d{0,2}(?:,\d{3}){1,4}|[1-9]\d{0,13})\.\d{1,6}")
 _ANSWER = re.compile(r"(?i:answer)")  # math-verify's anchor, with its Unicode case-insensitivity
 _FINAL_ANSWER = re.compile(r"(?i:final answer)")
+_NEXT_GROUP = re.compile(r"\s*(?:,?and|,?or|,)")  # what joins a further environment into a set
 _PERCENT_AFTER = re.compile(r"\s*(?:\\?%|[Pp]ercent|[Pp]ct)")  # math-verify's percent group
 _ANCHOR_WINDOW = 50  # answer.{0,50}?<env>
 
@@ -217,19 +218,43 @@ def _enclosing_dollar(content: str, start: int, open_at: int, line_start: int, l
 
 
 def _inline_latex(content: str) -> str | None:
-    """Case 3: the content of the only ``$…$`` when every anchored pattern extracts it."""
-    if content.count("$") != 2 or "I hope" in content or "[" in content or "]" in content:
+    """Case 3: the content of the one ``$…$`` every anchored pattern extracts, else ``None``.
+
+    The environment starts nearest an anchor (:func:`_env_starts`); it must be an inline ``$…$`` at
+    most 50 characters after an "answer", every other possible start must lie outside every anchor's
+    window (and before any "final answer"), no "answer" may sit inside it, and no percent sign or
+    ``, and``/``or`` + environment may follow it (math-verify would read 0.72 or a set)."""
+    if "I hope" in content:
         return None
-    open_, close = content.find("$"), content.rfind("$")
-    inner = content[open_ + 1 : close]
-    if "\\" in content[:open_] or "\\" in content[close + 1 :] or "\n" in inner:
+    anchors = [m.end() for m in _ANSWER.finditer(content)]
+    starts = _env_starts(content)
+    final = _FINAL_ANSWER.search(content)
+    reachable = [
+        s
+        for s in starts
+        if any(0 <= s - end <= _ANCHOR_WINDOW + 2 for end in anchors)
+        or (final is not None and s >= final.end())
+    ]
+    if not reachable:
         return None
-    if open_ > 0 and (content[open_ - 1].isdigit() or content[open_ - 1] == "\\"):
-        return None  # math-verify's (?<!\\|\d)\$ would not open the environment here
+    open_ = reachable[0]
+    if content[open_] != "$" or content.startswith("$$", open_):
+        return None
+    close = _unescaped_dollar(content, open_ + 1, len(content))
+    if any(s != open_ and not open_ < s < close for s in reachable):
+        return None  # another environment an anchored pattern could extract
+    if any(open_ < end <= close for end in anchors) or not any(
+        0 <= open_ - end <= _ANCHOR_WINDOW for end in anchors
+    ):
+        return None
     if _PERCENT_AFTER.match(content, close + 1):
         return None  # "$72$ %" is 0.72 to math-verify
-    anchored = any(0 <= open_ - m.end() <= _ANCHOR_WINDOW for m in _ANSWER.finditer(content, 0, open_))
-    return inner if anchored else None
+    joined = _NEXT_GROUP.match(content, close + 1)
+    if joined is not None:
+        after = len(content) - len(content[joined.end() :].lstrip())
+        if {after, after + 1} & set(starts):
+            return None  # "$72$ and $5$": math-verify extracts a set
+    return content[open_ + 1 : close]
 
 
 _NOTHING = "[unparseable]"

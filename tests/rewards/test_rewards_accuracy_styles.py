@@ -81,6 +81,10 @@ def test_every_realistic_style_is_decided_without_math_verify(style):
         ("The answer is [72] ", "72"),  # an inline bracket environment after the anchor
         ("The answer is \\frac{1}{2}", "72"),  # a bare fraction after the anchor
         ("The answer is 5 \\(x\\)", "5"),
+        ("The answer is $18$ and $5$ more", "18"),  # a set {18, 5}
+        ("The answer is $18$, $5 and $6", "18"),
+        ("The answer is $18$ or $$5$$", "18"),
+        ("Answer: $5 a day and $18$", "18"),  # "$5 a day and $" comes first
         ("So $\\boxed{72}$ %", "72"),  # percent after the environment: math-verify reads 0.72
         ("So $x = \\boxed{72}$", "72"),  # more than the boxed inside the environment
         ("\\boxed{72.1234567}", "72"),  # > 6 decimals: math-verify rounds
@@ -115,6 +119,11 @@ def test_what_the_fast_path_leaves_to_math_verify_still_matches_trl(content, gol
         ("She pays $5 and $6 in all.\nThe answer is 11.", "11"),  # the $…$ is before the anchor
         ("The final answer is 18.\nShe paid $5 in all.", "18"),
         ("Answer: 18 dollars, i.e. 18 * $1.", "18"),
+        ("She earns $5 a day.\nThe answer is $18$.", "18"),  # case 3 among money signs
+        ("She pays $5 and $6.\nThe answer is $11$ in all.", "11"),
+        ("She earns $5 a day. The answer is $18$.", "18"),  # "$5 a day. The answer is $" is not anchored
+        ("The answer is $18$, so she saves.", "18"),
+        ("The answer is $\\$18$.", "18"),
     ],
 )
 def test_money_signs_the_fast_path_decides_match_trl(content, gold):
@@ -129,7 +138,7 @@ def test_money_signs_the_fast_path_decides_match_trl(content, gold):
 _PIECES = [
     "$", "\\$", "$$", "\\boxed{", "}", "{", "answer", "Answer", "final answer is", " is ", "18", "1,234",
     "18.5", "72", " ", "\n", "[", "]", "%", " percent", "\\frac{1}{2}", "\\(", "\\)", "x", " and ", ", ",
-    ".", "I hope", "<<4*2=8>>", "-", "5$", " dollars",
+    ".", "I hope", "<<4*2=8>>", "-", "5$", " dollars", "$18$", "The answer is ",
 ]  # fmt: skip
 
 
