@@ -29,9 +29,11 @@ line (``(?:\\[$]|[^\n$])``). So a GSM8K money sign opens an environment only whe
    the match is that ``\boxed{…}``, whatever "answer" anchors exist (they have lower priority). Money
    signs on other lines or on one side only do not matter; ``\boxed{\$18}`` reads ``\$18``, which
    math-verify's normalisation turns into ``18``.
-3. **One anchored inline number** — no ``\boxed{``, exactly two ``$`` enclosing a number, no other
-   backslash, bracket or "I hope", no percent sign after it, "answer" at most 50 characters before it:
-   every anchored pattern that matches extracts that environment.
+3. **One anchored inline number** — no ``\boxed{``, no "I hope"; the environment start nearest an
+   anchor is an inline ``$…$`` at most 50 characters after an "answer"; every other possible start
+   (but those inside it) lies outside every anchor's window and before any "final answer" (money
+   ``$…$`` spans elsewhere are fine); no "answer" inside it, no percent sign after it and no
+   ``, and``/``or`` joining a further environment: every anchored pattern that matches extracts it.
 
 The extracted LaTeX must be a number this module reads exactly as latex2sympy does: an integer
 (``72``, ``-3``, ``007``), thousands commas (``1,234``), a decimal with at most 6 fractional digits
