@@ -4,10 +4,12 @@
     python benchmarks/bench_rewards.py --n 1000 --per-style 150   # quicker
 
 Prints three tables: accuracy_reward per answer style (boxed, boxed with thousands separators or
-decimals, inline ``$…$``, plain trailing number, LaTeX fractions, no answer, a realistic mix) side by
-side with TRL's; a cold first call in a fresh process; and every reward function against its
-reference. Asserts that our verdicts equal TRL's wherever TRL has the function, and checks the
-targets: accuracy_reward never slower than TRL on any style and ≥ 5× on the mix; format and length
+decimals, inline ``$…$``, plain trailing number, LaTeX fractions, no answer, GSM8K-style solutions
+with ``$`` money signs, a realistic mix) side by side with TRL's; a cold first call in a fresh process
+(16 completions of the mix, and 1,319 GSM8K-style money-sign solutions: the size of GSM8K's test
+split); and every reward function against its reference. Asserts that our verdicts equal TRL's
+wherever TRL has the function, and checks the targets: accuracy_reward never slower than TRL on any
+style, ≥ 5× on the mix, ≥ 30× warm and ≥ 10× cold on the money-sign solutions; format and length
 rewards ≥ 100k completions/s. Exit status 1 when a target is missed.
 Completions are conversational one-message lists (what TRL's functions read) and are scored in
 batches of ``--batch-size`` (a GRPO step's generation batch).
@@ -106,7 +108,7 @@ def accuracy_by_style(trl_rewards, per_style: int, batch_size: int, failures: li
     for style in answer_styles.MATH_VERIFY_STYLES:  # math-verify decides: our workers vs TRL in-process
         cases[style] = answer_styles.make(style, max(20, per_style // 5))
     header = (
-        f"{'accuracy_reward, answer style':<32} {'ours /s':>12} {'TRL /s':>10} {'ratio':>9}  same verdicts"
+        f"{'accuracy_reward, answer style':<40} {'ours /s':>12} {'TRL /s':>10} {'ratio':>9}  same verdicts"
     )
     print(header)
     print("-" * len(header))
@@ -123,7 +125,7 @@ def accuracy_by_style(trl_rewards, per_style: int, batch_size: int, failures: li
             failures.append(f"accuracy_reward verdicts differ from TRL's on style {style!r}")
         ratios[style] = ours_rate / ref_rate
         verdicts = "yes" if same else "NO"
-        print(f"{style:<32} {ours_rate:>12,.0f} {ref_rate:>10,.0f} {ratios[style]:>8.1f}x  {verdicts}")
+        print(f"{style:<40} {ours_rate:>12,.0f} {ref_rate:>10,.0f} {ratios[style]:>8.1f}x  {verdicts}")
     return ratios
 
 
@@ -143,14 +145,20 @@ print(json.dumps([imported - start, time.perf_counter() - imported]))
 """
 
 
+MONEY = "GSM8K-style solution with money signs"
+GSM8K_COLD_N = 1_319  # the size of GSM8K's test split
+COLD_MONEY = f"GSM8K-style with money signs, {GSM8K_COLD_N:,}"
+
+
 def cold_first_call(batch: int) -> dict[str, tuple[float, float, float]]:
     """Seconds for ``from … import accuracy_reward`` plus the first call, each in a fresh process."""
     workloads = {
         f"realistic mix, {batch} completions": answer_styles.realistic_mix(batch, seed=7),
+        COLD_MONEY: answer_styles.make(MONEY, GSM8K_COLD_N, seed=7),
         "one completion only math-verify reads": (["The answer is \\boxed{\\sqrt{2} + 1}."], ["1+\\sqrt{2}"]),
     }
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    header = f"{'cold first call (fresh process)':<42} {'ours s':>16} {'TRL s':>16} {'ratio':>8}"
+    header = f"{'cold first call (fresh process)':<44} {'ours s':>16} {'TRL s':>16} {'ratio':>8}"
     print(header)
     print("-" * len(header))
     out = {}
@@ -171,7 +179,7 @@ def cold_first_call(batch: int) -> dict[str, tuple[float, float, float]]:
         out[label] = (ours, theirs, theirs / ours)
         ours_s = f"{ours:.3f} ({seconds['ours'][1]:.3f})"
         theirs_s = f"{theirs:.3f} ({seconds['trl'][1]:.3f})"
-        print(f"{label:<42} {ours_s:>16} {theirs_s:>16} {theirs / ours:>7.1f}x")
+        print(f"{label:<44} {ours_s:>16} {theirs_s:>16} {theirs / ours:>7.1f}x")
     print("(import + first call; the call alone in parentheses)\n")
     return out
 
@@ -306,7 +314,7 @@ def main(argv=None) -> int:
     print(f"{os.cpu_count()} CPUs, {workers} math-verify workers, batches of {args.batch_size}\n")
     ratios = accuracy_by_style(trl_rewards, args.per_style, args.batch_size, failures)
     print()
-    cold_first_call(16)
+    cold = cold_first_call(16)
     print(f"{args.n} GSM8K-style completions (mostly boxed/XML answers), every reward function\n")
     header = f"{'function':<28} {'ours /s':>12} {'reference':<28} {'ref /s':>10} {'ratio':>8}  same outputs"
     print(header)
@@ -347,6 +355,11 @@ def main(argv=None) -> int:
             ratios["realistic mix"] >= 5,
         ),
         ("accuracy_reward ≥ 5× TRL", results["accuracy_reward"][0] >= 5 * results["accuracy_reward"][1]),
+        (f"accuracy_reward ≥ 30× TRL on GSM8K-style money signs ({ratios[MONEY]:.1f}x)", ratios[MONEY] >= 30),
+        (
+            f"accuracy_reward ≥ 10× TRL on a cold first call there ({cold[COLD_MONEY][2]:.1f}x)",
+            cold[COLD_MONEY][2] >= 10,
+        ),
         ("format_reward ≥ 100k/s", results["format_reward"][0] >= 100_000),
         ("think_format_reward ≥ 100k/s", results["think_format_reward"][0] >= 100_000),
         ("soft_format_reward ≥ 100k/s", results["soft_format_reward"][0] >= 100_000),

@@ -5,7 +5,9 @@ A ``source`` is one of:
 * ``None`` -- the dataset's Hub id (e.g. ``openai/gsm8k``);
 * a Hub id ``org/name``;
 * a local directory (``Dataset.save_to_disk`` output, or data files that ``load_dataset`` reads,
-  such as ``train.jsonl`` / ``data/train-00000-of-00001.parquet``);
+  such as ``train.jsonl`` / ``data/train-00000-of-00001.parquet``). Shards of one file are joined;
+  different files that ``datasets`` maps onto the same split (GSM8K's ``test.jsonl`` and
+  ``test_socratic.jsonl``) are refused with an error naming them and ``source=<file>`` for each;
 * a ``.jsonl`` / ``.json`` / ``.parquet`` / ``.csv`` file (all its rows; ``split`` is not used);
 * rows already loaded: a ``datasets.Dataset``, a ``DatasetDict`` (``split`` picks one) or a
   ``list[dict]`` (e.g. ``synthetic_gsm8k(64)``).
@@ -133,11 +135,13 @@ def load_raw(
         if (path / "state.json").is_file() or (path / "dataset_dict.json").is_file():
             return _pick_split(datasets.load_from_disk(str(path)), split, str(path))
         try:
-            loaded = datasets.load_dataset(str(path))
+            builder = datasets.load_dataset_builder(str(path))
         except Exception as error:  # no data files it understands
             raise ValueError(
                 f"{name}: cannot read a dataset from the directory {path} ({error}). " + options
             ) from error
+        _refuse_mixed_files(builder.config.data_files, split, path, name)
+        loaded = datasets.load_dataset(str(path))
         return _pick_split(loaded, split, str(path))
     looks_like_path = suffix in FILE_BUILDERS or text.startswith((".", "/", "~")) or text.count("/") >= 2
     if looks_like_path:
@@ -145,6 +149,38 @@ def load_raw(
     if not _HUB_ID_RE.match(text):
         raise ValueError(f"{name}: {text!r} is neither an existing path nor a Hub id 'org/name'. " + options)
     return _load_hub(text, split, hub_config if text == hub_id else None, name, options)
+
+
+def _relative(file: str, folder: Path) -> str:
+    try:
+        return Path(file).resolve().relative_to(folder.resolve()).as_posix()
+    except ValueError:
+        return Path(file).name
+
+
+def _file_shape(file: str, folder: Path) -> str:
+    """A data file's path in ``folder`` with every digit run as ``#``: the shards of one file
+    (``train-00000-of-00002.parquet``, ``train-00001-of-00002.parquet``) share a shape; ``test.jsonl``
+    and ``test_socratic.jsonl`` do not."""
+    return re.sub(r"\d+", "#", _relative(file, folder))
+
+
+def _refuse_mixed_files(data_files: Any, split: str, folder: Path, name: str) -> None:
+    """Raise when ``datasets`` maps files of different shapes onto ``split`` of a local folder.
+
+    ``datasets`` puts every file whose name contains ``test`` in the test split, so the original GSM8K
+    folder (``test.jsonl`` and ``test_socratic.jsonl``) gives every question twice, and nothing says so.
+    Shards of one file are concatenated as usual. The error names the files and how to pick one."""
+    files = [str(f) for f in (data_files or {}).get(split, [])]
+    if len({_file_shape(f, folder) for f in files}) < 2:
+        return
+    names = [_relative(f, folder) for f in files]
+    picks = " or ".join(f"source={str(folder / n)!r}" for n in names)
+    raise ValueError(
+        f"{name}: the directory {folder} puts {len(files)} different files into the split {split!r}: "
+        f"{', '.join(names)}. They would be concatenated (the same questions twice, or two variants mixed). "
+        f"Pick one file: {picks}."
+    )
 
 
 def _load_hub(repo_id: str, split: str, config_name: str | None, name: str, options: str):

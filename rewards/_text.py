@@ -159,17 +159,72 @@ _PLAIN_INT = re.compile(r"-?[0-9]+")
 _THOUSANDS = re.compile(r"[+-]?\d{1,3}(?:,\d{3})+(?:\.\d*)?")
 # "1 000" and "12 345 678": a space only between groups of exactly three digits ("7 2" is not 72).
 _SPACED_THOUSANDS = re.compile(r"\d{1,3}(?: \d{3})+(?:\.\d*)?")
+# A unit after a number: "dollars", "cm", "per hour", "km/h", "m^2", "%", "\%", "\text{ dollars}".
+# Letters only (no digit: "18 or 20" is two numbers), at most four words.
+_UNIT_WORD = r"[A-Za-z]+(?:\^[23]|[\u00b2\u00b3])?"
+_UNIT_WORDS = rf"{_UNIT_WORD}(?:(?:\s+|\s*/\s*){_UNIT_WORD}){{0,3}}"
+_TRAILING_UNIT = re.compile(
+    rf"(?<=[\d}}.])\s*(?:(?P<words>{_UNIT_WORDS})|\\(?:text|mbox|mathrm)\{{\s*(?P<latex>{_UNIT_WORDS})\s*\}}|\\?%)$"
+)
+# Words that turn "18 <words>" into another answer, not a unit: "18 or nineteen", "18 plus tax".
+# fmt: off
+_NOT_UNIT_WORDS = frozenset((
+    "or", "and", "not", "nor", "no", "plus", "minus", "times", "than", "but", "either", "neither", "maybe",
+    "perhaps", "approximately", "about", "roughly", "nearly", "almost", "over", "under", "least", "most",
+    "is", "are", "equals", "was", "were", "to",
+    # number words
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+    "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty",
+    "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety", "hundred", "hundreds", "thousand",
+    "thousands", "million", "millions", "billion", "billions", "dozen", "dozens", "half", "halves",
+    "quarter", "quarters", "third", "thirds", "point",
+))
+# fmt: on
 
 
-def parse_number(text: Any) -> Fraction | None:
+def _without_unit(s: str) -> str | None:
+    """``s`` without a trailing unit (``"18 dollars"`` → ``"18"``); ``None`` when what follows the number
+    holds a word that makes it another answer (``"18 or nineteen"``)."""
+    match = _TRAILING_UNIT.search(s)
+    if match is None:
+        return s
+    words = match.group("words") or match.group("latex") or ""
+    if any(word.lower() in _NOT_UNIT_WORDS for word in re.split(r"[\s/^\u00b2\u00b3\d]+", words) if word):
+        return None
+    return s[: match.start()].rstrip()
+
+
+def _box(s: str) -> str | None:
+    r"""The content of the ``\boxed{…}`` that ``s`` starts with when that box is all of ``s``, else ``None``
+    (``\boxed{18} or \boxed{20}`` is two answers)."""
+    depth = 0
+    for i in range(len("\\boxed{") - 1, len(s)):
+        if s[i] == "{":
+            depth += 1
+        elif s[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return s[len("\\boxed{") : i] if i == len(s) - 1 else None
+    return None
+
+
+def parse_number(text: Any, *, units: bool = False) -> Fraction | None:
     r"""Exact value of a plainly written number, or ``None``.
 
     Accepts ASCII digits with an optional sign (``-``, ``+`` or the Unicode minus ``−``), a decimal
     point, thousands commas (``1,000``) or spaces (``1 000``: groups of exactly three digits after a
-    space, so ``7 2`` or ``1 2 3`` are *not* numbers — the course deleted every space), a leading ``$``,
-    a trailing full stop, and a number wrapped in ``\boxed{}``. ``Fraction`` keeps it exact, so
-    ``72.0 == 72`` and ``0.1 + 0.2`` style float errors cannot happen. Superscripts and other Unicode
-    "digits" (``"²".isdigit()`` is True) are rejected.
+    space, so ``7 2`` or ``1 2 3`` are *not* numbers — the course deleted every space), a money sign
+    ``$`` or its LaTeX escape ``\$`` (``$18``, ``\$18``, ``-$18``), a trailing full stop, and a number
+    that is all of one ``\boxed{}`` (``\boxed{\$18}``; ``\boxed{18} or \boxed{20}`` is not a number).
+    ``Fraction`` keeps it exact, so ``72.0 == 72`` and ``0.1 + 0.2`` style float errors cannot happen.
+    Superscripts and other Unicode "digits" (``"²".isdigit()`` is True) are rejected.
+
+    ``units=True`` (what :func:`~rewards.correctness_reward` uses) also accepts a unit after the number,
+    inside or outside the box: ``18 dollars``, ``18 dollars.``, ``18 cm``, ``$18 per hour``, ``25%``,
+    ``\boxed{18 dollars}``, ``\boxed{18}\text{ dollars}``. A unit is up to four words of letters (no digit,
+    so ``18 or 20`` is refused) and none of them a number word or connective (``18 or nineteen``,
+    ``18 plus tax`` are refused). The unit is not checked against the question: ``18 cm`` for a gold
+    ``18`` (dollars) is credited, as math-verify does.
     """
     if isinstance(text, bool):
         return None
@@ -180,15 +235,24 @@ def parse_number(text: Any) -> Fraction | None:
     s = text.strip()
     if _PLAIN_INT.fullmatch(s):  # the common case (GSM8K), without the general normalisation below
         return Fraction(int(s))
-    if s.startswith("\\boxed{"):
-        boxed = extract_boxed(s)
-        if boxed is not None:
-            s = boxed.strip()
     s = s.translate(_MINUS_SIGNS).removesuffix(".")
+    for _ in range(2):  # outside the box, then inside it
+        if units:
+            s = _without_unit(s)
+            if s is None:
+                return None
+        if not s.startswith("\\boxed{"):
+            break
+        s = _box(s)
+        if s is None:
+            return None
+        s = s.strip().removesuffix(".")
     sign = ""
     if s and s[0] in "+-":
         sign, s = s[0], s[1:]
-    s = s.removeprefix("$")
+    s = s.removeprefix("\\$").removeprefix("$")
+    if not sign and s and s[0] in "+-":  # "$-18"
+        sign, s = s[0], s[1:]
     if _SPACED_THOUSANDS.fullmatch(s):
         s = s.replace(" ", "")
     s = sign + s
@@ -199,7 +263,7 @@ def parse_number(text: Any) -> Fraction | None:
     return Fraction(s)
 
 
-def numbers_equal(a: Any, b: Any) -> bool:
+def numbers_equal(a: Any, b: Any, *, units: bool = False) -> bool:
     """True when both parse as numbers (see :func:`parse_number`) with the same exact value."""
-    x, y = parse_number(a), parse_number(b)
+    x, y = parse_number(a, units=units), parse_number(b, units=units)
     return x is not None and y is not None and x == y

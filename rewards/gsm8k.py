@@ -31,8 +31,12 @@ Fixed pitfalls (each has a test that fails on the course's code, ``tests/rewards
 * ``int_reward_func`` uses ``str.isdigit``: ``-3`` is rejected while ``"²"`` (a superscript) passes.
   → an ASCII integer with optional sign (also U+2212 minus) and thousands commas or spaces (``1 000``;
   but ``7 2`` is not 72); ``72.0`` counts.
-* ``correctness_reward_func`` compares strings: ``72.0``≠``72``, ``1,000``≠``1000``, ``−3``≠``-3``.
-  → exact numeric equality (:func:`~rewards._text.parse_number`), string equality for non-numbers.
+* ``correctness_reward_func`` compares strings: ``72.0``≠``72``, ``1,000``≠``1000``, ``−3``≠``-3``,
+  and a right answer with its unit (``18 dollars``, ``\\$18``, ``\\boxed{\\$18}``) scores 0: a reward that
+  teaches the model to drop units. → exact numeric equality (:func:`~rewards._text.parse_number` with
+  ``units=True``: a trailing unit word, ``$``/``\\$`` and one ``\\boxed{}`` are accepted; ``7 2``, ``18 or 20``
+  and ``18 or nineteen`` are not), string equality for non-numbers. Where this differs from math-verify,
+  ``tests/rewards/test_rewards_number_table.py`` says which one is right and why.
   It also prints every batch (the data, too) and needs a ``prompts`` argument. → silent, needs only ``answer``.
 * The 12.4 ``problem_reward`` calls an undefined ``extract_final_answer`` inside a bare ``except:``,
   so every completion silently scores 0.0. → :func:`correctness_reward` (reads ``answer``).
@@ -174,8 +178,13 @@ def _is_integer_answer(answer: str) -> bool:
 
 
 def int_reward(completions: Sequence, **kwargs) -> list[float]:
-    """0.5 when the ``<answer>`` is an integer: ``72``, ``-3``, ``−3`` (U+2212), ``1,000``, ``72.0``;
-    not ``3.5``, ``²`` or ``seventy``."""
+    """0.5 when the ``<answer>`` is an integer: ``72``, ``-3``, ``−3`` (U+2212), ``1,000``, ``72.0``, ``$72``;
+    not ``3.5``, ``²`` or ``seventy``.
+
+    A format reward, on purpose (the course's intent): it pays for the answer *written* as a bare integer,
+    the form GSM8K's gold answers take, whether or not it is right. So ``18 dollars`` earns it nothing,
+    while :func:`correctness_reward` credits ``18 dollars`` for a gold ``18``: being right with a unit
+    is worth the 2.0, and writing the bare number is worth the extra 0.5."""
     texts = completion_texts(completions, "int_reward")
     return [0.5 if _is_integer_answer(extract_xml_answer(t)) else 0.0 for t in texts]
 
@@ -195,8 +204,10 @@ def correctness_reward(completions: Sequence, answer: Sequence | None = None, **
     """2.0 when the ``<answer>`` equals the dataset's ``answer`` column, else 0.0; ``None`` when the gold
     answer is missing (the row is skipped, as TRL does for unparseable solutions).
 
-    Numbers compare by exact value (``72.0`` = ``72``, ``1,000`` = ``1000``, ``−3`` = ``-3``); other
-    answers by stripped string equality. A raw GSM8K solution (``… #### 72``) is accepted as gold.
+    Numbers compare by exact value (``72.0`` = ``72``, ``1,000`` = ``1000``, ``−3`` = ``-3``), with a unit
+    or money sign allowed (``18 dollars``, ``18 cm``, ``$18 per hour``, ``\\$18``, ``\\boxed{\\$18}``); two
+    numbers (``18 or 20``, ``7 2``) never pass. Other answers compare by stripped string equality. A raw
+    GSM8K solution (``… #### 72``) is accepted as gold.
     """
     texts = completion_texts(completions, "correctness_reward")
     golds = require_column(
@@ -213,7 +224,7 @@ def correctness_reward(completions: Sequence, answer: Sequence | None = None, **
             rewards.append(None)
             continue
         response = extract_xml_answer(text)
-        gold_number, response_number = parse_number(gold), parse_number(response)
+        gold_number, response_number = parse_number(gold, units=True), parse_number(response, units=True)
         if gold_number is not None:
             correct = response_number is not None and response_number == gold_number
         else:

@@ -34,8 +34,10 @@ What it checks (each finding names one ``check``):
     the same completion (answer ``72.0``) scores differently when the gold answer is written ``72``
     instead of ``72.0``: numbers compared as strings.
 ``eos-penalty``
-    stopping at EOS right after ``</answer>`` costs more (against the same text with a final newline)
-    the longer the reasoning: the course's ``count_xml`` charges the whole text as "trailing" text.
+    any reward: a completion that stops at EOS right after ``</answer>`` scores differently from the same
+    completion with a final newline (same length in characters and tokens), in the course's XML layout
+    or in ``<think>…</think><answer>…</answer>``. The course's ``count_xml`` charges the whole text as
+    "trailing" text at EOS (more, the longer the reasoning); other variants pay only with the newline.
 ``constant``
     every tricky completion gets the same reward: GRPO's advantages are all zero, nothing is learned
     (e.g. an exception swallowed by a bare ``except:``).
@@ -614,26 +616,54 @@ def _answer_pitfalls(fn: Callable, make_kwargs: Callable, hang_s: float) -> list
                 ("decimal number",),
             )
         )
-    eos_cost = []
-    for length in (1, 20):
-        with_newline = _xml(" ".join([reasoning] * length), "72")
-        at_eos = _score(fn, with_newline.removesuffix("\n"), make_kwargs, hang_s)
-        eos_cost.append((at_eos, _score(fn, with_newline, make_kwargs, hang_s)))
-    if all(_is_number(v) for pair in eos_cost for v in pair):
-        (short_eos, short_nl), (long_eos, long_nl) = eos_cost
-        if _lower(long_eos - long_nl, short_eos - short_nl):
-            findings.append(
+    findings.extend(_eos_pitfall(fn, make_kwargs, hang_s, reasoning))
+    return findings
+
+
+# The two layouts a closing tag ends: the course's XML (12.6) and <think>/<answer> (12.4-12.5, TRL).
+_EOS_LAYOUTS = (
+    ("</answer>", lambda reasoning: _xml(reasoning, "72")),
+    ("</answer>", lambda reasoning: f"<think>{reasoning}</think><answer>72</answer>\n"),
+)
+
+
+def _eos_pitfall(fn: Callable, make_kwargs: Callable, hang_s: float, reasoning: str) -> list[Finding]:
+    """Any reward: a completion that ends right at its closing tag (the model stopped at EOS) against the
+    same completion with a final newline, for short and long reasoning, in both layouts.
+
+    The EOS text doubles one space inside its reasoning, so both texts have the same length in characters
+    and in (stand-in, one per word) tokens and the same words: a length reward scores them alike,
+    and any difference is a reward for the newline after the tag. The course's ``count_xml`` charges the
+    whole text as trailing text at EOS; other variants simply pay less without the newline."""
+    for closing_tag, layout in _EOS_LAYOUTS:
+        gaps = []  # (reward at EOS) - (reward with the newline), short then long reasoning
+        for length in (1, 20):
+            long_reasoning = " ".join([reasoning] * length)
+            at_eos = layout(long_reasoning.replace(" ", "  ", 1)).removesuffix("\n")
+            eos_score = _score(fn, at_eos, make_kwargs, hang_s)
+            newline_score = _score(fn, layout(long_reasoning), make_kwargs, hang_s)
+            if _is_number(eos_score) and _is_number(newline_score):
+                gaps.append(eos_score - newline_score)
+        if len(gaps) == 2 and any(abs(gap) > 1e-9 for gap in gaps):
+            short_gap, long_gap = gaps
+            grows = (
+                " It grows with the reasoning: the whole text is charged as trailing text (the course's count_xml)."
+                if abs(long_gap) > abs(short_gap) + 1e-9
+                else ""
+            )
+            return [
                 Finding(
                     "eos-penalty",
                     "warning",
-                    "a completion that stops at EOS right after </answer> loses more the longer its "
-                    f"reasoning ({short_eos - short_nl:+g} with short, {long_eos - long_nl:+g} with long "
-                    "reasoning, against the same text ending in a newline): the whole text is charged as "
-                    "trailing text (the course's count_xml); use rewards.xmlcount_reward",
+                    f"a completion that stops at EOS right after {closing_tag} scores {short_gap:+g} ({long_gap:+g} "
+                    "with long reasoning) against the same completion ending in a newline, of the same length in "
+                    f"characters and tokens.{grows} A model usually stops at EOS there, so the reward pays for "
+                    "a newline, not for the answer: treat one final newline as optional (as "
+                    "rewards.xmlcount_reward and rewards.strict_format_reward do)",
                     ("xml ends at </answer>",),
                 )
-            )
-    return findings
+            ]
+    return []
 
 
 def _same(a: Any, b: Any) -> bool:

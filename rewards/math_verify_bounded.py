@@ -9,9 +9,10 @@ What we do instead, without changing a single verdict:
 1. **Fast path.** When the gold answer is an integer (GSM8K style) or a simple fraction and the
    completion has nothing math-verify could extract (a plain trailing number, no answer), one
    ``\\boxed{…}`` or one anchored ``$…$`` holding a plain number (integer, thousands commas, decimal,
-   ``\\frac{p}{q}``), the verdict and the logged strings follow from math-verify 0.9's rules alone
-   (:mod:`rewards.math_verify_fast`), checked against TRL in ``tests/rewards``. No worker process is
-   started for these: a cold first call costs microseconds, not a sympy import.
+   ``\\frac{p}{q}``, ``\\$18``), also among GSM8K's ``$`` money signs, the verdict and the logged
+   strings follow from math-verify 0.9's rules alone (:mod:`rewards.math_verify_fast`), checked against
+   TRL in ``tests/rewards``. No worker process is started for these: a cold first call costs
+   microseconds, not a sympy import.
 2. **Bounded slow path.** Everything else goes to worker processes (:mod:`rewards._verify_worker`)
    that run TRL's exact ``parse``/``verify`` calls with math-verify's own timeouts disabled; the
    parent waits at most ``timeout_s`` per completion and kills a worker that runs over (verdict 0.0,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,49 @@ def test_dataset_dict_source_picks_split():
     assert len(load_gsm8k("test", source=dd)) == 1
     with pytest.raises(ValueError, match=r"has no split 'validation'"):
         load_gsm8k("validation", source=dd)
+
+
+def _gsm8k_folder(folder: Path, files: dict[str, int]) -> Path:
+    """A folder laid out like GSM8K's own data directory: ``{file name: number of rows}``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for file_name, n in files.items():
+        stem = file_name.split(".")[0]
+        rows = [{"question": f"{stem} question {i}?", "answer": f"{stem} steps\n#### {i}"} for i in range(n)]
+        (folder / file_name).write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return folder
+
+
+def test_a_folder_with_two_variants_of_a_split_is_refused_naming_both(tmp_path):
+    """GSM8K's data folder holds test.jsonl and test_socratic.jsonl: `datasets` puts both in the test
+    split, and the loader returned every question twice. It must refuse and say how to pick one."""
+    folder = _gsm8k_folder(tmp_path / "gsm8k", {"test.jsonl": 3, "test_socratic.jsonl": 3, "train.jsonl": 5})
+    with pytest.raises(ValueError) as caught:
+        load_gsm8k("test", source=folder)
+    message = str(caught.value)
+    assert "test.jsonl" in message and "test_socratic.jsonl" in message and "'test'" in message
+    assert f"source={str(folder / 'test.jsonl')!r}" in message
+    assert f"source={str(folder / 'test_socratic.jsonl')!r}" in message
+    # Each file, picked as the error says, gives its own rows: nothing lost, nothing doubled.
+    plain = load_gsm8k(source=folder / "test.jsonl")
+    socratic = load_gsm8k(source=folder / "test_socratic.jsonl")
+    assert [r["question"] for r in plain] == [f"test question {i}?" for i in range(3)]
+    assert [r["question"] for r in socratic] == [f"test_socratic question {i}?" for i in range(3)]
+    assert len(load_gsm8k("train", source=folder)) == 5  # an unambiguous split still loads
+
+
+def test_sibling_loaders_refuse_the_same_ambiguity(tmp_path):
+    folder = tmp_path / "tldr"
+    folder.mkdir()
+    for stem in ("train", "train_extra"):
+        (folder / f"{stem}.jsonl").write_text(
+            json.dumps({"prompt": f"{stem} post", "completion": "tl;dr"}) + "\n"
+        )
+    with pytest.raises(ValueError, match=r"train\.jsonl, train_extra\.jsonl.*Pick one file: source="):
+        load_smoltldr("train", source=folder)
+
+
+def test_shards_of_one_file_are_still_concatenated(tmp_path):
+    folder = _gsm8k_folder(
+        tmp_path / "sharded", {"train-00000-of-00002.jsonl": 2, "train-00001-of-00002.jsonl": 3}
+    )
+    assert len(load_gsm8k("train", source=folder)) == 5

@@ -94,6 +94,78 @@ def symbolic(rng: random.Random) -> tuple[str, str]:
     return f"{_steps(rng)}\nThe final answer is \\boxed{{{answer}}}.", f"$x^{a}+{b}$"
 
 
+_NAMES = ("Natalia", "Weng", "Betty", "Julie", "James", "Albert", "Ken", "Alexis", "Tina", "Mark")
+_ITEMS = ("clips", "apples", "shirts", "tickets", "books", "cupcakes", "pencils", "lemons")
+
+
+def _money(value: float) -> str:
+    """GSM8K writes money as ``$18``, ``$1,200`` or ``$0.5`` (a sign, never escaped, before the number)."""
+    if isinstance(value, float):
+        return f"${value:g}"
+    return f"${value:,}" if value >= 1000 and value % 2 else f"${value}"
+
+
+def _gsm8k_reasoning(rng: random.Random) -> tuple[str, int]:
+    """A GSM8K reference-solution body: money, percentages, ``<<48/2=24>>`` calculator annotations,
+    thousands commas and several ``$`` signs on one line (``$5 + $10 = $<<5+10=15>>15``)."""
+    name, item = rng.choice(_NAMES), rng.choice(_ITEMS)
+    price, count = rng.randint(2, 60), rng.randint(2, 40)
+    cost = price * count
+    percent = rng.choice((10, 20, 25, 50))
+    discount = cost * percent // 100
+    lines = [
+        (
+            f"{name} buys {count} {item} at {_money(price)} each, so she pays {count} * {price} = "
+            f"$<<{count}*{price}={cost}>>{cost}."
+        ),
+        f"The store takes {percent}% off: {percent}/100 * {cost} = $<<{percent}/100*{cost}={discount}>>{discount}.",
+    ]
+    total = cost - discount
+    if rng.random() < 0.6:
+        extra = rng.randint(1, 30)
+        lines.append(
+            f"With {_money(extra)} for the bag, {_money(total)} + {_money(extra)} = "
+            f"$<<{total}+{extra}={total + extra}>>{total + extra} in all."
+        )
+        total += extra
+    if rng.random() < 0.4:
+        weeks = rng.randint(2, 52)
+        lines.append(
+            f"Over {weeks} weeks that is {weeks} * {total} = <<{weeks}*{total}={weeks * total}>>{weeks * total:,} "
+            f"dollars, or {_money(weeks * total)}."
+        )
+        total *= weeks
+    if rng.random() < 0.3:
+        lines.append(f"Half of it is {total}/2 = $<<{total}/2={total / 2:g}>>{total / 2:g}.")
+    return "\n".join(lines), total
+
+
+# How a GRPO-trained model (or a rewrite of the reference) ends a GSM8K solution.
+_GSM8K_ENDINGS = (
+    "#### {a}",
+    "The answer is \\boxed{{{a}}}.",
+    "The answer is \\boxed{{{a}}}.",
+    "The answer is \\boxed{{\\${a}}}.",
+    "So {name} pays ${a} in total. The answer is \\boxed{{{a}}}.",
+    "The final answer is \\boxed{{{a}}}.",
+    "The answer is \\boxed{{{a:,}}}.",
+    "The answer is \\boxed{{\\${a:,}}}.",
+    "The answer is \\boxed{{{a}.00}}.",
+    "The answer is {a}.",
+    "The answer is ${a}.",
+    "So the answer is {a} dollars.",
+    "<answer>\n{a}\n</answer>",
+)
+
+
+def gsm8k_money(rng: random.Random) -> tuple[str, str]:
+    """A GSM8K-style solution with ``$`` money signs around the reasoning, then one of the endings."""
+    body, gold = _gsm8k_reasoning(rng)
+    answer = gold if rng.random() < 0.5 else gold + rng.choice([-10, -1, 1, 2, 1000])
+    ending = rng.choice(_GSM8K_ENDINGS)
+    return f"{body}\n{ending.format(a=answer, name=rng.choice(_NAMES))}", str(gold)
+
+
 STYLES: dict[str, Callable[[random.Random], tuple[str, str]]] = {
     "boxed": boxed,
     "boxed 1,234 / 72.0": boxed_formatted,
@@ -101,6 +173,7 @@ STYLES: dict[str, Callable[[random.Random], tuple[str, str]]] = {
     "plain trailing number": plain_trailing,
     "LaTeX fraction": latex_fraction,
     "no answer": no_answer,
+    "GSM8K-style solution with money signs": gsm8k_money,
 }
 # Not decided without math-verify (reported beside the styles above, not part of their targets).
 MATH_VERIFY_STYLES: dict[str, Callable[[random.Random], tuple[str, str]]] = {

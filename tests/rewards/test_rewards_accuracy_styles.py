@@ -14,6 +14,8 @@ import sys
 
 import answer_styles
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import rewards
 from rewards.math_verify_fast import fast_verdict, parse_gold
@@ -44,6 +46,18 @@ def test_verdicts_and_logs_equal_trls(style):
     assert 0.0 in theirs and (1.0 in theirs or style in never_right)  # not all one verdict
 
 
+def test_gsm8k_money_corpus_matches_trl_and_needs_no_worker():
+    """500 more GSM8K-style solutions (money, percentages, <<a*b=c>>, thousands commas, several $ per
+    line; boxed, \\boxed{\\$N}, #### N, plain and XML endings), another seed: TRL's verdicts and logs."""
+    completions, solutions = answer_styles.make("GSM8K-style solution with money signs", 500, seed=1)
+    assert sum("$" in c for c in completions) == 500 and sum("\\boxed{\\$" in c for c in completions) > 20
+    theirs, theirs_log = _logged(trl_rewards.accuracy_reward, conv(completions), solutions)
+    ours, ours_log = _logged(rewards.accuracy_reward, conv(completions), solutions)
+    assert (ours, ours_log) == (theirs, theirs_log)
+    assert 100 < theirs.count(1.0) < 400
+    assert all(fast_verdict(c, parse_gold(s)) is not None for c, s in zip(completions, solutions))
+
+
 @pytest.mark.parametrize("style", list(answer_styles.STYLES))
 def test_every_realistic_style_is_decided_without_math_verify(style):
     completions, solutions = answer_styles.make(style, N_PER_STYLE)
@@ -59,7 +73,18 @@ def test_every_realistic_style_is_decided_without_math_verify(style):
         ("The answer is $72$ %", "72"),  # percent: math-verify reads 0.72
         ("final answer is $72$ I hope", "72"),  # another priority-0 pattern competes with boxed
         ("\\boxed{72} then }", "72"),  # the greedy \boxed{.+} runs to the last brace
-        ("$\\boxed{72}$ and the answer is $73$", "72"),  # a boxed inside an environment, more $
+        ("$\\boxed{72}$ and the answer is $$73$$", "72"),  # a display $$ anywhere could enclose it
+        ("pays $5 and \\boxed{72}$ ok", "72"),  # the inline $5 and \boxed{72}$ encloses the boxed
+        ("So $x = \\boxed{\\$72}$", "72"),
+        ("The answer is $18 and $20.", "18"),  # an anchored inline environment $18 and $
+        ("The final answer is, after all the work we did on this problem,        $18 and $20.", "18"),
+        ("The answer is [72] ", "72"),  # an inline bracket environment after the anchor
+        ("The answer is \\frac{1}{2}", "72"),  # a bare fraction after the anchor
+        ("The answer is 5 \\(x\\)", "5"),
+        ("The answer is $18$ and $5$ more", "18"),  # a set {18, 5}
+        ("The answer is $18$, $5 and $6", "18"),
+        ("The answer is $18$ or $$5$$", "18"),
+        ("Answer: $5 a day and $18$", "18"),  # "$5 a day and $" comes first
         ("So $\\boxed{72}$ %", "72"),  # percent after the environment: math-verify reads 0.72
         ("So $x = \\boxed{72}$", "72"),  # more than the boxed inside the environment
         ("\\boxed{72.1234567}", "72"),  # > 6 decimals: math-verify rounds
@@ -77,9 +102,71 @@ def test_what_the_fast_path_leaves_to_math_verify_still_matches_trl(content, gol
     assert (ours, ours_log) == (theirs, theirs_log)
 
 
-def test_a_cold_first_call_on_fast_styles_starts_no_worker():
+@pytest.mark.parametrize(
+    "content,gold",
+    [
+        ("$\\boxed{72}$ and the answer is $73$", "72"),  # the next environments must hold a \boxed too
+        ("She earns $5 a day.\nThe answer is \\boxed{\\$72}.", "72"),
+        ("She earns $5 and $6.\nThe answer is \\boxed{72}.", "72"),  # money $…$ on another line
+        ("So she pays $72. The answer is \\boxed{72}.", "72"),  # an opening $ but no closing one
+        ("costs 5$ and \\boxed{72}$ ok", "72"),  # a $ after a digit opens no inline environment
+        ("pays $5 and $\\boxed{72}$ ok", "72"),
+        ("pays \\$5 and \\boxed{72}\\$ ok", "72"),  # escaped dollars open and close nothing
+        ("\\boxed{\\$1,234}", "1234"),
+        ("\\boxed{\\$18.50}", "18"),
+        ("The answer is $18.", "18"),  # a lone money sign: nothing to extract
+        ("The answer is 18, and this is because of what we computed above: $18 a day and $2 more.", "18"),
+        ("She pays $5 and $6 in all.\nThe answer is 11.", "11"),  # the $…$ is before the anchor
+        ("The final answer is 18.\nShe paid $5 in all.", "18"),
+        ("Answer: 18 dollars, i.e. 18 * $1.", "18"),
+        ("She earns $5 a day.\nThe answer is $18$.", "18"),  # case 3 among money signs
+        ("She pays $5 and $6.\nThe answer is $11$ in all.", "11"),
+        ("She earns $5 a day. The answer is $18$.", "18"),  # "$5 a day. The answer is $" is not anchored
+        ("The answer is $18$, so she saves.", "18"),
+        ("The answer is $\\$18$.", "18"),
+    ],
+)
+def test_money_signs_the_fast_path_decides_match_trl(content, gold):
+    assert fast_verdict(content, parse_gold(gold)) is not None
+    theirs, theirs_log = _logged(trl_rewards.accuracy_reward, conv([content]), [gold])
+    ours, ours_log = _logged(rewards.accuracy_reward, conv([content]), [gold])
+    assert (ours, ours_log) == (theirs, theirs_log)
+
+
+# The pieces math-verify's extraction patterns turn on: money and escaped dollars, boxes, anchors,
+# brackets, percent signs, line breaks, numbers in the forms the fast path reads.
+_PIECES = [
+    "$", "\\$", "$$", "\\boxed{", "}", "{", "answer", "Answer", "final answer is", " is ", "18", "1,234",
+    "18.5", "72", " ", "\n", "[", "]", "%", " percent", "\\frac{1}{2}", "\\(", "\\)", "x", " and ", ", ",
+    ".", "I hope", "<<4*2=8>>", "-", "5$", " dollars", "$18$", "The answer is ",
+]  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pieces=st.lists(st.sampled_from(_PIECES), min_size=1, max_size=14), gold=st.sampled_from(["18", "72"]))
+def test_whatever_the_fast_path_decides_trl_decides_the_same(pieces, gold):
+    """Random texts of those pieces: where the fast path answers, TRL gives the same verdict and string."""
+    content = "".join(pieces)
+    decided = fast_verdict(content, parse_gold(gold))
+    if decided is not None:
+        log = {}
+        reward = trl_rewards.accuracy_reward(
+            conv([content]), [gold], log_extra=lambda k, v: log.__setitem__(k, v)
+        )
+        assert decided == (reward[0], log["answer_parsed"][0])
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: answer_styles.realistic_mix(64, seed=3),
+        lambda: answer_styles.make("GSM8K-style solution with money signs", 200, seed=3),
+    ],
+    ids=["realistic mix", "GSM8K money signs"],
+)
+def test_a_cold_first_call_on_fast_styles_starts_no_worker(make):
     """The first call of a fresh process must not pay for a math-verify worker (sympy import, ~1-3 s)."""
-    completions, solutions = answer_styles.realistic_mix(64, seed=3)
+    completions, solutions = make()
     code = (
         "import sys, json, rewards\n"
         "from rewards import math_verify_bounded as m\n"

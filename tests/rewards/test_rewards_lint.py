@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import rewards
+from rewards import course_original as course
 from rewards.lint import Finding, LintReport, main
 
 HERE = Path(__file__).resolve().parent
@@ -137,3 +138,55 @@ def test_console_script_runs():
     )
     assert result.returncode == 1
     assert "chars-vs-tokens" in result.stdout and "reward lint: int_reward — clean" in result.stdout
+
+
+def _text(completion):
+    return completion if isinstance(completion, str) else completion[-1]["content"]
+
+
+def xml_tags_wanting_a_final_newline(completions, **kwargs):
+    """Not the course's count_xml: 0.25 per tag line, the closing one only with the newline after it."""
+    scores = []
+    for completion in completions:
+        text = _text(completion)
+        score = 0.25 * sum(tag in text for tag in ("<reasoning>\n", "\n</reasoning>\n", "\n<answer>\n"))
+        scores.append(score + (0.25 if "\n</answer>\n" in text else 0.0))
+    return scores
+
+
+def think_answer_wanting_a_final_newline(completions, **kwargs):
+    """A <think>/<answer> format reward whose pattern ends with a newline."""
+    return [
+        1.0 if _text(c).startswith("<think>") and _text(c).endswith("</answer>\n") else 0.0
+        for c in completions
+    ]
+
+
+_XML_AT_EOS = "<reasoning>\nr\n</reasoning>\n<answer>\n72\n</answer>"
+
+
+@pytest.mark.parametrize(
+    "fn,at_eos",
+    [
+        (xml_tags_wanting_a_final_newline, _XML_AT_EOS),
+        (think_answer_wanting_a_final_newline, "<think>r</think><answer>72</answer>"),
+    ],
+)
+def test_eos_probe_flags_any_reward_that_pays_for_the_final_newline(fn, at_eos):
+    assert fn([at_eos])[0] < fn([at_eos + "\n"])[0]  # the pitfall is real in this variant
+    report = rewards.lint(fn, verbose=False)
+    assert not report.ok and "eos-penalty" in report.checks(), str(report)
+    finding = next(f for f in report if f.check == "eos-penalty")
+    assert "grows with the reasoning" not in finding.message  # a constant gap, unlike the course's
+
+
+def test_eos_probe_still_names_the_course_count_xml_growing_with_reasoning():
+    report = rewards.lint(course.xmlcount_reward_func, verbose=False)
+    finding = next(f for f in report if f.check == "eos-penalty")
+    assert "grows with the reasoning" in finding.message
+
+
+def test_eos_probe_keeps_length_rewards_clean():
+    """Both probe texts have the same length in characters and tokens: a length reward is not flagged."""
+    for fn in (rewards.length_reward(50, unit="chars"), rewards.length_reward(50), rewards.xmlcount_reward):
+        assert "eos-penalty" not in rewards.lint(fn, verbose=False).checks()
