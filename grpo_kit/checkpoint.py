@@ -63,10 +63,10 @@ __all__ = [
     "format_config_diff",
     "is_credential_field",
     "is_peft_model",
-    "non_finite_parameters",
     "jsonable_config",
     "latest_checkpoint",
     "load_checkpoint",
+    "non_finite_parameters",
     "read_checkpoint_config",
     "restore_rng_state",
     "rotate_checkpoints",
@@ -302,7 +302,9 @@ def is_credential_field(name: Any) -> bool:
 
 
 def _redacted(key: Any, value: Any) -> Any:
-    return CREDENTIAL_PLACEHOLDER if is_credential_field(key) and value is not None else jsonable_config(value)
+    return (
+        CREDENTIAL_PLACEHOLDER if is_credential_field(key) and value is not None else jsonable_config(value)
+    )
 
 
 def without_credentials(value: Any) -> Any:

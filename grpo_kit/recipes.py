@@ -197,7 +197,9 @@ class Recipe:
                 f"before/after; 0 turns evaluation off), got {self.eval_prompts!r}."
             )
         if self.dataset_size is not None and (
-            isinstance(self.dataset_size, bool) or not isinstance(self.dataset_size, int) or self.dataset_size < 1
+            isinstance(self.dataset_size, bool)
+            or not isinstance(self.dataset_size, int)
+            or self.dataset_size < 1
         ):
             raise ValueError(
                 f"recipe {self.name!r}: dataset_size={self.dataset_size!r} must be an int >= 1 (the training "

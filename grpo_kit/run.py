@@ -348,7 +348,16 @@ def _stored_invocation(output_dir: str | Path | None, resume: Any) -> dict[str, 
         return None  # the newest run of the default recipe is found by resolve_run_dir
     folder = Path(output_dir) if output_dir else Path(resume).parent
     stored = _stored_run_config(folder, resume)
-    return dict(stored["invocation"]) if stored and "invocation" in stored else None
+    if not stored or "invocation" not in stored:
+        return None
+    from grpo_kit.checkpoint import CREDENTIAL_PLACEHOLDER
+
+    invocation = dict(stored["invocation"])
+    # A credential was stored redacted: the replay goes without it (HF_TOKEN, or --set it again).
+    invocation["overrides"] = {
+        k: v for k, v in dict(invocation.get("overrides") or {}).items() if v != CREDENTIAL_PLACEHOLDER
+    }
+    return invocation
 
 
 def _check_resumes_the_same_run(plan: RunPlan) -> None:
@@ -376,7 +385,10 @@ def _check_resumes_the_same_run(plan: RunPlan) -> None:
 
 
 def resume_command(invocation: Mapping[str, Any], output_dir: Path) -> str:
-    """``grpo-kit train … --resume`` with every flag of ``invocation`` spelled out, shell-quoted."""
+    """``grpo-kit train … --resume`` with every flag of ``invocation`` spelled out, shell-quoted; credential
+    settings (``hub_token``) are left out, since the command is printed."""
+    from grpo_kit.checkpoint import is_credential_field
+
     words = ["grpo-kit", "train", "--recipe", str(invocation["recipe"])]
     if invocation.get("small"):
         words.append("--small")
@@ -385,6 +397,8 @@ def resume_command(invocation: Mapping[str, Any], output_dir: Path) -> str:
         words += ["--max-steps", str(invocation["max_steps"])]
     words += ["--output-dir", os.fspath(output_dir), "--resume"]
     for key, value in invocation.get("overrides", {}).items():
+        if is_credential_field(key):  # never printed: pass it again with --set, or set HF_TOKEN
+            continue
         items = (
             value.items() if key in ("lora", "unsloth") and isinstance(value, Mapping) else [(None, value)]
         )
@@ -782,6 +796,8 @@ def execute(
                 save_gguf(source, plan.output_dir / f"model-{gguf}.gguf", gguf, tokenizer=tokenizer)
             )
     evaluation = evaluate(plan, model, tokenizer, reward_funcs) if evaluate else built_in_evaluation
+    from grpo_kit.checkpoint import jsonable_config
+
     rewards = [r["reward"] for r in result.log_history if r.get("reward") is not None]
     summary = {
         "recipe": recipe.name,
@@ -799,7 +815,7 @@ def execute(
             {"kind": r.kind, "path": str(r.path), "size_bytes": r.size_bytes, "verified": r.verified}
             for r in reports
         ],
-        "training": dict(recipe.training),
+        "training": jsonable_config(dict(recipe.training)),  # credentials (hub_token) redacted
     }
     if checks is not None:
         summary["preflight"] = checks

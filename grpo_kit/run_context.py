@@ -139,7 +139,9 @@ class RunContext:
         self.skipped_steps = 0
         self._bad_in_a_row = 0
         self._trainable: list[tuple[str, torch.Tensor]] = []
-        self._undo: tuple | None = None  # the state before the optimizer step in progress (optimizer_step_kept)
+        self._undo: tuple | None = (
+            None  # the state before the optimizer step in progress (optimizer_step_kept)
+        )
 
     # --- resume ---------------------------------------------------------------------------------------
 
@@ -210,7 +212,9 @@ class RunContext:
             return None
         return rewards
 
-    def advantages_are_finite(self, rewards: torch.Tensor, advantages: Any, reward_names: Sequence[str]) -> bool:
+    def advantages_are_finite(
+        self, rewards: torch.Tensor, advantages: Any, reward_names: Sequence[str]
+    ) -> bool:
         """True when the ``(N, F)`` rewards (NaN = None) and their statistics are usable; otherwise a bad step.
 
         Rewards are finite float64 numbers when they leave ``rewards.call_reward_funcs``, but ±1e308 overflow
@@ -220,7 +224,9 @@ class RunContext:
         overflow = overflow or any(v is not None and not math.isfinite(v) for v in stats.values())
         if not overflow:
             return True
-        largest = rewards[~torch.isnan(rewards)].abs().max().item() if (~torch.isnan(rewards)).any() else math.nan
+        largest = (
+            rewards[~torch.isnan(rewards)].abs().max().item() if (~torch.isnan(rewards)).any() else math.nan
+        )
         self._skip_step(
             f"the rewards of {', '.join(reward_names)} overflow (largest |reward| {largest:g}; reward mean "
             f"{stats['reward']}, std {stats['reward_std']}), so the advantages are not finite; keep rewards "
@@ -253,7 +259,9 @@ class RunContext:
         with torch.no_grad():
             weights = [p.detach().clone() for p in params]
         state = {
-            p: {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in self.optimizer.state[p].items()}
+            p: {
+                k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in self.optimizer.state[p].items()
+            }
             for p in params
             if p in self.optimizer.state
         }

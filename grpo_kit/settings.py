@@ -269,7 +269,13 @@ def _warn_sequence_level_sums(loss_type: str, importance_sampling_level: str) ->
 #: when every group ties). Defaults are TRL 1.15's.
 NUMERIC_RANGES: dict[str, tuple[float, float, bool, bool, str]] = {
     "learning_rate": (0.0, math.inf, True, False, "e.g. 1e-6 (TRL's GRPO default) or 1e-5 … 1e-4 with LoRA"),
-    "adam_epsilon": (0.0, math.inf, False, False, "it keeps AdamW from dividing by zero; use 1e-8 (the default)"),
+    "adam_epsilon": (
+        0.0,
+        math.inf,
+        False,
+        False,
+        "it keeps AdamW from dividing by zero; use 1e-8 (the default)",
+    ),
     "adam_beta1": (0.0, 1.0, True, False, "0.9 is the default"),
     "adam_beta2": (0.0, 1.0, True, False, "0.999 is the default"),
     "weight_decay": (0.0, math.inf, True, False, "0.0 is the default"),
@@ -306,19 +312,22 @@ def _range_text(low: float, high: float, low_in: bool, high_in: bool) -> str:
 def check_numeric_settings(values: Mapping[str, Any]) -> None:
     """Refuse a numeric setting of ``values`` that is not a number, not finite or out of its range
     (:data:`NUMERIC_RANGES`, :data:`SEED_RANGE`), naming the setting and the fix; ``None`` is left to the
-    rules that allow it. Runs before any model loads (``check_grpo_settings`` calls it)."""
+    rules that allow it. Runs before any model loads (``check_grpo_settings`` calls it). TypeError for a
+    value that is not a number, ValueError for one out of range."""
     for name, (low, high, low_in, high_in, fix) in NUMERIC_RANGES.items():
         value = values.get(name)
         if value is None:
             continue
         allowed = _range_text(low, high, low_in, high_in)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(
+            raise TypeError(
                 f"{name}={value!r} is not a number; set {name} to a finite number {allowed} ({fix})."
             )
         inside = (low <= value if low_in else low < value) and (value <= high if high_in else value < high)
         if not math.isfinite(value) or not inside:
-            raise ValueError(f"{name}={value!r} is out of range: it must be a finite number {allowed} ({fix}).")
+            raise ValueError(
+                f"{name}={value!r} is out of range: it must be a finite number {allowed} ({fix})."
+            )
     seed = values.get("seed")
     if seed is not None and (
         isinstance(seed, bool) or not isinstance(seed, int) or not SEED_RANGE[0] <= seed <= SEED_RANGE[1]

@@ -60,7 +60,7 @@ def _config(tmp_path, **overrides) -> GRPOLoopConfig:
     ],
 )
 def test_non_finite_or_out_of_range_numbers_are_refused_before_loading(overrides, named):
-    with pytest.raises(ValueError, match=re.escape(named)):
+    with pytest.raises((ValueError, TypeError), match=re.escape(named)):
         GRPOLoopConfig(num_generations=2, per_device_train_batch_size=2, **overrides)
 
 
@@ -124,3 +124,52 @@ def test_overflowing_rewards_are_a_bad_step_not_nan_statistics(tmp_path):
     with pytest.warns(BadStepWarning, match="overflow"), pytest.raises(BadStepsError):
         train(model, tokenizer, _prompts(), huge, _config(tmp_path))
     assert all(torch.equal(before[name], p) for name, p in trainable_parameters(model))
+
+
+# --- never exported, never "verified" --------------------------------------------------------------------
+
+
+def _nan_lora_model():
+    model, tokenizer = tiny_model(seed=0, lora=LORA)
+    with torch.no_grad():
+        for _, p in trainable_parameters(model):
+            p.fill_(float("nan"))
+    return model, tokenizer
+
+
+@pytest.mark.parametrize("kind", ["adapter", "merged"])
+def test_a_nan_model_is_not_exported(tmp_path, kind):
+    from grpo_kit.export import save_adapter, save_merged
+
+    model, tokenizer = _nan_lora_model()
+    save = save_adapter if kind == "adapter" else save_merged
+    with pytest.raises(NonFiniteWeightsError, match="refused"):
+        save(model, tokenizer, tmp_path / kind)
+    assert not (tmp_path / kind).exists()
+
+
+def test_verification_refuses_two_nan_models_that_agree():
+    from grpo_kit.export import compare_greedy, prompt_ids
+
+    model, tokenizer = _nan_lora_model()
+    with pytest.raises(NonFiniteWeightsError, match="verifying an export"):
+        compare_greedy(model, model, prompt_ids(tokenizer), tie_tolerance=1e-3)
+
+
+def test_the_trl_path_callback_stops_before_a_nan_state_is_saved(tmp_path):
+    from transformers import TrainerControl, TrainerState
+
+    from grpo_kit.trainer_builder import _finite_weights_callback
+
+    class Args:
+        output_dir = str(tmp_path)
+
+    callback = _finite_weights_callback()
+    model, _ = tiny_model(seed=0, lora=LORA)
+    state, control = TrainerState(global_step=3), TrainerControl()
+    assert callback.on_step_end(Args(), state, control, model=model) is control  # finite: carry on
+    with torch.no_grad():
+        trainable_parameters(model)[0][1].fill_(float("inf"))
+    (tmp_path / "checkpoint-2").mkdir()
+    with pytest.raises(NonFiniteWeightsError, match=r"step 3: 1 of .* last good state is .*checkpoint-2"):
+        callback.on_step_end(Args(), state, control, model=model)
