@@ -296,6 +296,8 @@ class RunError(RuntimeError):
 def cmd_train(args, console) -> int:
     from grpo_kit import run
 
+    if args.samples < 0:
+        raise UsageError(f"--samples must be >= 0 (0: no before/after answers), got {args.samples}.")
     try:  # every configuration mistake surfaces here, before a model is loaded or a folder is written
         plan = run.plan_run(
             args.recipe,

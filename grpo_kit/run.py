@@ -277,6 +277,12 @@ def plan_run(
                 "would mix two runs. Continue it with --resume, pass --overwrite to move it "
                 f"aside to {run_dir}.old-<timestamp>, or choose another --output-dir."
             )
+        if Path.cwd().resolve().is_relative_to(run_dir.resolve()):
+            raise ValueError(
+                f"--overwrite moves the run in {run_dir} aside, and that is the folder you are in "
+                f"({run_dir.resolve().name}); run from its parent folder with --output-dir "
+                f"{run_dir.resolve().name} --overwrite, or choose another --output-dir."
+            )
         plan.set_aside = run_dir.with_name(f"{run_dir.name}.old-{time.strftime('%Y%m%d-%H%M%S')}")
     return plan
 
@@ -709,6 +715,8 @@ def execute(
         return RunOutcome(
             plan, unsloth_path.train(recipe, output_dir=plan.output_dir, resume_from_checkpoint=plan.resume)
         )
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
+        raise ValueError(f"samples must be an int >= 0 (0: no before/after answers), got {samples!r}.")
     n_eval = recipe.eval_prompts if eval_prompts is None else eval_prompts
     if n_eval < 0:
         raise ValueError(f"eval_prompts must be >= 0 (0 turns evaluation off), got {n_eval}.")
