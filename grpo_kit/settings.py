@@ -263,7 +263,8 @@ def _warn_sequence_level_sums(loss_type: str, importance_sampling_level: str) ->
 
 # --- numbers -----------------------------------------------------------------------------------------
 
-#: Numeric settings every path reads: name -> (lowest, highest, lowest allowed, highest allowed, the fix).
+#: Numeric settings every path reads: name -> (lowest, highest, lowest allowed, highest allowed, the fix);
+#: ``-inf, inf``: only "a finite number" here, the range has its own rule with its own message (β, ε, δ).
 #: A non-finite value is always refused: ``learning_rate=inf`` or ``adam_epsilon=0`` turn the first
 #: AdamW update into NaN weights (0/0 on a step whose gradients are all zero, the usual case early in GRPO
 #: when every group ties). Defaults are TRL 1.15's.
@@ -287,10 +288,10 @@ NUMERIC_RANGES: dict[str, tuple[float, float, bool, bool, str]] = {
     "min_p": (0.0, 1.0, True, True, "None turns it off"),
     "repetition_penalty": (0.0, math.inf, False, False, "1.0 turns it off"),
     "top_entropy_quantile": (0.0, 1.0, True, True, "1.0 keeps every token"),
-    "beta": (0.0, math.inf, True, False, "0.0 (the default) turns the KL term off"),
-    "epsilon": (0.0, math.inf, True, False, "0.2 is the default"),
-    "epsilon_high": (0.0, math.inf, True, False, "None uses epsilon; DAPO uses 0.28"),
-    "delta": (0.0, math.inf, True, False, "None turns two-sided clipping off"),
+    "beta": (-math.inf, math.inf, False, False, "0.0 (the default) turns the KL term off"),
+    "epsilon": (-math.inf, math.inf, False, False, "0.2 is the default"),
+    "epsilon_high": (-math.inf, math.inf, False, False, "None uses epsilon; DAPO uses 0.28"),
+    "delta": (-math.inf, math.inf, False, False, "None turns two-sided clipping off"),
     "sapo_temperature_pos": (0.0, math.inf, False, False, "1.0 is the default"),
     "sapo_temperature_neg": (0.0, math.inf, False, False, "1.05 is the default"),
     "vespo_k_pos": (0.0, math.inf, True, False, "2.0 is the default"),
@@ -304,6 +305,8 @@ SEED_RANGE = (0, 2**32 - 1)
 
 
 def _range_text(low: float, high: float, low_in: bool, high_in: bool) -> str:
+    if low == -math.inf and high == math.inf:
+        return ""
     if high == math.inf:
         return f"{'>=' if low_in else '>'} {low:g}"
     return f"in {'[' if low_in else '('}{low:g}, {high:g}{']' if high_in else ')'}"
@@ -319,14 +322,15 @@ def check_numeric_settings(values: Mapping[str, Any]) -> None:
         if value is None:
             continue
         allowed = _range_text(low, high, low_in, high_in)
+        allowed = f" {allowed}" if allowed else ""
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise TypeError(
-                f"{name}={value!r} is not a number; set {name} to a finite number {allowed} ({fix})."
+                f"{name}={value!r} is not a number; set {name} to a finite number{allowed} ({fix})."
             )
         inside = (low <= value if low_in else low < value) and (value <= high if high_in else value < high)
         if not math.isfinite(value) or not inside:
             raise ValueError(
-                f"{name}={value!r} is out of range: it must be a finite number {allowed} ({fix})."
+                f"{name}={value!r} is out of range: it must be a finite number{allowed} ({fix})."
             )
     seed = values.get("seed")
     if seed is not None and (
