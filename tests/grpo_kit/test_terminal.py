@@ -80,3 +80,40 @@ def test_files_keep_the_original_text(tmp_path):
     assert (
         json.loads((tmp_path / "samples.json").read_text(encoding="utf-8"))["samples"][0]["prompt"] == HOSTILE
     )
+
+
+def test_the_run_table_prints_paths_and_export_lines_whole(tmp_path, capsys):
+    from rich.console import Console
+
+    from grpo_kit.cli import _print_summary
+    from grpo_kit.export.report import ExportReport
+
+    folder = tmp_path / "runs [lr=1e-4]"
+    folder.mkdir()
+    (folder / "metrics.jsonl").write_text("")
+    summary = {
+        "steps": 1,
+        "total_seconds": 1.0,
+        "train_seconds": 1.0,
+        "reward_first_step": None,
+        "reward_last_step": None,
+        "samples_mean_reward_before": None,
+        "samples_mean_reward_after": None,
+    }
+    report = ExportReport("adapter", folder / f"adapter{OSC_TITLE}[/INST]", 1, True, {})
+    _print_summary(Console(width=400, color_system=None), folder, summary, [report])
+    out = capsys.readouterr().out
+    _no_terminal_commands(out)
+    assert "runs [lr=1e-4]/metrics.jsonl" in out and "[/INST]" in out
+
+
+def test_warnings_print_as_text():
+    import warnings
+
+    from grpo_kit.terminal import install_plain_warnings
+
+    install_plain_warnings()
+    install_plain_warnings()  # once is enough, twice is harmless
+    text = warnings.formatwarning(f"reward {OSC_TITLE}[x] skipped", RuntimeWarning, "f.py", 1)
+    _no_terminal_commands(text)
+    assert "reward [x] skipped" in text
