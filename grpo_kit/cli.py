@@ -629,7 +629,7 @@ def _export(args, console) -> int:
             )
         model_dir = out / "merged"
     if args.gguf:
-        with console.status(f"GGUF {args.gguf}: converting and verifying…"):
+        with console.status(f"GGUF {markup_safe(args.gguf)}: converting and verifying…"):
             try:
                 reports.append(
                     save_gguf(
