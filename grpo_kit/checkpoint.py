@@ -297,8 +297,9 @@ CREDENTIAL_PLACEHOLDER = "<redacted>"
 
 def is_credential_field(name: Any) -> bool:
     """TRL's (TrainingArguments') rule for a field that holds a credential: its name ends in ``_token``
-    (``hub_token``). Such values are never written to a run folder and never enter a configuration hash."""
-    return isinstance(name, str) and name.endswith("_token")
+    (``hub_token``); also ``token`` itself, the Hub's keyword (``model_init_kwargs={"token": ...}``). Such
+    values are never written to a run folder and never enter a configuration hash."""
+    return isinstance(name, str) and (name == "token" or name.endswith("_token"))
 
 
 def _redacted(key: Any, value: Any) -> Any:

@@ -65,5 +65,8 @@ def test_the_configuration_hash_and_diff_ignore_credentials():
     assert config_hash(with_token) == config_hash(other_token) == config_hash(without)
     assert config_diff(with_token, without) == {}
     assert SECRET not in json.dumps(jsonable_config(with_token))
+    nested = {"recipe": {"training": {"model_init_kwargs": {"token": SECRET, "dtype": "float32"}}}}
+    assert SECRET not in json.dumps(jsonable_config(nested))
+    assert jsonable_config(nested)["recipe"]["training"]["model_init_kwargs"]["dtype"] == "float32"
     changed = {"recipe": {"training": {"learning_rate": 2e-5, "hub_token": SECRET}}}
     assert config_hash(changed) != config_hash(with_token)  # everything else still counts
