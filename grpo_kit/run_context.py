@@ -7,9 +7,9 @@ progress bar, callbacks, checkpoints, Ctrl-C (``with run:`` turns it into a chec
 return), the guards against bad steps and the :class:`~grpo_kit.result.RunResult`.
 
 Bad steps: rewards that are all NaN/None, rewards whose statistics overflow (±1e308: the mean or std is not
-finite), a non-finite loss or grad-norm, an optimizer step that makes a trainable weight NaN/inf (undone), or a
-reward function that raised with ``on_reward_error="skip"``. Training on them teaches nothing (NaN advantages give zero loss) or
-destroys the weights (one NaN update makes every later step NaN), so the step is skipped before the
+finite), a non-finite loss or grad-norm, an optimizer step that makes a trainable weight NaN/inf (undone),
+or a reward function that raised with ``on_reward_error="skip"``. Training on them teaches nothing (NaN
+advantages give zero loss) or destroys the weights (one NaN update makes every later step NaN), so the step is skipped before the
 optimizer moves, reported with the reward functions' names, and counted as ``skipped_steps``;
 ``max_bad_steps`` in a row stop the run after saving the last good checkpoint (:class:`BadStepsError`).
 
@@ -139,9 +139,8 @@ class RunContext:
         self.skipped_steps = 0
         self._bad_in_a_row = 0
         self._trainable: list[tuple[str, torch.Tensor]] = []
-        self._undo: tuple | None = (
-            None  # the state before the optimizer step in progress (optimizer_step_kept)
-        )
+        # The state before the optimizer step in progress (optimizer_step_kept); None between steps.
+        self._undo: tuple | None = None
 
     # --- resume ---------------------------------------------------------------------------------------
 
