@@ -141,6 +141,7 @@ class RunContext:
         self._trainable: list[tuple[str, torch.Tensor]] = []
         # The state before the optimizer step in progress (optimizer_step_kept); None between steps.
         self._undo: tuple | None = None
+        self._undo_buffers: list[torch.Tensor] = []
 
     # --- resume ---------------------------------------------------------------------------------------
 
@@ -249,49 +250,51 @@ class RunContext:
         A finite loss and gradient can still give a non-finite update (``adam_epsilon=0`` divides 0 by 0 on a
         step whose gradients are all zero; a huge ``learning_rate`` overflows). Then the step is undone: the
         trainable weights and their optimizer state are put back from the copy taken just before it, and the
-        step counts as bad. Simplification: the copy is one clone of the trainable weights and their AdamW
-        moments per step (with LoRA a few MB; without LoRA it doubles the trainable memory for a moment).
+        step counts as bad. Simplification: the copy is one fused copy of the trainable weights and their
+        AdamW moments into buffers allocated once (with LoRA a few MB; without LoRA as much memory again as
+        the weights and moments).
         """
-        named = self._trainable or trainable_parameters(self.model)
-        self._trainable = named
-        params = [p for _, p in named]
-        with torch.no_grad():
-            weights = [p.detach().clone() for p in params]
-        state = {
-            p: {
-                k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in self.optimizer.state[p].items()
-            }
-            for p in params
-            if p in self.optimizer.state
-        }
-        self._undo = (params, weights, state)
+        self._trainable = self._trainable or trainable_parameters(self.model)
+        self._remember_before_step([p for _, p in self._trainable])
         step()
-        bad = non_finite_parameters(named)
+        bad = non_finite_parameters(self._trainable)
         if not bad:
             self._undo = None
             return True
         self._undo_step()
         self._skip_step(
-            f"the optimizer step made {len(bad)} of {len(named)} trainable weight tensors NaN/inf (first: "
-            f"{bad[0]}); it was undone (rewards from {', '.join(reward_names)}; learning_rate="
+            f"the optimizer step made {len(bad)} of {len(self._trainable)} trainable weight tensors NaN/inf "
+            f"(first: {bad[0]}); it was undone (rewards from {', '.join(reward_names)}; learning_rate="
             f"{self.config.learning_rate}, adam_epsilon={self.config.adam_epsilon}: a very large learning rate "
             "or adam_epsilon=0 are the usual causes)"
         )
         return False
 
+    def _remember_before_step(self, params: list[torch.Tensor]) -> None:
+        """Copy the weights and the optimizer state (AdamW updates both in place) into reused buffers."""
+        state = self.optimizer.state
+        slots = [(p, k, v) for p in params if p in state for k, v in state[p].items() if torch.is_tensor(v)]
+        sources = [p.detach() for p in params] + [v for _, _, v in slots]
+        buffers = self._undo_buffers
+        if len(buffers) != len(sources) or any(b.shape != s.shape for b, s in zip(buffers, sources)):
+            buffers = self._undo_buffers = [torch.empty_like(s) for s in sources]
+        with torch.no_grad():
+            torch._foreach_copy_(buffers, sources)
+        self._undo = (params, sources, slots)
+
     def _undo_step(self) -> None:
         """Put the weights and optimizer state back as they were before the optimizer step in progress."""
         if self._undo is None:
             return
-        params, weights, state = self._undo
+        params, sources, slots = self._undo
         with torch.no_grad():
-            for p, saved in zip(params, weights):
-                p.copy_(saved)
+            torch._foreach_copy_(sources, self._undo_buffers[: len(sources)])
+        had_state = {id(p) for p, _, _ in slots}
         for p in params:
-            if p in state:
-                self.optimizer.state[p] = state[p]
-            else:
-                self.optimizer.state.pop(p, None)
+            if id(p) not in had_state:
+                self.optimizer.state.pop(p, None)  # the step created it: gone with the step
+        for p, key, tensor in slots:
+            self.optimizer.state[p][key] = tensor  # the very tensors restored above
         self._undo = None
 
     def _skip_step(self, reason: str) -> None:
