@@ -21,7 +21,12 @@ refused with :class:`CheckpointError` before anything in it runs. Checkpoints of
 (``rng_state.pth``, ``rollout.pt``) are still read, with ``weights_only=True`` and numpy's array type allowed.
 
 Loaded weights are checked to be finite: a corrupted or diverged checkpoint stops the resume with the name of
-the first bad tensor instead of training on NaN.
+the first bad tensor instead of training on NaN. Saved weights are checked too: :func:`save_checkpoint` refuses
+a model whose trainable weights hold NaN/inf (:class:`NonFiniteWeightsError`), so every checkpoint is a good state.
+
+No credential is written: :func:`jsonable_config` (every configuration a run stores) replaces fields that TRL
+treats as credentials (``hub_token``: :func:`is_credential_field`) with :data:`CREDENTIAL_PLACEHOLDER`, and
+:func:`config_hash` / :func:`config_diff` leave them out.
 
 The folder is written under a temporary name and renamed at the end, so a run killed while saving
 never leaves a half checkpoint for ``resume_from_checkpoint=True`` to pick up.
@@ -38,6 +43,7 @@ import pickle
 import random
 import re
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,20 +52,27 @@ import torch
 
 __all__ = [
     "ABSENT",
+    "CREDENTIAL_PLACEHOLDER",
     "CheckpointError",
+    "NonFiniteWeightsError",
     "capture_rng_state",
     "check_finite",
+    "check_weights_finite",
     "config_diff",
     "config_hash",
     "format_config_diff",
+    "is_credential_field",
     "is_peft_model",
     "jsonable_config",
     "latest_checkpoint",
     "load_checkpoint",
+    "non_finite_parameters",
     "read_checkpoint_config",
     "restore_rng_state",
     "rotate_checkpoints",
     "save_checkpoint",
+    "trainable_parameters",
+    "without_credentials",
 ]
 
 _CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
@@ -68,6 +81,10 @@ CONFIG_FILE = "run_config.json"
 
 class CheckpointError(ValueError):
     """A checkpoint that cannot be used: unreadable, unsafe to load, non-finite, or from another configuration."""
+
+
+class NonFiniteWeightsError(CheckpointError):
+    """Trainable weights hold NaN/inf: such a model is never saved, exported or called verified."""
 
 
 def is_peft_model(model: torch.nn.Module) -> bool:
@@ -228,6 +245,39 @@ def check_finite(tensors: dict[str, torch.Tensor], where: str) -> None:
             )
 
 
+def trainable_parameters(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
+    """``(name, parameter)`` for every parameter with ``requires_grad`` (with LoRA: the adapter only)."""
+    return [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+
+
+def non_finite_parameters(named: Sequence[tuple[str, torch.Tensor]]) -> list[str]:
+    """The names of the tensors in ``named`` that hold a NaN or ±inf. One fused max-|x| per tensor and one
+    device sync, so it can run after every optimizer step (NaN propagates through the max, inf is inf)."""
+    tensors = [t.detach() for _, t in named if t.is_floating_point() and t.numel()]
+    if not tensors:
+        return []
+    peaks = torch.stack(torch._foreach_norm(tensors, float("inf")))  # (K,) max |x| of each tensor
+    finite = torch.isfinite(peaks)
+    if bool(finite.all()):
+        return []
+    names = [name for name, t in named if t.is_floating_point() and t.numel()]
+    return [name for name, ok in zip(names, finite.tolist()) if not ok]
+
+
+def check_weights_finite(model: torch.nn.Module, where: str, *, trainable_only: bool = True) -> None:
+    """Raise :class:`NonFiniteWeightsError` when a (trainable) weight of ``model`` is NaN/inf; ``where`` says
+    what was about to happen (``"saving checkpoint-3"``). ``trainable_only=False`` checks every weight (an
+    exported model, whose base weights are part of the file)."""
+    named = trainable_parameters(model) if trainable_only else list(model.named_parameters())
+    bad = non_finite_parameters(named)
+    if bad:
+        raise NonFiniteWeightsError(
+            f"{where}: refused, {len(bad)} of {len(named)} {'trainable ' if trainable_only else ''}weight "
+            f"tensors hold NaN/inf (first: {bad[0]}). The run diverged; nothing was written. Lower "
+            "learning_rate, keep adam_epsilon > 0 (1e-8), and resume from the last checkpoint-<step>."
+        )
+
+
 def _optimizer_tensors(state_dict: dict[str, Any]) -> dict[str, torch.Tensor]:
     return {
         f"state[{param}][{key}]": value
@@ -241,15 +291,44 @@ def _optimizer_tensors(state_dict: dict[str, Any]) -> dict[str, torch.Tensor]:
 # The run's configuration
 
 
+#: What a credential's value becomes in every file a run writes (TrainingArguments writes ``<HUB_TOKEN>``).
+CREDENTIAL_PLACEHOLDER = "<redacted>"
+
+
+def is_credential_field(name: Any) -> bool:
+    """TRL's (TrainingArguments') rule for a field that holds a credential: its name ends in ``_token``
+    (``hub_token``); also ``token`` itself, the Hub's keyword (``model_init_kwargs={"token": ...}``). Such
+    values are never written to a run folder and never enter a configuration hash."""
+    return isinstance(name, str) and (name == "token" or name.endswith("_token"))
+
+
+def _redacted(key: Any, value: Any) -> Any:
+    return (
+        CREDENTIAL_PLACEHOLDER if is_credential_field(key) and value is not None else jsonable_config(value)
+    )
+
+
+def without_credentials(value: Any) -> Any:
+    """``value`` (JSON data) with every credential field left out, at any depth: what a hash or a comparison
+    of two configurations reads, so a token neither changes the hash nor makes two runs differ."""
+    if isinstance(value, dict):
+        return {k: without_credentials(v) for k, v in value.items() if not is_credential_field(k)}
+    if isinstance(value, list):
+        return [without_credentials(v) for v in value]
+    return value
+
+
 def jsonable_config(value: Any) -> Any:
     """``value`` as plain JSON data, the same on every run: dataclasses -> dicts, paths -> strings, tuples and
-    sets -> lists, enums -> their value, functions -> ``module.qualname``; anything else -> ``repr``."""
+    sets -> lists, enums -> their value, functions -> ``module.qualname``; anything else -> ``repr``.
+    Credential fields (:func:`is_credential_field`) become :data:`CREDENTIAL_PLACEHOLDER`: every file a run
+    writes goes through here, and none may hold a token."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: jsonable_config(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: _redacted(f.name, getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dict):
-        return {str(k): jsonable_config(v) for k, v in value.items()}
+        return {str(k): _redacted(k, v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [jsonable_config(v) for v in value]
     if isinstance(value, (set, frozenset)):
@@ -266,8 +345,9 @@ def jsonable_config(value: Any) -> Any:
 
 
 def config_hash(config: Any) -> str:
-    """sha256 of the configuration's canonical JSON (sorted keys): equal configurations, equal hashes."""
-    text = json.dumps(jsonable_config(config), sort_keys=True, separators=(",", ":"))
+    """sha256 of the configuration's canonical JSON (sorted keys): equal configurations, equal hashes.
+    Credential fields are left out (a token is not part of what a run computes)."""
+    text = json.dumps(without_credentials(jsonable_config(config)), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -312,7 +392,8 @@ def config_diff(stored: dict, current: dict) -> dict[str, tuple[Any, Any]]:
     """Fields whose values differ -> ``(stored value, current value)``; nested dicts give dotted names
     (``"lora.r"``); a field only one side has shows :data:`ABSENT` on the other. Values are compared as
     :func:`jsonable_config` writes them, so a tuple equals the list it was stored as."""
-    old, new = _flatten(jsonable_config(stored)), _flatten(jsonable_config(current))
+    old = _flatten(without_credentials(jsonable_config(stored)))
+    new = _flatten(without_credentials(jsonable_config(current)))
     return {
         name: (old.get(name, ABSENT), new.get(name, ABSENT))
         for name in sorted(old.keys() | new.keys())
@@ -347,6 +428,7 @@ def save_checkpoint(
     ``run_config.json`` so a resume can compare it (:func:`read_checkpoint_config`, :func:`config_diff`).
     """
     final = Path(checkpoint_dir)
+    check_weights_finite(model, f"saving {final.name}")  # the last good state is finite, or not written
     tmp = final.with_name(final.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)

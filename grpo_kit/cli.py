@@ -15,7 +15,8 @@
 
 ``train`` writes a run folder (default ``outputs/<recipe>-<timestamp>``; see ``grpo_kit.run``). Mistakes in
 the configuration are found before the model loads (exit 2); anything that goes wrong later is one line
-naming the fix (exit 1); ``--debug`` shows the traceback instead. Model
+naming the fix (exit 1); ``--debug`` shows the traceback instead. Every string from a user, a dataset or
+a model is printed through ``grpo_kit.terminal`` (no markup, no escape sequences). Model
 "tiny" (``--set model=tiny``) is grpo_kit.models.tiny_model(): a random 2-layer Llama for trying the
 plumbing in seconds.
 """
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_kit.run import DEFAULT_LOOP, LOOPS
+from grpo_kit.terminal import install_plain_warnings, markup_safe, plain
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -294,6 +296,8 @@ class RunError(RuntimeError):
 def cmd_train(args, console) -> int:
     from grpo_kit import run
 
+    if args.samples < 0:
+        raise UsageError(f"--samples must be >= 0 (0: no before/after answers), got {args.samples}.")
     try:  # every configuration mistake surfaces here, before a model is loaded or a folder is written
         plan = run.plan_run(
             args.recipe,
@@ -311,16 +315,18 @@ def cmd_train(args, console) -> int:
     recipe, output_dir = plan.recipe, plan.output_dir
     if plan.set_aside is not None:
         console.print(
-            f"--overwrite: the run already in {output_dir} is moved aside to {plan.set_aside}.",
+            f"--overwrite: the run already in {markup_safe(output_dir)} is moved aside to "
+            f"{markup_safe(plan.set_aside)}.",
             highlight=False,
             soft_wrap=True,
         )
     if plan.loop == "unsloth":
-        console.print(f"[bold]grpo-kit train[/] {recipe.name} — Unsloth path")
+        console.print(f"[bold]grpo-kit train[/] {markup_safe(recipe.name)} — Unsloth path")
     else:
         console.print(
-            f"[bold]grpo-kit train[/] recipe [cyan]{recipe.name}[/] · loop [cyan]{plan.loop}[/] · model "
-            f"[cyan]{recipe.model}[/] · {recipe.training.get('max_steps', '?')} steps → [green]{output_dir}[/]"
+            f"[bold]grpo-kit train[/] recipe [cyan]{markup_safe(recipe.name)}[/] · loop [cyan]{plan.loop}[/] · "
+            f"model [cyan]{markup_safe(recipe.model)}[/] · {markup_safe(recipe.training.get('max_steps', '?'))} "
+            f"steps → [green]{markup_safe(output_dir)}[/]"
         )
     if args.eval_prompts is not None and args.eval_prompts < 0:
         raise UsageError(f"--eval-prompts must be >= 0 (0 turns evaluation off), got {args.eval_prompts}.")
@@ -358,13 +364,14 @@ def cmd_train(args, console) -> int:
         return 0
     if result.interrupted and result.checkpoint is None:
         console.print(
-            f"[yellow]Interrupted before the first step finished[/]: no checkpoint to resume; {output_dir} holds no training."
+            f"[yellow]Interrupted before the first step finished[/]: no checkpoint to resume; "
+            f"{markup_safe(output_dir)} holds no training."
         )
         return EXIT_INTERRUPTED
     if result.interrupted:
         console.print(
-            f"[yellow]Interrupted at step {result.global_step}[/]; checkpoint {result.checkpoint}. "
-            f"Continue with:\n  {plan.resume_command()}",
+            f"[yellow]Interrupted at step {result.global_step}[/]; checkpoint {markup_safe(result.checkpoint)}. "
+            f"Continue with:\n  {markup_safe(plan.resume_command())}",
             highlight=False,
             soft_wrap=True,
         )
@@ -389,7 +396,7 @@ def _after_loading(args, work):
 def _print_summary(console, output_dir: Path, summary: dict, reports) -> None:
     from rich.table import Table
 
-    table = Table(title=f"run folder {output_dir}", show_header=False)
+    table = Table(title=f"run folder {markup_safe(output_dir)}", show_header=False)
     table.add_row("steps", str(summary["steps"]))
     table.add_row(
         "wall time", f"{summary['total_seconds']:.0f} s (training {summary['train_seconds']:.0f} s)"
@@ -409,10 +416,11 @@ def _print_summary(console, output_dir: Path, summary: dict, reports) -> None:
     evaluation = summary.get("evaluation")
     if evaluation and "headline" in evaluation:
         table.add_row(
-            f"held-out {evaluation['metric']} ({evaluation['num_prompts']} prompts)", _headline(evaluation)
+            markup_safe(f"held-out {evaluation['metric']} ({evaluation['num_prompts']} prompts)"),
+            markup_safe(_headline(evaluation)),
         )
     for report in reports:
-        table.add_row(report.kind, report.summary())
+        table.add_row(report.kind, markup_safe(report.summary()))
     for name in (
         "metrics.jsonl",
         "reward_curve.png",
@@ -422,7 +430,7 @@ def _print_summary(console, output_dir: Path, summary: dict, reports) -> None:
         "eval.json",
     ):
         if (output_dir / name).exists():
-            table.add_row(name, str(output_dir / name))
+            table.add_row(name, markup_safe(output_dir / name))
     console.print(table)
 
 
@@ -453,7 +461,7 @@ def _validate_inputs(plan) -> None:
 
 def _print_preflight(console, report) -> None:
     colour = "green" if report.go else "red"
-    console.print(report.summary(), style=colour, highlight=False, markup=False)
+    console.print(plain(report.summary()), style=colour, highlight=False, markup=False)
 
 
 def _remove_if_empty(folder: Path) -> None:
@@ -525,7 +533,7 @@ def cmd_eval(args, console) -> int:
     try:
         return _evaluate_folder(args, console, source, adapter_dir, recipe)
     except KeyboardInterrupt:  # the report card is written atomically: nothing half-written is left
-        console.print(f"[yellow]Interrupted[/]: {source} is as it was before `grpo-kit eval`.")
+        console.print(f"[yellow]Interrupted[/]: {markup_safe(source)} is as it was before `grpo-kit eval`.")
         return EXIT_INTERRUPTED
 
 
@@ -561,10 +569,12 @@ def _evaluate_folder(args, console, source: Path, adapter_dir: Path | None, reci
     )
     evaluation = run.evaluation_summary(before, after, files)
     console.print(
-        f"held-out {evaluation['metric']} ({evaluation['num_prompts']} prompts): {_headline(evaluation)}"
+        markup_safe(
+            f"held-out {evaluation['metric']} ({evaluation['num_prompts']} prompts): {_headline(evaluation)}"
+        )
     )
     for name, path in files.items():
-        console.print(f"  {name}: {path}")
+        console.print(f"  {name}: {markup_safe(path)}")
     return 0
 
 
@@ -619,7 +629,7 @@ def _export(args, console) -> int:
             )
         model_dir = out / "merged"
     if args.gguf:
-        with console.status(f"GGUF {args.gguf}: converting and verifying…"):
+        with console.status(f"GGUF {markup_safe(args.gguf)}: converting and verifying…"):
             try:
                 reports.append(
                     save_gguf(
@@ -634,7 +644,7 @@ def _export(args, console) -> int:
     if not reports:
         raise UsageError(f"{source} is already a model folder; ask for --gguf TYPE to export it.")
     for report in reports:
-        console.print(("[green]✔[/] " if report.verified else "[red]✘[/] ") + report.summary())
+        console.print(("[green]✔[/] " if report.verified else "[red]✘[/] ") + markup_safe(report.summary()))
     return 0 if all(r.verified for r in reports) else 1
 
 
@@ -686,7 +696,7 @@ def _generate(args, console) -> int:
     for s in pairs:
         prompt = s.prompt if isinstance(s.prompt, str) else s.prompt[-1]["content"]
         reward = "" if s.reward_before is None else f"{s.reward_before:.2f} → {s.reward_after:.2f}"
-        table.add_row(prompt[:200], s.before, s.after, reward)
+        table.add_row(markup_safe(prompt[:200]), markup_safe(s.before), markup_safe(s.after), reward)
     console.print(table)
     return 0
 
@@ -705,7 +715,7 @@ def cmd_recipes(args, console) -> int:
     table.add_column("description")
     for recipe in RECIPES.values():
         name = recipe.name + (" (default)" if recipe.name == DEFAULT_RECIPE else "")
-        table.add_row(name, recipe.model, recipe.description)
+        table.add_row(markup_safe(name), markup_safe(recipe.model), markup_safe(recipe.description))
     console.print(table)
     return 0
 
@@ -716,7 +726,7 @@ def _call_tool(tool_main, argv, console) -> int:
         return int(tool_main(argv) or 0)
     except SystemExit as exit_:
         if isinstance(exit_.code, str):
-            console.print(f"[red]error:[/] {exit_.code}", highlight=False)
+            console.print(f"[red]error:[/] {markup_safe(exit_.code)}", highlight=False)
             return EXIT_USAGE
         return int(exit_.code or 0)
 
@@ -761,6 +771,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rich.console import Console
 
     console = Console(stderr=False)
+    install_plain_warnings()  # warnings name reward functions and their errors: text, not terminal commands
     argv = list(sys.argv[1:] if argv is None else argv)
     # Pass-through commands hand their arguments (options included) to the tool's own parser.
     if argv[:1] == ["losses"]:
@@ -778,12 +789,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return COMMANDS[args.command](args, console)
     except UsageError as error:
         # Configuration mistakes: one readable line that names the fix, no traceback.
-        console.print(f"[red]error:[/] {error}", highlight=False, soft_wrap=True)
+        console.print(f"[red]error:[/] {markup_safe(error)}", highlight=False, soft_wrap=True)
         if os.environ.get("GRPO_KIT_DEBUG") or getattr(args, "debug", False):
             raise
         return EXIT_USAGE
     except RunError as error:
-        console.print(f"[red]error:[/] {error}", highlight=False, soft_wrap=True)
+        console.print(f"[red]error:[/] {markup_safe(error)}", highlight=False, soft_wrap=True)
         return EXIT_FAILED
 
 

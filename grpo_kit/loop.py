@@ -10,7 +10,8 @@
 5. old log-probs (only when ``num_iterations > 1``) and reference log-probs with the LoRA adapter
    disabled (only when ``beta > 0``);
 6. per micro-batch: log-probs with gradient, ``compute_loss`` (``grpo_kit.losses``, proven equal to TRL),
-   backward; then gradient clipping, optimizer and scheduler step.
+   backward; then gradient clipping, optimizer and scheduler step; an optimizer step that leaves a trainable
+   weight NaN/inf is undone and counted as a bad step (``RunContext.optimizer_step_kept``).
 
 Steps 1-5 make a ``Rollout``; with ``num_iterations = μ > 1`` it is reused for μ optimizer steps. The
 bookkeeping around the steps (resume, Ctrl-C, checkpoints, progress, metrics) is ``grpo_kit.run_context``.
@@ -388,6 +389,9 @@ def train(
                     multi_objective_aggregation=config.multi_objective_aggregation,
                     reward_func_names=reward_names,
                 )
+                if not run.advantages_are_finite(rewards, advantages, reward_names):  # overflow: a bad step
+                    rollout = None
+                    continue
                 run.log(advantages.metrics)
                 rollout = _rollout(model, samples, advantages.advantages, config)  # 5. old/ref log-probs
 
@@ -402,7 +406,10 @@ def train(
                 if not run.update_is_finite(step_loss, grad_norm, reward_names):  # a bad step: no update
                     rollout = None
                     continue
-                _optimizer_step(optimizer, scheduler)
+                if not run.optimizer_step_kept(optimizer.step, reward_names):  # NaN/inf weights: undone, bad
+                    rollout = None
+                    continue
+                _schedule_step(optimizer, scheduler)
             run.end_step(step_loss, grad_norm, rollout.to_dict())
     return run.result()
 
@@ -609,8 +616,8 @@ def _clip_gradients(model, config: GRPOLoopConfig) -> float:
     return torch.nn.utils.clip_grad_norm_(trainable, max_norm).item()
 
 
-def _optimizer_step(optimizer, scheduler) -> None:
-    optimizer.step()
+def _schedule_step(optimizer, scheduler) -> None:
+    """After a kept optimizer step: the learning-rate schedule moves on, the gradients are dropped."""
     scheduler.step()
     optimizer.zero_grad(set_to_none=True)
 

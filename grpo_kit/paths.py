@@ -15,7 +15,8 @@ def check_output_dir(path: str | os.PathLike) -> Path:
     Nothing is created: a missing folder is fine when its nearest existing parent is a writable folder (so a
     run that fails its checks leaves no empty folder behind). Writability is probed by creating and removing a
     temporary file, because permission bits lie (root ignores them; a read-only mount ignores them the other
-    way). Raises ``NotADirectoryError`` or ``PermissionError`` with the fix.
+    way). A symbolic link to nothing is refused too (creating the folder would fail on it later). Raises
+    ``NotADirectoryError`` or ``PermissionError`` with the fix.
     """
     if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
         raise TypeError(f"the output folder must be a non-empty string or path; got {path!r}.")
@@ -26,6 +27,11 @@ def check_output_dir(path: str | os.PathLike) -> Path:
         )
     existing = target
     while not existing.exists():  # the nearest existing ancestor is where the folder would be created
+        if existing.is_symlink():  # a link to nothing: mkdir would fail on it after the model loaded
+            raise NotADirectoryError(
+                f"output folder {target}: {existing} is a symbolic link to {os.readlink(existing)}, which does "
+                "not exist. Create the folder it points to, remove the link, or choose another output folder."
+            )
         if existing.parent == existing:
             break
         existing = existing.parent

@@ -196,6 +196,15 @@ class Recipe:
                 f"recipe {self.name!r}: eval_prompts must be an int >= 0 (held-out prompts evaluated "
                 f"before/after; 0 turns evaluation off), got {self.eval_prompts!r}."
             )
+        if self.dataset_size is not None and (
+            isinstance(self.dataset_size, bool)
+            or not isinstance(self.dataset_size, int)
+            or self.dataset_size < 1
+        ):
+            raise ValueError(
+                f"recipe {self.name!r}: dataset_size={self.dataset_size!r} must be an int >= 1 (the training "
+                "rows to keep), or None for every row."
+            )
         if "reward_weights" in self.training:
             raise ValueError(
                 f"recipe {self.name!r}: put weights on each RewardSpec(weight=...), not in training['reward_weights']."

@@ -277,6 +277,12 @@ def plan_run(
                 "would mix two runs. Continue it with --resume, pass --overwrite to move it "
                 f"aside to {run_dir}.old-<timestamp>, or choose another --output-dir."
             )
+        if Path.cwd().resolve().is_relative_to(run_dir.resolve()):
+            raise ValueError(
+                f"--overwrite moves the run in {run_dir} aside, and that is the folder you are in "
+                f"({run_dir.resolve().name}); run from its parent folder with --output-dir "
+                f"{run_dir.resolve().name} --overwrite, or choose another --output-dir."
+            )
         plan.set_aside = run_dir.with_name(f"{run_dir.name}.old-{time.strftime('%Y%m%d-%H%M%S')}")
     return plan
 
@@ -348,7 +354,16 @@ def _stored_invocation(output_dir: str | Path | None, resume: Any) -> dict[str, 
         return None  # the newest run of the default recipe is found by resolve_run_dir
     folder = Path(output_dir) if output_dir else Path(resume).parent
     stored = _stored_run_config(folder, resume)
-    return dict(stored["invocation"]) if stored and "invocation" in stored else None
+    if not stored or "invocation" not in stored:
+        return None
+    from grpo_kit.checkpoint import CREDENTIAL_PLACEHOLDER
+
+    invocation = dict(stored["invocation"])
+    # A credential was stored redacted: the replay goes without it (HF_TOKEN, or --set it again).
+    invocation["overrides"] = {
+        k: v for k, v in dict(invocation.get("overrides") or {}).items() if v != CREDENTIAL_PLACEHOLDER
+    }
+    return invocation
 
 
 def _check_resumes_the_same_run(plan: RunPlan) -> None:
@@ -376,7 +391,10 @@ def _check_resumes_the_same_run(plan: RunPlan) -> None:
 
 
 def resume_command(invocation: Mapping[str, Any], output_dir: Path) -> str:
-    """``grpo-kit train … --resume`` with every flag of ``invocation`` spelled out, shell-quoted."""
+    """``grpo-kit train … --resume`` with every flag of ``invocation`` spelled out, shell-quoted; credential
+    settings (``hub_token``) are left out, since the command is printed."""
+    from grpo_kit.checkpoint import is_credential_field
+
     words = ["grpo-kit", "train", "--recipe", str(invocation["recipe"])]
     if invocation.get("small"):
         words.append("--small")
@@ -385,6 +403,8 @@ def resume_command(invocation: Mapping[str, Any], output_dir: Path) -> str:
         words += ["--max-steps", str(invocation["max_steps"])]
     words += ["--output-dir", os.fspath(output_dir), "--resume"]
     for key, value in invocation.get("overrides", {}).items():
+        if is_credential_field(key):  # never printed: pass it again with --set, or set HF_TOKEN
+            continue
         items = (
             value.items() if key in ("lora", "unsloth") and isinstance(value, Mapping) else [(None, value)]
         )
@@ -695,6 +715,8 @@ def execute(
         return RunOutcome(
             plan, unsloth_path.train(recipe, output_dir=plan.output_dir, resume_from_checkpoint=plan.resume)
         )
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
+        raise ValueError(f"samples must be an int >= 0 (0: no before/after answers), got {samples!r}.")
     n_eval = recipe.eval_prompts if eval_prompts is None else eval_prompts
     if n_eval < 0:
         raise ValueError(f"eval_prompts must be >= 0 (0 turns evaluation off), got {n_eval}.")
@@ -782,6 +804,8 @@ def execute(
                 save_gguf(source, plan.output_dir / f"model-{gguf}.gguf", gguf, tokenizer=tokenizer)
             )
     evaluation = evaluate(plan, model, tokenizer, reward_funcs) if evaluate else built_in_evaluation
+    from grpo_kit.checkpoint import jsonable_config
+
     rewards = [r["reward"] for r in result.log_history if r.get("reward") is not None]
     summary = {
         "recipe": recipe.name,
@@ -799,7 +823,7 @@ def execute(
             {"kind": r.kind, "path": str(r.path), "size_bytes": r.size_bytes, "verified": r.verified}
             for r in reports
         ],
-        "training": dict(recipe.training),
+        "training": jsonable_config(dict(recipe.training)),  # credentials (hub_token) redacted
     }
     if checks is not None:
         summary["preflight"] = checks

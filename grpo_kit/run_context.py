@@ -6,9 +6,10 @@ place that appends to ``log_history``, ``metrics.jsonl`` and any ``reporters``),
 progress bar, callbacks, checkpoints, Ctrl-C (``with run:`` turns it into a checkpoint and a normal
 return), the guards against bad steps and the :class:`~grpo_kit.result.RunResult`.
 
-Bad steps: rewards that are all NaN/None, a non-finite loss or grad-norm, or a reward function that raised
-with ``on_reward_error="skip"``. Training on them teaches nothing (NaN advantages give zero loss) or
-destroys the weights (one NaN update makes every later step NaN), so the step is skipped before the
+Bad steps: rewards that are all NaN/None, rewards whose statistics overflow (±1e308: the mean or std is not
+finite), a non-finite loss or grad-norm, an optimizer step that makes a trainable weight NaN/inf (undone),
+or a reward function that raised with ``on_reward_error="skip"``. Training on them teaches nothing (NaN
+advantages give zero loss) or destroys the weights (one NaN update makes every later step NaN), so the step is skipped before the
 optimizer moves, reported with the reward functions' names, and counted as ``skipped_steps``;
 ``max_bad_steps`` in a row stop the run after saving the last good checkpoint (:class:`BadStepsError`).
 
@@ -38,10 +39,12 @@ from grpo_kit.checkpoint import (
     jsonable_config,
     latest_checkpoint,
     load_checkpoint,
+    non_finite_parameters,
     read_checkpoint_config,
     restore_rng_state,
     rotate_checkpoints,
     save_checkpoint,
+    trainable_parameters,
 )
 from grpo_kit.metrics_log import MetricsAccumulator, MetricsWriter
 from grpo_kit.reporting import PlainProgress, check_report_to, make_reporter, stream_is_terminal
@@ -135,6 +138,10 @@ class RunContext:
         self.run_config = {**dict(run_config or {}), "loop_config": loop_config_record(config)}
         self.skipped_steps = 0
         self._bad_in_a_row = 0
+        self._trainable: list[tuple[str, torch.Tensor]] = []
+        # The state before the optimizer step in progress (optimizer_step_kept); None between steps.
+        self._undo: tuple | None = None
+        self._undo_buffers: list[torch.Tensor] = []
 
     # --- resume ---------------------------------------------------------------------------------------
 
@@ -205,6 +212,28 @@ class RunContext:
             return None
         return rewards
 
+    def advantages_are_finite(
+        self, rewards: torch.Tensor, advantages: Any, reward_names: Sequence[str]
+    ) -> bool:
+        """True when the ``(N, F)`` rewards (NaN = None) and their statistics are usable; otherwise a bad step.
+
+        Rewards are finite float64 numbers when they leave ``rewards.call_reward_funcs``, but ±1e308 overflow
+        in float32 or in the group mean and std, and then every advantage is NaN (TRL trains on it)."""
+        stats = {name: advantages.metrics.get(name) for name in ("reward", "reward_std")}
+        overflow = bool(torch.isinf(rewards).any()) or not bool(torch.isfinite(advantages.advantages).all())
+        overflow = overflow or any(v is not None and not math.isfinite(v) for v in stats.values())
+        if not overflow:
+            return True
+        largest = (
+            rewards[~torch.isnan(rewards)].abs().max().item() if (~torch.isnan(rewards)).any() else math.nan
+        )
+        self._skip_step(
+            f"the rewards of {', '.join(reward_names)} overflow (largest |reward| {largest:g}; reward mean "
+            f"{stats['reward']}, std {stats['reward_std']}), so the advantages are not finite; keep rewards "
+            "within about ±1e6"
+        )
+        return False
+
     def update_is_finite(self, step_loss: float, grad_norm: float, reward_names: Sequence[str]) -> bool:
         """True when the loss and gradient norm are finite; otherwise the step is skipped (gradients dropped)."""
         if math.isfinite(step_loss) and math.isfinite(grad_norm):
@@ -214,6 +243,59 @@ class RunContext:
             f"{', '.join(reward_names)}; a NaN weight or an extreme reward scale are the usual causes)"
         )
         return False
+
+    def optimizer_step_kept(self, step: Callable[[], None], reward_names: Sequence[str]) -> bool:
+        """Run ``step()`` (the optimizer step) and check the trainable weights; True when they are all finite.
+
+        A finite loss and gradient can still give a non-finite update (``adam_epsilon=0`` divides 0 by 0 on a
+        step whose gradients are all zero; a huge ``learning_rate`` overflows). Then the step is undone: the
+        trainable weights and their optimizer state are put back from the copy taken just before it, and the
+        step counts as bad. Simplification: the copy is one fused copy of the trainable weights and their
+        AdamW moments into buffers allocated once (with LoRA a few MB; without LoRA as much memory again as
+        the weights and moments).
+        """
+        self._trainable = self._trainable or trainable_parameters(self.model)
+        self._remember_before_step([p for _, p in self._trainable])
+        step()
+        bad = non_finite_parameters(self._trainable)
+        if not bad:
+            self._undo = None
+            return True
+        self._undo_step()
+        self._skip_step(
+            f"the optimizer step made {len(bad)} of {len(self._trainable)} trainable weight tensors NaN/inf "
+            f"(first: {bad[0]}); it was undone (rewards from {', '.join(reward_names)}; learning_rate="
+            f"{self.config.learning_rate}, adam_epsilon={self.config.adam_epsilon}: a very large learning rate "
+            "or adam_epsilon=0 are the usual causes)"
+        )
+        return False
+
+    def _remember_before_step(self, params: list[torch.Tensor]) -> None:
+        """Copy the weights and the optimizer state (AdamW updates both in place) into reused buffers."""
+        state = self.optimizer.state
+        slots = [(p, k, v) for p in params if p in state for k, v in state[p].items() if torch.is_tensor(v)]
+        sources = [p.detach() for p in params] + [v for _, _, v in slots]
+        buffers = self._undo_buffers
+        if len(buffers) != len(sources) or any(b.shape != s.shape for b, s in zip(buffers, sources)):
+            buffers = self._undo_buffers = [torch.empty_like(s) for s in sources]
+        with torch.no_grad():
+            torch._foreach_copy_(buffers, sources)
+        self._undo = (params, sources, slots)
+
+    def _undo_step(self) -> None:
+        """Put the weights and optimizer state back as they were before the optimizer step in progress."""
+        if self._undo is None:
+            return
+        params, sources, slots = self._undo
+        with torch.no_grad():
+            torch._foreach_copy_(sources, self._undo_buffers[: len(sources)])
+        had_state = {id(p) for p, _, _ in slots}
+        for p in params:
+            if id(p) not in had_state:
+                self.optimizer.state.pop(p, None)  # the step created it: gone with the step
+        for p, key, tensor in slots:
+            self.optimizer.state[p][key] = tensor  # the very tensors restored above
+        self._undo = None
 
     def _skip_step(self, reason: str) -> None:
         """Drop the step's gradients, count it, warn; after max_bad_steps in a row save and stop."""
@@ -392,6 +474,7 @@ class RunContext:
             return False
         # Ctrl-C: keep what the finished steps learned, so `resume_from_checkpoint` continues exactly here.
         self.interrupted = True
+        self._undo_step()  # Ctrl-C inside an optimizer step: the state before it is the one to keep
         self.optimizer.zero_grad(set_to_none=True)
         if self.state.global_step > 0:
             self.checkpoint = self._save()

@@ -22,6 +22,7 @@ import dataclasses
 import difflib
 import functools
 import importlib.util
+import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -38,6 +39,7 @@ __all__ = [
     "check_multi_objective_aggregation",
     "check_non_negative",
     "check_num_generations",
+    "check_numeric_settings",
     "check_precision",
     "check_report_to",
     "check_reward_funcs",
@@ -259,12 +261,94 @@ def _warn_sequence_level_sums(loss_type: str, importance_sampling_level: str) ->
         )
 
 
+# --- numbers -----------------------------------------------------------------------------------------
+
+#: Numeric settings every path reads: name -> (lowest, highest, lowest allowed, highest allowed, the fix);
+#: ``-inf, inf``: only "a finite number" here, the range has its own rule with its own message (β, ε, δ).
+#: A non-finite value is always refused: ``learning_rate=inf`` or ``adam_epsilon=0`` turn the first
+#: AdamW update into NaN weights (0/0 on a step whose gradients are all zero, the usual case early in GRPO
+#: when every group ties). Defaults are TRL 1.15's.
+NUMERIC_RANGES: dict[str, tuple[float, float, bool, bool, str]] = {
+    "learning_rate": (0.0, math.inf, True, False, "e.g. 1e-6 (TRL's GRPO default) or 1e-5 … 1e-4 with LoRA"),
+    "adam_epsilon": (
+        0.0,
+        math.inf,
+        False,
+        False,
+        "it keeps AdamW from dividing by zero; use 1e-8 (the default)",
+    ),
+    "adam_beta1": (0.0, 1.0, True, False, "0.9 is the default"),
+    "adam_beta2": (0.0, 1.0, True, False, "0.999 is the default"),
+    "weight_decay": (0.0, math.inf, True, False, "0.0 is the default"),
+    "max_grad_norm": (0.0, math.inf, True, False, "1.0 is the default; 0 turns clipping off"),
+    "warmup_steps": (0.0, math.inf, True, False, "an int number of steps, or a ratio in [0, 1)"),
+    "num_train_epochs": (0.0, math.inf, True, False, "3.0 is the default"),
+    "temperature": (0.0, math.inf, False, False, "1.0 is the default"),
+    "top_p": (0.0, 1.0, False, True, "1.0 turns nucleus sampling off"),
+    "min_p": (0.0, 1.0, True, True, "None turns it off"),
+    "repetition_penalty": (0.0, math.inf, False, False, "1.0 turns it off"),
+    "top_entropy_quantile": (0.0, 1.0, True, True, "1.0 keeps every token"),
+    "beta": (-math.inf, math.inf, False, False, "0.0 (the default) turns the KL term off"),
+    "epsilon": (-math.inf, math.inf, False, False, "0.2 is the default"),
+    "epsilon_high": (-math.inf, math.inf, False, False, "None uses epsilon; DAPO uses 0.28"),
+    "delta": (-math.inf, math.inf, False, False, "None turns two-sided clipping off"),
+    "sapo_temperature_pos": (0.0, math.inf, False, False, "1.0 is the default"),
+    "sapo_temperature_neg": (0.0, math.inf, False, False, "1.05 is the default"),
+    "vespo_k_pos": (0.0, math.inf, True, False, "2.0 is the default"),
+    "vespo_lambda_pos": (0.0, math.inf, True, False, "3.0 is the default"),
+    "vespo_k_neg": (0.0, math.inf, True, False, "3.0 is the default"),
+    "vespo_lambda_neg": (0.0, math.inf, True, False, "2.0 is the default"),
+}
+
+#: ``seed`` seeds python, numpy and torch; numpy takes 0 … 2**32 - 1 only.
+SEED_RANGE = (0, 2**32 - 1)
+
+
+def _range_text(low: float, high: float, low_in: bool, high_in: bool) -> str:
+    if low == -math.inf and high == math.inf:
+        return ""
+    if high == math.inf:
+        return f"{'>=' if low_in else '>'} {low:g}"
+    return f"in {'[' if low_in else '('}{low:g}, {high:g}{']' if high_in else ')'}"
+
+
+def check_numeric_settings(values: Mapping[str, Any]) -> None:
+    """Refuse a numeric setting of ``values`` that is not a number, not finite or out of its range
+    (:data:`NUMERIC_RANGES`, :data:`SEED_RANGE`), naming the setting and the fix; ``None`` is left to the
+    rules that allow it. Runs before any model loads (``check_grpo_settings`` calls it). TypeError for a
+    value that is not a number, ValueError for one out of range."""
+    for name, (low, high, low_in, high_in, fix) in NUMERIC_RANGES.items():
+        value = values.get(name)
+        if value is None:
+            continue
+        allowed = _range_text(low, high, low_in, high_in)
+        allowed = f" {allowed}" if allowed else ""
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(
+                f"{name}={value!r} is not a number; set {name} to a finite number{allowed} ({fix})."
+            )
+        inside = (low <= value if low_in else low < value) and (value <= high if high_in else value < high)
+        if not math.isfinite(value) or not inside:
+            raise ValueError(
+                f"{name}={value!r} is out of range: it must be a finite number{allowed} ({fix})."
+            )
+    seed = values.get("seed")
+    if seed is not None and (
+        isinstance(seed, bool) or not isinstance(seed, int) or not SEED_RANGE[0] <= seed <= SEED_RANGE[1]
+    ):
+        raise ValueError(
+            f"seed={seed!r}: the seed must be an int from {SEED_RANGE[0]} to {SEED_RANGE[1]} (2**32 - 1, numpy's "
+            "limit); e.g. seed=42 (the default)."
+        )
+
+
 # --- the whole configuration -------------------------------------------------------------------------
 
 
 def check_grpo_settings(values: Mapping[str, Any], *, world_size: int = 1) -> None:
     """Every configuration-level rule on ``values`` (GRPOConfig names; missing ones take GRPOConfig's
     defaults). Raises ``ValueError`` naming the fix; warns where TRL warns."""
+    check_numeric_settings(values)
     s = {**GRPO_DEFAULTS, **{k: v for k, v in values.items() if k in GRPO_DEFAULTS}}
     check_num_generations(s["num_generations"])
     check_whole_groups(

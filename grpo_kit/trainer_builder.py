@@ -1,6 +1,6 @@
 """One ``GRPOTrainer`` builder for the TRL and Unsloth paths: they differ only in how the model is loaded
 (and patched), which a :class:`ModelBackend` says; the GRPOConfig, the checks, the trainer assembly, the
-metrics/Ctrl-C callbacks and the :class:`~grpo_kit.result.RunResult` are shared here.
+metrics/Ctrl-C/finite-weights callbacks, ``training_args.bin`` without credentials and the :class:`~grpo_kit.result.RunResult` are shared here.
 
     backend = ModelBackend(name="TRL", precision=..., check=..., load=..., peft_config=...)
     trainer = build_trainer(recipe, backend, output_dir="runs/x", learning_rate=1e-5)
@@ -14,11 +14,13 @@ loads.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
 import signal
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,7 @@ __all__ = [
     "last_checkpoint",
     "resume_point",
     "run_trainer",
+    "save_args_without_credentials",
     "use_plain_progress_bar",
     "world_size",
 ]
@@ -169,7 +172,43 @@ def build_trainer(
         **trainer_kwargs,
     )
     use_plain_progress_bar(trainer)
+    save_args_without_credentials(trainer)
     return trainer
+
+
+@contextlib.contextmanager
+def _credentials_removed(args) -> Iterator[None]:
+    """``args`` (a GRPOConfig) with every credential field (``hub_token``) set to None for a moment."""
+    from grpo_kit.checkpoint import is_credential_field
+
+    held = {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(args)
+        if is_credential_field(f.name) and getattr(args, f.name) is not None
+    }
+    for name in held:
+        setattr(args, name, None)
+    try:
+        yield
+    finally:
+        for name, value in held.items():
+            setattr(args, name, value)
+
+
+def save_args_without_credentials(trainer) -> None:
+    """Trainer pickles its whole ``args`` into every checkpoint's ``training_args.bin`` (and the Hub push
+    does again), ``hub_token`` included. Both run with the credential fields emptied; the trainer keeps
+    them for its own Hub calls."""
+    for name in ("_save", "_push_from_checkpoint"):
+        original = getattr(trainer, name, None)
+        if original is None:
+            continue
+
+        def without(*args, _original=original, **kwargs):
+            with _credentials_removed(trainer.args):
+                return _original(*args, **kwargs)
+
+        setattr(trainer, name, without)
 
 
 def use_plain_progress_bar(trainer) -> None:
@@ -234,6 +273,7 @@ def run_trainer(
     output_dir = Path(output_dir)
     metrics_path = output_dir / "metrics.jsonl"
     metrics_callback, interrupt_callback = _make_callbacks(metrics_path, keep_up_to_step)
+    trainer.add_callback(_finite_weights_callback())
     trainer.add_callback(metrics_callback)
     trainer.add_callback(interrupt_callback)
     interrupt_callback.install()
@@ -263,6 +303,36 @@ def run_trainer(
         model=trainer.model,
         tokenizer=trainer.processing_class,
     )
+
+
+def _finite_weights_callback():
+    """After every optimizer step, before Trainer decides to save: trainable weights that hold NaN/inf stop
+    the run (:class:`~grpo_kit.checkpoint.NonFiniteWeightsError`), so no checkpoint or export is written from
+    them. Simplification: GRPOTrainer cannot undo a step, so the TRL path stops where the loop would skip."""
+    from transformers import TrainerCallback
+
+    from grpo_kit.checkpoint import NonFiniteWeightsError, non_finite_parameters, trainable_parameters
+
+    class FiniteWeightsCallback(TrainerCallback):
+        def __init__(self) -> None:
+            self.named: list = []
+
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            if model is None:
+                return control
+            self.named = self.named or trainable_parameters(model)
+            bad = non_finite_parameters(self.named)
+            if bad:
+                found = last_checkpoint(Path(args.output_dir))
+                where = f"the last good state is {found}" if found else "no checkpoint was written before it"
+                raise NonFiniteWeightsError(
+                    f"step {state.global_step}: {len(bad)} of {len(self.named)} trainable weight tensors became "
+                    f"NaN/inf (first: {bad[0]}); nothing was saved from them and {where}. Lower learning_rate, "
+                    "keep adam_epsilon > 0 (1e-8)."
+                )
+            return control
+
+    return FiniteWeightsCallback()
 
 
 def _make_callbacks(metrics_path: Path, keep_up_to_step: int | None):

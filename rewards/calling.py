@@ -139,9 +139,32 @@ def _raised(
     )
 
 
+_TEXT = (str, bytes, bytearray)
+
+
+def _is_reward_list(output: Any) -> bool:
+    """A list/tuple, or what TRL's ``torch.tensor(output)`` also takes: a 1-D numpy array or tensor."""
+    if isinstance(output, (*_TEXT, dict, set, frozenset)):
+        return False
+    if isinstance(output, Sequence):
+        return True
+    shape = getattr(output, "shape", None)  # numpy.ndarray, torch.Tensor: no import needed to recognise them
+    return shape is not None and len(shape) == 1 and hasattr(output, "__iter__")
+
+
+def _is_real_number(value: Any) -> bool:
+    """A real number as TRL's ``torch.tensor`` reads one: not text (``"1.0"``), not complex, not an array."""
+    if isinstance(value, (*_TEXT, complex)):
+        return False
+    dtype = getattr(value, "dtype", None)  # numpy / torch scalars and 0-d arrays
+    if dtype is not None and (getattr(value, "shape", ()) != () or getattr(dtype, "is_complex", False)):
+        return False
+    return getattr(dtype, "kind", "f") != "c"
+
+
 def _as_floats(fn: Callable, output: Any, n: int) -> list[float]:
     name = reward_name(fn)
-    if isinstance(output, (str, bytes, dict)) or not isinstance(output, Sequence):
+    if not _is_reward_list(output):
         raise RewardFunctionError(
             f"reward function {name} returned {type(output).__name__}; return a list with one float (or None) "
             f"per completion ({n}).",
@@ -159,7 +182,9 @@ def _as_floats(fn: Callable, output: Any, n: int) -> list[float]:
             values.append(math.nan)
             continue
         try:
-            value = float(value)
+            if not _is_real_number(value):
+                raise TypeError(value)
+            value = float(value)  # int, float, bool, numpy scalars, 0-d arrays and tensors
         except (TypeError, ValueError):
             raise RewardFunctionError(
                 f"reward function {name} returned {type(value).__name__} {value!r} on row {row}; return a float "
@@ -193,8 +218,9 @@ def call_reward_funcs(
     extra keyword arguments a trainer passes (``trainer_state``, ``log_metric``, ...). ``async def``
     functions run concurrently, also inside a running event loop (Jupyter, marimo).
 
-    Raises :class:`RewardFunctionError` naming the function (and the row) when one raises, returns
-    the wrong number of rewards, a non-number, or ±inf.
+    Each function returns a list, tuple or 1-D numpy array/tensor (as TRL accepts) of real numbers (Python or
+    numpy scalars) or ``None``. Raises :class:`RewardFunctionError` naming the function (and the row) when one
+    raises, returns the wrong number of rewards, text (``"1.0"``) or another non-number, or ±inf.
     """
     n = len(completions)
     if len(prompts) != n:

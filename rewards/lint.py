@@ -694,8 +694,11 @@ def _resolve(target: str) -> Callable:
         raise SystemExit(
             f"grpo-kit-reward-lint: expected module:function, got {target!r} (e.g. rewards:format_reward)"
         )
+    # The user's module may lie in the current folder (console scripts do not see it by default). The folder
+    # goes *last* on sys.path: the user's module and its siblings are found, but nothing there can shadow
+    # the library or what it imports (a stray latex2sympy2_extended.py ran 50 times in math-verify's workers).
     if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # console scripts do not see the current directory by default
+        sys.path.append(os.getcwd())
     try:
         obj: Any = importlib.import_module(module_name)
     except ImportError as error:

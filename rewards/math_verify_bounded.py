@@ -91,19 +91,33 @@ _SKIPPED = VerifyResult(None, "[unparseable]", "[skipped]")  # TRL's row for a g
 _UNPARSEABLE_GOLDS = 4096
 
 
+# The worker's start: Python in isolated mode (-I: no current folder, no PYTHONPATH, no user site added),
+# then exactly the parent's import path, which it receives as arguments.
+_WORKER_START = (
+    "import runpy, sys; sys.path[:] = sys.argv[1:]; del sys.argv[1:]; "
+    "runpy.run_module('rewards._verify_worker', run_name='__main__')"
+)
+
+
+def worker_import_path() -> list[str]:
+    """The import path a worker starts with: this package's folder, then the parent's ``sys.path`` without
+    the entries that mean "the current folder" (``''``, ``'.'``). ``python -m`` would put the current folder
+    first, and a ``latex2sympy2_extended.py`` lying there (a freshly cloned repo) would run in every worker."""
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = [package_parent] + [p for p in sys.path if p not in ("", ".") and p != package_parent]
+    return path
+
+
 class _Worker:
-    """One ``python -m rewards._verify_worker`` process and the bytes read from it so far."""
+    """One ``rewards._verify_worker`` process (started with the parent's clean import path) and the bytes
+    read from it so far."""
 
     def __init__(self) -> None:
-        package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env = dict(os.environ)
-        env["PYTHONPATH"] = package_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rewards._verify_worker"],
+            [sys.executable, "-I", "-c", _WORKER_START, *worker_import_path()],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            env=env,
             close_fds=True,
         )
         self.fd = self.proc.stdout.fileno()

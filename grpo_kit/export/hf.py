@@ -3,7 +3,8 @@
 Both write the tokenizer (and so its chat template) beside the weights — the course's
 ``merge_and_unload`` recipe forgot it, and a model directory without its tokenizer cannot be chatted
 with, served or converted to GGUF. Both reload what they wrote and compare greedy tokens with the
-model in memory (:mod:`grpo_kit.export.verify`).
+model in memory (:mod:`grpo_kit.export.verify`). A model with NaN/inf weights is refused before anything is
+written (:class:`~grpo_kit.checkpoint.NonFiniteWeightsError`).
 
 The target folder is empty before the export (a folder holding someone else's files is refused unless
 ``overwrite=True``) and verification also checks that it holds exactly the files written
@@ -19,6 +20,7 @@ import copy
 import os
 from typing import Any
 
+from grpo_kit.checkpoint import check_weights_finite
 from grpo_kit.export.folder import check_export_files, prepare_export_dir, write_manifest
 from grpo_kit.export.report import ExportReport, dir_size
 from grpo_kit.export.verify import TIE_TOLERANCE, compare_greedy, prompt_ids
@@ -101,6 +103,7 @@ def save_adapter(
             f"save_adapter needs a peft model with a LoRA adapter, got {type(model).__name__}; "
             "for a fully fine-tuned model use save_merged (it saves the whole model)."
         )
+    check_weights_finite(model, f"exporting the adapter to {out_dir}", trainable_only=False)
     out = prepare_export_dir(out_dir, overwrite=overwrite)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
@@ -147,7 +150,7 @@ def save_merged(
     import torch
 
     torch_dtype = getattr(torch, _check_dtype(dtype))
-    out = prepare_export_dir(out_dir, overwrite=overwrite)
+    check_weights_finite(model, f"exporting the merged model to {out_dir}", trainable_only=False)
     was_training = model.training
     merged = copy.deepcopy(model)
     if is_peft_model(merged):
@@ -155,6 +158,9 @@ def save_merged(
     _strip_quantizer_state(merged)
     merged = merged.to(torch_dtype)
     merged.config.dtype = torch_dtype
+    # fp16 tops out at 65504: a weight beyond it becomes inf in the cast.
+    check_weights_finite(merged, f"exporting the merged model to {out_dir} in {dtype}", trainable_only=False)
+    out = prepare_export_dir(out_dir, overwrite=overwrite)
     merged.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
     del merged

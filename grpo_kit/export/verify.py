@@ -5,7 +5,8 @@ rounding (16-bit, 8-bit) give the same greedy tokens unless the reference model 
 between two tokens somewhere (a near-tie); there a rounding error may legitimately flip the choice and
 everything after it. So a comparison passes when the tokens are identical, or when the first
 differing token was a near-tie for the reference model: its logit margin between its own choice and the
-other model's choice is below ``tie_tolerance``. That is the honest claim a reload check can make.
+other model's choice is below ``tie_tolerance``. That is the honest claim a reload check can make. A model with NaN/inf weights is refused outright: two NaN
+models give the same greedy tokens.
 """
 
 from __future__ import annotations
@@ -93,8 +94,16 @@ def _logits(model, ids):
 def compare_greedy(
     reference, reloaded, input_ids, *, tie_tolerance: float, max_new_tokens: int = VERIFY_NEW_TOKENS
 ) -> GreedyComparison:
-    """Greedy-decode ``input_ids`` (1, T) with both models and judge the disagreement (module docstring)."""
+    """Greedy-decode ``input_ids`` (1, T) with both models and judge the disagreement (module docstring).
+
+    A model whose weights hold NaN/inf is refused (:class:`~grpo_kit.checkpoint.NonFiniteWeightsError`):
+    two NaN models agree on their (meaningless) greedy tokens, and that must never read as "verified"."""
     import torch
+
+    from grpo_kit.checkpoint import check_weights_finite
+
+    check_weights_finite(reference, "verifying an export: the model in memory", trainable_only=False)
+    check_weights_finite(reloaded, "verifying an export: the reloaded copy", trainable_only=False)
 
     ref_tokens = greedy_tokens(reference, input_ids, max_new_tokens)
     new_tokens = greedy_tokens(reloaded, input_ids, max_new_tokens)
