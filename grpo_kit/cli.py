@@ -88,10 +88,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="grpo-kit", description="Learn GRPO from the formula to an exported model."
     )
+    # --debug before the subcommand (`grpo-kit --debug export ...`) or after it: the subcommand's copy
+    # defaults to SUPPRESS so that it never overwrites the value the top-level parser set.
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     debug = argparse.ArgumentParser(add_help=False)
-    debug.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+    debug.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="show the full traceback of an error"
+    )
     train = sub.add_parser(
         "train",
         help="train with a recipe (no arguments: the CPU main job)",
@@ -215,6 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate = sub.add_parser(
         "eval",
         help="held-out report card of a run folder or exported model: base vs trained",
+        parents=[debug],
         description="Evaluate the base model and the trained one on the recipe's held-out "
         "prompts (greedy; paired bootstrap CIs) and write eval.json, report.md "
         "and report_card.png into the folder (or --out).",
@@ -375,7 +381,7 @@ def cmd_train(args, console) -> int:
 
 def _after_loading(args, work):
     """Run ``work()``; an exception becomes a :class:`RunError` with one line (the traceback with --debug)."""
-    if args.debug:
+    if _debugging(args):
         return work()
     try:
         return work()
@@ -384,6 +390,11 @@ def _after_loading(args, work):
     except Exception as error:  # every failure after loading is reported the same way
         message = " ".join(str(error).split()) or "(no message)"
         raise RunError(f"{type(error).__name__}: {message} (--debug shows the traceback)") from error
+
+
+def _debugging(args) -> bool:
+    """``--debug`` (before or after the subcommand) or ``GRPO_KIT_DEBUG=1``: show tracebacks."""
+    return bool(getattr(args, "debug", False) or os.environ.get("GRPO_KIT_DEBUG"))
 
 
 def _print_summary(console, output_dir: Path, summary: dict, reports) -> None:
@@ -506,6 +517,10 @@ def _eval_recipe(source: Path, name: str | None):
 
 
 def cmd_eval(args, console) -> int:
+    return _after_loading(args, lambda: _eval(args, console))
+
+
+def _eval(args, console) -> int:
     from grpo_kit import run
 
     source = Path(args.run)
@@ -779,7 +794,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as error:
         # Configuration mistakes: one readable line that names the fix, no traceback.
         console.print(f"[red]error:[/] {error}", highlight=False, soft_wrap=True)
-        if os.environ.get("GRPO_KIT_DEBUG") or getattr(args, "debug", False):
+        if _debugging(args):
             raise
         return EXIT_USAGE
     except RunError as error:
