@@ -279,7 +279,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     lint.add_argument("args", nargs=argparse.REMAINDER)
 
-    sub.add_parser("recipes", help="list the named recipes")
+    recipes = sub.add_parser(
+        "recipes", help="list the named recipes; `grpo-kit recipes NAME` shows one in full"
+    )
+    recipes.add_argument("name", nargs="?", default=None, help="a recipe to show in full")
     doctor = sub.add_parser(
         "doctor", help="check this environment: versions vs pins, device, paths, model, disk", add_help=False
     )
@@ -710,18 +713,41 @@ def _generate(args, console) -> int:
 
 
 def cmd_recipes(args, console) -> int:
+    """The catalogue at 80 columns (name, model, one line), or one recipe in full."""
     from rich.table import Table
 
-    from grpo_kit.recipes import DEFAULT_RECIPE, RECIPES
+    from grpo_kit.recipes import DEFAULT_RECIPE, RECIPES, get_recipe
 
-    table = Table(title="grpo-kit recipes", show_lines=True)
+    if getattr(args, "name", None):
+        try:
+            recipe = get_recipe(args.name)
+        except ValueError as error:
+            raise UsageError(str(error)) from error
+        rewards = ", ".join(
+            f"{spec.name}" + (f" x{spec.weight:g}" if spec.weight != 1.0 else "") for spec in recipe.rewards
+        )
+        training = ", ".join(f"{k}={v}" for k, v in recipe.training.items())
+        for label, text in (
+            (recipe.name + (" (the default)" if recipe.name == DEFAULT_RECIPE else ""), recipe.one_line),
+            ("model", recipe.model),
+            ("what it does", recipe.description),
+            ("what the metric measures", recipe.measures or "(not stated)"),
+            ("rewards", rewards),
+            ("training", training),
+        ):
+            console.print(f"[bold]{label}[/]: ", end="", highlight=False)
+            console.print(text, markup=False, highlight=False)
+        return 0
+    table = Table(title="grpo-kit recipes", box=None, padding=(0, 1), pad_edge=False, title_justify="left")
     table.add_column("name", style="cyan", no_wrap=True)
-    table.add_column("model")
-    table.add_column("description")
+    table.add_column("model", no_wrap=True)
+    table.add_column("what it teaches")
     for recipe in RECIPES.values():
-        name = recipe.name + (" (default)" if recipe.name == DEFAULT_RECIPE else "")
-        table.add_row(name, recipe.model, recipe.description)
+        table.add_row(
+            recipe.name + ("*" if recipe.name == DEFAULT_RECIPE else ""), recipe.model, recipe.one_line
+        )
     console.print(table)
+    console.print("* the default. In full: grpo-kit recipes NAME", highlight=False)
     return 0
 
 

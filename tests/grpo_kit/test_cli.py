@@ -35,13 +35,28 @@ def test_parse_values_and_overrides():
         parse_overrides(["training.lr=1"])
 
 
-def test_recipes_lists_every_recipe(capsys):
+def test_recipes_lists_every_recipe_on_one_line_of_80_columns(capsys, monkeypatch):
     from grpo_kit.recipes import RECIPES
 
+    monkeypatch.setenv("COLUMNS", "80")
     assert main(["recipes"]) == 0
-    out = capsys.readouterr().out
-    for name in RECIPES:
-        assert name in out
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= 80
+    for recipe in RECIPES.values():  # name, model and summary whole on the recipe's own line
+        (row,) = [line for line in lines if line.split()[:1] in ([recipe.name], [recipe.name + "*"])]
+        assert recipe.model in row and recipe.one_line in row
+        assert recipe.description[:40] not in "\n".join(lines)  # the description waits for `recipes NAME`
+
+
+def test_recipes_name_shows_the_description_and_what_the_metric_measures(capsys):
+    from grpo_kit.recipes import get_recipe
+
+    recipe = get_recipe("smoltldr-length-small")
+    assert main(["recipes", recipe.name]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert " ".join(recipe.description.split()) in out and "Length only" in out
+    assert main(["recipes", "gsm8k-cpuu"]) == 2
+    assert "Did you mean 'gsm8k-cpu'" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
