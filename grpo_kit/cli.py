@@ -576,6 +576,7 @@ def _evaluate_folder(args, console, source: Path, adapter_dir: Path | None, reci
         after,
         log_history=source / "metrics.jsonl",
         title=f"{recipe.name}: held-out base vs {source.name}",
+        measures=recipe.measures,
     )
     evaluation = run.evaluation_summary(before, after, files)
     console.print(

@@ -746,6 +746,7 @@ def execute(
             eval_after,
             log_history=result.log_history,
             title=f"{recipe.name}: held-out before / after {result.global_step} GRPO steps",
+            measures=recipe.measures,
         )
         built_in_evaluation = evaluation_summary(eval_before, eval_after, files)
     eval_seconds += time.perf_counter() - eval_started
