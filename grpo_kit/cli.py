@@ -437,7 +437,21 @@ def _print_summary(console, output_dir: Path, summary: dict, reports) -> None:
     ):
         if (output_dir / name).exists():
             table.add_row(name, str(output_dir / name))
+    table.add_row("run folder size", _folder_size(output_dir))
     console.print(table)
+
+
+def _folder_size(folder: Path) -> str:
+    """``"522 MB (4 checkpoints: 310 MB)"``: what the run folder holds on disk, checkpoints named apart."""
+    from grpo_kit.export.report import dir_size
+
+    total = dir_size(folder)
+    checkpoints = sorted(p for p in folder.glob("checkpoint-*") if p.is_dir())
+    text = f"{total / 1e6:.0f} MB" if total >= 1e6 else f"{total / 1e3:.0f} kB"
+    if checkpoints:
+        size = sum(dir_size(p) for p in checkpoints)
+        text += f" ({len(checkpoints)} checkpoint{'s' * (len(checkpoints) > 1)}: {size / 1e6:.0f} MB)"
+    return text
 
 
 def _headline(evaluation: dict) -> str:

@@ -112,6 +112,17 @@ def test_train_tiny_two_steps_writes_every_artifact(tiny_run):
     assert [e["verified"] for e in summary["exports"]] == [True, True]
 
 
+def test_the_summary_states_the_run_folders_size(tiny_run):
+    from grpo_kit.cli import _folder_size
+    from grpo_kit.export.report import dir_size
+
+    run, _ = tiny_run
+    text = _folder_size(run)
+    assert text.startswith(f"{dir_size(run) / 1e6:.0f} MB")
+    checkpoints = list(run.glob("checkpoint-*"))
+    assert (f"({len(checkpoints)} checkpoint" in text) if checkpoints else ("checkpoint" not in text)
+
+
 def test_generate_and_export_read_a_run_folder(tiny_run, capsys, monkeypatch):
     run, _ = tiny_run
     assert main(["generate", str(run), "-n", "1", "--max-new-tokens", "4"]) == 0
