@@ -54,15 +54,42 @@ def test_learnable_batch_is_go():
 
 
 def test_zero_variance_groups_are_no_go_with_the_fix():
-    groups = [[PLAIN] * 4, [PLAIN] * 4, [PLAIN] * 3 + [GOOD]]
+    groups = [[PLAIN] * 4] * 4 + [[PLAIN] * 3 + [GOOD]]
     report = check(
-        None, None, _dataset(3), GSM8K_FUNCS, num_prompts=3, num_generations=4, sampler=canned(groups)
+        None, None, _dataset(5), GSM8K_FUNCS, num_prompts=5, num_generations=4, sampler=canned(groups)
     )
-    assert report.zero_std_share == pytest.approx(2 / 3)
+    assert report.zero_std_share == pytest.approx(4 / 5)
     assert codes(report)["zero_std"] == "no-go" and report.verdict == "no-go"
     finding = next(f for f in report.findings if f.code == "zero_std")
-    assert finding.message.startswith("67% of groups have zero reward variance")
+    assert finding.message.startswith("80% of groups have zero reward variance")
     assert "partial-credit reward" in finding.fix and "num_generations" in finding.fix
+
+
+def test_half_the_groups_with_signal_and_half_clipped_is_go_with_warnings():
+    """gsm8k-cpu's pre-flight on the embedded model: 50 % zero-std groups, 50 % clipped, the strict format
+    never written, and the recipe learns the format in 40 steps. A warning, not a refusal."""
+    half = "<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7"  # cut off: xmlcount pays a little
+    groups = [[PLAIN] * 4, [PLAIN] * 4, [PLAIN, half, PLAIN, half], [half, PLAIN, half, PLAIN]]
+
+    def sampler(prompts, num_generations):
+        return [[GeneratedCompletion(t, len(t.split()), t == PLAIN) for t in g] for g in groups]
+
+    report = check(None, None, _dataset(4), GSM8K_FUNCS, num_prompts=4, num_generations=4, sampler=sampler)
+    assert report.zero_std_share == 0.5 and report.clipped_ratio == pytest.approx(0.25)
+    assert report.reward_mean["strict_format_reward"] == 0.0
+    assert codes(report)["zero_std"] == "warning" and report.verdict == "go"
+    clipped_half = check(
+        None,
+        None,
+        _dataset(2),
+        GSM8K_FUNCS,
+        num_prompts=2,
+        num_generations=2,
+        sampler=lambda p, g: (
+            [[GeneratedCompletion(PLAIN, 3, True), GeneratedCompletion(half, 64, False)]] * 2
+        ),
+    )
+    assert clipped_half.clipped_ratio == 0.5 and codes(clipped_half) == {"clipped": "warning"}
 
 
 def test_no_eos_is_no_go():
