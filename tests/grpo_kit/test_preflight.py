@@ -200,3 +200,56 @@ def test_real_sampling_on_tiny_model_finds_no_eos():
         seed=0,
     )
     assert again.examples == report.examples  # seeded
+
+
+# --------------------------------------------------------------------------- the catalogue
+
+# What each shipped recipe documents (its description, the README, the lessons). The CPU recipes learn on the
+# embedded model, so pre-flight must let them start; the GPU recipes load from the Hub (not here).
+DOCUMENTED_TO_LEARN_ON_CPU = ("smoltldr-length-small", "gsm8k-cpu", "calculator-tool-cpu")
+
+
+@pytest.mark.parametrize("name", DOCUMENTED_TO_LEARN_ON_CPU)
+def test_every_cpu_recipe_passes_the_model_independent_part_of_preflight(name, tmp_path):
+    """With the tiny model (a random model: it never ends, so its zero-std / clipped verdict is about the
+    model), what does not depend on the model: the recipe's data and rewards validate, pre-flight samples
+    with the recipe's own generation settings, and no reward returns None for every completion."""
+    from grpo_kit import run
+
+    from grpo_kit.recipes import get_recipe
+
+    plan = run.plan_run(
+        name,
+        overrides={"model": "tiny", "max_completion_length": 8},
+        loop="trl" if get_recipe(name).tools else None,  # TRL runs the tool loop
+        output_dir=tmp_path / "never",
+    )
+    run.validate_run_inputs(plan)
+    model, tokenizer = run.load_model(plan.recipe)
+    dataset = plan.recipe.load_dataset()
+    funcs = plan.recipe.build_reward_funcs(tokenizer)
+    report = run.preflight_check(plan, model, tokenizer, dataset, funcs, num_prompts=2)
+    assert report.num_generations == plan.recipe.training["num_generations"]
+    model_independent = {f.code for f in report.findings} - {"zero_std", "clipped", "never_solved"}
+    assert model_independent == set(), report.summary()
+    assert not (tmp_path / "never").exists()  # pre-flight writes nothing
+
+
+@pytest.mark.slow
+def test_gsm8k_cpu_preflight_is_go_with_its_worked_example_and_no_go_without(tmp_path):
+    """The recipe's documented claim on the embedded model: with one worked example GRPO has signal (and the
+    recipe learns the format: README, lesson 6); from the system prompt alone it has none."""
+    from grpo_kit import run
+
+    verdicts = {}
+    for worked_example in (True, False):
+        plan = run.plan_run(
+            "gsm8k-cpu",
+            overrides={"dataset_kwargs": {"worked_example": worked_example}},
+            output_dir=tmp_path / "never",
+        )
+        model, tokenizer = run.load_model(plan.recipe)
+        dataset = plan.recipe.load_dataset()
+        funcs = plan.recipe.build_reward_funcs(tokenizer)
+        verdicts[worked_example] = run.preflight_check(plan, model, tokenizer, dataset, funcs).verdict
+    assert verdicts == {True: "go", False: "no-go"}
