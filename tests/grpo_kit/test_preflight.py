@@ -215,7 +215,6 @@ def test_every_cpu_recipe_passes_the_model_independent_part_of_preflight(name, t
     model), what does not depend on the model: the recipe's data and rewards validate, pre-flight samples
     with the recipe's own generation settings, and no reward returns None for every completion."""
     from grpo_kit import run
-
     from grpo_kit.recipes import get_recipe
 
     plan = run.plan_run(
