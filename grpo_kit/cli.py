@@ -90,10 +90,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="grpo-kit", description="Learn GRPO from the formula to an exported model."
     )
+    # --debug before the subcommand (`grpo-kit --debug export ...`) or after it: the subcommand's copy
+    # defaults to SUPPRESS so that it never overwrites the value the top-level parser set.
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     debug = argparse.ArgumentParser(add_help=False)
-    debug.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+    debug.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="show the full traceback of an error"
+    )
     train = sub.add_parser(
         "train",
         help="train with a recipe (no arguments: the CPU main job)",
@@ -217,6 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate = sub.add_parser(
         "eval",
         help="held-out report card of a run folder or exported model: base vs trained",
+        parents=[debug],
         description="Evaluate the base model and the trained one on the recipe's held-out "
         "prompts (greedy; paired bootstrap CIs) and write eval.json, report.md "
         "and report_card.png into the folder (or --out).",
@@ -275,7 +281,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     lint.add_argument("args", nargs=argparse.REMAINDER)
 
-    sub.add_parser("recipes", help="list the named recipes")
+    recipes = sub.add_parser(
+        "recipes", help="list the named recipes; `grpo-kit recipes NAME` shows one in full"
+    )
+    recipes.add_argument("name", nargs="?", default=None, help="a recipe to show in full")
     doctor = sub.add_parser(
         "doctor", help="check this environment: versions vs pins, device, paths, model, disk", add_help=False
     )
@@ -382,7 +391,7 @@ def cmd_train(args, console) -> int:
 
 def _after_loading(args, work):
     """Run ``work()``; an exception becomes a :class:`RunError` with one line (the traceback with --debug)."""
-    if args.debug:
+    if _debugging(args):
         return work()
     try:
         return work()
@@ -391,6 +400,11 @@ def _after_loading(args, work):
     except Exception as error:  # every failure after loading is reported the same way
         message = " ".join(str(error).split()) or "(no message)"
         raise RunError(f"{type(error).__name__}: {message} (--debug shows the traceback)") from error
+
+
+def _debugging(args) -> bool:
+    """``--debug`` (before or after the subcommand) or ``GRPO_KIT_DEBUG=1``: show tracebacks."""
+    return bool(getattr(args, "debug", False) or os.environ.get("GRPO_KIT_DEBUG"))
 
 
 def _print_summary(console, output_dir: Path, summary: dict, reports) -> None:
@@ -431,7 +445,21 @@ def _print_summary(console, output_dir: Path, summary: dict, reports) -> None:
     ):
         if (output_dir / name).exists():
             table.add_row(name, markup_safe(output_dir / name))
+    table.add_row("run folder size", _folder_size(output_dir))
     console.print(table)
+
+
+def _folder_size(folder: Path) -> str:
+    """``"522 MB (4 checkpoints: 310 MB)"``: what the run folder holds on disk, checkpoints named apart."""
+    from grpo_kit.export.report import dir_size
+
+    total = dir_size(folder)
+    checkpoints = sorted(p for p in folder.glob("checkpoint-*") if p.is_dir())
+    text = f"{total / 1e6:.0f} MB" if total >= 1e6 else f"{total / 1e3:.0f} kB"
+    if checkpoints:
+        size = sum(dir_size(p) for p in checkpoints)
+        text += f" ({len(checkpoints)} checkpoint{'s' * (len(checkpoints) > 1)}: {size / 1e6:.0f} MB)"
+    return text
 
 
 def _headline(evaluation: dict) -> str:
@@ -514,6 +542,10 @@ def _eval_recipe(source: Path, name: str | None):
 
 
 def cmd_eval(args, console) -> int:
+    return _after_loading(args, lambda: _eval(args, console))
+
+
+def _eval(args, console) -> int:
     from grpo_kit import run
 
     source = Path(args.run)
@@ -566,6 +598,7 @@ def _evaluate_folder(args, console, source: Path, adapter_dir: Path | None, reci
         after,
         log_history=source / "metrics.jsonl",
         title=f"{recipe.name}: held-out base vs {source.name}",
+        measures=recipe.measures,
     )
     evaluation = run.evaluation_summary(before, after, files)
     console.print(
@@ -705,18 +738,40 @@ def _generate(args, console) -> int:
 
 
 def cmd_recipes(args, console) -> int:
+    """The catalogue at 80 columns (name, model, one line), or one recipe in full."""
     from rich.table import Table
 
-    from grpo_kit.recipes import DEFAULT_RECIPE, RECIPES
+    from grpo_kit.recipes import DEFAULT_RECIPE, RECIPES, get_recipe
 
-    table = Table(title="grpo-kit recipes", show_lines=True)
+    if getattr(args, "name", None):
+        try:
+            recipe = get_recipe(args.name)
+        except ValueError as error:
+            raise UsageError(str(error)) from error
+        rewards = ", ".join(
+            f"{spec.name}" + (f" x{spec.weight:g}" if spec.weight != 1.0 else "") for spec in recipe.rewards
+        )
+        training = ", ".join(f"{k}={v}" for k, v in recipe.training.items())
+        for label, text in (
+            (recipe.name + (" (the default)" if recipe.name == DEFAULT_RECIPE else ""), recipe.one_line),
+            ("model", recipe.model),
+            ("what it does", recipe.description),
+            ("what the metric measures", recipe.measures or "(not stated)"),
+            ("rewards", rewards),
+            ("training", training),
+        ):
+            console.print(f"[bold]{label}[/]: ", end="", highlight=False)
+            console.print(plain(text), markup=False, highlight=False)
+        return 0
+    table = Table(title="grpo-kit recipes", box=None, padding=(0, 1), pad_edge=False, title_justify="left")
     table.add_column("name", style="cyan", no_wrap=True)
-    table.add_column("model")
-    table.add_column("description")
+    table.add_column("model", no_wrap=True)
+    table.add_column("what it teaches")
     for recipe in RECIPES.values():
-        name = recipe.name + (" (default)" if recipe.name == DEFAULT_RECIPE else "")
-        table.add_row(markup_safe(name), markup_safe(recipe.model), markup_safe(recipe.description))
+        name = recipe.name + ("*" if recipe.name == DEFAULT_RECIPE else "")
+        table.add_row(markup_safe(name), markup_safe(recipe.model), markup_safe(recipe.one_line))
     console.print(table)
+    console.print("* the default. In full: grpo-kit recipes NAME", highlight=False)
     return 0
 
 
@@ -790,7 +845,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as error:
         # Configuration mistakes: one readable line that names the fix, no traceback.
         console.print(f"[red]error:[/] {markup_safe(error)}", highlight=False, soft_wrap=True)
-        if os.environ.get("GRPO_KIT_DEBUG") or getattr(args, "debug", False):
+        if _debugging(args):
             raise
         return EXIT_USAGE
     except RunError as error:

@@ -1,5 +1,7 @@
-"""The reward curve (mean reward per logged step, ± reward_std, each reward function's mean) and the
-held-out report card (before/after per metric with confidence intervals, plus the reward curve).
+"""The reward curve (mean reward per logged step, ± reward_std clipped to the reward's known maximum, each
+reward function's mean) and the held-out report card (per metric: before and after each with its own CI,
+the paired change with its CI in a panel of its own; the reward curve; what the metric measures and a few
+answers next to the verdicts).
 
 ``plot_reward_curve`` reads any of the three shapes a GRPO run leaves behind:
 
@@ -11,11 +13,19 @@ held-out report card (before/after per metric with confidence intervals, plus th
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["can_plot", "load_log_history", "plot_report_card", "plot_reward_curve"]
+__all__ = [
+    "can_plot",
+    "load_log_history",
+    "metric_label",
+    "plot_report_card",
+    "plot_reward_curve",
+    "reward_upper_bound",
+]
 
 #: What a run says when it skips a PNG because matplotlib is missing (e.g. on an air-gapped GPU box whose
 #: wheelhouse leaves it out, docs/gpu.md); the JSON and Markdown it writes are the same.
@@ -60,11 +70,80 @@ def load_log_history(source: str | Path | Sequence[dict[str, Any]]) -> list[dict
     )
 
 
+def reward_upper_bound(
+    names: Sequence[str], weights: Sequence[float] | None = None, *, kinds: dict[str, str] | None = None
+) -> float | None:
+    """The highest total reward the recipe's functions can give (``None`` when one maximum is unknown).
+
+    A function's maximum comes from :data:`grpo_kit.evaluate.REWARD_INFO` by name, and is 0 for a length
+    reward (``-|target - length|``; ``kinds[name] == "length"`` or a ``length_reward_*`` name). Without
+    ``weights`` the bound is only known when every maximum is 0 (true for any non-negative weights)."""
+    from grpo_kit.evaluate import REWARD_INFO
+
+    maxima = []
+    for name in names:
+        if (kinds or {}).get(name) == "length" or name.startswith("length_reward"):
+            maxima.append(0.0)
+        elif name in REWARD_INFO and REWARD_INFO[name].max_reward is not None:
+            maxima.append(REWARD_INFO[name].max_reward)
+        else:
+            return None
+    if not maxima:
+        return None
+    if weights is None:
+        return 0.0 if all(m == 0.0 for m in maxima) else None
+    if any(w < 0 for w in weights):
+        return None
+    return float(sum(w * m for w, m in zip(weights, maxima)))
+
+
+def _logged_reward_names(records: Sequence[dict[str, Any]]) -> list[str]:
+    return sorted({k[len("rewards/") : -len("/mean")] for r in records for k in r if _is_fn_mean(k)})
+
+
+def _is_fn_mean(key: str) -> bool:
+    return key.startswith("rewards/") and key.endswith("/mean")
+
+
+def _draw_reward_curve(
+    ax, records: Sequence[dict[str, Any]], upper: float | None, *, per_function: bool
+) -> None:
+    """Mean reward per step with its ±std band, clipped at ``upper`` (the reward's known maximum)."""
+    steps = [r["step"] for r in records]
+    reward = [r["reward"] for r in records]
+    std = [r.get("reward_std") or 0.0 for r in records]
+    high = [m + s for m, s in zip(reward, std)]
+    band = "± reward_std"
+    if upper is not None:
+        high = [min(h, upper) for h in high]
+        band += f" (clipped at the maximum, {upper:g})"
+        ax.axhline(
+            upper, color="tab:gray", linestyle=":", linewidth=1, label=f"highest possible reward ({upper:g})"
+        )
+    ax.plot(steps, reward, marker="o", markersize=3, label="reward (mean over the step's completions)")
+    ax.fill_between(steps, [m - s for m, s in zip(reward, std)], high, alpha=0.2, label=band)
+    names = [f"rewards/{n}/mean" for n in _logged_reward_names(records)]
+    if per_function and len(names) > 1:  # with one function its mean is the reward curve itself
+        for name in names:
+            pts = [(r["step"], r[name]) for r in records if r.get(name) is not None]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], linestyle="--", label=name)
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("training reward (reward units)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="x-small")
+
+
 def plot_reward_curve(
-    source: str | Path | Sequence[dict[str, Any]], png_path: str | Path, *, title: str = "GRPO reward"
+    source: str | Path | Sequence[dict[str, Any]],
+    png_path: str | Path,
+    *,
+    title: str = "GRPO reward",
+    reward_max: float | None = None,
 ) -> Path:
     """Draw reward vs step to ``png_path`` and return the path. Records without ``reward`` are skipped
-    (TRL's final summary record, eval records)."""
+    (TRL's final summary record, eval records). The ±std band is clipped at ``reward_max``, by default
+    :func:`reward_upper_bound` of the logged reward functions where it is known without their weights
+    (a length reward's 0): the band says where the completions' rewards lie, and none lies above it."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only; never needs a display
@@ -73,29 +152,11 @@ def plot_reward_curve(
     records = [r for r in load_log_history(source) if r.get("reward") is not None and "step" in r]
     if not records:
         raise ValueError("no logged 'reward' values to plot; log at least one step (logging_steps) first.")
-    steps = [r["step"] for r in records]
-    reward = [r["reward"] for r in records]
-    std = [r.get("reward_std") or 0.0 for r in records]
-
+    if reward_max is None:
+        reward_max = reward_upper_bound(_logged_reward_names(records))
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(steps, reward, marker="o", markersize=3, label="reward (mean)")
-    ax.fill_between(
-        steps,
-        [m - s for m, s in zip(reward, std)],
-        [m + s for m, s in zip(reward, std)],
-        alpha=0.2,
-        label="± reward_std",
-    )
-    names = sorted({k for r in records for k in r if k.startswith("rewards/") and k.endswith("/mean")})
-    if len(names) > 1:  # with one function its mean is the reward curve itself
-        for name in names:
-            pts = [(r["step"], r[name]) for r in records if r.get(name) is not None]
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], linestyle="--", label=name)
-    ax.set_xlabel("step")
-    ax.set_ylabel("reward")
+    _draw_reward_curve(ax, records, reward_max, per_function=True)
     ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
     png_path = Path(png_path)
     png_path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
@@ -104,57 +165,154 @@ def plot_reward_curve(
     return png_path
 
 
+SHARE = "share of answers (0–1)"
+
+
+def metric_label(metric: str) -> tuple[str, str]:
+    """``(readable name, y-axis label with its unit)`` of an :class:`grpo_kit.evaluate.EvalReport` metric."""
+
+    def fn(name: str) -> str:
+        return name.removesuffix("_reward").replace("_", " ")
+
+    head, _, rest = metric.partition("/")
+    if metric == "reward":
+        return "total reward", "reward (weighted sum of the recipe's rewards)"
+    if metric == "format":
+        return "format kept (every format reward > 0)", SHARE
+    if metric == "accuracy":
+        return "correct answer", SHARE
+    if metric == "length":
+        return "answer length", "tokens (EOS included)"
+    if metric == "clipped":
+        return "answers cut off at max_new_tokens", SHARE
+    if metric == "eos":
+        return "answers that end (EOS)", SHARE
+    if head == "length_error":
+        unit = "characters" if rest.endswith("_chars") else "tokens"
+        target = "".join(ch for ch in rest if ch.isdigit())
+        return f"distance from the {target}-{unit[:-1]} target", f"mean |length − {target}| ({unit})"
+    if head == "at_max":
+        return f"{fn(rest)} at its maximum", SHARE
+    if head == "reward":
+        return f"reward: {fn(rest)}", "reward"
+    if head.startswith("pass@"):
+        return f"{head}: {fn(rest)}", "share of prompts (0–1)"
+    if head.startswith("mean@"):
+        return f"{head}: mean reward of {head[5:]} samples", "reward"
+    return metric, metric
+
+
+def _plain(text: str, limit: int) -> str:
+    """Model output as plain figure text: one line, no control characters, cut at ``limit``."""
+    text = " ".join("".join(ch if ch.isprintable() else " " for ch in str(text)).split())
+    return (text if len(text) <= limit else text[: limit - 1] + "…") or "(empty)"
+
+
 def plot_report_card(
     comparisons: Sequence[Any],
     png_path: str | Path,
     *,
     log_history: str | Path | Sequence[dict[str, Any]] | None = None,
     title: str = "Held-out evaluation: before / after",
+    reward_max: float | None = None,
+    measures: str = "",
+    answers: Sequence[tuple[str, str]] = (),
 ) -> Path:
-    """Before/after bars of each compared metric with the bootstrap CI of the change as an error bar on
-    the "after" bar, and (when ``log_history`` is given and holds rewards) the training reward curve.
+    """The report card: per metric, the before and after means each with its own bootstrap CI (a panel in
+    the metric's unit) and, beside it, the paired change with its CI (a panel of its own, with 0 marked);
+    then the training reward curve (band clipped at ``reward_max``) and a text panel: what the metric
+    measures (the recipe's ``measures``) and a few answers before → after, next to the verdicts.
 
-    ``comparisons``: :class:`grpo_kit.evaluate.Comparison` objects (or dicts with their fields).
+    ``comparisons``: :class:`grpo_kit.evaluate.Comparison` objects or dicts with their fields, plus
+    ``before_ci`` / ``after_ci`` (``(low, high)`` of each side's mean; without them the side has no bar).
+    ``answers``: ``(before, after)`` greedy answers shown as plain text (never parsed as markup or math).
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    items = [c if isinstance(c, dict) else c.__dict__ for c in comparisons]
+    items = [c if isinstance(c, dict) else dict(c.__dict__) for c in comparisons]
     if not items:
         raise ValueError("no comparisons to plot; compare at least one metric (grpo_kit.evaluate.compare).")
     records = []
     if log_history is not None:
         records = [r for r in load_log_history(log_history) if r.get("reward") is not None and "step" in r]
-    panels = len(items) + (1 if records else 0)
-    cols = min(panels, 3)
-    rows = (panels + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.2 * rows), squeeze=False)
-    flat = [ax for row in axes for ax in row]
+    pairs_per_row = 2
+    metric_rows = (len(items) + pairs_per_row - 1) // pairs_per_row
+    fig = plt.figure(figsize=(13, 3.1 * metric_rows + 4.2))
+    grid = fig.add_gridspec(
+        metric_rows + 1, 4, width_ratios=[3, 2, 3, 2], height_ratios=[3.1] * metric_rows + [4.2]
+    )
     colours = {"improved": "tab:green", "worse": "tab:red"}
-    for ax, c in zip(flat, items):
-        # The CI is of the paired change, so it is drawn around the after mean: after + [low, high] - diff.
-        err = [[max(c["mean_diff"] - c["ci_low"], 0.0)], [max(c["ci_high"] - c["mean_diff"], 0.0)]]
-        ax.bar([0], [c["before"]], color="tab:gray", label="before")
-        ax.bar(
-            [1], [c["after"]], yerr=err, capsize=6, color=colours.get(c["verdict"], "tab:blue"), label="after"
+    for i, c in enumerate(items):
+        row, col = divmod(i, pairs_per_row)
+        name, unit = metric_label(c["metric"])
+        colour = colours.get(c["verdict"], "tab:blue")
+        bars = fig.add_subplot(grid[row, 2 * col])
+        for x, side, face in ((0, "before", "tab:gray"), (1, "after", colour)):
+            ci = c.get(f"{side}_ci")
+            err = None
+            if ci is not None:
+                err = [[max(c[side] - ci[0], 0.0)], [max(ci[1] - c[side], 0.0)]]
+            bars.bar(
+                [x], [c[side]], yerr=err, capsize=6, color=face, label=f"{side} (mean, {c['level']:.0%} CI)"
+            )
+        bars.set_xticks([0, 1], ["before", "after"])
+        bars.set_ylabel(unit, fontsize="small")
+        bars.set_title(name, fontsize="small")
+        bars.axhline(0, color="black", linewidth=0.6)
+        bars.grid(axis="y", alpha=0.3)
+        if i == 0:
+            bars.legend(fontsize="x-small")
+        change = fig.add_subplot(grid[row, 2 * col + 1])
+        change.errorbar(
+            [0],
+            [c["mean_diff"]],
+            yerr=[[max(c["mean_diff"] - c["ci_low"], 0.0)], [max(c["ci_high"] - c["mean_diff"], 0.0)]],
+            fmt="o",
+            capsize=8,
+            color=colour,
+            label=f"after − before ({c['level']:.0%} paired CI)",
         )
-        ax.set_xticks([0, 1], ["before", "after"])
-        ax.set_title(
-            f"{c['metric']}\n{c['verdict']} ({c['level']:.0%} CI of change "
-            f"[{c['ci_low']:+.2g}, {c['ci_high']:+.2g}])",
-            fontsize="small",
-        )
-        ax.grid(axis="y", alpha=0.3)
+        change.axhline(0, color="black", linewidth=0.8, linestyle="--")
+        change.set_xticks([])
+        change.set_xlim(-1, 1)
+        change.set_ylabel("after − before (same unit)", fontsize="x-small")
+        change.set_title(f"change: {c['verdict']}", fontsize="small", color=colour)
+        change.grid(axis="y", alpha=0.3)
+        if i == 0:
+            change.legend(fontsize="x-small", loc="best")
+    for j in range(len(items), metric_rows * pairs_per_row):  # an odd count leaves one pair empty
+        row, col = divmod(j, pairs_per_row)
+        for k in (0, 1):
+            fig.add_subplot(grid[row, 2 * col + k]).axis("off")
+    text_ax = fig.add_subplot(grid[metric_rows, 2:] if records else grid[metric_rows, :])
     if records:
-        ax = flat[len(items)]
-        ax.plot([r["step"] for r in records], [r["reward"] for r in records], marker="o", markersize=3)
-        ax.set_title("training reward (mean per step)", fontsize="small")
-        ax.set_xlabel("step")
-        ax.grid(alpha=0.3)
-    for ax in flat[panels:]:
-        ax.axis("off")
+        curve = fig.add_subplot(grid[metric_rows, :2])
+        _draw_reward_curve(curve, records, reward_max, per_function=False)
+        curve.set_title("training reward per step", fontsize="small")
+    text_ax.axis("off")
+    lines = []
+    if measures:
+        lines += ["What the metric measures:", *textwrap.wrap(measures, 78 if records else 160), ""]
+    verdicts = "; ".join(f"{metric_label(c['metric'])[0]}: {c['verdict']}" for c in items[:3])
+    lines += textwrap.wrap(f"Verdicts: {verdicts}.", 78 if records else 160)
+    if answers:
+        lines += ["", "Answers (greedy), before → after:"]
+        for before, after in answers:
+            lines += [f"• {_plain(before, 70)}", f"  → {_plain(after, 70)}"]
+    text_ax.text(
+        0.0,
+        1.0,
+        "\n".join(lines),
+        va="top",
+        ha="left",
+        fontsize="small",
+        family="sans-serif",
+        parse_math=False,
+        wrap=False,
+    )
     fig.suptitle(title)
     fig.tight_layout()
     png_path = Path(png_path)

@@ -152,6 +152,12 @@ class Recipe:
     tools: a tool set from ``grpo_kit.tool_sets.TOOL_SETS`` ("calculator") passed as ``GRPOTrainer(tools=...)``.
     tool_template: a ``grpo_kit.tool_sets.TOOL_TEMPLATES`` name ("chatml") installing a tool-calling chat
         template on the tokenizer, for models whose own template has none (SmolLM2); None keeps the model's.
+    summary: a few words (at most 27 characters, so that the ``grpo-kit recipes`` table of name, model and
+        summary fits 80 columns); the description stays behind ``grpo-kit recipes NAME``. Default "": the
+        description's first words.
+    measures: what the reward and the held-out headline metric measure, and what they do not, in plain
+        words; the report card (report.md, report_card.png) prints it next to the verdict so that
+        "improved" is read as what it is. Default "": nothing is claimed.
     """
 
     name: str
@@ -170,6 +176,16 @@ class Recipe:
     eval_prompts: int = 32
     tools: str | None = None
     tool_template: str | None = None
+    summary: str = ""
+    measures: str = ""
+
+    @property
+    def one_line(self) -> str:
+        """``summary``, else the description cut at 27 characters."""
+        if self.summary:
+            return self.summary
+        text = " ".join(self.description.split())
+        return text if len(text) <= 27 else text[:26].rstrip() + "…"
 
     def __post_init__(self):
         if self.dataset not in DATASET_LOADERS:
@@ -258,6 +274,12 @@ class Recipe:
 
 # --- the recipes ---------------------------------------------------------------------------------
 
+_GSM8K_MEASURES = (
+    "Format and correctness: strict format is the layout <reasoning>...</reasoning><answer>...</answer>; "
+    "accuracy is the number in <answer> equal to the gold answer. The right layout says nothing about "
+    "right reasoning, and a right number can follow wrong reasoning."
+)
+
 _GSM8K_REWARDS = (
     # Course 12.6 passes the five functions without reward_weights (all 1.0); the magnitudes live in
     # the functions: correctness 2.0, int 0.5, the two formats 0.5 each, xmlcount up to 0.5 -> max 4.
@@ -279,6 +301,12 @@ _RECIPE_LIST = [
     Recipe(
         name="smoltldr-length",
         description=_SMOLTLDR_DESCRIPTION,
+        summary="course 12.5, full size",
+        measures=(
+            "Length only: the reward and the headline count the answer's characters against a target of 50. "
+            "Neither checks that the answer summarises the post: a comment about the post of the right "
+            "length scores as well as a summary. Read the answers next to the verdict."
+        ),
         model="smollm2-135m-instruct",
         dataset="smoltldr",
         rewards=(RewardSpec("length_reward", 1.0, {"ideal_length": 50, "unit": "chars"}),),
@@ -297,6 +325,12 @@ _RECIPE_LIST = [
     ),
     Recipe(
         name="smoltldr-length-small",
+        summary="course 12.5 on CPU (length)",
+        measures=(
+            "Length only: the reward and the headline count the answer's tokens against a target of 16. "
+            "Neither checks that the answer summarises the post: a comment about the post of the right "
+            "length scores as well as a summary. Read the answers next to the verdict."
+        ),
         description=(
             "smoltldr-length sized for a 2-core CPU (under 10 minutes, offline): the embedded SmolLM2-135M "
             "asked to summarise 64 synthetic posts in one sentence (a chat prompt, so the instruct model "
@@ -331,6 +365,8 @@ _RECIPE_LIST = [
     ),
     Recipe(
         name="gsm8k-unsloth",
+        summary="course 12.6, Unsloth (GPU)",
+        measures=_GSM8K_MEASURES,
         description=(
             "Course 12.6: Gemma-3-1B-it in 4-bit QLoRA (r=32) with Unsloth + vLLM on one GPU, GSM8K with the "
             "five rewards (xmlcount, soft/strict format, int, correctness). The course's per-device batch of 1 "
@@ -367,6 +403,8 @@ _RECIPE_LIST = [
     ),
     Recipe(
         name="gsm8k-cpu",
+        summary="course 12.6 on CPU (format)",
+        measures=_GSM8K_MEASURES,
         description=(
             "Course 12.6's five rewards on the embedded SmolLM2-135M and 128 synthetic GSM8K problems, sized for "
             "a 2-core CPU (about 10 minutes of training): the model learns the <reasoning>/<answer> format. "
@@ -402,6 +440,11 @@ _RECIPE_LIST = [
     ),
     Recipe(
         name="calculator-tool-cpu",
+        summary="a tool call (TRL tools=)",
+        measures=(
+            "Tool success: a well-formed multiply(a, b) call AND the right final number. The wording of "
+            "the answer around the number is not judged."
+        ),
         description=(
             "GRPO with a tool (TRL's tools=, lesson 8): the embedded SmolLM2-135M learns to answer '3-digit x "
             "2-digit' questions by calling multiply(a, b) once, then stating the result. One worked tool "
@@ -448,6 +491,11 @@ _RECIPE_LIST = [
     ),
     Recipe(
         name="deepmath-accuracy",
+        summary="TRL quick start (GPU)",
+        measures=(
+            "Accuracy: math-verify's verdict that the final answer equals the gold one. The reasoning "
+            "that leads to it is not checked."
+        ),
         description=(
             "TRL's GRPO quick start: Qwen2.5-0.5B-Instruct, full fine-tuning, math-verify accuracy_reward on "
             "trl-lib/DeepMath-103K with GRPOConfig defaults (8 completions per prompt). Meant for GPUs "

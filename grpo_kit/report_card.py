@@ -2,8 +2,9 @@
 
 ``eval.json`` holds both evaluations (every per-prompt value, so the comparison can be redone) and the
 comparison of every metric; ``report.md`` is the table a learner reads (before, after, change, CI,
-verdict) with a few answers side by side; ``report_card.png`` draws the headline metrics with their
-CIs next to the training reward curve.
+verdict), what the metric measures, and a few answers side by side; ``report_card.png`` draws the
+headline metrics (each side with its own CI, the change in its own panel), the training reward curve,
+what the metric measures and two answers next to the verdicts.
 
 All three files are written to temporary files first and renamed into place only when all of them
 are ready, so an evaluation interrupted with Ctrl-C leaves the run folder as it was.
@@ -20,9 +21,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from grpo_kit.evaluate import Comparison, EvalReport, compare_all
+from grpo_kit.evaluate import Comparison, EvalReport, bootstrap_mean_ci, compare_all
 
-__all__ = ["headline_metric", "headline_metrics", "render_report_md", "write_report_card"]
+__all__ = ["headline_metric", "headline_metrics", "render_report_md", "side_cis", "write_report_card"]
 
 # Metrics a learner looks at first, in this order; prefixes match per-function metrics.
 HEADLINE = (
@@ -82,6 +83,27 @@ def _prompt_preview(prompt: str) -> str:
     return prompt
 
 
+def side_cis(
+    before: EvalReport,
+    after: EvalReport,
+    metric: str,
+    *,
+    n_boot: int = 10000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> dict[str, tuple[float, float] | None]:
+    """``{"before_ci": (lo, hi), "after_ci": (lo, hi)}``: each side's mean with its own percentile-bootstrap
+    CI over the prompts it scored (NaN dropped; ``None`` when none). The change's CI is paired and lives in
+    the :class:`Comparison`; these say where each mean lies, in the metric's own unit."""
+    out: dict[str, tuple[float, float] | None] = {}
+    for side, report in (("before", before), ("after", after)):
+        values = [v for v in report.per_prompt[metric] if not math.isnan(v)]
+        out[f"{side}_ci"] = (
+            bootstrap_mean_ci(values, n_boot=n_boot, seed=seed, level=level) if values else None
+        )
+    return out
+
+
 def render_report_md(
     before: EvalReport,
     after: EvalReport,
@@ -89,8 +111,10 @@ def render_report_md(
     *,
     title: str = "Report card",
     num_samples: int = 4,
+    measures: str = "",
 ) -> str:
-    """Markdown: settings, the metric table with CIs and verdicts, a few answers before/after."""
+    """Markdown: settings, the metric table with CIs and verdicts, what the metric measures (the recipe's
+    ``measures``), a few answers before/after."""
     s = before.settings
     lines = [
         f"# {title}",
@@ -109,10 +133,14 @@ def render_report_md(
             f"| {name} | {_fmt(c.before)} | {_fmt(c.after)} | {c.mean_diff:+.3g} | "
             f"[{c.ci_low:+.3g}, {c.ci_high:+.3g}] ({c.level:.0%}) | {c.verdict} |"
         )
+    if measures:
+        lines += ["", f"**What the metric measures.** {measures}"]
     if num_samples > 0:
         lines += [
             "",
             "## Answers before / after (greedy)",
+            "",
+            "What the verdicts above mean on real answers:",
             "",
             "| # | prompt | before | after |",
             "|---|---|---|---|",
@@ -136,14 +164,18 @@ def write_report_card(
     seed: int = 0,
     level: float = 0.95,
     num_samples: int = 4,
+    measures: str = "",
 ) -> dict[str, Path]:
     """Compare ``before`` and ``after`` on every metric and write the three files into ``out_dir``.
+
+    ``measures``: what the metric measures, in plain words (the recipe's ``measures``), printed next to
+    the verdicts in report.md and report_card.png.
 
     ``log_history``: the run's ``metrics.jsonl`` (or TRL log history) for the reward-curve panel; a
     missing file is skipped. Returns ``{"eval.json": path, "report.md": path, "report_card.png": path}``;
     without matplotlib the PNG is skipped (and not returned) with a note.
     """
-    from grpo_kit.plots import can_plot, plot_report_card
+    from grpo_kit.plots import can_plot, plot_report_card, reward_upper_bound
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -160,7 +192,9 @@ def write_report_card(
     }
     contents = {
         "eval.json": json.dumps(payload, indent=2, ensure_ascii=False),
-        "report.md": render_report_md(before, after, comparisons, title=title, num_samples=num_samples),
+        "report.md": render_report_md(
+            before, after, comparisons, title=title, num_samples=num_samples, measures=measures
+        ),
     }
     temps: dict[str, Path] = {}
     try:
@@ -169,11 +203,25 @@ def write_report_card(
             temps[name].write_text(text)
         if can_plot("report_card.png"):
             temps["report_card.png"] = _temp_in(out, "report_card.png")
-            headline = [comparisons[m] for m in headline_metrics(comparisons)]
+            headline = [
+                {
+                    **asdict(comparisons[m]),
+                    **side_cis(before, after, m, n_boot=n_boot, seed=seed, level=level),
+                }
+                for m in headline_metrics(comparisons, limit=6)
+            ]
+            card = {
+                "title": title,
+                "measures": measures,
+                "answers": list(zip(before.completions, after.completions))[: min(num_samples, 2)],
+                "reward_max": reward_upper_bound(
+                    before.reward_names, before.settings.get("reward_weights"), kinds=before.reward_kinds
+                ),
+            }
             try:
-                plot_report_card(headline, temps["report_card.png"], log_history=log_history, title=title)
+                plot_report_card(headline, temps["report_card.png"], log_history=log_history, **card)
             except ValueError:  # no reward records in the log: the card without its curve
-                plot_report_card(headline, temps["report_card.png"], title=title)
+                plot_report_card(headline, temps["report_card.png"], **card)
         for name, tmp in temps.items():  # all files are ready: swap them in
             os.replace(tmp, out / name)
     finally:

@@ -205,8 +205,10 @@ def _duration(seconds: float) -> str:
 class PlainProgress:
     """One flushed line per logging step: ``step 3/24 · reward -12.50 · loss 0.0012 · 4.9 s/step · ETA 1m 42s``.
 
-    s/step is the mean wall time per step since the first ``update`` reference (``start_step``: the step a
-    resumed run starts from), and the ETA is that times the steps left.
+    s/step is the mean wall time per step over the last ``window`` progress lines (fewer at the start: from
+    ``start_step``, the step a resumed run starts from), and the ETA is that times the steps left. Recent
+    steps, not the mean since the start: on a shared machine the speed changes during a run, and the
+    recent steps are what the next ones will be like (simplification: no weighting within the window).
     """
 
     def __init__(
@@ -215,11 +217,16 @@ class PlainProgress:
         *,
         start_step: int = 0,
         clock: Callable[[], float] = time.monotonic,
+        window: int = 5,
     ):
+        from collections import deque
+
         self.stream = sys.stdout if stream is None else stream
         self.clock = clock
         self.start_step = start_step
         self.start_time = clock()
+        # (step, time) of the reference point and the last `window` lines: the speed is read across them.
+        self.points: deque[tuple[int, float]] = deque([(start_step, self.start_time)], maxlen=window + 1)
 
     def format(self, step: int, total: int, record: Mapping[str, Any]) -> str:
         parts = [f"step {step}/{total}"]
@@ -227,9 +234,13 @@ class PlainProgress:
             value = record.get(name)
             if isinstance(value, (int, float)) and math.isfinite(value):
                 parts.append(f"{name} {value:.4g}")
-        done = step - self.start_step
+        now = self.clock()
+        if step > self.points[-1][0]:
+            self.points.append((step, now))
+        old_step, old_time = self.points[0]
+        done = self.points[-1][0] - old_step
         if done > 0:
-            per_step = (self.clock() - self.start_time) / done
+            per_step = (self.points[-1][1] - old_time) / done
             parts += [f"{per_step:.1f} s/step", f"ETA {_duration(per_step * max(total - step, 0))}"]
         return " · ".join(parts)
 

@@ -768,6 +768,7 @@ def execute(
             eval_after,
             log_history=result.log_history,
             title=f"{recipe.name}: held-out before / after {result.global_step} GRPO steps",
+            measures=recipe.measures,
         )
         built_in_evaluation = evaluation_summary(eval_before, eval_after, files)
     eval_seconds += time.perf_counter() - eval_started
@@ -796,13 +797,17 @@ def execute(
         if merge:
             reports.append(save_merged(model, tokenizer, plan.output_dir / "merged"))
         gguf = gguf or plan.gguf
+        gguf_error = None
         if gguf:
             from grpo_kit.export import save_gguf
 
             source = plan.output_dir / "merged" if merge else model
-            reports.append(
-                save_gguf(source, plan.output_dir / f"model-{gguf}.gguf", gguf, tokenizer=tokenizer)
-            )
+            try:  # a failed GGUF export must not cost the run: run.json and the report card come first
+                reports.append(
+                    save_gguf(source, plan.output_dir / f"model-{gguf}.gguf", gguf, tokenizer=tokenizer)
+                )
+            except Exception as error:  # noqa: BLE001 - recorded in run.json, raised after it
+                gguf_error = error
     evaluation = evaluate(plan, model, tokenizer, reward_funcs) if evaluate else built_in_evaluation
     from grpo_kit.checkpoint import jsonable_config
 
@@ -829,7 +834,19 @@ def execute(
         summary["preflight"] = checks
     if evaluation is not None:
         summary["evaluation"] = evaluation
+    if gguf_error is not None:
+        summary["gguf_error"] = f"{type(gguf_error).__name__}: {' '.join(str(gguf_error).split())}"
     from grpo_kit.evaluate import write_atomic
 
     write_atomic(plan.output_dir / "run.json", json.dumps(summary, indent=2, default=str))
+    if gguf_error is not None:
+        raise GGUFExportError(
+            f"the run is saved in {plan.output_dir} (run.json, report card, adapter, merged model); only the "
+            f"GGUF export failed. Retry it with `grpo-kit export {plan.output_dir} --gguf {gguf}`. Cause: "
+            f"{type(gguf_error).__name__}: {gguf_error}"
+        ) from gguf_error
     return RunOutcome(plan, result, summary, reports)
+
+
+class GGUFExportError(RuntimeError):
+    """Training finished and its run folder is complete (run.json included); only the GGUF export failed."""

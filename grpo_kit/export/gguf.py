@@ -280,6 +280,17 @@ def _tail(text: str, lines: int = 15) -> str:
     return "\n".join((text or "").strip().splitlines()[-lines:])
 
 
+def _cause(stderr: str) -> str:
+    """The line that names what went wrong (a traceback's last ``SomeError: ...``, else the last line), so a
+    one-line report starts with the cause, not with the traceback's first frames."""
+    lines = [line.strip() for line in (stderr or "").strip().splitlines() if line.strip()]
+    for line in reversed(lines):
+        head = line.split(":", 1)[0]
+        if ":" in line and head.replace(".", "").isidentifier() and head.endswith(("Error", "Exception")):
+            return line
+    return lines[-1] if lines else "(no output)"
+
+
 # --------------------------------------------------------------------------- staging and converting
 
 
@@ -325,15 +336,21 @@ def run_converter(model_dir: Path, out_file: Path, outtype: str, *, llama_cpp_di
             "llama.cpp's converter imports sentencepiece for Llama-family vocabularies: "
             "`pip install sentencepiece==0.2.3` (it is in grpo-kit[train])."
         )
-    script = find_converter(llama_cpp_dir)
+    # The converter runs with its own folder as cwd: every path it receives is made absolute first
+    # (`grpo-kit export outputs/run --gguf q8_0` passes a path relative to the user's folder).
+    script = find_converter(llama_cpp_dir).absolute()
+    out_file = Path(out_file).absolute()
     with tempfile.TemporaryDirectory(prefix="grpo-kit-gguf-stage-") as tmp:
-        staged = stage_for_conversion(model_dir, Path(tmp) / "model")
+        staged = stage_for_conversion(Path(model_dir).absolute(), Path(tmp).absolute() / "model")
         cmd = [sys.executable, str(script), str(staged), "--outtype", outtype, "--outfile", str(out_file)]
         start = time.perf_counter()
         done = subprocess.run(cmd, check=False, capture_output=True, text=True, cwd=script.parent)
         seconds = time.perf_counter() - start
     if done.returncode != 0 or not out_file.is_file():
-        raise RuntimeError(f"convert_hf_to_gguf.py failed (exit {done.returncode}):\n{_tail(done.stderr)}")
+        raise RuntimeError(
+            f"convert_hf_to_gguf.py failed (exit {done.returncode}): {_cause(done.stderr)}\n"
+            f"Its last lines:\n{_tail(done.stderr)}"
+        )
     return seconds
 
 
@@ -472,7 +489,10 @@ def save_gguf(
                 text=True,
             )
             if done.returncode != 0:
-                raise RuntimeError(f"llama-quantize failed (exit {done.returncode}):\n{_tail(done.stderr)}")
+                raise RuntimeError(
+                    f"llama-quantize failed (exit {done.returncode}): {_cause(done.stderr)}\n"
+                    f"Its last lines:\n{_tail(done.stderr)}"
+                )
             details["writer"] += " + llama-quantize"
 
         verified = False

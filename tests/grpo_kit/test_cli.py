@@ -35,13 +35,28 @@ def test_parse_values_and_overrides():
         parse_overrides(["training.lr=1"])
 
 
-def test_recipes_lists_every_recipe(capsys):
+def test_recipes_lists_every_recipe_on_one_line_of_80_columns(capsys, monkeypatch):
     from grpo_kit.recipes import RECIPES
 
+    monkeypatch.setenv("COLUMNS", "80")
     assert main(["recipes"]) == 0
-    out = capsys.readouterr().out
-    for name in RECIPES:
-        assert name in out
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= 80
+    for recipe in RECIPES.values():  # name, model and summary whole on the recipe's own line
+        (row,) = [line for line in lines if line.split()[:1] in ([recipe.name], [recipe.name + "*"])]
+        assert recipe.model in row and recipe.one_line in row
+        assert recipe.description[:40] not in "\n".join(lines)  # the description waits for `recipes NAME`
+
+
+def test_recipes_name_shows_the_description_and_what_the_metric_measures(capsys):
+    from grpo_kit.recipes import get_recipe
+
+    recipe = get_recipe("smoltldr-length-small")
+    assert main(["recipes", recipe.name]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert " ".join(recipe.description.split()) in out and "Length only" in out
+    assert main(["recipes", "gsm8k-cpuu"]) == 2
+    assert "Did you mean 'gsm8k-cpu'" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
@@ -95,6 +110,17 @@ def test_train_tiny_two_steps_writes_every_artifact(tiny_run):
     summary = json.loads((run / "run.json").read_text())
     assert summary["steps"] == 2 and summary["loop"] == "standalone"
     assert [e["verified"] for e in summary["exports"]] == [True, True]
+
+
+def test_the_summary_states_the_run_folders_size(tiny_run):
+    from grpo_kit.cli import _folder_size
+    from grpo_kit.export.report import dir_size
+
+    run, _ = tiny_run
+    text = _folder_size(run)
+    assert text.startswith(f"{dir_size(run) / 1e6:.0f} MB")
+    checkpoints = list(run.glob("checkpoint-*"))
+    assert (f"({len(checkpoints)} checkpoint" in text) if checkpoints else ("checkpoint" not in text)
 
 
 def test_generate_and_export_read_a_run_folder(tiny_run, capsys, monkeypatch):
@@ -260,3 +286,88 @@ def test_ctrl_c_saves_a_checkpoint_that_resume_continues(tmp_path):
     ]
     assert steps == [1, 2, 3, 4]  # each step exactly once: continued, not restarted
     assert json.loads((run / "run.json").read_text())["steps"] == 4
+
+
+# --------------------------------------------------------------------------- the README's export line, paths
+
+
+def _readme_command(prefix: str) -> list[str]:
+    """The README's command line that starts with ``prefix``, exactly as written (comment removed)."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    line = next(line for line in readme.splitlines() if line.startswith(prefix))
+    return shlex.split(line.split("#", 1)[0])
+
+
+def test_readme_export_line_works_with_a_relative_path_from_another_folder(tiny_run, tmp_path, monkeypatch):
+    """`grpo-kit export outputs/<run> --gguf q8_0` as the README writes it, run from the user's folder: the
+    converter runs with its own cwd, so a relative --outfile used to land nowhere (FileNotFoundError)."""
+    import shutil
+
+    from grpo_kit.export import find_converter
+
+    try:
+        find_converter()
+    except Exception as error:
+        if os.environ.get("GRPO_KIT_OFFLINE") == "1":
+            pytest.skip(f"GRPO_KIT_OFFLINE=1 and llama.cpp's converter is not cached: {error}")
+        raise
+    work = tmp_path / "my-project"
+    shutil.copytree(tiny_run[0], work / "outputs" / "tiny-run")
+    monkeypatch.chdir(work)
+    argv = _readme_command("grpo-kit export outputs/<run>")
+    assert argv[:2] == ["grpo-kit", "export"] and "outputs/<run>" in argv
+    argv = [arg.replace("<run>", "tiny-run") for arg in argv[1:]]
+    assert not Path(argv[1]).is_absolute()
+    assert main(argv) == 0
+    gguf = work / "outputs" / "tiny-run" / "model-q8_0.gguf"
+    assert gguf.stat().st_size > 100_000
+
+
+def _failing_converter(folder: Path) -> Path:
+    """A llama.cpp checkout whose converter fails the way a real one does: a long traceback, the cause last."""
+    folder.mkdir(parents=True)
+    frames = "".join(f'  File "frame{i}.py", line {i}, in f{i}\\n    f{i + 1}()\\n' for i in range(40))
+    (folder / "convert_hf_to_gguf.py").write_text(
+        "import sys\n"
+        f"sys.stderr.write('INFO:hf-to-gguf:Loading model\\nTraceback (most recent call last):\\n{frames}')\n"
+        "sys.stderr.write(\"FileNotFoundError: [Errno 2] No such file or directory: 'x.gguf'\\n\")\n"
+        "sys.exit(1)\n"
+    )
+    return folder
+
+
+def test_a_failed_gguf_export_after_training_keeps_run_json_and_the_report(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("LLAMA_CPP_DIR", str(_failing_converter(tmp_path / "llama.cpp")))
+    run = tmp_path / "r"
+    argv = ["train", "--set", "model=tiny", "--samples", "1", "--eval-prompts", "2", "--max-steps", "1"]
+    assert main([*argv, "--output-dir", str(run), "--gguf", "q8_0"]) == 1
+    line = _one_error_line(capsys.readouterr().out)
+    # the cause comes first, not after 40 frames of traceback; the retry command is named
+    assert line.index("FileNotFoundError") < line.index("frame39.py")
+    assert f"grpo-kit export {run} --gguf q8_0" in line
+    summary = json.loads((run / "run.json").read_text())
+    assert summary["steps"] == 1 and "FileNotFoundError" in summary["gguf_error"]
+    assert (run / "report.md").is_file() and (run / "report_card.png").is_file()
+    assert (run / "merged" / "model.safetensors").is_file()
+
+
+def test_debug_works_before_or_after_the_subcommand(tmp_path, capsys):
+    missing = str(tmp_path / "no-such-run")
+    assert main(["export", missing]) == 2
+    assert _one_error_line(capsys.readouterr().out)
+    for argv in (["--debug", "export", missing], ["export", missing, "--debug"]):
+        with pytest.raises(UsageError):
+            main(argv)
+
+
+def test_eval_failures_are_one_line_and_debug_shows_the_exception(tiny_run, tmp_path, capsys):
+    import shutil
+
+    run = tmp_path / "broken"
+    shutil.copytree(tiny_run[0], run)
+    (run / "run.json").write_text("{ not json")
+    assert main(["eval", str(run)]) in (1, 2)
+    assert _one_error_line(capsys.readouterr().out)
+    with pytest.raises(Exception) as raised:
+        main(["--debug", "eval", str(run)])
+    assert not isinstance(raised.value, SystemExit)

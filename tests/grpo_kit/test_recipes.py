@@ -216,3 +216,14 @@ def test_replace_validates_again():
         recipe.replace(training={**recipe.training, "max_prompt_length": 256})
     with pytest.raises(ValueError, match="quantization"):
         recipe.replace(quantization="3bit")
+
+
+def test_every_shipped_recipe_has_a_short_summary_and_says_what_its_metric_measures():
+    from grpo_kit.recipes import RECIPES
+
+    for recipe in RECIPES.values():
+        assert 0 < len(recipe.summary) <= 27, recipe.name  # the `grpo-kit recipes` table fits 80 columns
+        assert len(recipe.measures) > 40, recipe.name
+    for name in ("smoltldr-length", "smoltldr-length-small"):  # the length reward measures length only
+        measures = RECIPES[name].measures
+        assert measures.startswith("Length only") and "summar" in measures

@@ -136,6 +136,19 @@ def test_plain_progress_after_resume_times_only_the_new_steps():
     assert out.getvalue() == "step 12/12 · 3.0 s/step · ETA 0s\n"
 
 
+def test_plain_progress_eta_follows_the_recent_steps_not_the_mean_since_the_start():
+    """A shared machine slows down mid-run: 10 steps at 1 s, then 5 at 10 s. The mean since the start
+    (60 s / 15 steps = 4 s/step) would promise 20 s for the last 5 steps; the recent window says 50 s."""
+    now = [0.0]
+    out = io.StringIO()
+    progress = PlainProgress(out, clock=lambda: now[0], window=5)
+    for step in range(1, 16):
+        now[0] += 1.0 if step <= 10 else 10.0
+        progress.update(step, 20, {})
+    last = out.getvalue().splitlines()[-1]
+    assert last == "step 15/20 · 10.0 s/step · ETA 50s"
+
+
 def test_stream_is_terminal():
     assert not stream_is_terminal(io.StringIO())
 
