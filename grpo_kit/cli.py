@@ -309,6 +309,13 @@ def cmd_train(args, console) -> int:
     except CONFIG_ERRORS as error:
         raise UsageError(str(error)) from error
     recipe, output_dir = plan.recipe, plan.output_dir
+    plan.flags = {  # replayed by the resume command printed on an interruption
+        "samples": args.samples,
+        "no_merge": args.no_merge,
+        "eval_prompts": args.eval_prompts,
+        "preflight": args.preflight,
+        "force": args.force,
+    }
     if plan.set_aside is not None:
         console.print(
             f"--overwrite: the run already in {output_dir} is moved aside to {plan.set_aside}.",
@@ -332,18 +339,26 @@ def cmd_train(args, console) -> int:
         hook = run.preflight_hook(
             force=args.force, on_report=lambda report: _print_preflight(console, report)
         )
+    from grpo_kit.interrupts import exit_status, sigterm_as_interrupt
+
     try:
-        outcome = _after_loading(
-            args,
-            lambda: run.execute(
-                plan,
-                samples=args.samples,
-                merge=not args.no_merge,
-                status=console.status,
-                preflight=hook,
-                eval_prompts=args.eval_prompts,
-            ),
-        )
+        with sigterm_as_interrupt():  # SIGTERM anywhere in the run ends like Ctrl-C
+            outcome = _after_loading(
+                args,
+                lambda: run.execute(
+                    plan,
+                    samples=args.samples,
+                    merge=not args.no_merge,
+                    status=console.status,
+                    preflight=hook,
+                    eval_prompts=args.eval_prompts,
+                ),
+            )
+    except KeyboardInterrupt:  # outside the training steps (they save a checkpoint and return)
+        if args.debug:
+            raise
+        _print_interrupted_outside_training(console, plan)
+        return exit_status(EXIT_INTERRUPTED)
     except (run.PreflightNoGo, RunError) as error:
         if not isinstance(error, run.PreflightNoGo) and not isinstance(error.__cause__, run.PreflightNoGo):
             raise
@@ -360,7 +375,7 @@ def cmd_train(args, console) -> int:
         console.print(
             f"[yellow]Interrupted before the first step finished[/]: no checkpoint to resume; {output_dir} holds no training."
         )
-        return EXIT_INTERRUPTED
+        return exit_status(EXIT_INTERRUPTED)
     if result.interrupted:
         console.print(
             f"[yellow]Interrupted at step {result.global_step}[/]; checkpoint {result.checkpoint}. "
@@ -368,9 +383,32 @@ def cmd_train(args, console) -> int:
             highlight=False,
             soft_wrap=True,
         )
-        return EXIT_INTERRUPTED
+        return exit_status(EXIT_INTERRUPTED)
     _print_summary(console, output_dir, outcome.summary, outcome.reports)
     return 0 if outcome.verified else 1
+
+
+def _print_interrupted_outside_training(console, plan) -> None:
+    """One line for a Ctrl-C / SIGTERM while loading, evaluating or exporting, with the way to go on."""
+    from rich.markup import escape
+
+    from grpo_kit.checkpoint import latest_checkpoint
+
+    checkpoint = latest_checkpoint(plan.output_dir) if plan.output_dir.is_dir() else None
+    if plan.phase in ("planned", "loading", "pre-flight") and checkpoint is None:
+        line = f"nothing was written to {plan.output_dir}; run the same command again."
+    elif checkpoint is None:
+        line = "no training step had finished, so there is nothing to resume; run the same command with --overwrite."
+    else:
+        line = (
+            f"the run is saved in {checkpoint}; the exports and run.json are written when you continue "
+            f"with:  {plan.resume_command()}"
+        )
+    console.print(
+        f"[yellow]Interrupted during the {escape(plan.phase)}[/]: {escape(line)}",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _after_loading(args, work):
@@ -762,6 +800,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     console = Console(stderr=False)
     argv = list(sys.argv[1:] if argv is None else argv)
+    from grpo_kit.interrupts import guard_stdout
+
+    with guard_stdout():  # `grpo-kit … | head`: a closed stdout silences printing, the work goes on
+        return _main(argv, console)
+
+
+def _main(argv: list[str], console) -> int:
     # Pass-through commands hand their arguments (options included) to the tool's own parser.
     if argv[:1] == ["losses"]:
         return cmd_losses(argparse.Namespace(args=argv[1:]), console)

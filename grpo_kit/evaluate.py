@@ -567,12 +567,15 @@ def compare_all(before: EvalReport, after: EvalReport, **kwargs: Any) -> dict[st
 def write_atomic(path: str | os.PathLike, text: str | bytes) -> Path:
     """Write ``path`` through a temporary file in the same folder and ``os.replace`` it: an interrupted
     write (Ctrl-C) leaves the old file, never half a file."""
+    from grpo_kit.run_folder import make_shareable
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(text.encode() if isinstance(text, str) else text)
+        make_shareable(tmp)  # mkstemp makes 0600; the file gets the mode open() would give it
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

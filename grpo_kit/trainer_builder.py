@@ -195,11 +195,11 @@ def use_plain_progress_bar(trainer) -> None:
 
 
 def last_checkpoint(output_dir: Path) -> Path | None:
-    checkpoints = sorted(
-        (p for p in Path(output_dir).glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
-        key=lambda p: int(p.name.split("-")[-1]),
-    )
-    return checkpoints[-1] if checkpoints else None
+    """The latest complete TRL ``checkpoint-N`` (one with ``trainer_state.json``, which transformers writes
+    last); a half-written one is skipped with a warning naming it (``grpo_kit.checkpoint.latest_checkpoint``)."""
+    from grpo_kit.checkpoint import latest_checkpoint
+
+    return latest_checkpoint(output_dir)
 
 
 def resume_point(output_dir: Path, resume_from_checkpoint) -> tuple[Path | None, int | None]:
@@ -284,30 +284,35 @@ def _make_callbacks(metrics_path: Path, keep_up_to_step: int | None):
             self.writer.write(dict(state.log_history[-1]))
 
     class InterruptCallback(TrainerCallback):
-        """Ctrl-C -> finish this step, save a checkpoint TRL can resume, stop. A second Ctrl-C aborts."""
+        """Ctrl-C or SIGTERM -> finish this step, save a checkpoint TRL can resume, stop. A second one aborts."""
 
         def __init__(self) -> None:
             self.requested = False
             self.stopped = False
-            self._previous = None
+            self._previous: dict[int, Any] = {}
 
         def install(self) -> None:
             if threading.current_thread() is not threading.main_thread():
                 return  # signal handlers can only be set from the main thread
-            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._on_signal)
 
         def uninstall(self) -> None:
-            if self._previous is not None:
-                signal.signal(signal.SIGINT, self._previous)
-                self._previous = None
+            for signum, previous in self._previous.items():
+                signal.signal(signum, previous)
+            self._previous = {}
 
-        def _on_sigint(self, signum, frame):
-            if self.requested:  # second Ctrl-C: give up on the clean stop
+        def _on_signal(self, signum, frame):
+            from grpo_kit.interrupts import Terminated, note_signal
+
+            note_signal(signum)
+            if self.requested:  # a second signal: give up on the clean stop
                 self.uninstall()
-                raise KeyboardInterrupt
+                raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt
             self.requested = True
+            name = "SIGTERM" if signum == signal.SIGTERM else "Ctrl-C"
             print(
-                "\nCtrl-C: finishing this step and saving a checkpoint (Ctrl-C again to abort)…", flush=True
+                f"\n{name}: finishing this step and saving a checkpoint ({name} again to abort)…", flush=True
             )
 
         def _any_rank_requested(self) -> bool:

@@ -19,7 +19,7 @@ import copy
 import os
 from typing import Any
 
-from grpo_kit.export.folder import check_export_files, prepare_export_dir, write_manifest
+from grpo_kit.export.folder import check_export_files, prepare_export_dir, staged_export, write_manifest
 from grpo_kit.export.report import ExportReport, dir_size
 from grpo_kit.export.verify import TIE_TOLERANCE, compare_greedy, prompt_ids
 
@@ -102,9 +102,10 @@ def save_adapter(
             "for a fully fine-tuned model use save_merged (it saves the whole model)."
         )
     out = prepare_export_dir(out_dir, overwrite=overwrite)
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    details: dict[str, Any] = {"files": sorted(write_manifest(out, "adapter")["files"])}
+    with staged_export(out) as stage:  # a killed export leaves no folder that looks finished
+        model.save_pretrained(stage)
+        tokenizer.save_pretrained(stage)
+        details: dict[str, Any] = {"files": sorted(write_manifest(stage, "adapter")["files"])}
     verified = False
     if verify:
         from peft import PeftModel
@@ -149,20 +150,20 @@ def save_merged(
     torch_dtype = getattr(torch, _check_dtype(dtype))
     out = prepare_export_dir(out_dir, overwrite=overwrite)
     was_training = model.training
-    merged = copy.deepcopy(model)
-    if is_peft_model(merged):
-        merged = merged.merge_and_unload()
-    _strip_quantizer_state(merged)
-    merged = merged.to(torch_dtype)
-    merged.config.dtype = torch_dtype
-    merged.save_pretrained(out, safe_serialization=True)
-    tokenizer.save_pretrained(out)
-    del merged
-
-    details: dict[str, Any] = {
-        "dtype": str(torch_dtype).removeprefix("torch."),
-        "files": sorted(write_manifest(out, "merged")["files"]),
-    }
+    with staged_export(out) as stage:  # a killed export leaves no folder that looks finished
+        merged = copy.deepcopy(model)
+        if is_peft_model(merged):
+            merged = merged.merge_and_unload()
+        _strip_quantizer_state(merged)
+        merged = merged.to(torch_dtype)
+        merged.config.dtype = torch_dtype
+        merged.save_pretrained(stage, safe_serialization=True)
+        tokenizer.save_pretrained(stage)
+        del merged
+        details: dict[str, Any] = {
+            "dtype": str(torch_dtype).removeprefix("torch."),
+            "files": sorted(write_manifest(stage, "merged")["files"]),
+        }
     verified = False
     if verify:
         from transformers import AutoModelForCausalLM
