@@ -111,6 +111,10 @@ class GRPOLoopConfig:
     """grpo-kit only. What a reward function that raises does to the run: ``"stop"`` (default) saves a
     checkpoint and raises ``rewards.RewardFunctionError`` naming the function, the row and the completion's
     start; ``"skip"`` reports it and treats the step as bad (see ``max_bad_steps``)."""
+    reward_timeout: float | None = 600.0
+    """grpo-kit only. Seconds one reward function may take to score a generation batch (``async`` ones: all
+    together) before the call counts as failed, handled per ``on_reward_error``; None waits without a bound.
+    Generous by default: a model-graded or sandboxed reward legitimately takes seconds, a stuck one forever."""
 
     # --- batch and generation ---
     num_generations: int = 8
@@ -215,6 +219,15 @@ class GRPOLoopConfig:
         if self.max_steps == -1 and not self.num_train_epochs > 0:
             raise ValueError("with max_steps=-1 the run length comes from num_train_epochs; set it > 0.")
         _check_int("max_bad_steps", self.max_bad_steps, minimum=1)
+        if self.reward_timeout is not None and (
+            isinstance(self.reward_timeout, bool)
+            or not isinstance(self.reward_timeout, (int, float))
+            or not 0 < self.reward_timeout < math.inf
+        ):
+            raise ValueError(
+                f"reward_timeout={self.reward_timeout!r}: give the seconds a reward function may take "
+                "(a positive number, e.g. 600), or None for no bound."
+            )
         if self.on_reward_error not in ON_REWARD_ERROR:
             raise ValueError(
                 f"on_reward_error={self.on_reward_error!r}: choose {' or '.join(map(repr, ON_REWARD_ERROR))}."
@@ -502,6 +515,7 @@ def _score(reward_funcs, samples: Samples, run: RunContext) -> torch.Tensor:
         completion_ids=completion_ids,
         trainer_state=run.state,
         log_metric=run.accumulator.add,
+        timeout=run.config.reward_timeout,
         **columns,
     )
     return torch.tensor(table, dtype=torch.float32).reshape(len(rows), len(reward_funcs))  # (N, F)

@@ -158,6 +158,11 @@ def build_trainer(
         train_dataset = recipe.load_dataset()
     if reward_funcs is None:
         reward_funcs = recipe.build_reward_funcs(tokenizer)
+    from rewards.calling import bounded_reward_func
+
+    # reward_timeout (a loop field, kept out of GRPOConfig) bounds each call here too; overrunning stops the run.
+    timeout = overrides.get("reward_timeout", recipe.training.get("reward_timeout", 600.0))
+    reward_funcs = [bounded_reward_func(fn, timeout) for fn in reward_funcs]
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=list(reward_funcs),
