@@ -29,6 +29,7 @@ import json
 import os
 import sys
 import tempfile
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -527,9 +528,14 @@ def cmd_preflight(args, console) -> int:
 def _eval_recipe(source: Path, name: str | None):
     """The recipe the run trained with (run.json: name, model and training fields), or ``name``."""
     from grpo_kit.recipes import get_recipe
+    from grpo_kit.run import to_loop_config
+    from grpo_kit.run_folder import read_run_json
 
     run_json = next((p for p in (source / "run.json", source.parent / "run.json") if p.is_file()), None)
-    info = json.loads(run_json.read_text()) if run_json else {}
+    try:
+        info = read_run_json(run_json) if run_json else {}
+    except ValueError as error:
+        raise UsageError(str(error)) from error
     name = name or info.get("recipe")
     if not name:
         raise UsageError(
@@ -538,9 +544,15 @@ def _eval_recipe(source: Path, name: str | None):
     try:
         if name != info.get("recipe"):
             return get_recipe(name)
-        return get_recipe(name, model=info["model"], **info.get("training", {}))
+        model = {"model": info["model"]} if "model" in info else {}
+        recipe = get_recipe(name, **model, **info.get("training", {})).validate()
+        with warnings.catch_warnings():  # fields only TRL has are fine here; their values are not checked
+            warnings.simplefilter("ignore", UserWarning)
+            to_loop_config(recipe)  # run.json's settings pass the rules command-line input passes
+        return recipe
     except CONFIG_ERRORS as error:
-        raise UsageError(str(error)) from error
+        where = f" (from {run_json})" if run_json else ""
+        raise UsageError(f"{error}{where}") from error
 
 
 def cmd_eval(args, console) -> int:
@@ -579,6 +591,12 @@ def _evaluate_folder(args, console, source: Path, adapter_dir: Path | None, reci
             model, tokenizer = load_eval_target(source)
         except FileNotFoundError as error:
             raise UsageError(str(error)) from error
+    from grpo_kit.sampling import check_fits_context
+
+    try:  # a shared run.json may ask for more tokens than the model has room for
+        check_fits_context(model, 1, int(recipe.training.get("max_completion_length", 64)))
+    except ValueError as error:
+        raise UsageError(f"{error} (the run's recipe: --recipe NAME evaluates with another)") from error
         funcs = recipe.build_reward_funcs(tokenizer)
     with console.status(f"evaluating {len(rows)} held-out prompts: trained…"):
         after = run.evaluate_held_out(recipe, model, tokenizer, funcs, rows, k=args.k)

@@ -619,7 +619,9 @@ def _load_adapter(root: Path, adapter: Path):
     base_name = None
     for run_json in (root / "run.json", adapter.parent / "run.json"):
         if run_json.is_file():
-            base_name = json.loads(run_json.read_text()).get("model")
+            from grpo_kit.run_folder import read_run_json
+
+            base_name = read_run_json(run_json).get("model")
             break
     base_name = base_name or json.loads((adapter / "adapter_config.json").read_text()).get(
         "base_model_name_or_path"

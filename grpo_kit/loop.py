@@ -51,7 +51,13 @@ from grpo_kit.logprobs import entropy_mask, per_token_logps, per_token_logps_gro
 from grpo_kit.losses import LossSettings, compute_loss
 from grpo_kit.result import RunResult
 from grpo_kit.run_context import LoopState, RunContext
-from grpo_kit.sampling import mask_after_eos, merged_lora, sample_completions, stop_token_ids
+from grpo_kit.sampling import (
+    check_fits_context,
+    mask_after_eos,
+    merged_lora,
+    sample_completions,
+    stop_token_ids,
+)
 from grpo_kit.settings import check_grpo_settings, check_report_to, check_reward_funcs
 
 __all__ = [
@@ -650,6 +656,9 @@ def _check_inputs(model, tokenizer, train_dataset, reward_funcs, config, reward_
         )
     if len(train_dataset) == 0 or "prompt" not in train_dataset[0]:
         raise ValueError("train_dataset needs rows with a 'prompt' column (text or a list of chat messages).")
+    check_fits_context(
+        model, 1, config.max_completion_length
+    )  # every batch is checked again with its prompts
     if config.beta > 0 and not is_peft_model(model):
         raise ValueError(
             f"beta={config.beta} needs reference log-probs; this loop gets them by disabling the LoRA adapter "

@@ -515,7 +515,9 @@ def base_model_name(source: Path, adapter_dir: Path, base: str | None = None) ->
         return base
     for run_json in (Path(source) / "run.json", Path(adapter_dir).parent / "run.json"):
         if run_json.is_file():
-            return json.loads(run_json.read_text())["model"]
+            from grpo_kit.run_folder import read_run_json
+
+            return read_run_json(run_json)["model"]
     name = json.loads((Path(adapter_dir) / "adapter_config.json").read_text()).get("base_model_name_or_path")
     if name:
         return name

@@ -5,6 +5,9 @@
   descriptor). The file holds the holder's PID, so a second ``grpo-kit train`` into the same folder is
   refused with :class:`RunFolderInUse` naming it, instead of interleaving ``metrics.jsonl``.
   :func:`check_not_in_use` is the same test without keeping the lock (plan time, before a model loads).
+* :func:`read_run_json` reads a run folder's ``run.json`` (which may come from someone else) and checks what
+  others read from it (``recipe`` and ``model`` names, ``training`` a table) before anything acts on it:
+  :class:`RunJsonError` (a ``ValueError``) names the file, the field and the fix.
 * :func:`make_shareable` gives a file written through ``tempfile.mkstemp`` (always 0600) the mode an ordinary
   ``open()`` would have given it (0666 minus the umask), so a teammate can read ``run.json`` like
   ``run_config.json``.
@@ -17,11 +20,21 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-__all__ = ["LOCK_FILE", "RunFolderInUse", "check_not_in_use", "lock_run_folder", "make_shareable"]
+__all__ = [
+    "LOCK_FILE",
+    "RunFolderInUse",
+    "RunJsonError",
+    "check_not_in_use",
+    "lock_run_folder",
+    "make_shareable",
+    "read_run_json",
+]
 
 LOCK_FILE = ".grpo-kit.lock"
 
@@ -106,3 +119,39 @@ def lock_run_folder(folder: str | os.PathLike) -> Iterator[Path]:
             if os.fstat(fd).st_ino == os.stat(lock_path).st_ino:
                 lock_path.unlink()  # still locked: nobody can take the old file's lock after this
         os.close(fd)
+
+
+class RunJsonError(ValueError):
+    """A ``run.json`` that grpo-kit cannot have written: not JSON, or a field of the wrong type."""
+
+
+#: The fields of run.json that other commands act on, and the type each must have.
+_RUN_JSON_FIELDS = {"recipe": str, "model": str, "loop": str, "training": dict}
+_RUN_JSON_MAX_BYTES = 16 << 20  # a run.json is a few kB; a huge one is not ours
+
+
+def read_run_json(path: str | os.PathLike) -> dict[str, Any]:
+    """The content of ``path`` (a ``run.json``), checked: a JSON object whose ``recipe``/``model``/``loop`` are
+    strings and ``training`` an object. The values inside ``training`` are checked where they are used, by the
+    same rules as command-line input (``grpo_kit.run.to_loop_config``)."""
+    path = Path(path)
+    fix = "pass --recipe NAME (and --base MODEL) instead, or restore the run.json `grpo-kit train` wrote"
+    try:
+        if path.stat().st_size > _RUN_JSON_MAX_BYTES:
+            raise RunJsonError(
+                f"{path} is {path.stat().st_size} bytes, not a run.json grpo-kit wrote; {fix}."
+            )
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise RunJsonError(f"{path} is not JSON ({error}); {fix}.") from None
+    except RecursionError:
+        raise RunJsonError(f"{path} nests too deeply to be a run.json; {fix}.") from None
+    if not isinstance(info, dict):
+        raise RunJsonError(f"{path} holds a JSON {type(info).__name__}, not an object; {fix}.")
+    for name, kind in _RUN_JSON_FIELDS.items():
+        if name in info and not isinstance(info[name], kind):
+            raise RunJsonError(
+                f"{path}: {name!r} is {type(info[name]).__name__} {json.dumps(info[name])[:60]}, not a "
+                f"{'name' if kind is str else 'table of settings'}; {fix}."
+            )
+    return info

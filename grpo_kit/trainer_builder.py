@@ -154,6 +154,9 @@ def build_trainer(
         tokenizer = tokenizer or loaded_tokenizer
     elif tokenizer is None:
         raise ValueError("a model was given without its tokenizer; pass tokenizer= too.")
+    from grpo_kit.sampling import check_fits_context
+
+    check_fits_context(model, 1, args.max_completion_length)  # before TRL allocates for 100,000 tokens
     if train_dataset is None:
         train_dataset = recipe.load_dataset()
     if reward_funcs is None:
