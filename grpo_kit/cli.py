@@ -340,8 +340,9 @@ def cmd_train(args, console) -> int:
         hook = run.preflight_hook(
             force=args.force, on_report=lambda report: _print_preflight(console, report)
         )
-    from grpo_kit.interrupts import exit_status, sigterm_as_interrupt
+    from grpo_kit.interrupts import exit_status, forget_signals, sigterm_as_interrupt
 
+    forget_signals()
     try:
         with sigterm_as_interrupt():  # SIGTERM anywhere in the run ends like Ctrl-C
             outcome = _after_loading(
@@ -374,12 +375,12 @@ def cmd_train(args, console) -> int:
         return 0
     if result.interrupted and result.checkpoint is None:
         console.print(
-            f"[yellow]Interrupted before the first step finished[/]: no checkpoint to resume; {output_dir} holds no training."
+            f"[yellow]{_stopped_by()} before the first step finished[/]: no checkpoint to resume; {output_dir} holds no training."
         )
         return exit_status(EXIT_INTERRUPTED)
     if result.interrupted:
         console.print(
-            f"[yellow]Interrupted at step {result.global_step}[/]; checkpoint {result.checkpoint}. "
+            f"[yellow]{_stopped_by()} at step {result.global_step}[/]; checkpoint {result.checkpoint}. "
             f"Continue with:\n  {plan.resume_command()}",
             highlight=False,
             soft_wrap=True,
@@ -387,6 +388,14 @@ def cmd_train(args, console) -> int:
         return exit_status(EXIT_INTERRUPTED)
     _print_summary(console, output_dir, outcome.summary, outcome.reports)
     return 0 if outcome.verified else 1
+
+
+def _stopped_by() -> str:
+    import signal
+
+    from grpo_kit.interrupts import received_signal
+
+    return "Terminated (SIGTERM)" if received_signal() == signal.SIGTERM else "Interrupted"
 
 
 def _print_interrupted_outside_training(console, plan) -> None:

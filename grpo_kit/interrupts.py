@@ -20,7 +20,15 @@ import sys
 import threading
 from collections.abc import Iterator
 
-__all__ = ["Terminated", "exit_status", "guard_stdout", "received_signal", "sigterm_as_interrupt"]
+__all__ = [
+    "Terminated",
+    "exit_status",
+    "forget_signals",
+    "guard_stdout",
+    "note_signal",
+    "received_signal",
+    "sigterm_as_interrupt",
+]
 
 _received: list[int] = []  # the signals that ended (or are ending) this process's run, in order
 
@@ -32,6 +40,11 @@ class Terminated(KeyboardInterrupt):
 def note_signal(signum: int) -> None:
     """Record that ``signum`` asked the run to stop (the TRL path's graceful stop records it here too)."""
     _received.append(int(signum))
+
+
+def forget_signals() -> None:
+    """Start a new run's record (a process that runs several, such as a test session or a notebook)."""
+    _received.clear()
 
 
 def received_signal() -> int | None:

@@ -104,12 +104,27 @@ def test_an_interruption_after_training_is_one_line_with_a_resume_path(
 
     monkeypatch.setattr(run_mod, "_greedy_answers", interrupted_second_time)
     folder = tmp_path / "run"
-    argv = ["train", "--set", "model=tiny", "--samples", "1", "--eval-prompts", "0"]
-    assert main([*argv, "--max-steps", "2", "--output-dir", str(folder), "--gguf", "f16"]) == status
+    argv = ["train", "--set", "model=tiny", "--samples", "1", "--eval-prompts", "0", "--no-merge"]
+    assert main([*argv, "--max-steps", "2", "--output-dir", str(folder)]) == status
     out = capsys.readouterr().out
-    assert "Traceback" not in out and "Interrupted during the evaluation after training" in out, out
-    assert "checkpoint-2" in out and "--resume" in out and "--gguf f16" in out and "--samples 1" in out, out
-    assert not (folder / "run.json").exists() and not (folder / "merged").exists()
+    assert "Traceback" not in out and "during the evaluation after training" in out, out
+    assert ("Terminated (SIGTERM)" in out) == (signum == signal.SIGTERM), out
+    assert "checkpoint-2" in out and "--no-merge" in out and "--samples 1" in out, out
+    assert not (folder / "run.json").exists() and not (folder / "adapter").exists()
+    # The printed command finishes the run: no step is trained again, the answers and exports are written.
+    command = out[out.index("grpo-kit train --recipe") :].splitlines()[0].split()
+    assert main(command[2:]) == 0
+    assert json.loads((folder / "run.json").read_text())["steps"] == 2
+    assert (folder / "adapter" / "adapter_model.safetensors").is_file()
+    assert _metrics_steps(folder) == [1, 2]
+
+
+def test_the_resume_command_of_a_plan_carries_its_gguf_type(tmp_path):
+    from grpo_kit.run import plan_run
+
+    plan = plan_run(overrides={"model": "tiny"}, max_steps=1, output_dir=tmp_path / "run", gguf="f16")
+    plan.flags = {"samples": 0, "no_merge": False}
+    assert plan.resume_command().endswith("--resume --set model=tiny --samples 0 --gguf f16")
 
 
 def test_resume_command_replays_the_flags_that_change_what_the_run_writes(tmp_path):
