@@ -415,7 +415,7 @@ def _print_interrupted_outside_training(console, plan) -> None:
             f"with:  {plan.resume_command()}"
         )
     console.print(
-        f"[yellow]Interrupted during the {escape(plan.phase)}[/]: {escape(line)}",
+        f"[yellow]{_stopped_by()} during the {escape(plan.phase)}[/]: {escape(line)}",
         highlight=False,
         soft_wrap=True,
     )

@@ -241,9 +241,10 @@ def run_trainer(
     (``title``: e.g. "smoltldr-length-small (TRL)")."""
     output_dir = Path(output_dir)
     metrics_path = output_dir / "metrics.jsonl"
-    metrics_callback, interrupt_callback = _make_callbacks(metrics_path, keep_up_to_step)
+    metrics_callback, interrupt_callback, shareable_callback = _make_callbacks(metrics_path, keep_up_to_step)
     trainer.add_callback(metrics_callback)
     trainer.add_callback(interrupt_callback)
+    trainer.add_callback(shareable_callback)
     interrupt_callback.install()
     try:
         trainer.train(resume_from_checkpoint=os.fspath(resume) if resume else None)
@@ -343,4 +344,16 @@ def _make_callbacks(metrics_path: Path, keep_up_to_step: int | None):
                 control.should_training_stop = True
             return control
 
-    return MetricsJsonlCallback(), InterruptCallback()
+    class ShareableCheckpointsCallback(TrainerCallback):
+        """Give a saved checkpoint's files the umask's mode (transformers' safetensors writes them 0600)."""
+
+        def on_save(self, args, state, control, **kwargs):
+            from grpo_kit.run_folder import make_shareable
+
+            folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            if state.is_world_process_zero and folder.is_dir():
+                for path in folder.rglob("*"):
+                    if path.is_file() and not path.is_symlink():
+                        make_shareable(path)
+
+    return MetricsJsonlCallback(), InterruptCallback(), ShareableCheckpointsCallback()

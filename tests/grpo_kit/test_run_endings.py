@@ -113,7 +113,7 @@ def test_an_interruption_after_training_is_one_line_with_a_resume_path(
     assert not (folder / "run.json").exists() and not (folder / "adapter").exists()
     # The printed command finishes the run: no step is trained again, the answers and exports are written.
     command = out[out.index("grpo-kit train --recipe") :].splitlines()[0].split()
-    assert main(command[2:]) == 0
+    assert main(command[1:]) == 0
     assert json.loads((folder / "run.json").read_text())["steps"] == 2
     assert (folder / "adapter" / "adapter_model.safetensors").is_file()
     assert _metrics_steps(folder) == [1, 2]
