@@ -17,6 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
+#: Seconds one prompt may take to render through a chat template (real templates take milliseconds).
+TEMPLATE_SECONDS = 30.0
+
 
 def is_conversational_prompt(prompt: Any) -> bool:
     """True for a list of ``{"role": ..., "content": ...}`` messages (TRL's conversational format)."""
@@ -58,11 +61,21 @@ def prompt_to_text(prompt: str | list[dict[str, Any]], tokenizer, *, tools=None,
             f"The last message of a prompt must come from 'user', 'tool' or 'assistant'; got {last_role!r}. "
             "A prompt that ends with the system message has nothing to answer: add the user turn."
         )
-    return tokenizer.apply_chat_template(
-        list(prompt),
-        tools=tools or None,  # as TRL: some templates render tool boilerplate for tools=[]
-        continue_final_message=continue_final_message,
-        tokenize=False,
-        add_generation_prompt=add_generation_prompt,
-        **template_kwargs,
-    )
+    from rewards._runtime import DeadlineExceeded, deadline
+
+    try:  # a template is code from the model folder: its loops get a wall-clock bound (main thread)
+        with deadline(TEMPLATE_SECONDS):
+            return tokenizer.apply_chat_template(
+                list(prompt),
+                tools=tools or None,  # as TRL: some templates render tool boilerplate for tools=[]
+                continue_final_message=continue_final_message,
+                tokenize=False,
+                add_generation_prompt=add_generation_prompt,
+                **template_kwargs,
+            )
+    except DeadlineExceeded:
+        raise ValueError(
+            f"the chat template did not render one prompt within {TEMPLATE_SECONDS:g} s (a loop in the template "
+            "that does not end, e.g. nested range() calls). Fix or replace the template: tokenizer.chat_template, "
+            "or chat_template.jinja / tokenizer_config.json in the model folder."
+        ) from None

@@ -43,6 +43,7 @@ import pickle
 import random
 import re
 import shutil
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,7 @@ __all__ = [
     "ABSENT",
     "CREDENTIAL_PLACEHOLDER",
     "CheckpointError",
+    "HalfFinishedCheckpointWarning",
     "NonFiniteWeightsError",
     "capture_rng_state",
     "check_finite",
@@ -61,6 +63,7 @@ __all__ = [
     "config_diff",
     "config_hash",
     "format_config_diff",
+    "incomplete_checkpoints",
     "is_credential_field",
     "is_peft_model",
     "jsonable_config",
@@ -446,6 +449,11 @@ def save_checkpoint(
             json.dumps({"config": stored, "sha256": config_hash(stored)}, indent=2)
         )
     (tmp / "trainer_state.json").write_text(json.dumps(trainer_state, indent=2))
+    from grpo_kit.run_folder import make_shareable
+
+    for written in tmp.iterdir():  # safetensors writes 0600; the run folder honours the umask
+        if written.is_file() and not written.is_symlink():
+            make_shareable(written)
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
     return final
@@ -544,10 +552,45 @@ def _checkpoints(output_dir: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
+class HalfFinishedCheckpointWarning(UserWarning):
+    """A checkpoint folder was skipped because a save did not finish (killed, disk full)."""
+
+
+def incomplete_checkpoints(output_dir: str | Path) -> list[Path]:
+    """Folders a save left unfinished: ``checkpoint-<step>`` without ``trainer_state.json`` (written last, by
+    this module and by transformers' Trainer alike) and ``checkpoint-<step>.tmp`` leftovers."""
+    output_dir = Path(output_dir)
+    if not output_dir.is_dir():
+        return []
+    found = []
+    for p in output_dir.iterdir():
+        if not p.is_dir():
+            continue
+        m = _CHECKPOINT_RE.match(p.name.removesuffix(".tmp"))
+        if m and (p.name.endswith(".tmp") or not (p / "trainer_state.json").exists()):
+            found.append((int(m.group(1)), p.name, p))
+    return [p for *_, p in sorted(found)]
+
+
 def latest_checkpoint(output_dir: str | Path) -> Path | None:
-    """The ``checkpoint-<step>`` folder with the highest step in ``output_dir``, or None."""
+    """The complete ``checkpoint-<step>`` folder with the highest step in ``output_dir``, or None.
+
+    Half-written folders (:func:`incomplete_checkpoints`) are skipped with a
+    :class:`HalfFinishedCheckpointWarning` that names them.
+    """
     found = _checkpoints(Path(output_dir))
-    return found[-1][1] if found else None
+    latest = found[-1][1] if found else None
+    skipped = incomplete_checkpoints(output_dir)
+    if skipped:
+        names = ", ".join(p.name for p in skipped)
+        using = f"using {latest.name}" if latest is not None else "no complete checkpoint is left"
+        warnings.warn(
+            f"{output_dir}: skipping {names} (a save that did not finish: no trainer_state.json, or a "
+            f".tmp leftover); {using}. Delete the skipped folders to free their space.",
+            HalfFinishedCheckpointWarning,
+            stacklevel=2,
+        )
+    return latest
 
 
 def rotate_checkpoints(output_dir: str | Path, save_total_limit: int | None) -> None:

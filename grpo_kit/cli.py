@@ -30,6 +30,7 @@ import json
 import os
 import sys
 import tempfile
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -322,6 +323,13 @@ def cmd_train(args, console) -> int:
     except CONFIG_ERRORS as error:
         raise UsageError(str(error)) from error
     recipe, output_dir = plan.recipe, plan.output_dir
+    plan.flags = {  # replayed by the resume command printed on an interruption
+        "samples": args.samples,
+        "no_merge": args.no_merge,
+        "eval_prompts": args.eval_prompts,
+        "preflight": args.preflight,
+        "force": args.force,
+    }
     if plan.set_aside is not None:
         console.print(
             f"--overwrite: the run already in {markup_safe(output_dir)} is moved aside to "
@@ -347,18 +355,27 @@ def cmd_train(args, console) -> int:
         hook = run.preflight_hook(
             force=args.force, on_report=lambda report: _print_preflight(console, report)
         )
+    from grpo_kit.interrupts import exit_status, forget_signals, sigterm_as_interrupt
+
+    forget_signals()
     try:
-        outcome = _after_loading(
-            args,
-            lambda: run.execute(
-                plan,
-                samples=args.samples,
-                merge=not args.no_merge,
-                status=console.status,
-                preflight=hook,
-                eval_prompts=args.eval_prompts,
-            ),
-        )
+        with sigterm_as_interrupt():  # SIGTERM anywhere in the run ends like Ctrl-C
+            outcome = _after_loading(
+                args,
+                lambda: run.execute(
+                    plan,
+                    samples=args.samples,
+                    merge=not args.no_merge,
+                    status=console.status,
+                    preflight=hook,
+                    eval_prompts=args.eval_prompts,
+                ),
+            )
+    except KeyboardInterrupt:  # outside the training steps (they save a checkpoint and return)
+        if args.debug:
+            raise
+        _print_interrupted_outside_training(console, plan)
+        return exit_status(EXIT_INTERRUPTED)
     except (run.PreflightNoGo, RunError) as error:
         if not isinstance(error, run.PreflightNoGo) and not isinstance(error.__cause__, run.PreflightNoGo):
             raise
@@ -373,20 +390,49 @@ def cmd_train(args, console) -> int:
         return 0
     if result.interrupted and result.checkpoint is None:
         console.print(
-            f"[yellow]Interrupted before the first step finished[/]: no checkpoint to resume; "
+            f"[yellow]{_stopped_by()} before the first step finished[/]: no checkpoint to resume; "
             f"{markup_safe(output_dir)} holds no training."
         )
-        return EXIT_INTERRUPTED
+        return exit_status(EXIT_INTERRUPTED)
     if result.interrupted:
         console.print(
-            f"[yellow]Interrupted at step {result.global_step}[/]; checkpoint {markup_safe(result.checkpoint)}. "
+            f"[yellow]{_stopped_by()} at step {result.global_step}[/]; checkpoint {markup_safe(result.checkpoint)}. "
             f"Continue with:\n  {markup_safe(plan.resume_command())}",
             highlight=False,
             soft_wrap=True,
         )
-        return EXIT_INTERRUPTED
+        return exit_status(EXIT_INTERRUPTED)
     _print_summary(console, output_dir, outcome.summary, outcome.reports)
     return 0 if outcome.verified else 1
+
+
+def _stopped_by() -> str:
+    import signal
+
+    from grpo_kit.interrupts import received_signal
+
+    return "Terminated (SIGTERM)" if received_signal() == signal.SIGTERM else "Interrupted"
+
+
+def _print_interrupted_outside_training(console, plan) -> None:
+    """One line for a Ctrl-C / SIGTERM while loading, evaluating or exporting, with the way to go on."""
+    from grpo_kit.checkpoint import latest_checkpoint
+
+    checkpoint = latest_checkpoint(plan.output_dir) if plan.output_dir.is_dir() else None
+    if plan.phase in ("planned", "loading", "pre-flight") and checkpoint is None:
+        line = f"nothing was written to {plan.output_dir}; run the same command again."
+    elif checkpoint is None:
+        line = "no training step had finished, so there is nothing to resume; run the same command with --overwrite."
+    else:
+        line = (
+            f"the run is saved in {checkpoint}; the exports and run.json are written when you continue "
+            f"with:  {plan.resume_command()}"
+        )
+    console.print(
+        f"[yellow]{_stopped_by()} during the {markup_safe(plan.phase)}[/]: {markup_safe(line)}",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _after_loading(args, work):
@@ -525,9 +571,14 @@ def cmd_preflight(args, console) -> int:
 def _eval_recipe(source: Path, name: str | None):
     """The recipe the run trained with (run.json: name, model and training fields), or ``name``."""
     from grpo_kit.recipes import get_recipe
+    from grpo_kit.run import to_loop_config
+    from grpo_kit.run_folder import read_run_json
 
     run_json = next((p for p in (source / "run.json", source.parent / "run.json") if p.is_file()), None)
-    info = json.loads(run_json.read_text()) if run_json else {}
+    try:
+        info = read_run_json(run_json) if run_json else {}
+    except ValueError as error:
+        raise UsageError(str(error)) from error
     name = name or info.get("recipe")
     if not name:
         raise UsageError(
@@ -536,9 +587,15 @@ def _eval_recipe(source: Path, name: str | None):
     try:
         if name != info.get("recipe"):
             return get_recipe(name)
-        return get_recipe(name, model=info["model"], **info.get("training", {}))
+        model = {"model": info["model"]} if "model" in info else {}
+        recipe = get_recipe(name, **model, **info.get("training", {})).validate()
+        with warnings.catch_warnings():  # fields only TRL has are fine here; their values are not checked
+            warnings.simplefilter("ignore", UserWarning)
+            to_loop_config(recipe)  # run.json's settings pass the rules command-line input passes
+        return recipe
     except CONFIG_ERRORS as error:
-        raise UsageError(str(error)) from error
+        where = f" (from {run_json})" if run_json else ""
+        raise UsageError(f"{error}{where}") from error
 
 
 def cmd_eval(args, console) -> int:
@@ -581,6 +638,12 @@ def _evaluate_folder(args, console, source: Path, adapter_dir: Path | None, reci
             model, tokenizer = load_eval_target(source)
         except FileNotFoundError as error:
             raise UsageError(str(error)) from error
+    from grpo_kit.sampling import check_fits_context
+
+    try:  # a shared run.json may ask for more tokens than the model has room for
+        check_fits_context(model, 1, int(recipe.training.get("max_completion_length", 64)))
+    except ValueError as error:
+        raise UsageError(f"{error} (the run's recipe: --recipe NAME evaluates with another)") from error
         funcs = recipe.build_reward_funcs(tokenizer)
     with console.status(f"evaluating {len(rows)} held-out prompts: trained…"):
         after = run.evaluate_held_out(recipe, model, tokenizer, funcs, rows, k=args.k)
@@ -828,6 +891,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console(stderr=False)
     install_plain_warnings()  # warnings name reward functions and their errors: text, not terminal commands
     argv = list(sys.argv[1:] if argv is None else argv)
+    from grpo_kit.interrupts import guard_stdout
+
+    with guard_stdout():  # `grpo-kit … | head`: a closed stdout silences printing, the work goes on
+        return _main(argv, console)
+
+
+def _main(argv: list[str], console) -> int:
     # Pass-through commands hand their arguments (options included) to the tool's own parser.
     if argv[:1] == ["losses"]:
         return cmd_losses(argparse.Namespace(args=argv[1:]), console)

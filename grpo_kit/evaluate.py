@@ -567,12 +567,15 @@ def compare_all(before: EvalReport, after: EvalReport, **kwargs: Any) -> dict[st
 def write_atomic(path: str | os.PathLike, text: str | bytes) -> Path:
     """Write ``path`` through a temporary file in the same folder and ``os.replace`` it: an interrupted
     write (Ctrl-C) leaves the old file, never half a file."""
+    from grpo_kit.run_folder import make_shareable
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(text.encode() if isinstance(text, str) else text)
+        make_shareable(tmp)  # mkstemp makes 0600; the file gets the mode open() would give it
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -616,7 +619,9 @@ def _load_adapter(root: Path, adapter: Path):
     base_name = None
     for run_json in (root / "run.json", adapter.parent / "run.json"):
         if run_json.is_file():
-            base_name = json.loads(run_json.read_text()).get("model")
+            from grpo_kit.run_folder import read_run_json
+
+            base_name = read_run_json(run_json).get("model")
             break
     base_name = base_name or json.loads((adapter / "adapter_config.json").read_text()).get(
         "base_model_name_or_path"

@@ -52,7 +52,13 @@ from grpo_kit.logprobs import entropy_mask, per_token_logps, per_token_logps_gro
 from grpo_kit.losses import LossSettings, compute_loss
 from grpo_kit.result import RunResult
 from grpo_kit.run_context import LoopState, RunContext
-from grpo_kit.sampling import mask_after_eos, merged_lora, sample_completions, stop_token_ids
+from grpo_kit.sampling import (
+    check_fits_context,
+    mask_after_eos,
+    merged_lora,
+    sample_completions,
+    stop_token_ids,
+)
 from grpo_kit.settings import check_grpo_settings, check_report_to, check_reward_funcs
 
 __all__ = [
@@ -112,6 +118,10 @@ class GRPOLoopConfig:
     """grpo-kit only. What a reward function that raises does to the run: ``"stop"`` (default) saves a
     checkpoint and raises ``rewards.RewardFunctionError`` naming the function, the row and the completion's
     start; ``"skip"`` reports it and treats the step as bad (see ``max_bad_steps``)."""
+    reward_timeout: float | None = 600.0
+    """grpo-kit only. Seconds one reward function may take to score a generation batch (``async`` ones: all
+    together) before the call counts as failed, handled per ``on_reward_error``; None waits without a bound.
+    Generous by default: a model-graded or sandboxed reward legitimately takes seconds, a stuck one forever."""
 
     # --- batch and generation ---
     num_generations: int = 8
@@ -216,6 +226,15 @@ class GRPOLoopConfig:
         if self.max_steps == -1 and not self.num_train_epochs > 0:
             raise ValueError("with max_steps=-1 the run length comes from num_train_epochs; set it > 0.")
         _check_int("max_bad_steps", self.max_bad_steps, minimum=1)
+        if self.reward_timeout is not None and (
+            isinstance(self.reward_timeout, bool)
+            or not isinstance(self.reward_timeout, (int, float))
+            or not 0 < self.reward_timeout < math.inf
+        ):
+            raise ValueError(
+                f"reward_timeout={self.reward_timeout!r}: give the seconds a reward function may take "
+                "(a positive number, e.g. 600), or None for no bound."
+            )
         if self.on_reward_error not in ON_REWARD_ERROR:
             raise ValueError(
                 f"on_reward_error={self.on_reward_error!r}: choose {' or '.join(map(repr, ON_REWARD_ERROR))}."
@@ -509,6 +528,7 @@ def _score(reward_funcs, samples: Samples, run: RunContext) -> torch.Tensor:
         completion_ids=completion_ids,
         trainer_state=run.state,
         log_metric=run.accumulator.add,
+        timeout=run.config.reward_timeout,
         **columns,
     )
     return torch.tensor(table, dtype=torch.float32).reshape(len(rows), len(reward_funcs))  # (N, F)
@@ -643,6 +663,9 @@ def _check_inputs(model, tokenizer, train_dataset, reward_funcs, config, reward_
         )
     if len(train_dataset) == 0 or "prompt" not in train_dataset[0]:
         raise ValueError("train_dataset needs rows with a 'prompt' column (text or a list of chat messages).")
+    check_fits_context(
+        model, 1, config.max_completion_length
+    )  # every batch is checked again with its prompts
     if config.beta > 0 and not is_peft_model(model):
         raise ValueError(
             f"beta={config.beta} needs reference log-probs; this loop gets them by disabling the LoRA adapter "

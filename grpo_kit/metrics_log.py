@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -82,8 +83,9 @@ class MetricsWriter:
         if keep_up_to_step is None:
             self.path.write_text("")  # a fresh run starts a fresh log
         else:
-            # A run killed after its last checkpoint may have logged steps that the resumed run will redo.
-            kept = [r for r in read_metrics(self.path) if r.get("step", 0) <= keep_up_to_step]
+            # A run killed after its last checkpoint may have logged steps that the resumed run will redo,
+            # and one killed while writing may have left half a line: both go.
+            kept = [r for r in _read_for_resume(self.path) if r.get("step", 0) <= keep_up_to_step]
             self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
 
     def write(self, record: dict[str, Any]) -> None:
@@ -97,6 +99,31 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _read_for_resume(path: Path) -> list[dict[str, Any]]:
+    """:func:`read_metrics`, except that a cut last line (the run was killed mid-write) is dropped with a
+    warning; a broken line before the last one is a ``ValueError`` naming it."""
+    if not path.exists():
+        return []
+    lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    records = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            if number < len(lines):
+                raise ValueError(
+                    f"{path} line {number} is not JSON ({line[:40]!r}); the metrics log is damaged before its "
+                    "end. Repair or delete that line, then resume."
+                ) from None
+            warnings.warn(
+                f"{path}: its last line was cut off (the run stopped while writing it: {line[:40]!r}); "
+                "dropped, the log continues from the checkpoint.",
+                UserWarning,
+                stacklevel=3,
+            )
+    return records
 
 
 def _json_safe(record: dict[str, Any]) -> dict[str, Any]:

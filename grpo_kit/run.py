@@ -80,6 +80,13 @@ class RunPlan:
     invocation: dict[str, Any] = field(default_factory=dict)  # recipe name, small, overrides, loop, max_steps
     set_aside: Path | None = None  # --overwrite: where execute() moves the run already in output_dir
     gguf: str | None = None  # the GGUF type to export, checked available before training
+    # The CLI flags that change what the run does or writes besides the plan (samples, no_merge,
+    # eval_prompts, preflight, force): replayed by resume_command().
+    flags: dict[str, Any] = field(default_factory=dict)
+    # What execute() is doing now ("loading", "training", "evaluation after training", "export", ...):
+    # an interruption outside training is reported with it.
+    phase: str = "planned"
+    folder_lock: Any = None  # execute(): the ExitStack holding the run folder's lock (grpo_kit.run_folder)
 
     def run_config(self) -> dict[str, Any]:
         """What identifies this run, stored in ``run_config.json`` and every checkpoint: the arguments it was
@@ -94,7 +101,8 @@ class RunPlan:
 
     def resume_command(self) -> str:
         """The ``grpo-kit train`` command that continues this run exactly (every flag it was planned with)."""
-        return resume_command(self.invocation, self.output_dir)
+        flags = {**self.flags, "gguf": self.gguf} if self.gguf else self.flags
+        return resume_command(self.invocation, self.output_dir, flags)
 
 
 @dataclass
@@ -258,6 +266,9 @@ def plan_run(
     loop = invocation["loop"]
     run_dir, resume = resolve_run_dir(recipe.name, output_dir, resume)
     run_dir = check_output_dir(run_dir)
+    from grpo_kit.run_folder import check_not_in_use
+
+    check_not_in_use(run_dir)  # another process trains there now: refused before anything loads
     path_config = _path_config(recipe, loop, run_dir, resume)  # the path's own rules first (CUDA, QLoRA, ...)
     if recipe.model != TINY_MODEL:
         from grpo_kit.models import check_model_source
@@ -390,9 +401,24 @@ def _check_resumes_the_same_run(plan: RunPlan) -> None:
         )
 
 
-def resume_command(invocation: Mapping[str, Any], output_dir: Path) -> str:
-    """``grpo-kit train … --resume`` with every flag of ``invocation`` spelled out, shell-quoted; credential
-    settings (``hub_token``) are left out, since the command is printed."""
+#: How :func:`resume_command` spells the CLI flags a run was started with (``RunPlan.flags``).
+_FLAG_WORDS = {
+    "samples": "--samples",
+    "eval_prompts": "--eval-prompts",
+    "gguf": "--gguf",
+    "no_merge": "--no-merge",
+    "preflight": "--preflight",
+    "force": "--force",
+}
+
+
+def resume_command(
+    invocation: Mapping[str, Any], output_dir: Path, flags: Mapping[str, Any] | None = None
+) -> str:
+    """``grpo-kit train … --resume`` with every flag of ``invocation`` spelled out, shell-quoted, then the
+    ``flags`` that change what the run does or writes (``{"samples": 0, "no_merge": True, "gguf": "f16"}``):
+    a value of None or False is a flag that was not given. Credential settings (``hub_token``) are left out,
+    since the command is printed."""
     from grpo_kit.checkpoint import is_credential_field
 
     words = ["grpo-kit", "train", "--recipe", str(invocation["recipe"])]
@@ -411,6 +437,10 @@ def resume_command(invocation: Mapping[str, Any], output_dir: Path) -> str:
         for sub, v in items:
             name = f"{key}.{sub}" if sub else key
             words += ["--set", f"{name}={v if isinstance(v, str) else json.dumps(v)}"]
+    for name, value in (flags or {}).items():
+        if value is None or value is False:
+            continue
+        words += [_FLAG_WORDS[name]] if value is True else [_FLAG_WORDS[name], str(value)]
     return " ".join(shlex.quote(w) for w in words)
 
 
@@ -425,10 +455,24 @@ def write_run_config(plan: RunPlan) -> Path:
 
 
 def prepare_run_dir(plan: RunPlan) -> None:
-    """Create the run folder (moving an old run aside first when the plan says so) and its run_config.json."""
+    """Create the run folder (moving an old run aside first when the plan says so) and its run_config.json.
+
+    Inside :func:`execute` the folder is then locked for the rest of the run (``grpo_kit.run_folder``): a
+    second process is refused naming this one's PID, and a run that appeared there since the plan was made
+    is not overwritten."""
+    from grpo_kit.run_folder import check_not_in_use, lock_run_folder
+
     if plan.set_aside is not None:
+        check_not_in_use(plan.output_dir)  # never move a running run aside
         plan.output_dir.rename(plan.set_aside)
     plan.output_dir.mkdir(parents=True, exist_ok=True)
+    if plan.folder_lock is not None:
+        plan.folder_lock.enter_context(lock_run_folder(plan.output_dir))
+        if plan.resume is None and _holds_a_run(plan.output_dir):
+            raise FileExistsError(
+                f"{plan.output_dir} received a run from another process after this one was planned "
+                f"({_run_contents(plan.output_dir)}); choose another --output-dir, or --resume it."
+            )
     if plan.resume is None:
         write_run_config(plan)
 
@@ -491,7 +535,9 @@ def base_model_name(source: Path, adapter_dir: Path, base: str | None = None) ->
         return base
     for run_json in (Path(source) / "run.json", Path(adapter_dir).parent / "run.json"):
         if run_json.is_file():
-            return json.loads(run_json.read_text())["model"]
+            from grpo_kit.run_folder import read_run_json
+
+            return read_run_json(run_json)["model"]
     name = json.loads((Path(adapter_dir) / "adapter_config.json").read_text()).get("base_model_name_or_path")
     if name:
         return name
@@ -698,6 +744,36 @@ def execute(
     evaluate: Callable[..., dict | None] | None = None,
     eval_prompts: int | None = None,
 ) -> RunOutcome:
+    """:func:`_execute` with the run folder locked from its creation to the end (one run per folder);
+    ``plan.phase`` says what was running when it stopped."""
+    with contextlib.ExitStack() as held:
+        plan.folder_lock = held
+        try:
+            return _execute(
+                plan,
+                samples=samples,
+                merge=merge,
+                gguf=gguf,
+                status=status,
+                preflight=preflight,
+                evaluate=evaluate,
+                eval_prompts=eval_prompts,
+            )
+        finally:
+            plan.folder_lock = None
+
+
+def _execute(
+    plan: RunPlan,
+    *,
+    samples: int = 4,
+    merge: bool = True,
+    gguf: str | None = None,
+    status: Callable[[str], Any] = _nothing,
+    preflight: Callable[..., dict | None] | None = None,
+    evaluate: Callable[..., dict | None] | None = None,
+    eval_prompts: int | None = None,
+) -> RunOutcome:
     """Run the plan into its folder. ``eval_prompts``: held-out prompts evaluated before and after (default
     the recipe's ``eval_prompts``; 0: no evaluation) into the report card (``eval.json``, ``report.md``,
     ``report_card.png``), whose greedy answers also fill ``samples.md``. ``samples``: held-out prompts
@@ -722,6 +798,7 @@ def execute(
         raise ValueError(f"eval_prompts must be >= 0 (0 turns evaluation off), got {n_eval}.")
     started = time.perf_counter()
     max_tokens = int(recipe.training.get("max_completion_length", 64))
+    plan.phase = "loading"
     with status("loading model and data…"):
         model, tokenizer = load_model(recipe)
         dataset = recipe.load_dataset()
@@ -729,8 +806,10 @@ def execute(
         rows = held_out_rows(recipe, max(n_eval, samples))  # samples are the first rows of the evaluation
         prompts = [r["prompt"] for r in rows[:samples]]
         columns = {k: [r[k] for r in rows[:samples]] for k in (rows[0] if rows else {}) if k != "prompt"}
+    plan.phase = "pre-flight"
     checks = preflight(plan, model, tokenizer, dataset, reward_funcs) if preflight else None
     prepare_run_dir(plan)  # only now: a model, data or pre-flight failure leaves no folder behind
+    plan.phase = "evaluation before training"
     eval_started = time.perf_counter()
     with status(
         f"evaluating {n_eval} held-out prompts before training…" if n_eval else "answers before training…"
@@ -741,7 +820,9 @@ def execute(
         before = _greedy_answers(eval_before, model, tokenizer, prompts, max_tokens)
     eval_seconds = time.perf_counter() - eval_started
 
+    plan.phase = "training"
     result = train_on_path(plan, model, tokenizer, dataset, reward_funcs)
+    plan.phase = "evaluation after training"
     if result.interrupted:
         return RunOutcome(plan, result)
     model = result.model
@@ -772,6 +853,7 @@ def execute(
         )
         built_in_evaluation = evaluation_summary(eval_before, eval_after, files)
     eval_seconds += time.perf_counter() - eval_started
+    plan.phase = "export"
     with status("exports…"):
         if eval_after is not None:  # the evaluation already scored these answers (with their token ids)
             pairs = [
@@ -839,6 +921,7 @@ def execute(
     from grpo_kit.evaluate import write_atomic
 
     write_atomic(plan.output_dir / "run.json", json.dumps(summary, indent=2, default=str))
+    plan.phase = "done"
     if gguf_error is not None:
         raise GGUFExportError(
             f"the run is saved in {plan.output_dir} (run.json, report card, adapter, merged model); only the "

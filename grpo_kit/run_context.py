@@ -3,8 +3,8 @@
 ``RunContext`` owns: resuming (weights, optimizer, scheduler, data position, RNG, a pending rollout),
 the metrics (one window accumulator; every record goes through :meth:`RunContext.write_record`, the one
 place that appends to ``log_history``, ``metrics.jsonl`` and any ``reporters``), per-step timing, the
-progress bar, callbacks, checkpoints, Ctrl-C (``with run:`` turns it into a checkpoint and a normal
-return), the guards against bad steps and the :class:`~grpo_kit.result.RunResult`.
+progress bar, callbacks, checkpoints, Ctrl-C and SIGTERM (``with run:`` turns either into a checkpoint and a
+normal return; :mod:`grpo_kit.interrupts`), the guards against bad steps and the :class:`~grpo_kit.result.RunResult`.
 
 Bad steps: rewards that are all NaN/None, rewards whose statistics overflow (±1e308: the mean or std is not
 finite), a non-finite loss or grad-norm, an optimizer step that makes a trainable weight NaN/inf (undone),
@@ -46,6 +46,7 @@ from grpo_kit.checkpoint import (
     save_checkpoint,
     trainable_parameters,
 )
+from grpo_kit.interrupts import Terminated, sigterm_as_interrupt
 from grpo_kit.metrics_log import MetricsAccumulator, MetricsWriter
 from grpo_kit.reporting import PlainProgress, check_report_to, make_reporter, stream_is_terminal
 from grpo_kit.result import RunResult
@@ -448,6 +449,8 @@ class RunContext:
     # --- around the loop ------------------------------------------------------------------------------
 
     def __enter__(self):  # returns self
+        self._sigterm = sigterm_as_interrupt()  # SIGTERM (kill, timeout, docker stop) saves like Ctrl-C
+        self._sigterm.__enter__()
         if check_report_to(self.config.report_to):
             self.reporters.append(
                 make_reporter(
@@ -467,24 +470,30 @@ class RunContext:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        self._progress.__exit__(exc_type, exc, tb)
-        for reporter in self.reporters:
-            reporter.close()
-        if exc_type is None or not issubclass(exc_type, KeyboardInterrupt):
-            return False
-        # Ctrl-C: keep what the finished steps learned, so `resume_from_checkpoint` continues exactly here.
-        self.interrupted = True
-        self._undo_step()  # Ctrl-C inside an optimizer step: the state before it is the one to keep
-        self.optimizer.zero_grad(set_to_none=True)
-        if self.state.global_step > 0:
-            self.checkpoint = self._save()
-            print(
-                f"Interrupted after step {self.state.global_step}; checkpoint saved to {self.checkpoint}. "
-                "Resume with resume_from_checkpoint=True (CLI: --resume)."
-            )
-        else:
-            print("Interrupted before the first optimizer step finished; nothing to save.")
-        return True
+        try:
+            self._progress.__exit__(exc_type, exc, tb)
+            for reporter in self.reporters:
+                reporter.close()
+            if exc_type is None or not issubclass(exc_type, KeyboardInterrupt):
+                return False
+            # Ctrl-C or SIGTERM: keep what the finished steps learned, so `resume_from_checkpoint` continues
+            # exactly here. A second signal while saving stops the save: the checkpoint is written under a
+            # temporary name, which a resume skips (naming it).
+            self.interrupted = True
+            self._undo_step()  # a signal inside an optimizer step: the state before it is the one to keep
+            self.optimizer.zero_grad(set_to_none=True)
+            what = "Terminated (SIGTERM)" if issubclass(exc_type, Terminated) else "Interrupted"
+            if self.state.global_step > 0:
+                self.checkpoint = self._save()
+                print(
+                    f"{what} after step {self.state.global_step}; checkpoint saved to {self.checkpoint}. "
+                    "Resume with resume_from_checkpoint=True (CLI: --resume)."
+                )
+            else:
+                print(f"{what} before the first optimizer step finished; nothing to save.")
+            return True
+        finally:
+            self._sigterm.__exit__(None, None, None)
 
     def result(self) -> RunResult:
         from grpo_kit.plots import can_plot, plot_reward_curve

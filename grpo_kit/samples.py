@@ -58,6 +58,8 @@ def generate_answers(
     """One answer per prompt (greedy unless ``do_sample``), decoded without special tokens."""
     import torch
 
+    from grpo_kit.sampling import check_fits_context
+
     if not prompts:
         return []
     texts = [_prompt_text(tokenizer, p) for p in prompts]
@@ -73,6 +75,7 @@ def generate_answers(
             for start in range(0, len(texts), batch_size):
                 chunk = texts[start : start + batch_size]
                 enc = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+                check_fits_context(model, enc["input_ids"].shape[1], max_new_tokens, setting="max_new_tokens")
                 kwargs: dict[str, Any] = {
                     "do_sample": do_sample,
                     "max_new_tokens": max_new_tokens,

@@ -27,6 +27,8 @@ from collections.abc import Iterator
 import torch
 
 __all__ = [
+    "check_fits_context",
+    "context_length",
     "mask_after_eos",
     "merged_lora",
     "sample_completions",
@@ -119,6 +121,35 @@ def sample_next_token(logits: torch.Tensor, **warp) -> torch.Tensor:
 
 
 @torch.no_grad()
+def context_length(model) -> int | None:
+    """The longest sequence the model was built for (``config.max_position_embeddings``), or None if unknown."""
+    value = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def check_fits_context(
+    model, prompt_tokens: int, max_new_tokens: int, *, setting: str = "max_completion_length"
+) -> None:
+    """Refuse, before any memory is allocated for it, a prompt (``prompt_tokens``, the longest of the batch)
+    plus ``max_new_tokens`` that does not fit the model's context; the message names ``setting``.
+    Simplification: positions beyond ``max_position_embeddings`` are refused even for models whose position
+    encoding could extrapolate (what they compute there is untrained)."""
+    context = context_length(model)
+    if context is None:
+        return
+    if prompt_tokens >= context:
+        raise ValueError(
+            f"prompt longer than the context: {prompt_tokens} tokens, and the model reads at most {context} "
+            "(max_position_embeddings). Shorten the prompt (or filter long rows out of the dataset)."
+        )
+    if prompt_tokens + max_new_tokens > context:
+        raise ValueError(
+            f"{setting}={max_new_tokens} plus a {prompt_tokens}-token prompt is longer than the model's context "
+            f"({context} tokens, max_position_embeddings): set {setting} to at most {context - prompt_tokens}, "
+            "or shorten the prompts."
+        )
+
+
 def sample_completions(
     model: torch.nn.Module,
     prompt_ids: torch.Tensor,
@@ -141,6 +172,7 @@ def sample_completions(
     """
     from transformers import DynamicCache
 
+    check_fits_context(model, prompt_ids.size(1), max_new_tokens)
     G = num_generations
     cache = DynamicCache(config=getattr(model, "config", None))
     position_ids = (prompt_mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, P) left padding starts at 0

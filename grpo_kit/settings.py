@@ -392,7 +392,7 @@ def grpo_config_field_names() -> frozenset[str]:
 
 #: Training fields only grpo-kit's standalone loop reads (``GRPOLoopConfig``); GRPOConfig has no such names,
 #: so the TRL/Unsloth paths leave them out (``trainer_builder.grpo_config_kwargs``).
-LOOP_ONLY_FIELDS = frozenset({"max_bad_steps", "on_reward_error"})
+LOOP_ONLY_FIELDS = frozenset({"max_bad_steps", "on_reward_error", "reward_timeout"})
 
 
 def check_training_fields(training: Mapping[str, Any], *, where: str = "training") -> None:

@@ -157,10 +157,18 @@ def build_trainer(
         tokenizer = tokenizer or loaded_tokenizer
     elif tokenizer is None:
         raise ValueError("a model was given without its tokenizer; pass tokenizer= too.")
+    from grpo_kit.sampling import check_fits_context
+
+    check_fits_context(model, 1, args.max_completion_length)  # before TRL allocates for 100,000 tokens
     if train_dataset is None:
         train_dataset = recipe.load_dataset()
     if reward_funcs is None:
         reward_funcs = recipe.build_reward_funcs(tokenizer)
+    from rewards.calling import bounded_reward_func
+
+    # reward_timeout (a loop field, kept out of GRPOConfig) bounds each call here too; overrunning stops the run.
+    timeout = overrides.get("reward_timeout", recipe.training.get("reward_timeout", 600.0))
+    reward_funcs = [bounded_reward_func(fn, timeout) for fn in reward_funcs]
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=list(reward_funcs),
@@ -234,11 +242,11 @@ def use_plain_progress_bar(trainer) -> None:
 
 
 def last_checkpoint(output_dir: Path) -> Path | None:
-    checkpoints = sorted(
-        (p for p in Path(output_dir).glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
-        key=lambda p: int(p.name.split("-")[-1]),
-    )
-    return checkpoints[-1] if checkpoints else None
+    """The latest complete TRL ``checkpoint-N`` (one with ``trainer_state.json``, which transformers writes
+    last); a half-written one is skipped with a warning naming it (``grpo_kit.checkpoint.latest_checkpoint``)."""
+    from grpo_kit.checkpoint import latest_checkpoint
+
+    return latest_checkpoint(output_dir)
 
 
 def resume_point(output_dir: Path, resume_from_checkpoint) -> tuple[Path | None, int | None]:
@@ -272,10 +280,11 @@ def run_trainer(
     (``title``: e.g. "smoltldr-length-small (TRL)")."""
     output_dir = Path(output_dir)
     metrics_path = output_dir / "metrics.jsonl"
-    metrics_callback, interrupt_callback = _make_callbacks(metrics_path, keep_up_to_step)
+    metrics_callback, interrupt_callback, shareable_callback = _make_callbacks(metrics_path, keep_up_to_step)
     trainer.add_callback(_finite_weights_callback())
     trainer.add_callback(metrics_callback)
     trainer.add_callback(interrupt_callback)
+    trainer.add_callback(shareable_callback)
     interrupt_callback.install()
     try:
         trainer.train(resume_from_checkpoint=os.fspath(resume) if resume else None)
@@ -354,30 +363,35 @@ def _make_callbacks(metrics_path: Path, keep_up_to_step: int | None):
             self.writer.write(dict(state.log_history[-1]))
 
     class InterruptCallback(TrainerCallback):
-        """Ctrl-C -> finish this step, save a checkpoint TRL can resume, stop. A second Ctrl-C aborts."""
+        """Ctrl-C or SIGTERM -> finish this step, save a checkpoint TRL can resume, stop. A second one aborts."""
 
         def __init__(self) -> None:
             self.requested = False
             self.stopped = False
-            self._previous = None
+            self._previous: dict[int, Any] = {}
 
         def install(self) -> None:
             if threading.current_thread() is not threading.main_thread():
                 return  # signal handlers can only be set from the main thread
-            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._on_signal)
 
         def uninstall(self) -> None:
-            if self._previous is not None:
-                signal.signal(signal.SIGINT, self._previous)
-                self._previous = None
+            for signum, previous in self._previous.items():
+                signal.signal(signum, previous)
+            self._previous = {}
 
-        def _on_sigint(self, signum, frame):
-            if self.requested:  # second Ctrl-C: give up on the clean stop
+        def _on_signal(self, signum, frame):
+            from grpo_kit.interrupts import Terminated, note_signal
+
+            note_signal(signum)
+            if self.requested:  # a second signal: give up on the clean stop
                 self.uninstall()
-                raise KeyboardInterrupt
+                raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt
             self.requested = True
+            name = "SIGTERM" if signum == signal.SIGTERM else "Ctrl-C"
             print(
-                "\nCtrl-C: finishing this step and saving a checkpoint (Ctrl-C again to abort)…", flush=True
+                f"\n{name}: finishing this step and saving a checkpoint ({name} again to abort)…", flush=True
             )
 
         def _any_rank_requested(self) -> bool:
@@ -400,4 +414,16 @@ def _make_callbacks(metrics_path: Path, keep_up_to_step: int | None):
                 control.should_training_stop = True
             return control
 
-    return MetricsJsonlCallback(), InterruptCallback()
+    class ShareableCheckpointsCallback(TrainerCallback):
+        """Give a saved checkpoint's files the umask's mode (transformers' safetensors writes them 0600)."""
+
+        def on_save(self, args, state, control, **kwargs):
+            from grpo_kit.run_folder import make_shareable
+
+            folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            if state.is_world_process_zero and folder.is_dir():
+                for path in folder.rglob("*"):
+                    if path.is_file() and not path.is_symlink():
+                        make_shareable(path)
+
+    return MetricsJsonlCallback(), InterruptCallback(), ShareableCheckpointsCallback()

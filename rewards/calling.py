@@ -9,21 +9,29 @@
   completion_ids=..., **columns)``), sync or ``async def``, and return an ``(N, F)`` table of floats
   with ``NaN`` where a function returned ``None`` (TRL's convention). Lengths and values are checked;
   a function that raises is reported with its name, the first row that fails and the start of that
-  completion (:class:`RewardFunctionError`).
+  completion (:class:`RewardFunctionError`). ``timeout=`` bounds each call's wall-clock time.
+
+Timeouts (simplification): in the main thread a watchdog thread sends ``SIGUSR1`` to it when the time is up,
+and the handler raises inside the reward function, so pure-Python loops and ``time.sleep`` are stopped; C code
+that never returns to Python (and a function that swallows ``BaseException``) is only noticed when it
+returns. Outside the main thread the call runs in a daemon thread that is abandoned when it overruns.
+``async def`` functions are also bounded with ``asyncio.wait_for``.
 
 Pure Python: the training loop turns the table into a tensor, evaluation and samples average it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import math
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._runtime import reward_name, run_coroutines
+from ._runtime import DeadlineExceeded, deadline, reward_name, run_coroutines
 
-__all__ = ["RewardFunctionError", "call_reward_funcs", "check_reward_funcs"]
+__all__ = ["RewardFunctionError", "bounded_reward_func", "call_reward_funcs", "check_reward_funcs"]
 
 # What TRL's GRPOTrainer passes to every reward function besides the dataset's columns.
 TRL_REWARD_KWARGS = ("prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric")
@@ -36,6 +44,87 @@ class RewardFunctionError(RuntimeError):
         super().__init__(message)
         self.func_name = func_name
         self.row = row
+
+
+def _call_bounded(fn: Callable, kwargs: dict[str, Any], seconds: float | None) -> tuple[Any, bool]:
+    """``(fn(**kwargs), timed_out)``; see the module docstring for how the bound is kept."""
+    if seconds is None:
+        return fn(**kwargs), False
+    if threading.current_thread() is threading.main_thread():
+        try:
+            with deadline(seconds) as fired:
+                result = fn(**kwargs)
+        except DeadlineExceeded:
+            return None, True
+        return result, fired[0]
+    box: dict[str, Any] = {}
+
+    def target():
+        try:
+            box["result"] = fn(**kwargs)
+        except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = error
+
+    worker = threading.Thread(target=target, name="reward-function", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        return None, True
+    if "error" in box:
+        raise box["error"]
+    return box.get("result"), False
+
+
+def _check_timeout(seconds: Any) -> None:
+    if seconds is not None and (
+        isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds < math.inf
+    ):
+        raise ValueError(
+            f"reward_timeout={seconds!r}: give the seconds a reward function may take (a positive number, "
+            "e.g. 600), or None for no bound."
+        )
+
+
+def _timed_out(fn: Callable, seconds: float) -> RewardFunctionError:
+    name = reward_name(fn)
+    return RewardFunctionError(
+        f"reward function {name} did not return within {seconds:g} s (reward_timeout). A reward function must "
+        "not wait without a bound: give its network calls, subprocesses and locks their own timeouts, make it "
+        "faster, or raise reward_timeout (--set reward_timeout=SECONDS).",
+        func_name=name,
+    )
+
+
+def bounded_reward_func(fn: Callable, seconds: float | None) -> Callable:
+    """``fn`` with the wall-clock bound ``call_reward_funcs(timeout=seconds)`` keeps, for trainers that call
+    reward functions themselves (TRL's GRPOTrainer): same name, sync or ``async`` like ``fn``; overrunning
+    raises :class:`RewardFunctionError`. ``seconds=None`` returns ``fn`` itself."""
+    import functools
+
+    _check_timeout(seconds)
+    if seconds is None or isinstance(fn, str) or hasattr(fn, "forward"):  # reward models are TRL's own
+        return fn
+    call = getattr(type(fn), "__call__", None)  # noqa: B004 - an async __call__ of a callable object
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call):
+
+        @functools.wraps(fn)
+        async def bounded_async(*args, **kwargs):
+            try:
+                return await asyncio.wait_for(fn(*args, **kwargs), seconds)
+            except TimeoutError:
+                raise _timed_out(fn, seconds) from None
+
+        return bounded_async
+
+    @functools.wraps(fn)
+    def bounded(**kwargs):
+        result, timed_out = _call_bounded(fn, kwargs, seconds)
+        if timed_out:
+            raise _timed_out(fn, seconds)
+        return result
+
+    bounded.__name__ = reward_name(fn)  # TRL logs rewards/{__name__}/mean
+    return bounded
 
 
 def _is_factory(fn: Any) -> bool:
@@ -209,6 +298,7 @@ def call_reward_funcs(
     completions: Sequence[Any],
     *,
     completion_ids: Sequence[Sequence[int]] | None = None,
+    timeout: float | None = None,
     **columns: Any,
 ) -> list[list[float]]:
     """Every reward function on every completion: ``(N, F)`` rows of floats, ``NaN`` for ``None``.
@@ -218,10 +308,14 @@ def call_reward_funcs(
     extra keyword arguments a trainer passes (``trainer_state``, ``log_metric``, ...). ``async def``
     functions run concurrently, also inside a running event loop (Jupyter, marimo).
 
+    ``timeout``: seconds each function (sync) or all ``async`` ones together may take; None waits without a
+    bound. Overrunning is a :class:`RewardFunctionError` naming the function and ``reward_timeout``.
+
     Each function returns a list, tuple or 1-D numpy array/tensor (as TRL accepts) of real numbers (Python or
     numpy scalars) or ``None``. Raises :class:`RewardFunctionError` naming the function (and the row) when one
     raises, returns the wrong number of rewards, text (``"1.0"``) or another non-number, or ±inf.
     """
+    _check_timeout(timeout)
     n = len(completions)
     if len(prompts) != n:
         raise ValueError(f"call_reward_funcs needs one prompt per completion; got {len(prompts)} and {n}")
@@ -232,9 +326,13 @@ def call_reward_funcs(
     pending: list[tuple[int, Any]] = []
     for i, fn in enumerate(funcs):
         try:
-            result = fn(**kwargs)
+            result, timed_out = _call_bounded(fn, kwargs, timeout)
         except Exception as error:
             raise _raised(fn, error, kwargs, completions) from error
+        if timed_out:
+            if inspect.isawaitable(result):
+                result.close()
+            raise _timed_out(fn, timeout)
         if inspect.isawaitable(result):
             pending.append((i, result))
         else:
@@ -243,11 +341,20 @@ def call_reward_funcs(
 
         async def settle(coro):
             try:
-                return await coro, None
+                return await (coro if timeout is None else asyncio.wait_for(coro, timeout)), None
             except Exception as error:  # noqa: BLE001 - reported below with the function's name
                 return None, error
 
-        for (i, _), (result, error) in zip(pending, run_coroutines([settle(c) for _, c in pending])):
+        try:  # an async function that blocks the event loop is stopped by the deadline (main thread)
+            with deadline(None if timeout is None else timeout + 1.0) as fired:
+                settled = run_coroutines([settle(c) for _, c in pending])
+        except DeadlineExceeded:
+            settled = [(None, TimeoutError())] * len(pending)
+        if fired[0]:
+            settled = [(None, TimeoutError()) if e is None and r is None else (r, e) for r, e in settled]
+        for (i, _), (result, error) in zip(pending, settled):
+            if isinstance(error, TimeoutError) and timeout is not None:
+                raise _timed_out(funcs[i], timeout) from None
             if error is not None:
                 name = reward_name(funcs[i])
                 raise RewardFunctionError(

@@ -7,15 +7,20 @@ Hence:
 * a non-empty folder that grpo-kit did not write is refused unless ``overwrite=True``, which empties it first;
 * a folder holding exactly a previous grpo-kit export (its manifest lists every file) is replaced;
 * every export writes ``grpo_kit_export.json``, listing each file with its size and sha256, and
-  :func:`check_export_files` compares the folder with it: a missing, changed or extra file fails verification.
+  :func:`check_export_files` compares the folder with it: a missing, changed or extra file fails verification;
+* an export is written into ``.<name>.partial`` beside the folder and renamed into place when complete
+  (:func:`staged_export`), so a killed export never leaves a folder that looks like a model (``merged/``
+  with only ``config.json``); files get the umask's mode (safetensors writes 0600).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +89,30 @@ def prepare_export_dir(out_dir: str | os.PathLike, *, overwrite: bool = False) -
         _empty(out)
     out.mkdir(parents=True, exist_ok=True)
     return out
+
+
+@contextlib.contextmanager
+def staged_export(out: Path) -> Iterator[Path]:
+    """Yield an empty staging folder beside ``out`` (from :func:`prepare_export_dir`); on success it is
+    renamed to ``out``, on any failure or interruption it is removed and ``out`` stays empty."""
+    from grpo_kit.run_folder import make_shareable
+
+    out = Path(out)
+    stage = out.with_name(f".{out.name}.partial")
+    shutil.rmtree(stage, ignore_errors=True)  # a leftover of an export that was killed
+    stage.mkdir(parents=True)
+    try:
+        yield stage
+        for path in stage.rglob("*"):
+            if not path.is_symlink():
+                make_shareable(path, directory=path.is_dir())
+        make_shareable(stage, directory=True)
+        if out.is_dir():
+            out.rmdir()  # emptied by prepare_export_dir
+        os.replace(stage, out)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
 
 
 def write_manifest(out: Path, kind: str) -> dict[str, Any]:

@@ -472,10 +472,12 @@ def save_gguf(
             reference = model_dir_or_model
 
         out_path.parent.mkdir(parents=True, exist_ok=True)
+        # Written under a temporary name and renamed when complete: a killed export leaves no .gguf.
+        partial = Path(tmp) / out_path.name
         details: dict[str, Any] = {"quantization": q, "writer": "convert_hf_to_gguf.py"}
         if quantize_bin is None:
             details["convert_seconds"] = round(
-                run_converter(model_dir, out_path, q, llama_cpp_dir=llama_cpp_dir), 2
+                run_converter(model_dir, partial, q, llama_cpp_dir=llama_cpp_dir), 2
             )
         else:
             f16 = Path(tmp) / "model-f16.gguf"
@@ -483,7 +485,7 @@ def save_gguf(
                 run_converter(model_dir, f16, "f16", llama_cpp_dir=llama_cpp_dir), 2
             )
             done = subprocess.run(
-                [str(quantize_bin), str(f16), str(out_path), q.upper()],
+                [str(quantize_bin), str(f16), str(partial), q.upper()],
                 check=False,
                 capture_output=True,
                 text=True,
@@ -494,6 +496,15 @@ def save_gguf(
                     f"Its last lines:\n{_tail(done.stderr)}"
                 )
             details["writer"] += " + llama-quantize"
+        from grpo_kit.run_folder import make_shareable
+
+        make_shareable(partial)
+        beside = out_path.with_name(f".{out_path.name}.partial")  # the temporary folder may be elsewhere
+        try:
+            shutil.move(partial, beside)
+            os.replace(beside, out_path)
+        finally:
+            beside.unlink(missing_ok=True)
 
         verified = False
         if verify:

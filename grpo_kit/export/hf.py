@@ -21,7 +21,7 @@ import os
 from typing import Any
 
 from grpo_kit.checkpoint import check_weights_finite
-from grpo_kit.export.folder import check_export_files, prepare_export_dir, write_manifest
+from grpo_kit.export.folder import check_export_files, prepare_export_dir, staged_export, write_manifest
 from grpo_kit.export.report import ExportReport, dir_size
 from grpo_kit.export.verify import TIE_TOLERANCE, compare_greedy, prompt_ids
 
@@ -105,9 +105,10 @@ def save_adapter(
         )
     check_weights_finite(model, f"exporting the adapter to {out_dir}", trainable_only=False)
     out = prepare_export_dir(out_dir, overwrite=overwrite)
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    details: dict[str, Any] = {"files": sorted(write_manifest(out, "adapter")["files"])}
+    with staged_export(out) as stage:  # a killed export leaves no folder that looks finished
+        model.save_pretrained(stage)
+        tokenizer.save_pretrained(stage)
+        details: dict[str, Any] = {"files": sorted(write_manifest(stage, "adapter")["files"])}
     verified = False
     if verify:
         from peft import PeftModel
@@ -161,14 +162,14 @@ def save_merged(
     # fp16 tops out at 65504: a weight beyond it becomes inf in the cast.
     check_weights_finite(merged, f"exporting the merged model to {out_dir} in {dtype}", trainable_only=False)
     out = prepare_export_dir(out_dir, overwrite=overwrite)
-    merged.save_pretrained(out, safe_serialization=True)
-    tokenizer.save_pretrained(out)
-    del merged
-
-    details: dict[str, Any] = {
-        "dtype": str(torch_dtype).removeprefix("torch."),
-        "files": sorted(write_manifest(out, "merged")["files"]),
-    }
+    with staged_export(out) as stage:  # a killed export leaves no folder that looks finished
+        merged.save_pretrained(stage, safe_serialization=True)
+        tokenizer.save_pretrained(stage)
+        del merged
+        details: dict[str, Any] = {
+            "dtype": str(torch_dtype).removeprefix("torch."),
+            "files": sorted(write_manifest(stage, "merged")["files"]),
+        }
     verified = False
     if verify:
         from transformers import AutoModelForCausalLM

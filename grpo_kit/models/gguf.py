@@ -6,22 +6,117 @@ but keeps a ``GgufHfQuantizer`` and ``config.quantization_config`` on the model,
 ("not serializable") refuse it. The weights are plain tensors by then, so :func:`strip_gguf_quantizer`
 removes that state; :func:`gguf_to_hf_dir` does it once per file and caches fp32 safetensors and
 the tokenizer, so later loads read a normal directory in about a second.
+
+:func:`check_gguf_header` walks a GGUF file's header (metadata and tensor table) before any reader does and
+refuses every count or length that cannot fit in the file: ``GGUFReader`` trusts them, and a 108-byte file
+claiming an array of 2^40 elements made it allocate without bound.
 """
 
 from __future__ import annotations
 
+import mmap
 import os
+import struct
 from pathlib import Path
 from typing import Any
 
 from grpo_kit.models.cache import atomic_build, conversion_dir
 from grpo_kit.models.tokenizer import fix_token_ids
 
+# GGUFValueType (gguf.constants): the byte size of each fixed-size type; 8 = string, 9 = array.
+_GGUF_SCALAR_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+_GGUF_STRING, _GGUF_ARRAY = 8, 9
+_GGUF_MAX_DIMS = 8  # ggml tensors have at most 4 dimensions; llama.cpp's reader allows up to 8
+
+
+class _Header:
+    """A bounds-checked cursor over a GGUF file's bytes (little- or big-endian, like GGUFReader)."""
+
+    def __init__(self, data, path: Path):
+        self.data, self.path, self.at, self.order = data, path, 0, "<"
+
+    def fail(self, what: str) -> ValueError:
+        return ValueError(
+            f"{self.path} is not a valid GGUF file: {what} (at byte {self.at} of {len(self.data)}); it is "
+            "truncated or corrupt. Download or export it again (grpo_kit.export.save_gguf writes valid files)."
+        )
+
+    def take(self, size: int, what: str) -> int:
+        if size < 0 or self.at + size > len(self.data):
+            raise self.fail(f"{what} needs {size} bytes and only {len(self.data) - self.at} are left")
+        start, self.at = self.at, self.at + size
+        return start
+
+    def u32(self, what: str) -> int:
+        return struct.unpack_from(self.order + "I", self.data, self.take(4, what))[0]
+
+    def u64(self, what: str) -> int:
+        return struct.unpack_from(self.order + "Q", self.data, self.take(8, what))[0]
+
+    def string(self, what: str) -> None:
+        self.take(self.u64(f"{what} length"), what)
+
+    def value(self, kind: int, what: str, depth: int = 0) -> None:
+        if kind in _GGUF_SCALAR_SIZES:
+            self.take(_GGUF_SCALAR_SIZES[kind], what)
+        elif kind == _GGUF_STRING:
+            self.string(what)
+        elif kind == _GGUF_ARRAY and depth < 2:
+            item_kind, count = self.u32(f"{what} element type"), self.u64(f"{what} count")
+            smallest = _GGUF_SCALAR_SIZES.get(item_kind, 8 if item_kind == _GGUF_STRING else 12)
+            if count * smallest > len(self.data) - self.at:
+                raise self.fail(f"{what} claims {count} elements, more than the file can hold")
+            if item_kind in _GGUF_SCALAR_SIZES:
+                self.take(count * smallest, what)
+            else:
+                for _ in range(count):
+                    self.value(item_kind, what, depth + 1)
+        else:
+            raise self.fail(f"{what} has an unknown value type {kind}")
+
+
+def check_gguf_header(path: str | os.PathLike) -> None:
+    """Refuse a GGUF file whose header counts or lengths do not fit in the file (``ValueError`` naming it).
+
+    Reads the header once, linearly: every element consumes at least one byte, so the walk is bounded by the
+    file's size. Simplification: the tensor data itself is not checked (its offsets are checked against the
+    file by the reader that maps it).
+    """
+    path = Path(path)
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size < 24:
+            raise _Header(b"", path).fail(f"{size} bytes is shorter than a GGUF header (24)")
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            header = _Header(data, path)
+            header.take(4, "magic")
+            version = header.u32("version")
+            if version & 0xFFFF == 0:  # written on a big-endian machine
+                header.order, header.at = ">", 4
+                version = header.u32("version")
+            if version not in (2, 3):
+                raise header.fail(f"version {version} (readers support 2 and 3)")
+            tensors, entries = header.u64("tensor count"), header.u64("metadata count")
+            if entries * 12 > size or tensors * 28 > size:  # the smallest entry / tensor record
+                raise header.fail(
+                    f"{entries} metadata entries and {tensors} tensors cannot fit in {size} bytes"
+                )
+            for i in range(entries):
+                header.string(f"metadata key {i}")
+                header.value(header.u32(f"metadata {i} type"), f"metadata value {i}")
+            for i in range(tensors):
+                header.string(f"tensor {i} name")
+                dims = header.u32(f"tensor {i} dimension count")
+                if dims > _GGUF_MAX_DIMS:
+                    raise header.fail(f"tensor {i} claims {dims} dimensions (at most {_GGUF_MAX_DIMS})")
+                header.take(8 * dims + 4 + 8, f"tensor {i} shape, type and offset")
+
 
 def _gguf_special_token_ids(gguf_path: Path) -> dict[str, int]:
     """bos/eos/pad/unk ids from the GGUF metadata (``tokenizer.ggml.*_token_id``)."""
     from gguf import GGUFReader
 
+    check_gguf_header(gguf_path)
     reader = GGUFReader(str(gguf_path))
     ids = {}
     for name, key in (
@@ -121,6 +216,7 @@ def gguf_to_hf_dir(gguf_path: str | os.PathLike) -> Path:
     gguf_path = Path(gguf_path)
     if not gguf_path.is_file():
         raise FileNotFoundError(f"GGUF file not found: {gguf_path}")
+    check_gguf_header(gguf_path)  # before transformers' GGUF reader trusts its counts
 
     def build(tmp: Path) -> None:
         # Through the tokenizer's own cache entry (and its lock): a parallel worker that is

@@ -166,6 +166,9 @@ def _check_gguf_file(path: Path) -> None:
             f"{path} is not a GGUF file: it starts with {head!r}, not {GGUF_MAGIC!r} (truncated, corrupt, or another "
             "format renamed to .gguf). Download or export it again (grpo_kit.export.save_gguf writes valid files)."
         )
+    from grpo_kit.models.gguf import check_gguf_header
+
+    check_gguf_header(path)  # counts and lengths that fit in the file, before any reader trusts them
 
 
 def check_model_source(name_or_path: str | os.PathLike) -> str:

@@ -342,3 +342,36 @@ def test_loop_only_settings_pass_the_recipe_checks():
     )
     assert (plan.path_config.max_bad_steps, plan.path_config.on_reward_error) == (5, "skip")
     assert not math.isnan(plan.path_config.learning_rate)
+
+
+# --- issue 24 (7): a reward function that blocks is bounded by reward_timeout ------------------------------
+
+
+def test_a_stuck_reward_function_stops_the_run_at_reward_timeout_or_is_a_bad_step(tmp_path):
+    import time
+
+    def stuck_judge(completions, **kwargs):
+        time.sleep(60)
+        return [0.0] * len(completions)
+
+    model, tokenizer = _lora_model()
+    started = time.monotonic()
+    with pytest.raises(
+        RewardFunctionError, match=r"stuck_judge did not return within 1 s \(reward_timeout\)"
+    ):
+        loop.train(model, tokenizer, _dataset(), [stuck_judge], _config(tmp_path, reward_timeout=1))
+    with (
+        pytest.warns(BadStepWarning, match="reward_timeout"),
+        pytest.raises(BadStepsError, match="stuck_judge"),
+    ):
+        loop.train(
+            model,
+            tokenizer,
+            _dataset(),
+            [stuck_judge],
+            _config(tmp_path, reward_timeout=1, on_reward_error="skip", max_bad_steps=1),
+        )
+    assert time.monotonic() - started < 60
+    assert loop.GRPOLoopConfig().reward_timeout == 600.0  # generous by default
+    with pytest.raises(ValueError, match="reward_timeout"):
+        _config(tmp_path, reward_timeout=0)

@@ -292,3 +292,55 @@ def test_notebook_progress_widget_is_swapped_for_tqdm(tmp_path):
     trl_path.use_plain_progress_bar(trainer)
     kinds = [type(cb) for cb in trainer.callback_handler.callbacks]
     assert NotebookProgressCallback not in kinds and ProgressCallback in kinds
+
+
+def test_sigterm_saves_like_ctrl_c_and_resume_skips_a_half_written_checkpoint(tmp_path):
+    """Issue 24: SIGTERM (kill, docker stop) finishes the step and saves; an empty checkpoint-N left by a
+    SIGKILL during a save is skipped by --resume, which names it; checkpoint files honour the umask."""
+    import stat
+    import warnings
+
+    from transformers import TrainerCallback
+
+    from grpo_kit.checkpoint import HalfFinishedCheckpointWarning
+    from grpo_kit.interrupts import forget_signals, received_signal
+
+    class TermAtStep1(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            if state.global_step == 1 and not getattr(self, "sent", False):
+                self.sent = True
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    forget_signals()
+    handler_before = signal.getsignal(signal.SIGTERM)
+    previous_umask = os.umask(0o022)
+    try:
+        first = trl_path.train(
+            tiny_recipe(),
+            model_loader=RecordingLoader(),
+            output_dir=tmp_path,
+            max_steps=3,
+            device="cpu",
+            callbacks=[TermAtStep1()],
+        )
+    finally:
+        os.umask(previous_umask)
+    assert first.interrupted and first.checkpoint == tmp_path / "checkpoint-2"
+    assert received_signal() == signal.SIGTERM and signal.getsignal(signal.SIGTERM) is handler_before
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in first.checkpoint.iterdir() if p.is_file()}
+    assert {name: mode for name, mode in modes.items() if mode != 0o644} == {}, modes
+
+    (tmp_path / "checkpoint-3").mkdir()  # SIGKILL during the next save
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        resumed = trl_path.train(
+            tiny_recipe(),
+            model_loader=RecordingLoader(),
+            output_dir=tmp_path,
+            max_steps=3,
+            device="cpu",
+            resume_from_checkpoint=True,
+        )
+    assert resumed.global_step == 3 and not resumed.interrupted
+    notes = [str(w.message) for w in caught if issubclass(w.category, HalfFinishedCheckpointWarning)]
+    assert notes and "checkpoint-3" in notes[0] and "using checkpoint-2" in notes[0]
