@@ -32,6 +32,7 @@ from grpo_kit.settings import (
     check_report_to,
     check_reward_funcs,
     check_training_fields,
+    vllm_server_command,
 )
 from grpo_kit.tool_sets import check_tool_setup, prepare_tool_tokenizer
 
@@ -143,6 +144,8 @@ def build_trainer(
     trainer_kwargs = check_tool_setup(
         recipe.tools, recipe.tool_template, training, trainer_kwargs or {}, tokenizer
     )
+    if training.get("use_vllm") and training.get("vllm_mode") == "server" and _is_main_process():
+        print(server_mode_note(recipe.model, training), flush=True)  # before the hardware checks refuse
     backend.check(recipe, training, precision)
     from trl import GRPOConfig, GRPOTrainer
 
@@ -170,6 +173,24 @@ def build_trainer(
     )
     use_plain_progress_bar(trainer)
     return trainer
+
+
+def server_mode_note(model: str, training: Mapping[str, Any]) -> str:
+    """What ``vllm_mode="server"`` needs first: the exact ``vllm serve`` command for the recipe's model (an alias
+    such as ``smollm2-135m-instruct`` becomes its Hub id), and where the trainer will look for it."""
+    from grpo_kit.models import ALIASES
+
+    host = training.get("vllm_server_host", "0.0.0.0")
+    port = training.get("vllm_server_port", 8000)
+    command = vllm_server_command(ALIASES.get(model, model), port=port)
+    return (
+        f"vllm_mode='server': the trainer connects to a vLLM server at {host}:{port}. Start it first, on GPUs "
+        f"the trainer does not use (docs/distributed.md):\n  {command}"
+    )
+
+
+def _is_main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
 
 
 def use_plain_progress_bar(trainer) -> None:

@@ -280,3 +280,19 @@ def test_a_vllm_outside_trls_range_would_be_reported():
     # vllm 0.32.0 (the previous pin) lies outside TRL 1.15's `vllm<=0.31.0`.
     problems = _outside_trl_vllm_range({"vllm": "0.32.0"})
     assert len(problems) == 1 and "vllm==0.32.0" in problems[0] and "<=0.31.0" in problems[0]
+
+
+def test_no_deprecated_server_command_remains_in_the_repository():
+    """TRL 1.15 deprecates its `vllm-serve` subcommand; docs and messages show `vllm serve` (TRL's docs)."""
+    import subprocess
+
+    files = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    deprecated = "trl " + "vllm-serve"
+    found = [
+        name
+        for name in files
+        if (ROOT / name).is_file() and deprecated in (ROOT / name).read_text(errors="ignore")
+    ]
+    assert found == []

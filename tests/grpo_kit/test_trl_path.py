@@ -292,3 +292,66 @@ def test_notebook_progress_widget_is_swapped_for_tqdm(tmp_path):
     trl_path.use_plain_progress_bar(trainer)
     kinds = [type(cb) for cb in trainer.callback_handler.callbacks]
     assert NotebookProgressCallback not in kinds and ProgressCallback in kinds
+
+
+def test_server_mode_prints_the_vllm_serve_command_for_the_recipes_model(tmp_path, capsys):
+    """vllm_mode='server': the exact `vllm serve` command (TRL's docs; TRL deprecates its own subcommand)
+    for the recipe's model, printed before the CPU refusal, with the port the trainer will use."""
+    import json
+    import shlex
+
+    loader = RecordingLoader()
+    with pytest.raises(RuntimeError, match="vllm serve"):
+        trl_path.build_trainer(
+            tiny_recipe(),
+            model_loader=loader,
+            output_dir=tmp_path,
+            device="cpu",
+            vllm_mode="server",
+            vllm_server_port=8001,
+        )
+    assert loader.calls == []
+    out = capsys.readouterr().out
+    assert "trl " + "vllm-serve" not in out
+    command = out.splitlines()[-1].strip()
+    words = shlex.split(command)
+    assert words[:5] == [
+        "CUDA_VISIBLE_DEVICES=0",
+        "VLLM_SERVER_DEV_MODE=1",
+        "vllm",
+        "serve",
+        "HuggingFaceTB/SmolLM2-135M-Instruct",  # the recipe's alias smollm2-135m-instruct, as a Hub id
+    ]
+    flags = dict(zip(words[5::2], words[6::2], strict=True))
+    assert flags == {
+        "--port": "8001",
+        "--weight-transfer-config": '{"backend":"nccl"}',
+        "--logprobs-mode": "processed_logprobs",
+        "--max-logprobs": "-1",
+    }
+    assert json.loads(flags["--weight-transfer-config"]) == {"backend": "nccl"}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "replacement"),
+    [
+        ({"use_transformers_paged": True}, "use_transformers_continuous_batching=True"),
+        ({"vllm_importance_sampling_cap": 3.0}, "vllm_importance_sampling_clip_max"),
+    ],
+)
+def test_deprecated_trl_settings_are_warned_with_their_replacement(overrides, replacement):
+    recipe = tiny_recipe()
+    training = {**recipe.grpo_training(), **overrides}
+    from grpo_kit.settings import check_training_fields
+
+    with pytest.warns(FutureWarning, match=f"{next(iter(overrides))}.*deprecated.*{replacement}"):
+        check_training_fields(training)
+    # TRL itself still applies them, translated to the replacement.
+    from trl import GRPOConfig
+
+    with pytest.warns(FutureWarning):
+        config = GRPOConfig(output_dir="unused", report_to="none", use_cpu=True, **overrides)
+    if "vllm_importance_sampling_cap" in overrides:
+        assert config.vllm_importance_sampling_clip_max == 3.0
+    else:
+        assert config.use_transformers_continuous_batching is True
