@@ -808,4 +808,11 @@ def execute(
     from grpo_kit.evaluate import write_atomic
 
     write_atomic(plan.output_dir / "run.json", json.dumps(summary, indent=2, default=str))
+    from grpo_kit.export.card import write_export_cards  # the cards read run.json: written after it
+
+    write_export_cards(
+        {r.path: r.kind for r in reports if r.kind in ("adapter", "merged")},
+        run_dir=plan.output_dir,
+        gguf_files=[r.path for r in reports if r.kind == "gguf"],
+    )
     return RunOutcome(plan, result, summary, reports)
