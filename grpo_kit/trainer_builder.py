@@ -161,18 +161,59 @@ def build_trainer(
         train_dataset = recipe.load_dataset()
     if reward_funcs is None:
         reward_funcs = recipe.build_reward_funcs(tokenizer)
-    trainer = GRPOTrainer(
-        model=model,
-        reward_funcs=list(reward_funcs),
-        args=args,
-        train_dataset=train_dataset,
-        processing_class=tokenizer,
-        peft_config=backend.peft_config(recipe, model),
-        callbacks=list(callbacks or []),
-        **trainer_kwargs,
-    )
+    peft_config = backend.peft_config(recipe, model)
+    reference_like_policy(args, model, peft_config)
+    with _QuietModelInitKwargsNote():
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=list(reward_funcs),
+            args=args,
+            train_dataset=train_dataset,
+            processing_class=tokenizer,
+            peft_config=peft_config,
+            callbacks=list(callbacks or []),
+            **trainer_kwargs,
+        )
     use_plain_progress_bar(trainer)
     return trainer
+
+
+def reference_like_policy(args, model, peft_config) -> None:
+    """The reference model (β > 0, full fine-tune: TRL loads a second copy) in the policy's dtype and attention
+    implementation, as TRL 1.16 builds it. TRL 1.15 loads it from ``args.model_init_kwargs`` only, which
+    default to fp32: a bf16 policy would be compared with an fp32 reference (twice the memory, and KL measured
+    across precisions). So the two keys are set there, unless the user set them; with LoRA (the adapter
+    disabled is the reference) or β = 0 there is no reference model and nothing changes."""
+    from peft import PeftModel
+
+    if not args.beta or peft_config is not None or isinstance(model, PeftModel):
+        return
+    kwargs = dict(args.model_init_kwargs or {})
+    kwargs.setdefault("dtype", model.dtype)
+    attention = getattr(model.config, "_attn_implementation", None)
+    if attention is not None:
+        kwargs.setdefault("attn_implementation", attention)
+    args.model_init_kwargs = kwargs
+
+
+class _QuietModelInitKwargsNote:
+    """TRL 1.15 logs that ``model_init_kwargs`` are ignored for an instantiated policy; it still builds the
+    reference model from them (:func:`reference_like_policy`), so that one misleading line is filtered."""
+
+    _TEXT = "but your model is already instantiated"
+
+    def filter(self, record) -> bool:
+        return self._TEXT not in record.getMessage()
+
+    def __enter__(self):
+        import logging
+
+        self._logger = logging.getLogger("trl.trainer.grpo_trainer")
+        self._logger.addFilter(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._logger.removeFilter(self)
 
 
 def server_mode_note(model: str, training: Mapping[str, Any]) -> str:

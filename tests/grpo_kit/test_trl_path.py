@@ -355,3 +355,29 @@ def test_deprecated_trl_settings_are_warned_with_their_replacement(overrides, re
         assert config.vllm_importance_sampling_clip_max == 3.0
     else:
         assert config.use_transformers_continuous_batching is True
+
+
+@pytest.mark.parametrize("beta", [0.04, 0.0])
+def test_a_full_fine_tune_reference_model_takes_the_policys_dtype(tmp_path, beta):
+    """β > 0 without LoRA: TRL loads a reference copy. TRL 1.16 gives it the policy's dtype; on 1.15 grpo-kit
+    passes it through model_init_kwargs (else a bf16 policy would get an fp32 reference)."""
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM
+
+    model, tokenizer = tiny_model(seed=0)
+    model.save_pretrained(tmp_path / "policy")  # the reference is reloaded from the policy's path
+    policy = AutoModelForCausalLM.from_pretrained(tmp_path / "policy", dtype=torch.bfloat16)
+    trainer = trl_path.build_trainer(
+        tiny_recipe(lora=None),
+        model=policy,
+        tokenizer=tokenizer,
+        train_dataset=Dataset.from_dict({"prompt": ["Summarize: the cat sat on the mat."] * 4}),
+        output_dir=tmp_path / "run",
+        max_steps=1,
+        device="cpu",
+        beta=beta,
+    )
+    if beta:
+        assert trainer.ref_model is not None and trainer.ref_model.dtype == torch.bfloat16
+    else:
+        assert trainer.ref_model is None and trainer.args.model_init_kwargs is None  # nothing changed
