@@ -665,7 +665,8 @@ def _export(args, console) -> int:
     folders = {r.path: r.kind for r in reports if r.kind in ("adapter", "merged")}
     if model_dir is not None and (Path(model_dir) / "grpo_kit_export.json").is_file():
         folders.setdefault(Path(model_dir), "merged")
-    if adapter_dir is not None and (Path(adapter_dir) / "grpo_kit_export.json").is_file():
+    own_adapter = in_run and (Path(adapter_dir) / "grpo_kit_export.json").is_file()  # the run's export
+    if adapter_dir is not None and (own_adapter or args.push_adapter):  # (a folder to upload needs its card)
         folders.setdefault(Path(adapter_dir), "adapter")
     base = _base_name_or_none(source, adapter_dir, args.base)
     run_dir = source if (source / "run.json").is_file() else None
