@@ -101,9 +101,11 @@ def test_the_install_cell_installs_from_the_repository_url(clean_python, clone, 
     assert imported.stdout.strip() == "True", imported.stderr
 
 
-def test_when_nothing_installs_the_cell_says_what_to_do_in_one_line(clean_python, tmp_path):
+def test_when_nothing_installs_the_cell_says_what_to_do_in_one_line(tmp_path):
+    venv = tmp_path / "venv"  # its own venv: grpo-kit must not be there already
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     run = subprocess.run(
-        [str(clean_python), "-c", _cell_source()],
+        [str(venv / "bin" / "python"), "-c", _cell_source()],
         cwd=tmp_path,
         check=False,
         env=_clean_env(
