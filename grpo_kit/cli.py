@@ -195,6 +195,18 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="llama.cpp checkout with convert_hf_to_gguf.py (default $LLAMA_CPP_DIR)",
     )
+    export.add_argument(
+        "--push-to-hub",
+        default=None,
+        metavar="ORG/NAME",
+        help="then upload the merged model (or --push-adapter), its model card and the GGUF files asked for",
+    )
+    export.add_argument("--private", action="store_true", help="with --push-to-hub: create a private repo")
+    export.add_argument(
+        "--push-adapter",
+        action="store_true",
+        help="with --push-to-hub: upload the LoRA adapter instead of the merged model",
+    )
 
     generate = sub.add_parser(
         "generate", help="answers before vs after training, side by side", parents=[debug]
@@ -709,12 +721,25 @@ def cmd_export(args, console) -> int:
 
 
 def _export(args, console) -> int:
+
     from grpo_kit.export import save_gguf, save_merged
+    from grpo_kit.export.card import write_export_cards
+    from grpo_kit.export.hub import PushError, check_can_push
 
     source = Path(args.source)
     adapter_dir, model_dir = _run_paths(source)
     in_run = adapter_dir is not None and adapter_dir != source
     out = Path(args.out) if args.out else (source if in_run else source.parent / (source.name + "-export"))
+    token = None
+    if args.push_to_hub:  # before any work: an upload that cannot happen stops here
+        if args.push_adapter and adapter_dir is None:
+            raise UsageError(f"--push-adapter: {source} has no LoRA adapter; drop --push-adapter.")
+        try:
+            token = check_can_push(args.push_to_hub)
+        except PushError as error:
+            raise UsageError(str(error)) from error
+    elif args.private or args.push_adapter:
+        raise UsageError("--private and --push-adapter go with --push-to-hub ORG/NAME.")
     reports = []
     if adapter_dir is not None and (model_dir is None or args.out or args.dtype != "16bit"):
         with console.status("loading base model + adapter…"):
@@ -741,7 +766,51 @@ def _export(args, console) -> int:
         raise UsageError(f"{source} is already a model folder; ask for --gguf TYPE to export it.")
     for report in reports:
         console.print(("[green]✔[/] " if report.verified else "[red]✘[/] ") + markup_safe(report.summary()))
-    return 0 if all(r.verified for r in reports) else 1
+    gguf_files = [r.path for r in reports if r.kind == "gguf"]
+    folders = {r.path: r.kind for r in reports if r.kind in ("adapter", "merged")}
+    if model_dir is not None and (Path(model_dir) / "grpo_kit_export.json").is_file():
+        folders.setdefault(Path(model_dir), "merged")
+    own_adapter = in_run and (Path(adapter_dir) / "grpo_kit_export.json").is_file()  # the run's export
+    if adapter_dir is not None and (own_adapter or args.push_adapter):  # (a folder to upload needs its card)
+        folders.setdefault(Path(adapter_dir), "adapter")
+    base = _base_name_or_none(source, adapter_dir, args.base)
+    run_dir = source if (source / "run.json").is_file() else None
+    for card in write_export_cards(
+        folders, run_dir=run_dir, base_model=base, gguf_files=gguf_files, repo_id=args.push_to_hub
+    ):
+        console.print(f"[green]✔[/] model card: {markup_safe(str(card))}")
+    verified = all(r.verified for r in reports)
+    if args.push_to_hub:
+        if not verified:
+            raise UsageError("an export failed verification; fix it before --push-to-hub (nothing uploaded).")
+        _push(args, console, token, adapter_dir if args.push_adapter else model_dir, gguf_files)
+    return 0 if verified else 1
+
+
+def _base_name_or_none(source: Path, adapter_dir: Path | None, base: str | None) -> str | None:
+    from grpo_kit.run import base_model_name
+
+    if adapter_dir is None:
+        return base
+    try:
+        return base_model_name(source, adapter_dir, base)
+    except ValueError:
+        return None
+
+
+def _push(args, console, token: str, folder: Path | None, gguf_files) -> None:
+    from grpo_kit.export.hub import PushError, push_to_hub, upload_plan
+
+    if folder is None:
+        raise UsageError(f"{args.source}: nothing to upload (no merged model folder).")
+    try:
+        files = upload_plan(folder, gguf_files)
+    except PushError as error:
+        raise UsageError(str(error)) from error
+    total = sum(f.size_bytes for f in files) / 1e6
+    console.print(f"uploading {len(files)} files ({total:.1f} MB) to {markup_safe(args.push_to_hub)}…")
+    url = push_to_hub(files, args.push_to_hub, token=token, private=args.private)
+    console.print(f"[green]✔[/] {markup_safe(url)}")
 
 
 def cmd_generate(args, console) -> int:

@@ -922,6 +922,13 @@ def _execute(
 
     write_atomic(plan.output_dir / "run.json", json.dumps(summary, indent=2, default=str))
     plan.phase = "done"
+    from grpo_kit.export.card import write_export_cards  # the cards read run.json: written after it
+
+    write_export_cards(
+        {r.path: r.kind for r in reports if r.kind in ("adapter", "merged")},
+        run_dir=plan.output_dir,
+        gguf_files=[r.path for r in reports if r.kind == "gguf"],
+    )
     if gguf_error is not None:
         raise GGUFExportError(
             f"the run is saved in {plan.output_dir} (run.json, report card, adapter, merged model); only the "

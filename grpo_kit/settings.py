@@ -30,6 +30,7 @@ from typing import Any
 from grpo_kit.reporting import check_report_to  # the report_to rule lives with the reporters
 
 __all__ = [
+    "DEPRECATED_TRAINING_FIELDS",
     "GRPO_DEFAULTS",
     "IMPORTANCE_SAMPLING_LEVELS",
     "RETIRED_TRAINING_FIELDS",
@@ -47,6 +48,8 @@ __all__ = [
     "check_training_fields",
     "check_whole_groups",
     "grpo_config_field_names",
+    "vllm_server_command",
+    "warn_deprecated_fields",
     "warn_like_trl",
 ]
 
@@ -87,6 +90,19 @@ RETIRED_TRAINING_FIELDS: dict[str, str] = {
     "model_id": "the Hub repo name field is hub_model_id.",
     "evaluation_strategy": "use eval_strategy.",
     "use_transformers_paged": "use use_transformers_continuous_batching.",
+}
+
+#: GRPOConfig fields TRL still accepts but deprecates (removal in TRL v2.0): name -> (is the deprecated
+#: behaviour asked for?, what to use instead). TRL 1.15/1.16 translate them with a FutureWarning; grpo-kit
+#: warns before the model loads, naming the replacement, where the setting is read (recipes and every
+#: GRPOTrainer path).
+DEPRECATED_TRAINING_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "use_transformers_paged": (bool, "use_transformers_continuous_batching=True"),
+    "vllm_importance_sampling_cap": (
+        lambda value: value is not None,
+        "vllm_importance_sampling_clip_max (same value)",
+    ),
+    "use_liger_kernel": (bool, "model_init_kwargs={'use_kernels': True} (the Hub kernels)"),
 }
 
 # TRL 1.15's warnings (GRPOTrainer.__init__), word for word, so a reader can search for them.
@@ -395,9 +411,24 @@ def grpo_config_field_names() -> frozenset[str]:
 LOOP_ONLY_FIELDS = frozenset({"max_bad_steps", "on_reward_error", "reward_timeout"})
 
 
+def warn_deprecated_fields(training: Mapping[str, Any], *, where: str = "training") -> None:
+    """FutureWarning for each deprecated GRPOConfig setting in ``training`` (``DEPRECATED_TRAINING_FIELDS``),
+    naming its replacement. TRL still applies them (translated to the replacement), so nothing is refused."""
+    for key, (asked_for, replacement) in DEPRECATED_TRAINING_FIELDS.items():
+        if key in training and asked_for(training[key]):
+            warnings.warn(
+                f"{where}: {key}={training[key]!r} is deprecated in TRL (removed in v2.0); "
+                f"use {replacement} instead.",
+                FutureWarning,
+                stacklevel=3,
+            )
+
+
 def check_training_fields(training: Mapping[str, Any], *, where: str = "training") -> None:
-    """Raise ValueError for keys GRPOConfig would reject: retired names get their fix, typos a suggestion."""
+    """Raise ValueError for keys GRPOConfig would reject: retired names get their fix, typos a suggestion;
+    warn for deprecated ones (:func:`warn_deprecated_fields`)."""
     valid = grpo_config_field_names() | LOOP_ONLY_FIELDS
+    warn_deprecated_fields(training, where=where)
     for key in training:
         if key in RETIRED_TRAINING_FIELDS and key not in valid:
             raise ValueError(
@@ -460,12 +491,18 @@ def check_precision(
         if mode not in VLLM_MODES:
             raise ValueError(
                 f"vllm_mode={mode!r}: use 'colocate' (vLLM inside each training process) or 'server' "
-                "(a separate `trl vllm-serve` process)."
+                "(a separate `vllm serve` process, see docs/distributed.md)."
             )
         if not on_cuda:
             raise RuntimeError(
                 "use_vllm needs a CUDA GPU (vLLM does not run on CPU); drop vllm_mode to generate "
                 "with transformers."
+                + (
+                    " (Server mode on a GPU machine: start the server with `VLLM_SERVER_DEV_MODE=1 vllm serve "
+                    "<model> ...`, docs/distributed.md.)"
+                    if mode == "server"
+                    else ""
+                )
             )
         if importlib.util.find_spec("vllm") is None:
             raise ImportError(
@@ -498,3 +535,17 @@ def check_reward_funcs(
     from rewards import check_reward_funcs as check
 
     return check(funcs, where=where)
+
+
+def vllm_server_command(model: str, *, port: int | None = None, gpus: str = "0") -> str:
+    """The shell command that starts the vLLM server for ``vllm_mode="server"``, as TRL's docs give it
+    (plain ``vllm serve``; TRL 1.15 deprecates its own ``vllm-serve`` subcommand, removal in v2.0). ``port``: the trainer's
+    ``vllm_server_port`` (vLLM's and TRL's default 8000 is left out). ``gpus``: the server's own GPUs, which
+    the trainer must not use."""
+    import shlex
+
+    port_flag = f" --port {int(port)}" if port not in (None, 8000) else ""
+    return (
+        f"CUDA_VISIBLE_DEVICES={gpus} VLLM_SERVER_DEV_MODE=1 vllm serve {shlex.quote(model)}{port_flag} "
+        """--weight-transfer-config '{"backend":"nccl"}' --logprobs-mode processed_logprobs --max-logprobs -1"""
+    )

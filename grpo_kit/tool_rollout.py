@@ -71,7 +71,19 @@ def completion_text(messages: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def parser_accepts_tools() -> bool:
+    """TRL's ``parse_response`` takes ``tools=`` (TRL >= 1.16: tool-call arguments typed from the tool's
+    schema); TRL 1.15's does not, and its trainer parses without the tools too."""
+    import inspect
+
+    from trl.chat_template_utils import parse_response
+
+    return "tools" in inspect.signature(parse_response).parameters
+
+
 def _parse_turn(tokenizer, prompt: list[dict[str, Any]], completion: GeneratedCompletion, tools_list) -> dict:
+    """One turn parsed as GRPOTrainer parses it: TRL's ``parse_response`` with the prompt as ``prefix`` and,
+    where TRL's trainer passes them (TRL >= 1.16), the tools the prompt was rendered with."""
     from trl.chat_template_utils import parse_response
 
     from datasets_prep.chat import prompt_to_text
@@ -79,7 +91,8 @@ def _parse_turn(tokenizer, prompt: list[dict[str, Any]], completion: GeneratedCo
     prefix = tokenizer(prompt_to_text(prompt, tokenizer, tools=tools_list), add_special_tokens=False)[
         "input_ids"
     ]
-    message = parse_response(tokenizer, list(completion.ids), prefix=prefix)
+    extra = {"tools": list(tools_list)} if parser_accepts_tools() else {}
+    message = parse_response(tokenizer, list(completion.ids), prefix=prefix, **extra)
     message.setdefault("role", "assistant")
     message.setdefault("content", "")
     return message

@@ -34,6 +34,7 @@ from grpo_kit.settings import (
     check_report_to,
     check_reward_funcs,
     check_training_fields,
+    vllm_server_command,
 )
 from grpo_kit.tool_sets import check_tool_setup, prepare_tool_tokenizer
 
@@ -146,6 +147,8 @@ def build_trainer(
     trainer_kwargs = check_tool_setup(
         recipe.tools, recipe.tool_template, training, trainer_kwargs or {}, tokenizer
     )
+    if training.get("use_vllm") and training.get("vllm_mode") == "server" and _is_main_process():
+        print(server_mode_note(recipe.model, training), flush=True)  # before the hardware checks refuse
     backend.check(recipe, training, precision)
     from trl import GRPOConfig, GRPOTrainer
 
@@ -169,16 +172,19 @@ def build_trainer(
     # reward_timeout (a loop field, kept out of GRPOConfig) bounds each call here too; overrunning stops the run.
     timeout = overrides.get("reward_timeout", recipe.training.get("reward_timeout", 600.0))
     reward_funcs = [bounded_reward_func(fn, timeout) for fn in reward_funcs]
-    trainer = GRPOTrainer(
-        model=model,
-        reward_funcs=list(reward_funcs),
-        args=args,
-        train_dataset=train_dataset,
-        processing_class=tokenizer,
-        peft_config=backend.peft_config(recipe, model),
-        callbacks=list(callbacks or []),
-        **trainer_kwargs,
-    )
+    peft_config = backend.peft_config(recipe, model)
+    reference_like_policy(args, model, peft_config)
+    with _QuietModelInitKwargsNote():
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=list(reward_funcs),
+            args=args,
+            train_dataset=train_dataset,
+            processing_class=tokenizer,
+            peft_config=peft_config,
+            callbacks=list(callbacks or []),
+            **trainer_kwargs,
+        )
     use_plain_progress_bar(trainer)
     save_args_without_credentials(trainer)
     return trainer
@@ -217,6 +223,62 @@ def save_args_without_credentials(trainer) -> None:
                 return _original(*args, **kwargs)
 
         setattr(trainer, name, without)
+
+
+def reference_like_policy(args, model, peft_config) -> None:
+    """The reference model (β > 0, full fine-tune: TRL loads a second copy) in the policy's dtype and attention
+    implementation, as TRL 1.16 builds it. TRL 1.15 loads it from ``args.model_init_kwargs`` only, which
+    default to fp32: a bf16 policy would be compared with an fp32 reference (twice the memory, and KL measured
+    across precisions). So the two keys are set there, unless the user set them; with LoRA (the adapter
+    disabled is the reference) or β = 0 there is no reference model and nothing changes."""
+    from peft import PeftModel
+
+    if not args.beta or peft_config is not None or isinstance(model, PeftModel):
+        return
+    kwargs = dict(args.model_init_kwargs or {})
+    kwargs.setdefault("dtype", model.dtype)
+    attention = getattr(model.config, "_attn_implementation", None)
+    if attention is not None:
+        kwargs.setdefault("attn_implementation", attention)
+    args.model_init_kwargs = kwargs
+
+
+class _QuietModelInitKwargsNote:
+    """TRL 1.15 logs that ``model_init_kwargs`` are ignored for an instantiated policy; it still builds the
+    reference model from them (:func:`reference_like_policy`), so that one misleading line is filtered."""
+
+    _TEXT = "but your model is already instantiated"
+
+    def filter(self, record) -> bool:
+        return self._TEXT not in record.getMessage()
+
+    def __enter__(self):
+        import logging
+
+        self._logger = logging.getLogger("trl.trainer.grpo_trainer")
+        self._logger.addFilter(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._logger.removeFilter(self)
+
+
+def server_mode_note(model: str, training: Mapping[str, Any]) -> str:
+    """What ``vllm_mode="server"`` needs first: the exact ``vllm serve`` command for the recipe's model (an alias
+    such as ``smollm2-135m-instruct`` becomes its Hub id), and where the trainer will look for it."""
+    from grpo_kit.models import ALIASES
+
+    host = training.get("vllm_server_host", "0.0.0.0")
+    port = training.get("vllm_server_port", 8000)
+    command = vllm_server_command(ALIASES.get(model, model), port=port)
+    return (
+        f"vllm_mode='server': the trainer connects to a vLLM server at {host}:{port}. Start it first, on GPUs "
+        f"the trainer does not use (docs/distributed.md):\n  {command}"
+    )
+
+
+def _is_main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
 
 
 def use_plain_progress_bar(trainer) -> None:

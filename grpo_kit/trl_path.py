@@ -213,7 +213,11 @@ class TorchChunkedLogProb:
 
 
 def ensure_logprob_kernel() -> bool:
-    """Install :class:`TorchChunkedLogProb` where TRL has no Triton kernel. Returns True if installed."""
+    """Install :class:`TorchChunkedLogProb` where TRL has no Triton kernel. Returns True if installed.
+
+    TRL 1.15 leaves ``_ChunkedLogProbFunction`` None without Triton (CPU); TRL 1.16 ships its own plain-torch
+    fallback there, so this returns False and TRL's own function runs (the twin is then unused; it stays
+    while the pinned TRL is 1.15)."""
     from trl.trainer import utils as trl_utils
 
     if getattr(trl_utils, "_ChunkedLogProbFunction", None) is None:

@@ -1,7 +1,7 @@
 # /// script
 # requires-python = ">=3.10"
 # dependencies = [
-#     "grpo-kit[notebooks]",
+#     "grpo-kit[notebooks] @ git+https://github.com/grpo-kit/grpo-kit@v0.1.0",
 # ]
 # ///
 import marimo
@@ -150,7 +150,46 @@ def _(export_reports, mo):
 @app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
-    ## 3 · Reload each one and chat with it
+    ## 3 · The model card
+
+    Every export also writes a `README.md`: the model card the Hub shows on the model's page. Its header is
+    Hub metadata (`base_model`, `library_name`, the tags `grpo`/`trl`, the dataset), its body says how the
+    model was made — the recipe and its overrides, the reward functions, the loop, the steps — and, for a
+    `grpo-kit train` run, the held-out before/after table with its confidence intervals from the report card
+    and the reward curve. This lesson trained with `loop.train` directly, so its card says that no held-out
+    evaluation was recorded: the card never claims what the run did not measure.
+    `grpo-kit export <run folder> --push-to-hub my-org/my-model` uploads the folder with its card.
+    """)
+    return
+
+
+@app.cell
+def _(export_recipe, export_root, merged_report, mo):
+    from huggingface_hub import ModelCard
+
+    from grpo_kit.export.card import write_model_card
+
+    # huggingface_hub's ModelCard: written, then read back the way the Hub reads it.
+    model_card = ModelCard.load(
+        write_model_card(
+            merged_report.path, run_dir=export_root / "train", kind="merged", recipe=export_recipe
+        )
+    )
+    mo.vstack(
+        [
+            mo.md(
+                f"`{merged_report.path / 'README.md'}` — metadata:\n\n```yaml\n{model_card.data.to_yaml()}\n```"
+            ),
+            mo.md(model_card.text.replace("![reward curve](reward_curve.png)", "(the reward curve image)")),
+        ]
+    )
+    return (model_card,)
+
+
+@app.cell(hide_code=True)
+def _(mo):
+    mo.md(r"""
+    ## 4 · Reload each one and chat with it
 
     Every export above was already reloaded — the adapter onto a clean base model, the merged folder
     with `from_pretrained`, the GGUF file through transformers' `gguf_file=` loader — and asked
@@ -233,7 +272,13 @@ def _(chat_answers, mo, question_box):
 
 @app.cell
 def test_every_export_reloads_and_answers(
-    adapter_report, chat_answers, export_reports, gguf_reports, merged_report, verification_answers
+    adapter_report,
+    chat_answers,
+    export_reports,
+    gguf_reports,
+    merged_report,
+    model_card,
+    verification_answers,
 ):
     # One test cell for the whole chain: pytest re-runs a test cell's ancestors (training, exports, reloads).
     for _report in export_reports:
@@ -246,6 +291,8 @@ def test_every_export_reloads_and_answers(
     for _gguf in gguf_reports:
         assert _gguf.path.suffix == ".gguf" and _gguf.size_bytes > 0
     assert set(verification_answers) == {"adapter", "merged", "gguf"}
+    assert model_card.data.library_name == "transformers" and {"grpo", "trl"} <= set(model_card.data.tags)
+    assert "## Held-out evaluation" in model_card.text and "length_reward" in model_card.text
     for _name, _answer in {**verification_answers, **chat_answers}.items():
         assert isinstance(_answer, str) and _answer.strip(), _name
     return
@@ -263,6 +310,8 @@ def _(mo):
     echo 'FROM ./model-f16.gguf' > Modelfile && ollama create my-grpo-model -f Modelfile
     # the command line, without a notebook
     grpo-kit export <run folder> --gguf f16
+    # share it: the merged model, its README.md card and the GGUF file (needs `hf auth login`)
+    grpo-kit export <run folder> --gguf f16 --push-to-hub my-org/my-grpo-model
     ```
 
     On a GPU with Unsloth, `save_gguf(model, ..., "q4_k_m", tokenizer=tokenizer)` uses Unsloth's

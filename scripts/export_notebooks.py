@@ -23,28 +23,71 @@ ROOT = Path(__file__).resolve().parents[1]
 LESSONS_DIR = ROOT / "notebooks"
 EXPORT_DIR = LESSONS_DIR / "ipynb"
 
-# The install line a Colab user runs first. Lessons that use the Unsloth path on a GPU ask for the
-# `unsloth` extra only when a GPU is present (it pulls vLLM and bitsandbytes, which need CUDA).
-# GRPO_KIT_SKIP_INSTALL=1 skips it where grpo-kit is already installed (the test that executes the exports).
+# The install cell a Colab user runs first. Until grpo-kit is on the package index it installs from the
+# repository the README's molab links assume, at the release tag (git+https://...@v<version>); the index is
+# the fallback, and when neither works the cell stops with one line saying what to do. After the first
+# release on PyPI, set INSTALL_FROM = "index" and re-export (docs/releasing.md).
+# Lessons that use the Unsloth path on a GPU ask for the `unsloth` extra only when a GPU is present (it pulls
+# vLLM and bitsandbytes, which need CUDA). GRPO_KIT_SKIP_INSTALL=1 skips it where grpo-kit is already
+# installed (the test that executes the exports); GRPO_KIT_REPO points it at another clone (a fork, or
+# file:///path/to/clone in tests/test_install_cell.py).
 SKIP_INSTALL_ENV = "GRPO_KIT_SKIP_INSTALL"
-INSTALL_PLAIN = f"""\
-# Colab / Jupyter: install grpo-kit with the lessons' extras first (then run the cells top to bottom).
-# marimo and molab install it from the lesson's script header (PEP 723) instead.
-import os
+REPO_ENV = "GRPO_KIT_REPO"
+REPOSITORY_URL = "https://github.com/grpo-kit/grpo-kit"  # the molab links' github/grpo-kit/grpo-kit
+INSTALL_FROM = "repository"  # "repository" (tag, then index) | "index" (after a release: docs/releasing.md)
 
-if os.environ.get("{SKIP_INSTALL_ENV}") != "1":
-    %pip install -q "grpo-kit[notebooks]"
-"""
-INSTALL_GPU_AWARE = f"""\
-# Colab / Jupyter: install grpo-kit with the lessons' extras first (then run the cells top to bottom).
-# On a GPU runtime the `unsloth` extra (Unsloth, vLLM, bitsandbytes) is added for the fast path.
-import os
-import shutil
 
-_grpo_kit_extras = "notebooks,unsloth" if shutil.which("nvidia-smi") else "notebooks"
-if os.environ.get("{SKIP_INSTALL_ENV}") != "1":
-    %pip install -q "grpo-kit[{{_grpo_kit_extras}}]"
-"""
+def release_tag() -> str:
+    """The tag of the version in pyproject.toml (``v0.1.0``): what the install cell installs from."""
+    import tomllib
+
+    return "v" + tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
+def install_cell(extras_line: str, header: str) -> str:
+    """The install cell's source: plain Python (``pip`` in a subprocess of the kernel's interpreter), so the
+    same text runs in Colab, Jupyter and ``python -c`` (the clean-venv test)."""
+    tag = release_tag()
+    if INSTALL_FROM == "repository":
+        sources = (
+            f'_grpo_kit_repo = os.environ.get("{REPO_ENV}", "{REPOSITORY_URL}")\n'
+            f'_grpo_kit_sources = [f"grpo-kit[{{_grpo_kit_extras}}] @ git+{{_grpo_kit_repo}}@{tag}", '
+            f'f"grpo-kit[{{_grpo_kit_extras}}]"]\n'
+        )
+        where = f"{{_grpo_kit_repo}}@{tag} nor from the package index"
+    else:
+        sources = '_grpo_kit_sources = [f"grpo-kit[{_grpo_kit_extras}]"]\n'
+        where = "the package index"
+    return (
+        header
+        + "import os\nimport shutil\nimport subprocess\nimport sys\n\n"
+        + extras_line
+        + sources
+        + f'if os.environ.get("{SKIP_INSTALL_ENV}") != "1":\n'
+        + "    for _grpo_kit_spec in _grpo_kit_sources:\n"
+        + '        _pip = [sys.executable, "-m", "pip", "install", "-q", _grpo_kit_spec]\n'
+        + "        if subprocess.run(_pip, capture_output=True, text=True).returncode == 0:\n"
+        + '            print(f"installed {_grpo_kit_spec}")\n'
+        + "            break\n"
+        + "    else:\n"
+        + "        raise SystemExit(\n"
+        + f'            f"grpo-kit could not be installed from {where}: check that this runtime is online "\n'
+        + f"            f\"(and has git), or run `pip install 'grpo-kit[{{_grpo_kit_extras}}] @ git+{REPOSITORY_URL}'` \"\n"
+        + '            "yourself and rerun this cell."\n'
+        + "        )\n"
+    )
+
+
+_HEADER = (
+    "# Colab / Jupyter: install grpo-kit with the lessons' extras first (then run the cells top to bottom).\n"
+    "# marimo and molab install it from the lesson's script header (PEP 723) instead.\n"
+)
+INSTALL_PLAIN = install_cell('_grpo_kit_extras = "notebooks"\n', _HEADER)
+INSTALL_GPU_AWARE = install_cell(
+    '_grpo_kit_extras = "notebooks,unsloth" if shutil.which("nvidia-smi") else "notebooks"\n',
+    _HEADER
+    + "# On a GPU runtime the `unsloth` extra (Unsloth, vLLM, bitsandbytes) is added for the fast path.\n",
+)
 # Lessons whose GPU version runs the Unsloth path.
 GPU_AWARE_LESSONS = {"06_practicum_gsm8k_unsloth.py"}
 

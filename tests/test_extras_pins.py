@@ -7,8 +7,9 @@ are *recorded* below, and checked live instead whenever the packages are install
 
 Source of the record: the `Requires-Dist` lines (without extras) of the wheels' METADATA, fetched on
 2026-11-29 with `pip download --no-deps unsloth==2026.10.9 unsloth_zoo==2026.10.9 bitsandbytes==0.50.2`
-and, for vllm 0.32.0 (a 326 MB wheel), `pip install --dry-run --no-deps --report r.json vllm==0.32.0`
-(PyPI's metadata file). Only requirements on packages grpo-kit pins (pyproject extras, constraints.txt)
+and, for vllm (a 300+ MB wheel), `pip install --dry-run --no-deps --ignore-installed --report r.json
+vllm==0.31.0` (PyPI's metadata file; re-recorded on 2026-12-01 when the pin moved from 0.32.0, which lies
+outside TRL 1.15's `[vllm]` extra, to 0.31.0). Only requirements on packages grpo-kit pins (pyproject extras, constraints.txt)
 are kept. What this cannot catch: conflicts deeper in the tree (one was found by a full
 `pip install --dry-run` resolution: vllm -> mistral_common needs numpy<2.4, while constraints.txt pins
 numpy 2.4.6 for the CPU environment; hence pyproject says to install this extra without it).
@@ -89,27 +90,33 @@ RECORDED: dict[str, tuple[str, tuple[str, ...]]] = {
         ),
     ),
     "vllm": (
-        "0.32.0",
+        "0.31.0",
         (
             "regex",
             "psutil",
+            "sentencepiece",
             "numpy",
-            "requests>=2.33.0",
+            "requests>=2.26.0",
             "tqdm",
-            "transformers<5.20.0,>=5.16.1",
+            "transformers<5.18.0,>=5.10.4",
             "huggingface_hub>=1.31.0",
-            "tokenizers>=0.23.2",
+            "tokenizers>=0.21.1",
             "safetensors>=0.6.2",
+            'protobuf!=6.30.*,!=6.31.*,!=6.32.*,!=6.33.0.*,!=6.33.1.*,!=6.33.2.*,!=6.33.3.*,!=6.33.4.*,>=5.29.6; platform_machine != "s390x"',
+            'protobuf==7.36.1; platform_machine == "s390x"',
             "starlette>=1.0.1",
-            "aiohttp>=3.14.3",
+            "aiohttp>=3.13.3",
             "pydantic>=2.12.0",
-            "pillow>=12.3.0",
+            "pillow",
             "typing_extensions>=4.10",
-            "filelock>=3.20.3",
+            "filelock>=3.16.1",
             "jsonschema>=4.23.0",
             "pyzmq>=25.0.0",
             "msgspec",
             "pyyaml",
+            "watchfiles",
+            "opentelemetry-sdk>=1.27.0",
+            "opentelemetry-api>=1.27.0",
             "torch==2.13.0",
         ),
     ),
@@ -227,3 +234,65 @@ def test_a_conflict_would_be_reported():
     # The checker itself: trl 1.16 would violate unsloth's trl<=1.15.0 cap.
     problems = _conflicts(RECORDED["unsloth"][1], {"trl": "1.16.0", "torch": "2.13.0"})
     assert len(problems) == 1 and re.search(r"trl.*<=1\.15\.0.*trl==1\.16\.0", problems[0])
+
+
+def _trl_vllm_range() -> tuple[str, Requirement]:
+    """(trl version, its `[vllm]` extra's requirement on vllm), from the installed TRL's own metadata."""
+    requirements = [Requirement(r) for r in importlib.metadata.requires("trl") or []]
+    for req in requirements:
+        if (
+            canonicalize_name(req.name) == "vllm"
+            and req.marker is not None
+            and req.marker.evaluate({**TARGET_ENVIRONMENTS[0], "extra": "vllm"})
+        ):
+            return importlib.metadata.version("trl"), req
+    raise AssertionError("the installed trl declares no `[vllm]` extra requirement on vllm")
+
+
+def _outside_trl_vllm_range(pins: dict[str, str]) -> list[str]:
+    trl_version, req = _trl_vllm_range()
+    if "vllm" in pins and not req.specifier.contains(pins["vllm"], prereleases=True):
+        return [f"vllm=={pins['vllm']} is pinned but trl {trl_version}[vllm] needs vllm{req.specifier}"]
+    return []
+
+
+def test_every_pinned_vllm_lies_inside_the_pinned_trls_vllm_extra():
+    """TRL warns when it finds a vllm outside its `[vllm]` extra (and its vLLM client follows that API)."""
+    extras = _extras()
+    pins = {**_exact_pins(extras["train"]), **_exact_pins(extras["unsloth"])}
+    assert importlib.metadata.version("trl") == pins["trl"], "the installed trl is not the pinned one"
+    assert "vllm" in pins
+    for source, version in (("pyproject unsloth extra", pins["vllm"]), *_other_vllm_pins()):
+        assert _outside_trl_vllm_range({"vllm": version}) == [], source
+
+
+def _other_vllm_pins() -> list[tuple[str, str]]:
+    """vllm pinned anywhere else in the repository (scripts, docs, constraints)."""
+    found = []
+    for path in [ROOT / "constraints.txt", *ROOT.glob("scripts/*"), *ROOT.glob("docs/*.md")]:
+        if path.is_file():
+            for version in re.findall(r"\bvllm==([0-9][0-9a-z.]*[0-9a-z])", path.read_text()):
+                found.append((str(path.relative_to(ROOT)), version))
+    return found
+
+
+def test_a_vllm_outside_trls_range_would_be_reported():
+    # vllm 0.32.0 (the previous pin) lies outside TRL 1.15's `vllm<=0.31.0`.
+    problems = _outside_trl_vllm_range({"vllm": "0.32.0"})
+    assert len(problems) == 1 and "vllm==0.32.0" in problems[0] and "<=0.31.0" in problems[0]
+
+
+def test_no_deprecated_server_command_remains_in_the_repository():
+    """TRL 1.15 deprecates its `vllm-serve` subcommand; docs and messages show `vllm serve` (TRL's docs)."""
+    import subprocess
+
+    files = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    deprecated = "trl " + "vllm-serve"
+    found = [
+        name
+        for name in files
+        if (ROOT / name).is_file() and deprecated in (ROOT / name).read_text(errors="ignore")
+    ]
+    assert found == []

@@ -106,7 +106,7 @@ def test_extra_requirements_expand_self_references():
             "name": "grpo-kit",
             "optional-dependencies": {
                 "train": ["torch==2.13.0", "trl==1.15.0"],
-                "unsloth": ["grpo-kit[train]", "unsloth==2026.10.9", "vllm==0.32.0"],
+                "unsloth": ["grpo-kit[train]", "unsloth==2026.10.9", "vllm==0.31.0"],
             },
         }
     }
@@ -114,7 +114,7 @@ def test_extra_requirements_expand_self_references():
         "torch==2.13.0",
         "trl==1.15.0",
         "unsloth==2026.10.9",
-        "vllm==0.32.0",
+        "vllm==0.31.0",
     ]
     with pytest.raises(ValueError, match="choose one of"):
         wheelhouse.extra_requirements(pyproject, "gpu")

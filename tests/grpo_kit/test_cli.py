@@ -110,6 +110,14 @@ def test_train_tiny_two_steps_writes_every_artifact(tiny_run):
     summary = json.loads((run / "run.json").read_text())
     assert summary["steps"] == 2 and summary["loop"] == "standalone"
     assert [e["verified"] for e in summary["exports"]] == [True, True]
+    from huggingface_hub import ModelCard
+
+    from grpo_kit.export import check_export_files
+
+    for folder, library in (("adapter", "peft"), ("merged", "transformers")):  # every export has its card
+        card = ModelCard.load(run / folder / "README.md")
+        assert card.data.library_name == library and "| steps | 2 |" in card.text
+        assert "## Held-out evaluation" in card.text and check_export_files(run / folder) == []
 
 
 def test_the_summary_states_the_run_folders_size(tiny_run):

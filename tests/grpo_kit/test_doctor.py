@@ -68,7 +68,7 @@ def test_precision_rule_is_reported(capability, dtype):
 def test_gpu_paths_follow_what_can_be_imported(monkeypatch, versions):
     present = {"unsloth", "vllm", "bitsandbytes"}
     monkeypatch.setattr(doctor, "find_spec", lambda module: object() if module in present else None)
-    versions.update(unsloth="2026.10.9", vllm="0.32.0", bitsandbytes="0.50.2")
+    versions.update(unsloth="2026.10.9", vllm="0.31.0", bitsandbytes="0.50.2")
     assert by_check(doctor.check_gpu_paths("cuda"))["paths"].detail.startswith("standalone, trl, unsloth")
 
     present.discard("vllm")

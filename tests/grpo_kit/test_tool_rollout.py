@@ -192,3 +192,26 @@ def test_preflight_scores_multi_turn_rollouts_and_sees_the_zero_variance_groups(
     assert report.zero_std_share == 0.5
     assert report.reward_mean["tool_call_reward"] == 1.0
     assert report.reward_mean["tool_success_reward"] == 0.75
+
+
+@pytest.mark.parametrize("text", ["CALL multiply(a=37, b=48)<|im_end|>", "The answer is 5.<|im_end|>"])
+def test_turns_parse_as_the_trainer_parses_them(tok, rows, text):
+    """GRPOTrainer calls TRL's parse_response with the prompt as prefix and, on TRL >= 1.16, ``tools=`` (the
+    arguments typed from the tool's schema); the evaluation's parser call is the same."""
+    import inspect
+
+    from trl.chat_template_utils import parse_response
+
+    from datasets_prep.chat import prompt_to_text
+    from grpo_kit.tool_rollout import parser_accepts_tools
+
+    assert parser_accepts_tools() == ("tools" in inspect.signature(parse_response).parameters)
+    completion = _completion(tok, text)
+    prefix = tok(prompt_to_text(rows[0]["prompt"], tok, tools=CALCULATOR_TOOLS), add_special_tokens=False)[
+        "input_ids"
+    ]
+    trainers = {"tools": list(CALCULATOR_TOOLS)} if parser_accepts_tools() else {}
+    expected = parse_response(tok, list(completion.ids), prefix=prefix, **trainers)
+    expected.setdefault("role", "assistant")
+    expected.setdefault("content", "")
+    assert _parse_turn(tok, rows[0]["prompt"], completion, CALCULATOR_TOOLS) == expected

@@ -344,3 +344,92 @@ def test_sigterm_saves_like_ctrl_c_and_resume_skips_a_half_written_checkpoint(tm
     assert resumed.global_step == 3 and not resumed.interrupted
     notes = [str(w.message) for w in caught if issubclass(w.category, HalfFinishedCheckpointWarning)]
     assert notes and "checkpoint-3" in notes[0] and "using checkpoint-2" in notes[0]
+
+
+def test_server_mode_prints_the_vllm_serve_command_for_the_recipes_model(tmp_path, capsys):
+    """vllm_mode='server': the exact `vllm serve` command (TRL's docs; TRL deprecates its own subcommand)
+    for the recipe's model, printed before the CPU refusal, with the port the trainer will use."""
+    import json
+    import shlex
+
+    loader = RecordingLoader()
+    with pytest.raises(RuntimeError, match="vllm serve"):
+        trl_path.build_trainer(
+            tiny_recipe(),
+            model_loader=loader,
+            output_dir=tmp_path,
+            device="cpu",
+            vllm_mode="server",
+            vllm_server_port=8001,
+        )
+    assert loader.calls == []
+    out = capsys.readouterr().out
+    assert "trl " + "vllm-serve" not in out
+    command = out.splitlines()[-1].strip()
+    words = shlex.split(command)
+    assert words[:5] == [
+        "CUDA_VISIBLE_DEVICES=0",
+        "VLLM_SERVER_DEV_MODE=1",
+        "vllm",
+        "serve",
+        "HuggingFaceTB/SmolLM2-135M-Instruct",  # the recipe's alias smollm2-135m-instruct, as a Hub id
+    ]
+    flags = dict(zip(words[5::2], words[6::2], strict=True))
+    assert flags == {
+        "--port": "8001",
+        "--weight-transfer-config": '{"backend":"nccl"}',
+        "--logprobs-mode": "processed_logprobs",
+        "--max-logprobs": "-1",
+    }
+    assert json.loads(flags["--weight-transfer-config"]) == {"backend": "nccl"}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "replacement"),
+    [
+        ({"use_transformers_paged": True}, "use_transformers_continuous_batching=True"),
+        ({"vllm_importance_sampling_cap": 3.0}, "vllm_importance_sampling_clip_max"),
+    ],
+)
+def test_deprecated_trl_settings_are_warned_with_their_replacement(overrides, replacement):
+    recipe = tiny_recipe()
+    training = {**recipe.grpo_training(), **overrides}
+    from grpo_kit.settings import check_training_fields
+
+    with pytest.warns(FutureWarning, match=f"{next(iter(overrides))}.*deprecated.*{replacement}"):
+        check_training_fields(training)
+    # TRL itself still applies them, translated to the replacement.
+    from trl import GRPOConfig
+
+    with pytest.warns(FutureWarning):
+        config = GRPOConfig(output_dir="unused", report_to="none", use_cpu=True, **overrides)
+    if "vllm_importance_sampling_cap" in overrides:
+        assert config.vllm_importance_sampling_clip_max == 3.0
+    else:
+        assert config.use_transformers_continuous_batching is True
+
+
+@pytest.mark.parametrize("beta", [0.04, 0.0])
+def test_a_full_fine_tune_reference_model_takes_the_policys_dtype(tmp_path, beta):
+    """β > 0 without LoRA: TRL loads a reference copy. TRL 1.16 gives it the policy's dtype; on 1.15 grpo-kit
+    passes it through model_init_kwargs (else a bf16 policy would get an fp32 reference)."""
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM
+
+    model, tokenizer = tiny_model(seed=0)
+    model.save_pretrained(tmp_path / "policy")  # the reference is reloaded from the policy's path
+    policy = AutoModelForCausalLM.from_pretrained(tmp_path / "policy", dtype=torch.bfloat16)
+    trainer = trl_path.build_trainer(
+        tiny_recipe(lora=None),
+        model=policy,
+        tokenizer=tokenizer,
+        train_dataset=Dataset.from_dict({"prompt": ["Summarize: the cat sat on the mat."] * 4}),
+        output_dir=tmp_path / "run",
+        max_steps=1,
+        device="cpu",
+        beta=beta,
+    )
+    if beta:
+        assert trainer.ref_model is not None and trainer.ref_model.dtype == torch.bfloat16
+    else:
+        assert trainer.ref_model is None and trainer.args.model_init_kwargs is None  # nothing changed

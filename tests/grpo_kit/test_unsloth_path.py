@@ -3,7 +3,7 @@
 The argument names are checked against Unsloth's and vLLM's real signatures: live when the packages are
 importable (a GPU machine with `.[unsloth]`), else against the parameter names recorded from their source —
 unsloth 2026.10.9 wheel: unsloth/models/loader.py ``FastLanguageModel.from_pretrained`` and
-unsloth/models/llama.py ``FastLlamaModel.get_peft_model``; vllm 0.32.0: ``SamplingParams`` fields used here.
+unsloth/models/llama.py ``FastLlamaModel.get_peft_model``; vllm 0.31.0: ``SamplingParams`` fields used here.
 """
 
 from __future__ import annotations
