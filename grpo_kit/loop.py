@@ -23,7 +23,8 @@ What this loop simplifies compared with TRL's GRPOTrainer:
   ``grpo_kit.reward_models`` (eval mode, no gradient, batched, logit = reward);
 * the reference policy is the base model with the LoRA adapter disabled, never a second copy
   (``beta > 0`` without LoRA is an error);
-* no off-policy mask, vLLM importance-sampling correction, completion tables or Hub upload;
+* no off-policy mask, vLLM importance-sampling correction or Hub upload; the completions table
+  (``log_completions``) is TRL's parquet file per logging step (``grpo_kit.completions_table``);
 * ``torch.optim.AdamW`` (no decay on biases and norms, like ``Trainer``) + a ``transformers`` schedule;
 * when ``per_device_train_batch_size`` is a multiple of G, micro-batches hold whole groups and each prompt
   runs through the model once per micro-batch (``per_token_logps_grouped``); the summed gradient is TRL's
@@ -51,6 +52,7 @@ import torch
 from datasets_prep import is_conversational_prompt, prompt_to_text
 from grpo_kit.advantages import compute_advantages_with_metrics
 from grpo_kit.checkpoint import is_peft_model
+from grpo_kit.completions_table import CompletionsTable
 from grpo_kit.logprobs import entropy_mask, per_token_logps, per_token_logps_grouped
 from grpo_kit.losses import LossSettings, compute_loss
 from grpo_kit.losses.entropy import EntropyControl, check_entropy_settings
@@ -108,6 +110,11 @@ class GRPOLoopConfig:
     """Where metrics go besides ``metrics.jsonl``, with TRL's values and meaning: ``"none"``, ``"trackio"``
     (local SQLite, offline; ``trackio show``), ``"tensorboard"`` (``<output_dir>/runs``), ``"wandb"``, ``"all"``
     (every one installed) or a list. Metric names are TRL's (``train/reward``). Needs ``grpo-kit[logging]``."""
+    log_completions: bool = False
+    """At every logging step write the last generation batch's prompts, completions, rewards, advantages and
+    ``log_extra`` columns to ``completions/completions_<step:05d>.parquet`` and print some (TRL default False)."""
+    num_completions_to_print: int | None = None
+    """Rows of that table printed at each logging step; None prints all (TRL default None)."""
     max_bad_steps: int = 3
     """grpo-kit only. A *bad* step has rewards that are all NaN/None, a non-finite loss or grad-norm, or (with
     ``on_reward_error="skip"``) a reward function that raised. It is skipped: no optimizer step, nothing saved
@@ -243,6 +250,8 @@ class GRPOLoopConfig:
             raise ValueError(
                 f"on_reward_error={self.on_reward_error!r}: choose {' or '.join(map(repr, ON_REWARD_ERROR))}."
             )
+        if self.num_completions_to_print is not None:
+            _check_int("num_completions_to_print", self.num_completions_to_print, minimum=0)
         if self.save_total_limit is not None:
             _check_int("save_total_limit", self.save_total_limit, minimum=1)
         if not self.temperature > 0:
@@ -400,6 +409,7 @@ def train(
     entropy_control = EntropyControl.from_config(config)  # the bonus coefficient, adaptive or not
     eos_token_ids = stop_token_ids(model, tokenizer)
     reward_names = [_reward_name(f) for f in reward_funcs]
+    completions_table = CompletionsTable()  # log_extra columns go here; written when log_completions
     run = RunContext(
         config, model, tokenizer, optimizer, scheduler, max_steps, callbacks, reporters, run_config
     )
@@ -416,8 +426,11 @@ def train(
                     samples.prompt_mask, samples.lengths, samples.is_truncated, config.num_generations
                 )
                 with run.timed("scoring"):  # 3. (N, F), NaN for None; None: a bad step, skipped
-                    rewards = run.checked_rewards(partial(_score, reward_funcs, samples, run), reward_names)
+                    rewards = run.checked_rewards(
+                        partial(_score, reward_funcs, samples, run, completions_table.log_extra), reward_names
+                    )
                 if rewards is None:
+                    completions_table.discard_pending()
                     rollout = None
                     continue
                 advantages = compute_advantages_with_metrics(  # 4. (N,) group-relative
@@ -429,6 +442,12 @@ def train(
                     reward_func_names=reward_names,
                 )
                 run.log(advantages.metrics)
+                completions_table.record(
+                    samples.prompts,
+                    samples.completions,
+                    {name: rewards[:, i].tolist() for i, name in enumerate(reward_names)},
+                    advantages.advantages.tolist(),
+                )
                 rollout = _rollout(model, samples, advantages.advantages, config)  # 5. old/ref log-probs
 
             with run.timed("training"):  # 6. one optimizer step over the micro-batches
@@ -450,6 +469,10 @@ def train(
                 if entropy_control.enabled:
                     run.log({"entropy_coef": entropy_control.entropy_coef})
             run.end_step(step_loss, grad_norm, rollout.to_dict())
+            step = run.state.global_step
+            if config.log_completions and (step % config.logging_steps == 0 or step == max_steps):
+                completions_table.write(config.output_dir, step)  # same moment as the metrics record
+                completions_table.print_sample(step, config.num_completions_to_print)
     return run.result()
 
 
@@ -531,7 +554,7 @@ def _sample(model, tokenizer, unique_rows, config: GRPOLoopConfig, eos_token_ids
     )
 
 
-def _score(reward_funcs, samples: Samples, run: RunContext) -> torch.Tensor:
+def _score(reward_funcs, samples: Samples, run: RunContext, log_extra: Callable) -> torch.Tensor:
     """Step 3: every reward function TRL's way (``rewards.call_reward_funcs``) -> ``(N, F)`` float32."""
     from rewards import call_reward_funcs
 
@@ -548,6 +571,7 @@ def _score(reward_funcs, samples: Samples, run: RunContext) -> torch.Tensor:
         completion_ids=completion_ids,
         trainer_state=run.state,
         log_metric=run.accumulator.add,
+        log_extra=log_extra,
         **columns,
     )
     return torch.tensor(table, dtype=torch.float32).reshape(len(rows), len(reward_funcs))  # (N, F)
