@@ -54,7 +54,7 @@ def test_the_loop_writes_trls_completions_table_with_the_log_extra_columns(tmp_p
     assert first["even_token_share"].between(0, 1).all()
     assert abs(first["advantage"].sum()) < 1e-4  # group-relative: zero-sum per group
     lines = report_rows(tmp_path, rows_per_step=2)
-    body = [line for line in lines if line.startswith("| 1 ") or line.startswith("| 2 ")]
+    body = [line for line in lines if line.startswith(("| 1 ", "| 2 "))]
     assert len(body) == 4 and "solution" in lines[4]
 
 
