@@ -83,3 +83,27 @@ def test_adaptive_bonus_stays_off_above_the_target(tmp_path):
 def test_bad_entropy_settings_fail_before_the_model_loads(overrides, fix):
     with pytest.raises(ValueError, match=fix):
         GRPOLoopConfig(num_generations=4, per_device_train_batch_size=8, **overrides)
+
+
+def test_a_recipe_with_entropy_and_completions_settings_reaches_the_loop_without_a_warning():
+    import warnings
+
+    from grpo_kit.recipes import get_recipe
+    from grpo_kit.run import to_loop_config
+
+    recipe = get_recipe(
+        "smoltldr-length-small",
+        entropy_coef=0.05,
+        use_adaptive_entropy=True,
+        entropy_target=2.0,
+        log_completions=True,
+        num_completions_to_print=2,
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        config = to_loop_config(recipe, output_dir="unused")
+    dropped = " ".join(str(w.message) for w in caught)  # "the standalone loop has no ..., they are ignored"
+    for name in ("entropy", "log_completions", "num_completions_to_print"):
+        assert name not in dropped, dropped
+    assert (config.entropy_coef, config.use_adaptive_entropy, config.entropy_target) == (0.05, True, 2.0)
+    assert config.log_completions and config.num_completions_to_print == 2
