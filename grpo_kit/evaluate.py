@@ -218,6 +218,9 @@ class EvalReport:
     reward_names: list[str]
     reward_kinds: dict[str, str]
     settings: dict[str, Any]
+    # Columns the reward functions logged through ``log_extra`` on the greedy answers (one value per prompt),
+    # e.g. accuracy_reward's solution / gold_parsed / answer_parsed.
+    extra: dict[str, list[Any]] = field(default_factory=dict)
 
     @property
     def num_prompts(self) -> int:
@@ -249,6 +252,7 @@ class EvalReport:
             reward_names=list(data["reward_names"]),
             reward_kinds=dict(data["reward_kinds"]),
             settings=dict(data["settings"]),
+            extra={k: list(v) for k, v in data.get("extra", {}).items()},
         )
 
 
@@ -272,7 +276,9 @@ def _rows(dataset: Any, num_prompts: int) -> list[dict[str, Any]]:
     return rows
 
 
-def _score(funcs, prompts, completions: list[GeneratedCompletion], rows, conversational) -> list[list[float]]:
+def _score(
+    funcs, prompts, completions: list[GeneratedCompletion], rows, conversational, log_extra=None
+) -> list[list[float]]:
     from rewards import call_reward_funcs
 
     texts = [c.text for c in completions]
@@ -280,7 +286,12 @@ def _score(funcs, prompts, completions: list[GeneratedCompletion], rows, convers
     formatted = [c.messages if c.messages is not None else f for c, f in zip(completions, formatted)]
     columns = {k: [r[k] for r in rows] for k in rows[0] if k != "prompt"} if rows else {}
     return call_reward_funcs(
-        funcs, prompts, formatted, completion_ids=[c.ids for c in completions], **columns
+        funcs,
+        prompts,
+        formatted,
+        completion_ids=[c.ids for c in completions],
+        log_extra=log_extra or (lambda column, values: None),
+        **columns,
     )
 
 
@@ -315,10 +326,10 @@ def evaluate(
     Raises ``RewardFunctionError`` naming the function and row if a reward function fails.
     """
     from datasets_prep.chat import is_conversational_prompt
-    from rewards import check_reward_funcs
+    from grpo_kit.reward_models import as_reward_funcs
     from rewards.compose import reward_name
 
-    funcs = check_reward_funcs(reward_funcs)
+    funcs = as_reward_funcs(reward_funcs)  # functions, or reward model ids / paths / models as TRL takes
     weights = list(reward_weights) if reward_weights is not None else [1.0] * len(funcs)
     if len(weights) != len(funcs):
         raise ValueError(
@@ -351,7 +362,11 @@ def evaluate(
     names = [reward_name(f) for f in funcs]
     infos = [reward_info(f) for f in funcs]
     greedy = [group[0] for group in sample(1, greedy=True)]
-    scores = _score(funcs, prompts, greedy, rows, conversational)  # (N, F)
+    extra: dict[str, list[Any]] = {}
+    scores = _score(
+        funcs, prompts, greedy, rows, conversational, log_extra=lambda k, v: extra.setdefault(k, []).extend(v)
+    )  # (N, F)
+    extra = {k: [_jsonable(x) for x in v] for k, v in extra.items() if len(v) == len(rows)}
 
     per_prompt: dict[str, list[float]] = {"reward": [_weighted_total(s, weights) for s in scores]}
     for j, (name, info) in enumerate(zip(names, infos)):
@@ -402,7 +417,12 @@ def evaluate(
         reward_names=names,
         reward_kinds={n: i.kind for n, i in zip(names, infos)},
         settings=settings,
+        extra=extra,
     )
+
+
+def _jsonable(value: Any) -> Any:
+    return value if value is None or isinstance(value, (str, int, float, bool)) else str(value)
 
 
 def _prompt_key(prompt: Any) -> str:

@@ -20,6 +20,8 @@ https://huggingface.co/papers/2506.01939): keep only the top-ρ quantile of toke
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import torch.nn.functional as F
 
@@ -68,6 +70,7 @@ def per_token_logps(
     *,
     temperature: float = 1.0,
     compute_entropy: bool = False,
+    entropy_requires_grad: bool = False,
     batch_size: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs (and optionally entropies) of the last ``logits_to_keep`` tokens of ``input_ids``.
@@ -79,11 +82,13 @@ def per_token_logps(
         logits_to_keep: ``T``, the completion width.
         temperature: the sampling temperature; logits are divided by it (TRL does the same).
         compute_entropy: also return per-token entropies of the tempered distribution.
+        entropy_requires_grad: keep the entropies' graph (the entropy bonus is differentiated through them,
+            as TRL's fused head does); off, they are computed under ``no_grad`` (a metric and a mask only).
         batch_size: forward this many rows at a time (memory); ``None`` = all at once.
 
     Returns:
         ``(logps (B, T), entropies (B, T) | None)``. Gradients flow through ``logps`` when enabled;
-        ``entropies`` are detached (TRL keeps their graph only for its optional entropy bonus).
+        ``entropies`` carry a graph only with ``entropy_requires_grad``.
     """
     if temperature <= 0:
         raise ValueError(f"temperature must be positive (got {temperature}); use e.g. temperature=1.0.")
@@ -111,7 +116,11 @@ def per_token_logps(
         if temperature != 1.0:
             logits = logits / temperature
         logps, entropies = _logps_from_logits(
-            logits, ids[:, -logits_to_keep:], mask[:, -logits_to_keep:], compute_entropy
+            logits,
+            ids[:, -logits_to_keep:],
+            mask[:, -logits_to_keep:],
+            compute_entropy,
+            entropy_requires_grad,
         )  # (b, T), (b, T) | None
         all_logps.append(logps)
         if compute_entropy:
@@ -122,23 +131,29 @@ def per_token_logps(
 
 
 def _logps_from_logits(
-    logits: torch.Tensor, completion_ids: torch.Tensor, completion_mask: torch.Tensor, compute_entropy: bool
+    logits: torch.Tensor,
+    completion_ids: torch.Tensor,
+    completion_mask: torch.Tensor,
+    compute_entropy: bool,
+    entropy_requires_grad: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``(b, T, V)`` tempered logits of the positions *before* each completion token -> logps, entropies."""
     keep = completion_mask != 0  # (b, T)
     entropies = None
+    # Without the bonus, entropies only feed a metric and a mask: no graph, no extra memory.
+    entropy_grad = contextlib.nullcontext() if entropy_requires_grad else torch.no_grad()
     if logits.dtype in (torch.float32, torch.float64):
         # log p(token) = z_token − logsumexp(z): selective_log_softmax's arithmetic in one call
         logsumexp = torch.logsumexp(logits, dim=-1)  # (b, T)
         logps = logits.gather(-1, completion_ids.unsqueeze(-1)).squeeze(-1) - logsumexp  # (b, T)
         if compute_entropy:
-            with torch.no_grad():  # entropies only feed a metric and a mask: no graph, no extra memory
+            with entropy_grad:
                 probs = torch.exp(logits - logsumexp.unsqueeze(-1))  # (b, T, V)
                 entropies = logsumexp - (probs * logits).sum(-1)  # (b, T) H = logsumexp(z) − Σ p·z
     else:
         logps = selective_log_softmax(logits, completion_ids)  # (b, T) bf16-safe path
         if compute_entropy:
-            with torch.no_grad():
+            with entropy_grad:
                 entropies = entropy_from_logits(logits)  # (b, T)
     logps = logps.masked_fill(~keep, 0.0)
     return logps, None if entropies is None else entropies.masked_fill(~keep, 0.0)
@@ -154,6 +169,7 @@ def per_token_logps_grouped(
     *,
     temperature: float = 1.0,
     compute_entropy: bool = False,
+    entropy_requires_grad: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``per_token_logps`` for groups of completions that share a prompt, running each prompt only once.
 
@@ -199,7 +215,7 @@ def per_token_logps_grouped(
         logits = torch.cat([logits, rest], dim=1)  # (N, T, V)
     if temperature != 1.0:
         logits = logits / temperature
-    return _logps_from_logits(logits, completion_ids, completion_mask, compute_entropy)
+    return _logps_from_logits(logits, completion_ids, completion_mask, compute_entropy, entropy_requires_grad)
 
 
 def entropy_mask(entropies: torch.Tensor, mask: torch.Tensor, top_entropy_quantile: float) -> torch.Tensor:

@@ -18,19 +18,24 @@ bookkeeping around the steps (resume, Ctrl-C, checkpoints, progress, metrics) is
 
 What this loop simplifies compared with TRL's GRPOTrainer:
 
-* one process, one device, float32; no vLLM, tools, environments or multimodal inputs; no reward
-  *models*; ``steps_per_generation`` is always ``gradient_accumulation_steps``;
+* one process, one device, float32; no vLLM, tools, environments or multimodal inputs;
+  ``steps_per_generation`` is always ``gradient_accumulation_steps``;
+* reward models (ids, paths, sequence-classification models) score like TRL's, through
+  ``grpo_kit.reward_models`` (eval mode, no gradient, batched, logit = reward);
 * the reference policy is the base model with the LoRA adapter disabled, never a second copy
   (``beta > 0`` without LoRA is an error);
-* no entropy bonus, off-policy mask, vLLM importance-sampling correction, completion tables or Hub upload;
+* no off-policy mask, vLLM importance-sampling correction or Hub upload; the completions table
+  (``log_completions``) is TRL's parquet file per logging step (``grpo_kit.completions_table``);
 * ``torch.optim.AdamW`` (no decay on biases and norms, like ``Trainer``) + a ``transformers`` schedule;
 * when ``per_device_train_batch_size`` is a multiple of G, micro-batches hold whole groups and each prompt
   runs through the model once per micro-batch (``per_token_logps_grouped``); the summed gradient is TRL's
   for every loss type except ``bnpo`` (its token count depends on the split);
 * sampling: one prefill per prompt, LoRA merged into the weights, no dropout: the same distribution as
   ``generate`` up to float rounding, other random numbers;
-* ``top_entropy_quantile < 1`` masks low-entropy tokens in the loss mask; with the defaults (dapo-like
-  losses, ``beta = 0``, token level) that is exactly TRL's masking.
+* ``top_entropy_quantile < 1`` drops low-entropy tokens from the policy loss, exactly as TRL
+  (``compute_loss(entropy_mask=...)``: the normalisation still counts every token);
+* the entropy bonus (``entropy_coef``, ``use_adaptive_entropy``: ``grpo_kit.losses.entropy``) is TRL's; the
+  adaptive coefficient moves after each optimizer step and is saved in ``trainer_state.json``.
 """
 
 from __future__ import annotations
@@ -48,9 +53,12 @@ import torch
 from datasets_prep import is_conversational_prompt, prompt_to_text
 from grpo_kit.advantages import compute_advantages_with_metrics
 from grpo_kit.checkpoint import is_peft_model
+from grpo_kit.completions_table import CompletionsTable
 from grpo_kit.logprobs import entropy_mask, per_token_logps, per_token_logps_grouped
 from grpo_kit.losses import LossSettings, compute_loss
+from grpo_kit.losses.entropy import EntropyControl, check_entropy_settings
 from grpo_kit.result import RunResult
+from grpo_kit.reward_models import RewardModelFunc, as_reward_funcs
 from grpo_kit.run_context import LoopState, RunContext
 from grpo_kit.sampling import (
     check_fits_context,
@@ -59,7 +67,7 @@ from grpo_kit.sampling import (
     sample_completions,
     stop_token_ids,
 )
-from grpo_kit.settings import check_grpo_settings, check_report_to, check_reward_funcs
+from grpo_kit.settings import check_grpo_settings, check_report_to
 
 __all__ = [
     "ON_REWARD_ERROR",
@@ -109,6 +117,11 @@ class GRPOLoopConfig:
     """Where metrics go besides ``metrics.jsonl``, with TRL's values and meaning: ``"none"``, ``"trackio"``
     (local SQLite, offline; ``trackio show``), ``"tensorboard"`` (``<output_dir>/runs``), ``"wandb"``, ``"all"``
     (every one installed) or a list. Metric names are TRL's (``train/reward``). Needs ``grpo-kit[logging]``."""
+    log_completions: bool = False
+    """At every logging step write the last generation batch's prompts, completions, rewards, advantages and
+    ``log_extra`` columns to ``completions/completions_<step:05d>.parquet`` and print some (TRL default False)."""
+    num_completions_to_print: int | None = None
+    """Rows of that table printed at each logging step; None prints all (TRL default None)."""
     max_bad_steps: int = 3
     """grpo-kit only. A *bad* step has rewards that are all NaN/None, a non-finite loss or grad-norm, or (with
     ``on_reward_error="skip"``) a reward function that raised. It is skipped: no optimizer step, nothing saved
@@ -194,6 +207,24 @@ class GRPOLoopConfig:
     (Beyond the 80/20 Rule, https://huggingface.co/papers/2506.01939, recommends 0.2)."""
     use_bias_correction_kl: bool = True
     """Multiply the k3 KL by the IS ratio (DeepSeek-V3.2, https://huggingface.co/papers/2512.02556)."""
+    entropy_coef: float = 0.0
+    """c in L = L_policy − c·H, H the mean per-token entropy (nats) of the tokens the policy loss acts on, for
+    every ``loss_type`` alike; 0 (TRL default) = no bonus. With ``use_adaptive_entropy`` the initial c."""
+    use_adaptive_entropy: bool = False
+    """Skywork-OR1's controller (https://huggingface.co/papers/2505.22312): after each optimizer step c moves
+    by ``entropy_coef_delta``, up when the step's entropy ≤ ``entropy_target``, else down, clamped to
+    [``entropy_coef_min``, ``entropy_coef_max``]; c is applied only while the entropy is ≤ the target.
+    Saved in checkpoints and restored on resume (TRL default False)."""
+    entropy_coef_min: float = 0.0
+    """Lower bound of the adaptive c (TRL default 0.0)."""
+    entropy_coef_max: float = 1.0
+    """Upper bound of the adaptive c (TRL default 1.0)."""
+    entropy_coef_delta: float = 0.005
+    """Step of the adaptive c per optimizer step (TRL default 0.005)."""
+    entropy_target: float = 0.2
+    """Target mean entropy (nats) of the adaptive control (TRL default 0.2). Language models sit at 2-10
+    nats per token early on, so 0.2 fires only on near-total collapse: set it near the ``entropy`` logged in
+    the first steps (over the high-entropy subset when ``top_entropy_quantile < 1``)."""
     sapo_temperature_pos: float = 1.0
     """SAPO gate temperature for positive advantages (https://huggingface.co/papers/2511.20347)."""
     sapo_temperature_neg: float = 1.05
@@ -239,6 +270,8 @@ class GRPOLoopConfig:
             raise ValueError(
                 f"on_reward_error={self.on_reward_error!r}: choose {' or '.join(map(repr, ON_REWARD_ERROR))}."
             )
+        if self.num_completions_to_print is not None:
+            _check_int("num_completions_to_print", self.num_completions_to_print, minimum=0)
         if self.save_total_limit is not None:
             _check_int("save_total_limit", self.save_total_limit, minimum=1)
         if not self.temperature > 0:
@@ -256,6 +289,7 @@ class GRPOLoopConfig:
                 f"top_entropy_quantile={self.top_entropy_quantile} must be in [0, 1]; 1.0 keeps every token, "
                 "the 80/20 paper uses 0.2."
             )
+        check_entropy_settings({name: getattr(self, name) for name in _ENTROPY_FIELD_NAMES})
         if self.warmup_steps < 0:
             raise ValueError(f"warmup_steps={self.warmup_steps} must be >= 0 (an int, or a ratio in [0, 1)).")
         if self.reward_weights is not None:
@@ -272,6 +306,16 @@ class GRPOLoopConfig:
     def prompts_per_generation(self) -> int:
         """Distinct prompts in one generation batch."""
         return self.per_device_train_batch_size * self.gradient_accumulation_steps // self.num_generations
+
+
+_ENTROPY_FIELD_NAMES = (
+    "entropy_coef",
+    "use_adaptive_entropy",
+    "entropy_coef_min",
+    "entropy_coef_max",
+    "entropy_coef_delta",
+    "entropy_target",
+)
 
 
 def _check_int(name: str, value: Any, *, minimum: int) -> None:
@@ -356,6 +400,7 @@ def train(
     config: GRPOLoopConfig,
     *,
     reward_weights: Sequence[float] | None = None,
+    reward_processing_classes: Any = None,
     callbacks: Sequence[Callable[[LoopState, dict[str, float]], None]] | None = None,
     reporters: Sequence[Any] = (),
     run_config: dict[str, Any] | None = None,
@@ -363,7 +408,9 @@ def train(
     """Train ``model`` in place with GRPO on the ``prompt`` column of ``train_dataset``.
 
     ``reward_funcs``: TRL-style reward functions ``fn(prompts, completions, completion_ids, trainer_state,
-    **dataset_columns) -> list[float | None]`` (``async def`` allowed). ``callbacks``: ``cb(state,
+    **dataset_columns) -> list[float | None]`` (``async def`` allowed), or, as TRL, reward models: a model id,
+    a path or an ``AutoModelForSequenceClassification`` (``reward_processing_classes``: their tokenizers,
+    aligned with ``reward_funcs``; see ``grpo_kit.reward_models``). ``callbacks``: ``cb(state,
     step_metrics)`` after every optimizer step. ``reporters``: objects with ``log(record, step)`` /
     ``close()`` that receive every ``metrics.jsonl`` record. Ctrl-C saves a checkpoint and returns with
     ``interrupted=True``; pass that checkpoint (or ``resume_from_checkpoint=True``) to continue.
@@ -371,7 +418,7 @@ def train(
     Bad steps (all-NaN rewards, non-finite loss or grad-norm) are skipped: see ``grpo_kit.run_context``.
     """
     reward_funcs, weights = _check_inputs(
-        model, tokenizer, train_dataset, reward_funcs, config, reward_weights
+        model, tokenizer, train_dataset, reward_funcs, config, reward_weights, reward_processing_classes
     )
     _seed_everything(config.seed)
     max_steps = _resolve_max_steps(config, len(train_dataset))
@@ -379,11 +426,14 @@ def train(
     optimizer = _build_optimizer(model, config)
     scheduler = _build_scheduler(optimizer, config, max_steps)
     loss_settings = LossSettings.from_config(config)
+    entropy_control = EntropyControl.from_config(config)  # the bonus coefficient, adaptive or not
     eos_token_ids = stop_token_ids(model, tokenizer)
     reward_names = [_reward_name(f) for f in reward_funcs]
+    completions_table = CompletionsTable()  # log_extra columns go here; written when log_completions
     run = RunContext(
         config, model, tokenizer, optimizer, scheduler, max_steps, callbacks, reporters, run_config
     )
+    run.entropy_control = entropy_control  # saved with every checkpoint, restored on resume
     rollout = run.resume(Rollout.from_dict)  # a generation batch still to be reused, when resuming mid-block
 
     with run:  # progress bar; Ctrl-C saves a checkpoint; the reward curve at the end
@@ -396,8 +446,11 @@ def train(
                     samples.prompt_mask, samples.lengths, samples.is_truncated, config.num_generations
                 )
                 with run.timed("scoring"):  # 3. (N, F), NaN for None; None: a bad step, skipped
-                    rewards = run.checked_rewards(partial(_score, reward_funcs, samples, run), reward_names)
+                    rewards = run.checked_rewards(
+                        partial(_score, reward_funcs, samples, run, completions_table.log_extra), reward_names
+                    )
                 if rewards is None:
+                    completions_table.discard_pending()
                     rollout = None
                     continue
                 advantages = compute_advantages_with_metrics(  # 4. (N,) group-relative
@@ -412,24 +465,41 @@ def train(
                     rollout = None
                     continue
                 run.log(advantages.metrics)
+                completions_table.record(
+                    samples.prompts,
+                    samples.completions,
+                    {name: rewards[:, i].tolist() for i, name in enumerate(reward_names)},
+                    advantages.advantages.tolist(),
+                )
                 rollout = _rollout(model, samples, advantages.advantages, config)  # 5. old/ref log-probs
 
             with run.timed("training"):  # 6. one optimizer step over the micro-batches
                 step_loss = 0.0
                 for micro_batch in rollout.micro_batches:
-                    loss, metrics = _micro_batch_loss(model, micro_batch, rollout, config, loss_settings)
+                    loss, metrics = _micro_batch_loss(
+                        model, micro_batch, rollout, config, loss_settings, entropy_control
+                    )
                     loss.backward()
                     step_loss += loss.item()
                     run.log(metrics)
                 grad_norm = _clip_gradients(model, config)
                 if not run.update_is_finite(step_loss, grad_norm, reward_names):  # a bad step: no update
+                    entropy_control.discard_step()
                     rollout = None
                     continue
                 if not run.optimizer_step_kept(optimizer.step, reward_names):  # NaN/inf weights: undone, bad
+                    entropy_control.discard_step()
                     rollout = None
                     continue
                 _schedule_step(optimizer, scheduler)
+                entropy_control.end_step()  # the adaptive coefficient for the next step
+                if entropy_control.enabled:
+                    run.log({"entropy_coef": entropy_control.entropy_coef})
             run.end_step(step_loss, grad_norm, rollout.to_dict())
+            step = run.state.global_step
+            if config.log_completions and (step % config.logging_steps == 0 or step == max_steps):
+                completions_table.write(config.output_dir, step)  # same moment as the metrics record
+                completions_table.print_sample(step, config.num_completions_to_print)
     return run.result()
 
 
@@ -511,7 +581,7 @@ def _sample(model, tokenizer, unique_rows, config: GRPOLoopConfig, eos_token_ids
     )
 
 
-def _score(reward_funcs, samples: Samples, run: RunContext) -> torch.Tensor:
+def _score(reward_funcs, samples: Samples, run: RunContext, log_extra: Callable) -> torch.Tensor:
     """Step 3: every reward function TRL's way (``rewards.call_reward_funcs``) -> ``(N, F)`` float32."""
     from rewards import call_reward_funcs
 
@@ -529,6 +599,7 @@ def _score(reward_funcs, samples: Samples, run: RunContext) -> torch.Tensor:
         trainer_state=run.state,
         log_metric=run.accumulator.add,
         timeout=run.config.reward_timeout,
+        log_extra=log_extra,
         **columns,
     )
     return torch.tensor(table, dtype=torch.float32).reshape(len(rows), len(reward_funcs))  # (N, F)
@@ -581,7 +652,9 @@ def _rollout(model, samples: Samples, advantages: torch.Tensor, config: GRPOLoop
 # Step 6
 
 
-def _completion_logps(model, micro_batch: MicroBatch, config, compute_entropy=False):
+def _completion_logps(
+    model, micro_batch: MicroBatch, config, compute_entropy=False, entropy_requires_grad=False
+):
     """Per-token log-probs (and entropies) of a micro-batch's completions under the current model."""
     mb = micro_batch
     if mb.group_size > 1:
@@ -594,6 +667,7 @@ def _completion_logps(model, micro_batch: MicroBatch, config, compute_entropy=Fa
             mb.group_size,
             temperature=config.temperature,
             compute_entropy=compute_entropy,
+            entropy_requires_grad=entropy_requires_grad,
         )  # (mb, T), (mb, T) | None
     input_ids = torch.cat([mb.prompt_ids, mb.completion_ids], dim=1)  # (mb, P+T)
     attention_mask = torch.cat([mb.prompt_mask, mb.completion_mask], dim=1)  # (mb, P+T)
@@ -604,28 +678,40 @@ def _completion_logps(model, micro_batch: MicroBatch, config, compute_entropy=Fa
         mb.completion_ids.size(1),
         temperature=config.temperature,
         compute_entropy=compute_entropy,
+        entropy_requires_grad=entropy_requires_grad,
     )
 
 
-def _micro_batch_loss(model, micro_batch: MicroBatch, rollout: Rollout, config, loss_settings: LossSettings):
+def _micro_batch_loss(
+    model,
+    micro_batch: MicroBatch,
+    rollout: Rollout,
+    config,
+    loss_settings: LossSettings,
+    entropy_control: EntropyControl,
+):
     mask = micro_batch.completion_mask  # (mb, T)
-    logps, entropies = _completion_logps(model, micro_batch, config, compute_entropy=True)  # (mb, T), (mb, T)
-    loss_mask = mask
+    logps, entropies = _completion_logps(
+        model, micro_batch, config, compute_entropy=True, entropy_requires_grad=entropy_control.enabled
+    )  # (mb, T), (mb, T); the entropies carry a graph only for the bonus
+    high_entropy = None
     if config.top_entropy_quantile < 1.0:  # train only on the high-entropy "forking" tokens
-        loss_mask = mask * entropy_mask(entropies, mask, config.top_entropy_quantile).long()  # (mb, T)
+        high_entropy = entropy_mask(entropies.detach(), mask, config.top_entropy_quantile)  # (mb, T) bool
     loss, metrics = compute_loss(
         logps,
         micro_batch.advantages,
-        loss_mask,
+        mask,
         old_per_token_logps=micro_batch.old_per_token_logps,
         ref_per_token_logps=micro_batch.ref_per_token_logps,
         num_items_in_batch=rollout.num_items_in_batch,
+        entropies=entropies,  # logged as `entropy` (TRL: mean over valid tokens)
+        entropy_mask=high_entropy,
+        entropy_coef=entropy_control.applied_coef(),  # None: no bonus
         settings=loss_settings,
     )
+    entropy_control.observe(entropies, mask if high_entropy is None else mask * high_entropy)
     metrics = dict(metrics)
     metrics.pop("loss", None)  # the logged loss is the sum over micro-batches, added by the run context
-    tokens = mask.sum().clamp(min=1)
-    metrics["entropy"] = ((entropies * mask).sum() / tokens).item()  # TRL: mean over valid tokens
     return loss, metrics
 
 
@@ -652,10 +738,19 @@ def _reward_name(func: Callable) -> str:
     return reward_name(func)
 
 
-def _check_inputs(model, tokenizer, train_dataset, reward_funcs, config, reward_weights):
+def _check_inputs(
+    model, tokenizer, train_dataset, reward_funcs, config, reward_weights, reward_processing_classes=None
+):
     if not isinstance(config, GRPOLoopConfig):
         raise TypeError(f"config must be a GRPOLoopConfig, not {type(config).__name__}.")
-    reward_funcs = check_reward_funcs(reward_funcs)
+    # Reward model ids/paths/models become reward functions (refused unless sequence-classification).
+    reward_funcs = as_reward_funcs(
+        reward_funcs, reward_processing_classes, chat_template_kwargs=config.chat_template_kwargs
+    )
+    device = next(model.parameters()).device
+    for func in reward_funcs:
+        if isinstance(func, RewardModelFunc):
+            func.to(device)
     weights = list(reward_weights) if reward_weights is not None else config.reward_weights
     if weights is not None and len(weights) != len(reward_funcs):
         raise ValueError(

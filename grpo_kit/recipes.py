@@ -50,12 +50,18 @@ DATASET_LOADERS = {
 SYNTHETIC_ROWS = {"smoltldr": "synthetic_tldr", "gsm8k": "synthetic_gsm8k"}
 
 
+#: ``RewardSpec("model:<id or path>")`` names a reward model instead of a function of ``rewards``.
+REWARD_MODEL_PREFIX = "model:"
+
+
 @dataclass(frozen=True)
 class RewardSpec:
     """One reward function of a recipe.
 
     name: a function exported by ``rewards`` (TRL contract ``fn(completions, **kwargs)``), or a
-        factory such as ``length_reward`` that ``kwargs`` are passed to.
+        factory such as ``length_reward`` that ``kwargs`` are passed to, or ``"model:<id or path>"``: a
+        sequence-classification reward model whose logit is the reward (TRL's ``reward_funcs="<id>"``;
+        ``grpo_kit.reward_models``), e.g. ``RewardSpec("model:OpenAssistant/reward-model-deberta-v3-large-v2")``.
     weight: its weight in the weighted sum (TRL's ``reward_weights``, in the same order).
     kwargs: arguments for a factory (``length_reward(ideal_length=50)``); empty for plain functions.
     """
@@ -65,8 +71,14 @@ class RewardSpec:
     kwargs: Mapping[str, Any] = field(default_factory=dict)
 
     def build(self, tokenizer: Any = None) -> Callable:
-        """The callable reward function (a factory is called with ``kwargs``)."""
+        """The callable reward function (a factory is called with ``kwargs``; a model is loaded)."""
         import rewards
+
+        if self.name.startswith(REWARD_MODEL_PREFIX):
+            from grpo_kit.reward_models import as_reward_funcs
+
+            spec = self.name[len(REWARD_MODEL_PREFIX) :]
+            return as_reward_funcs([spec], where=f"reward {self.name!r}")[0]
 
         try:
             fn = getattr(rewards, self.name)

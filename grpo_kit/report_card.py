@@ -112,9 +112,11 @@ def render_report_md(
     title: str = "Report card",
     num_samples: int = 4,
     measures: str = "",
+    completions: Sequence[str] = (),
 ) -> str:
     """Markdown: settings, the metric table with CIs and verdicts, what the metric measures (the recipe's
-    ``measures``), a few answers before/after."""
+    ``measures``), a few answers before/after, and ``completions`` (``completions_table.report_rows``:
+    training rows of the first and last logged step)."""
     s = before.settings
     lines = [
         f"# {title}",
@@ -150,6 +152,8 @@ def render_report_md(
                 f"| {i} | {_cell(_prompt_preview(before.prompts[i]), 300)} | "
                 f"{_cell(before.completions[i])} | {_cell(after.completions[i])} |"
             )
+    if completions:
+        lines += ["", *completions]
     return "\n".join(lines) + "\n"
 
 
@@ -175,6 +179,7 @@ def write_report_card(
     missing file is skipped. Returns ``{"eval.json": path, "report.md": path, "report_card.png": path}``;
     without matplotlib the PNG is skipped (and not returned) with a note.
     """
+    from grpo_kit.completions_table import report_rows
     from grpo_kit.plots import can_plot, plot_report_card, reward_upper_bound
 
     out = Path(out_dir)
@@ -193,7 +198,13 @@ def write_report_card(
     contents = {
         "eval.json": json.dumps(payload, indent=2, ensure_ascii=False),
         "report.md": render_report_md(
-            before, after, comparisons, title=title, num_samples=num_samples, measures=measures
+            before,
+            after,
+            comparisons,
+            title=title,
+            num_samples=num_samples,
+            measures=measures,
+            completions=report_rows(out),  # the run's completions table, when log_completions wrote one
         ),
     }
     temps: dict[str, Path] = {}

@@ -135,6 +135,8 @@ class RunContext:
         self._seconds: dict[str, float] = {}
         self._plain: PlainProgress | None = None
         self._snapshot: dict[str, Any] = {}
+        # The entropy-bonus coefficient (grpo_kit.losses.entropy.EntropyControl): part of every checkpoint.
+        self.entropy_control: Any = None
         # What every checkpoint records about the run: the loop config, plus what the caller adds (the recipe).
         self.run_config = {**dict(run_config or {}), "loop_config": loop_config_record(config)}
         self.skipped_steps = 0
@@ -157,6 +159,8 @@ class RunContext:
             )
             for name in ("global_step", "prompts_seen", "epoch", "num_input_tokens_seen", "log_history"):
                 setattr(self.state, name, saved[name])
+            if self.entropy_control is not None and "entropy_control" in saved:
+                self.entropy_control.load_state_dict(saved["entropy_control"])
             restore_rng_state(rng_state)
         self.checkpoint = checkpoint
         self.writer = MetricsWriter(
@@ -417,6 +421,7 @@ class RunContext:
             "prompts_seen": self.state.prompts_seen,
             "epoch": self.state.epoch,
             "num_input_tokens_seen": self.state.num_input_tokens_seen,
+            "entropy_control": None if self.entropy_control is None else self.entropy_control.state_dict(),
         }
 
     def _save(self) -> Path:
@@ -432,6 +437,8 @@ class RunContext:
             "log_history": state.log_history,
             "config": {f.name: getattr(config, f.name) for f in fields(config)},
         }
+        if snapshot.get("entropy_control") is not None:  # TRL keeps it in entropy_ctrl_state.json
+            trainer_state["entropy_control"] = snapshot["entropy_control"]
         path = save_checkpoint(
             self.output_dir / f"checkpoint-{state.global_step}",
             model=self.model,

@@ -32,7 +32,6 @@ from grpo_kit.settings import (
     LOOP_ONLY_FIELDS,
     check_grpo_settings,
     check_report_to,
-    check_reward_funcs,
     check_training_fields,
     vllm_server_command,
 )
@@ -125,7 +124,11 @@ def build_trainer(
 ):
     """A ready ``trl.GRPOTrainer``: settings → checks (shared, then the backend's) → GRPOConfig → model
     (``backend.load`` unless ``model``/``tokenizer`` are given) → trainer. Nothing loads before every check
-    passed. ``trainer_kwargs`` go to ``GRPOTrainer`` unchanged (``tools=``, ``environment_factory=``, ...)."""
+    passed. ``trainer_kwargs`` go to ``GRPOTrainer`` unchanged (``tools=``, ``environment_factory=``, ...).
+    ``reward_funcs`` may hold reward models as TRL's do (ids, paths, sequence-classification models, with
+    ``trainer_kwargs["reward_processing_classes"]``): checked here, then handed to TRL, which scores them."""
+    from grpo_kit.reward_models import as_reward_funcs, unwrap_for_trl
+
     recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
     precision = backend.precision()
     output_dir = Path(output_dir or Path("outputs") / recipe.name)
@@ -137,8 +140,11 @@ def build_trainer(
         precision=precision,
         **overrides,
     )
+    trainer_kwargs = dict(trainer_kwargs or {})
+    reward_processing_classes = trainer_kwargs.pop("reward_processing_classes", None)
     if reward_funcs is not None:
-        reward_funcs = check_reward_funcs(reward_funcs)
+        # A reward model that is not sequence-classification is refused here, before the policy loads.
+        reward_funcs = as_reward_funcs(reward_funcs, reward_processing_classes)
         if len(reward_funcs) != len(recipe.rewards):
             # The weights come from the recipe; a different number of functions needs its own weights.
             training["reward_weights"] = overrides.get("reward_weights", [1.0] * len(reward_funcs))
@@ -167,6 +173,10 @@ def build_trainer(
         train_dataset = recipe.load_dataset()
     if reward_funcs is None:
         reward_funcs = recipe.build_reward_funcs(tokenizer)
+    # Reward models go to TRL as models with their tokenizers: TRL scores them (grpo_kit.reward_models).
+    reward_funcs, reward_processing_classes = unwrap_for_trl(list(reward_funcs))
+    if reward_processing_classes is not None:
+        trainer_kwargs["reward_processing_classes"] = reward_processing_classes
     from rewards.calling import bounded_reward_func
 
     # reward_timeout (a loop field, kept out of GRPOConfig) bounds each call here too; overrunning stops the run.
@@ -177,7 +187,7 @@ def build_trainer(
     with _QuietModelInitKwargsNote():
         trainer = GRPOTrainer(
             model=model,
-            reward_funcs=list(reward_funcs),
+            reward_funcs=reward_funcs,
             args=args,
             train_dataset=train_dataset,
             processing_class=tokenizer,

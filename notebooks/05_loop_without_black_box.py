@@ -491,6 +491,78 @@ def test_loop_logs_trls_metric_names(loop_result):
 @app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
+    ## 7 · Entropy collapse, and the entropy bonus
+
+    GRPO only ever pushes probability towards completions that scored above their group. Step after
+    step the policy gets sharper, the per-token **entropy** (logged as `entropy`, in nats) falls, and
+    once it is near 0 every completion of a group is the same: equal rewards, zero advantages, no more
+    learning. That is *entropy collapse*, the classic GRPO failure.
+
+    TRL's remedy (and `grpo_kit.loop`'s, equal to it): subtract $c \cdot H$ from the loss, $H$ the mean
+    per-token entropy — `entropy_coef = c` for a fixed bonus, or `use_adaptive_entropy=True`
+    (Skywork-OR1), which raises $c$ by `entropy_coef_delta` after every step whose entropy is at or below
+    `entropy_target`, lowers it otherwise, and applies it only below the target. The default target
+    0.2 nats almost never fires on a language model (2–10 nats per token early on): **pick the target
+    from the entropy you see in the first steps** — the level you do not want the policy to fall under.
+
+    Below, three runs of a toy policy (one prompt, six answers; `grpo_kit.entropy_demo`, the library's
+    own `compute_loss` and `EntropyControl`) from the same seed: no bonus, a fixed bonus, and the
+    adaptive bonus with a target read off the first steps of the run without one.
+    """)
+    return
+
+
+@app.cell
+def _(mo, tempfile):
+    from grpo_kit.entropy_demo import plot_entropy_runs, toy_entropy_run
+    from grpo_kit.losses.entropy import EntropyControl
+
+    entropy_plain = toy_entropy_run(EntropyControl(), label="no bonus")
+    entropy_fixed = toy_entropy_run(EntropyControl(entropy_coef=0.3), label="entropy_coef = 0.3")
+    # The target: a little over half of the entropy of the first five steps (ln 6 ≈ 1.79 nats here).
+    entropy_target = round(0.55 * sum(entropy_plain.entropy[:5]) / 5, 2)
+    entropy_adaptive = toy_entropy_run(
+        EntropyControl(use_adaptive_entropy=True, entropy_target=entropy_target, entropy_coef_delta=0.05),
+        label=f"adaptive, entropy_target = {entropy_target}",
+    )
+    _png = plot_entropy_runs(
+        [entropy_plain, entropy_fixed, entropy_adaptive],
+        f"{tempfile.mkdtemp(prefix='grpo-kit-entropy-')}/entropy.png",
+        target=entropy_target,
+    )
+    _first_on = next((i + 1 for i, c in enumerate(entropy_adaptive.entropy_coef) if c > 0), None)
+    mo.vstack(
+        [
+            mo.image(src=_png.read_bytes()),
+            mo.md(
+                f"After {len(entropy_plain.entropy)} steps: entropy **{entropy_plain.entropy[-1]:.2f}** nats "
+                f"without a bonus, **{entropy_fixed.entropy[-1]:.2f}** with `entropy_coef = 0.3`, "
+                f"**{entropy_adaptive.entropy[-1]:.2f}** adaptive (its coefficient first applied at step "
+                f"{_first_on}, once the entropy had fallen to the target; "
+                f"{entropy_adaptive.entropy_coef[-1]:.2f} at the end)."
+            ),
+        ]
+    )
+    return entropy_adaptive, entropy_fixed, entropy_plain, entropy_target
+
+
+@app.cell
+def test_entropy_bonus_slows_the_collapse(entropy_adaptive, entropy_fixed, entropy_plain, entropy_target):
+    # Fixed seed: the runs share their first completions, then the bonus keeps the policy broader.
+    assert entropy_plain.entropy[0] == entropy_fixed.entropy[0] == entropy_adaptive.entropy[0]
+    assert entropy_plain.entropy[-1] < 0.6 * entropy_plain.entropy[0]  # it does collapse
+    assert entropy_fixed.entropy[-1] > entropy_plain.entropy[-1] + 0.2
+    assert entropy_adaptive.entropy[-1] > entropy_plain.entropy[-1]
+    # The adaptive coefficient is applied only after the entropy has reached the target.
+    _first_on = next(i for i, c in enumerate(entropy_adaptive.entropy_coef) if c > 0)
+    assert entropy_adaptive.entropy[_first_on - 1] <= entropy_target
+    assert all(h > entropy_target for h in entropy_adaptive.entropy[: _first_on - 1])
+    return
+
+
+@app.cell(hide_code=True)
+def _(mo):
+    mo.md(r"""
     Next: **Lesson 6** — the course's GSM8K practicum with five rewards, Unsloth and vLLM on a GPU.
     """)
     return

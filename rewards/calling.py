@@ -25,6 +25,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import math
+import os
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -127,6 +129,12 @@ def bounded_reward_func(fn: Callable, seconds: float | None) -> Callable:
     return bounded
 
 
+def _is_torch_module(fn: Any) -> bool:
+    """A ``torch.nn.Module`` (a model), told apart without importing torch: it is loaded if a model exists."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(fn, torch.nn.Module)
+
+
 def _is_factory(fn: Any) -> bool:
     return bool(getattr(fn, "is_reward_factory", False))
 
@@ -139,7 +147,7 @@ def check_reward_funcs(
     Accepts one function or a list. Call it before loading a model: every problem it finds would
     otherwise surface only after the model loaded and the first completions were sampled.
     """
-    single = callable(funcs) or isinstance(funcs, (str, bytes))
+    single = callable(funcs) or isinstance(funcs, (str, bytes, os.PathLike))
     if single:
         funcs = [funcs]
     if not isinstance(funcs, Sequence) or len(funcs) == 0:
@@ -147,10 +155,21 @@ def check_reward_funcs(
     checked = []
     for i, fn in enumerate(funcs):
         at = where if single else f"{where}[{i}]"
-        if isinstance(fn, (str, bytes)) or not callable(fn):
+        if isinstance(fn, (str, os.PathLike)) or _is_torch_module(fn):
+            # TRL accepts a reward *model* here; loading one needs torch, which this package never imports.
+            what = (
+                f"the model id or path {str(fn)!r}" if not _is_torch_module(fn) else f"a {type(fn).__name__}"
+            )
+            raise TypeError(
+                f"{at} is {what}: a reward model, which grpo_kit scores (train, evaluate and the TRL path "
+                "accept it; or grpo_kit.reward_models.as_reward_funcs(...) turns it into a reward function). "
+                "rewards.call_reward_funcs calls functions fn(completions, **kwargs) only."
+            )
+        if isinstance(fn, bytes) or not callable(fn):
             raise TypeError(
                 f"{at} is {type(fn).__name__} {fn!r}, not a reward function. Pass callables "
-                "fn(completions, **kwargs) -> list[float | None], e.g. rewards.correctness_reward."
+                "fn(completions, **kwargs) -> list[float | None], e.g. rewards.correctness_reward, or a "
+                "reward model (id, path or AutoModelForSequenceClassification) to a grpo_kit training path."
             )
         name = reward_name(fn)
         if _is_factory(fn):

@@ -5,11 +5,12 @@
     3. per-token objective of the loss type                                         (policy.py)
     4. + β · KL
     5. average with the loss type's normalisation                                   (aggregation.py)
+    6. − c · H, the entropy bonus, when ``entropy_coef`` is given                   (entropy.py)
 
-"Equal" means value *and* gradient with respect to ``per_token_logps``, for one process in training mode
-without vLLM importance sampling, entropy masking or entropy bonus (those belong to the loop);
-``tests/grpo_kit/test_losses.py`` proves it against the installed TRL. TRL also logs ``entropy``, which
-needs the model's whole distribution: the loop computes it (``grpo_kit.logprobs``).
+"Equal" means value *and* gradient with respect to ``per_token_logps`` (and ``entropies``), for one process in
+training mode without vLLM importance sampling; ``tests/grpo_kit/test_losses.py`` proves it against the
+installed TRL, with and without the high-entropy token mask and the entropy bonus. The entropies need the
+model's whole distribution: the loop computes them (``grpo_kit.logprobs``) and passes them in.
 
 TRL behaviours reproduced on purpose (parity first), each documented where it happens:
 
@@ -36,6 +37,7 @@ import torch
 
 from grpo_kit.kl import bias_corrected_kl, k3_kl
 from grpo_kit.losses.aggregation import aggregate_loss
+from grpo_kit.losses.entropy import entropy_bonus
 from grpo_kit.losses.metrics import global_masked_mean
 from grpo_kit.losses.policy import PolicyInputs, PolicySettings, importance_log_weights
 from grpo_kit.losses.registry import LOSS_TYPES
@@ -143,6 +145,9 @@ def compute_loss(
     vespo_lambda_pos: float = 3.0,
     vespo_k_neg: float = 3.0,
     vespo_lambda_neg: float = 2.0,
+    entropies: torch.Tensor | None = None,
+    entropy_mask: torch.Tensor | None = None,
+    entropy_coef: float | None = None,
     settings: LossSettings | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The GRPO loss of one micro-batch and TRL's metrics for it.
@@ -170,12 +175,20 @@ def compute_loss(
         gradient_accumulation_steps: micro-batches per optimiser step; the loss is pre-divided for them.
         steps_per_generation: micro-batches per generation batch; ``None`` means ``gradient_accumulation_steps``.
         sapo_temperature_pos, sapo_temperature_neg, vespo_*: the SAPO / VESPO shape parameters.
+        entropies: ``(B, T)`` per-token entropies of π_θ (nats); logged as ``entropy``, and differentiated
+            through by the bonus (pass them with a graph: ``grpo_kit.logprobs``, ``entropy_requires_grad``).
+        entropy_mask: ``(B, T)`` bool, the high-entropy tokens (``grpo_kit.logprobs.entropy_mask``,
+            ``top_entropy_quantile < 1``): the per-token loss and the bonus act only on them, while the
+            normalisation and the metrics still count every token of ``completion_mask`` (TRL).
+        entropy_coef: ``None`` = no bonus; a number c (0 included: adaptive control while it is gated off)
+            subtracts ``c · H`` (``losses.entropy.entropy_bonus``) and logs ``policy_loss``, the loss before it.
         settings: a :class:`LossSettings`; when given, it supplies every hyper-parameter above.
 
     Returns:
         ``(loss, metrics)``: a 0-dim tensor to call ``.backward()`` on, and floats under TRL's names –
         ``kl`` (when ``beta != 0``), ``clip_ratio/{low_mean,high_mean,region_mean,low_min,high_max}``
-        (grpo, bnpo, dr_grpo, dapo, luspo), ``cispo_clip_ratio``, ``vespo/phi_seq_mean``.
+        (grpo, bnpo, dr_grpo, dapo, luspo), ``cispo_clip_ratio``, ``vespo/phi_seq_mean``, ``entropy`` (when
+        ``entropies`` are given), ``policy_loss`` (when ``entropy_coef`` is).
     """
     if settings is not None:
         return compute_loss(
@@ -186,11 +199,15 @@ def compute_loss(
             ref_per_token_logps=ref_per_token_logps,
             num_items_in_batch=num_items_in_batch,
             steps_per_generation=steps_per_generation,
+            entropies=entropies,
+            entropy_mask=entropy_mask,
+            entropy_coef=entropy_coef,
             **settings.kwargs(),
         )
     _check_tensors(
         per_token_logps, advantages, completion_mask, old_per_token_logps, ref_per_token_logps, beta
     )
+    _check_entropy_inputs(per_token_logps, entropies, entropy_mask, entropy_coef)
     check_loss_options(
         loss_type=loss_type,
         importance_sampling_level=importance_sampling_level,
@@ -247,6 +264,8 @@ def compute_loss(
     inputs = PolicyInputs(per_token_logps, log_ratio, ratio, advantages, mask)
     term = loss_spec.objective(inputs, settings)
     per_token_loss = term.per_token_loss  # (B, T) or (B, 1)
+    if entropy_mask is not None:  # only the high-entropy "forking" tokens carry the policy gradient
+        per_token_loss = per_token_loss * entropy_mask  # (B, T)
 
     # 4. KL penalty
     if beta != 0.0:
@@ -260,18 +279,52 @@ def compute_loss(
                 "num_items_in_batch must be one non-negative number (tokens in the generation batch)."
             )
         num_items_in_batch = num_items_in_batch.reshape(())
+    # TRL's policy_loss is the value before the division by the accumulation steps (except for the
+    # generation-batch normalisation, whose normaliser already includes them): aggregate first, divide after.
+    global_norm = loss_spec.normalization == "global_token_mean"
     loss = aggregate_loss(
         per_token_loss,
         mask,
         loss_spec.normalization,
-        gradient_accumulation_steps=gradient_accumulation_steps,
+        gradient_accumulation_steps=gradient_accumulation_steps if global_norm else 1,
         max_completion_length=max_completion_length,
         num_items_in_batch=num_items_in_batch,
         steps_per_generation=steps_per_generation,
     )
+    policy_loss = loss.detach()
+    if not global_norm:
+        loss = loss / gradient_accumulation_steps
 
+    # 6. entropy bonus: − c · mean per-token entropy over the tokens the policy loss acts on
     metrics: dict[str, float] = {}
+    if entropy_coef is not None:
+        effective_mask = mask if entropy_mask is None else mask * entropy_mask  # (B, T)
+        loss = loss - entropy_coef * entropy_bonus(entropies, effective_mask, gradient_accumulation_steps)
+        metrics["policy_loss"] = policy_loss.item()
+
     if beta != 0.0:
         metrics["kl"] = global_masked_mean(per_token_kl.detach(), mask)
+    if entropies is not None:
+        metrics["entropy"] = global_masked_mean(entropies.detach(), mask)
     metrics.update(term.metrics)
     return loss, metrics
+
+
+def _check_entropy_inputs(
+    per_token_logps: torch.Tensor,
+    entropies: torch.Tensor | None,
+    entropy_mask: torch.Tensor | None,
+    entropy_coef: float | None,
+) -> None:
+    shape = tuple(per_token_logps.shape)
+    for name, tensor in (("entropies", entropies), ("entropy_mask", entropy_mask)):
+        if tensor is not None and (not isinstance(tensor, torch.Tensor) or tuple(tensor.shape) != shape):
+            raise ValueError(
+                f"{name} must have the shape of per_token_logps {shape}; got "
+                f"{tuple(getattr(tensor, 'shape', ()))}. Compute it on the same padded completions."
+            )
+    if entropy_coef is not None and entropies is None:
+        raise ValueError(
+            f"entropy_coef={entropy_coef} adds an entropy bonus; pass the per-token entropies "
+            "(grpo_kit.logprobs.per_token_logps(..., compute_entropy=True, entropy_requires_grad=True))."
+        )

@@ -77,6 +77,33 @@ def test_chunked_equals_whole_and_gradient_flows(model_and_batch):
     model.zero_grad(set_to_none=True)
 
 
+def test_entropies_keep_their_graph_only_for_the_bonus(model_and_batch):
+    """entropy_requires_grad=True: the entropy bonus reaches the weights; the values are the same."""
+    model, input_ids, attention_mask, t = model_and_batch
+    _, plain = per_token_logps(model, input_ids, attention_mask, t, compute_entropy=True)
+    _, ent = per_token_logps(
+        model, input_ids, attention_mask, t, compute_entropy=True, entropy_requires_grad=True
+    )
+    torch.testing.assert_close(ent.detach(), plain)
+    assert ent.requires_grad
+    ent.sum().backward()
+    grad = model.model.embed_tokens.weight.grad
+    assert grad is not None and grad.abs().sum() > 0
+    model.zero_grad(set_to_none=True)
+    prompt_ids, completion_ids = input_ids[:2, :5], input_ids[:2, 5:]
+    _, grouped = per_token_logps_grouped(
+        model,
+        prompt_ids[:1],
+        attention_mask[1:2, :5],
+        completion_ids[:2],
+        attention_mask[:2, 5:],
+        2,
+        compute_entropy=True,
+        entropy_requires_grad=True,
+    )
+    assert grouped.requires_grad
+
+
 def test_matches_trl_fused_lm_head(model_and_batch):
     from trl.trainer.utils import add_fused_lm_head
 

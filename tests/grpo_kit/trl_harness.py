@@ -128,8 +128,16 @@ def configure(
     vespo_lambda_pos: float = 3.0,
     vespo_k_neg: float = 3.0,
     vespo_lambda_neg: float = 2.0,
+    top_entropy_quantile: float = 1.0,
+    entropy_coef: float = 0.0,
+    use_adaptive_entropy: bool = False,
+    entropy_coef_min: float = 0.0,
+    entropy_coef_max: float = 1.0,
+    entropy_coef_delta: float = 0.005,
+    entropy_target: float = 0.2,
 ) -> None:
-    """Put ``trainer`` in the state a GRPOTrainer built with these GRPOConfig fields is in during training."""
+    """Put ``trainer`` in the state a GRPOTrainer built with these GRPOConfig fields is in during training
+    (for the entropy controller: at the start of a run, before its first step)."""
     args = trainer.args
     args.loss_type = loss_type
     args.beta = beta
@@ -150,6 +158,13 @@ def configure(
     args.vespo_lambda_pos = vespo_lambda_pos
     args.vespo_k_neg = vespo_k_neg
     args.vespo_lambda_neg = vespo_lambda_neg
+    args.top_entropy_quantile = top_entropy_quantile
+    args.entropy_coef = entropy_coef
+    args.use_adaptive_entropy = use_adaptive_entropy
+    args.entropy_coef_min = entropy_coef_min
+    args.entropy_coef_max = entropy_coef_max
+    args.entropy_coef_delta = entropy_coef_delta
+    args.entropy_target = entropy_target
     # What GRPOTrainer.__init__ copies from args (trl/trainer/grpo_trainer.py, "Multi-step" and above).
     trainer.loss_type = args.loss_type
     trainer.beta = args.beta
@@ -157,6 +172,12 @@ def configure(
     trainer.max_completion_length = args.max_completion_length
     trainer.epsilon_low = args.epsilon
     trainer.epsilon_high = args.epsilon_high if args.epsilon_high is not None else args.epsilon
+    trainer.top_entropy_quantile = args.top_entropy_quantile
+    trainer.entropy_coef = args.entropy_coef
+    trainer.use_adaptive_entropy = args.use_adaptive_entropy
+    trainer._entropy_bonus_enabled = trainer.entropy_coef != 0.0 or trainer.use_adaptive_entropy
+    trainer._last_world_entropy = float("inf")
+    trainer._entropy_window_stats = None
     # Set by transformers' Trainer for each accumulation window (all windows full here).
     trainer.current_gradient_accumulation_steps = gradient_accumulation_steps
 
@@ -170,9 +191,18 @@ def trl_loss(
     old_per_token_logps: torch.Tensor | None = None,
     ref_per_token_logps: torch.Tensor | None = None,
     num_items_in_batch: int | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
-    """TRL's ``(loss, d loss / d per_token_logps, metrics)`` for these tensors (``configure`` first)."""
+    entropies: torch.Tensor | None = None,
+    last_micro_batch: bool = True,
+):
+    """TRL's ``(loss, d loss / d per_token_logps, metrics)`` for these tensors (``configure`` first).
+
+    With ``entropies`` ``(B, T)`` the model's entropies are those (a leaf too) and the result is
+    ``(loss, d loss / d per_token_logps, d loss / d entropies, metrics)``, ``entropy`` included.
+    ``last_micro_batch=False``: a micro-batch before the end of an accumulation window (accelerate's
+    ``sync_gradients`` is False), where the adaptive entropy controller only accumulates.
+    """
     leaf = per_token_logps.detach().clone().requires_grad_(True)  # (B, T)
+    entropy_leaf = None if entropies is None else entropies.detach().clone().requires_grad_(True)  # (B, T)
     batch_size, length = leaf.shape
     inputs = {
         "prompt_ids": torch.zeros(batch_size, 1, dtype=torch.long),
@@ -191,19 +221,26 @@ def trl_loss(
         inputs["ref_per_token_logps"] = ref_per_token_logps
 
     def given_logps(*args, **kwargs):
-        return leaf, torch.zeros_like(leaf), None  # (log-probs, entropies, MoE aux loss)
+        given_entropies = torch.zeros_like(leaf) if entropy_leaf is None else entropy_leaf
+        return leaf, given_entropies, None  # (log-probs, entropies, MoE aux loss)
 
     _restore_accelerator_state(trainer)
     trainer._metrics["train"].clear()
     trainer._get_per_token_logps_and_entropies = given_logps
+    gradient_state = trainer.accelerator.gradient_state
+    gradient_state._set_sync_gradients(last_micro_batch)
     try:
         loss = trainer._compute_loss(trainer.model, inputs)
     finally:
         del trainer._get_per_token_logps_and_entropies
+        gradient_state._set_sync_gradients(True)
     loss.backward()
     metrics = {name: values[-1] for name, values in trainer._metrics["train"].items()}
-    metrics.pop("entropy")  # TRL logs the entropy of the model's distribution; compute_loss never sees it
-    return loss.detach(), leaf.grad, metrics
+    if entropy_leaf is None:
+        metrics.pop("entropy")  # the entropy of the model's distribution: not given, so not compared
+        return loss.detach(), leaf.grad, metrics
+    grad = torch.zeros_like(entropy_leaf) if entropy_leaf.grad is None else entropy_leaf.grad
+    return loss.detach(), leaf.grad, grad, metrics
 
 
 def trl_advantages(

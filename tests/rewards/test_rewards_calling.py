@@ -26,6 +26,9 @@ def test_function_without_kwargs_is_refused_naming_the_fix():
 
 def test_non_callable_and_empty_list_are_refused():
     with pytest.raises(TypeError, match="not a reward function"):
+        check_reward_funcs([3.0])
+    # A string is what TRL reads as a reward *model* id or path: named as such, with where it is accepted.
+    with pytest.raises(TypeError, match=r"model id or path 'correctness_reward': a reward model.*grpo_kit"):
         check_reward_funcs(["correctness_reward"])
     with pytest.raises(TypeError, match="non-empty list"):
         check_reward_funcs([])

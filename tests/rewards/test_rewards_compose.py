@@ -71,7 +71,7 @@ def test_combine_rejects_bad_arguments():
         rewards.combine()
     with pytest.raises(ValueError, match="one number per function"):
         rewards.combine(rewards.int_reward, weights=[1.0, 2.0])
-    with pytest.raises(TypeError, match="not a reward function"):
+    with pytest.raises(TypeError, match="'int_reward': a reward model"):
         rewards.combine("int_reward")
 
 
