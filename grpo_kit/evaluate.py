@@ -37,20 +37,20 @@ import math
 import os
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 __all__ = [
     "REWARD_INFO",
     "Comparison",
+    "Decoding",
     "EvalReport",
     "GeneratedCompletion",
     "RewardInfo",
     "better_direction",
     "compare",
     "compare_all",
-    "Decoding",
     "evaluate",
     "generate",
     "load_eval_target",
@@ -108,14 +108,7 @@ def better_direction(metric: str) -> bool | None:
 # --------------------------------------------------------------------------- generation
 # Decoding lives in grpo_kit.generation (one decoder for evaluation, pre-flight, samples and tool rollouts);
 # these names stay importable from here.
-from grpo_kit.generation import (  # noqa: E402
-    Decoding,
-    GeneratedCompletion,
-    Sampler,
-    generate,
-    prompt_texts,
-)
-
+from grpo_kit.generation import Decoding, GeneratedCompletion, Sampler, generate
 
 # --------------------------------------------------------------------------- evaluation
 

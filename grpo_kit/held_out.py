@@ -128,13 +128,20 @@ def held_out_rows(recipe: Any, n: int, *, training: Any = None) -> list[dict[str
 
 
 def evaluate_held_out(
-    recipe: Any, model: Any, tokenizer: Any, reward_funcs: list, rows: list[dict], *, k: int = 1
+    recipe: Any,
+    model: Any,
+    tokenizer: Any,
+    reward_funcs: list,
+    rows: list[dict],
+    *,
+    k: int = 1,
+    seed: int = 0,
 ):
     """``grpo_kit.evaluate.evaluate`` on ``rows`` with the recipe's decoding (``Decoding.from_training``:
     completion budget, sampling filters for the ``k`` samples, chat template arguments) and reward
     weights; greedy, so before and after differ only because the weights did. A recipe with ``tools`` is
     evaluated with them: multi-turn rollouts (``tool_rollout.tool_generate``) with the recipe's
-    ``max_tool_calling_iterations``, on the recipe's tool template."""
+    ``max_tool_calling_iterations``, on the recipe's tool template. ``seed``: where the k samples start."""
     from grpo_kit.evaluate import evaluate
     from grpo_kit.generation import Decoding
 
@@ -156,6 +163,6 @@ def evaluate_held_out(
         num_prompts=len(rows),
         k=k,
         reward_weights=recipe.reward_weights,
-        decoding=Decoding.from_training(recipe.training, seed=0),
+        decoding=Decoding.from_training(recipe.training, seed=seed),
         generate_fn=generate_fn,
     )

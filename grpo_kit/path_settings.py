@@ -93,9 +93,9 @@ def refusal(name: str, value: Any, loop: str) -> str | None:
         raise ValueError(f"loop {loop!r}: choose one of {', '.join(PATHS)}.")
     if name == "reward_weights":
         return None  # every path applies the recipe's weights
-    if loop == "standalone" and name not in IMPLEMENTED_BY and name not in loop_fields():
-        if value in LOOP_BEHAVES_AS.get(name, ()):
-            return None  # what the loop does anyway
+    behaves_as = LOOP_BEHAVES_AS.get(name, ())
+    if loop == "standalone" and name not in IMPLEMENTED_BY | loop_fields() and value in behaves_as:
+        return None  # what the loop does anyway
     paths = _paths_with(name)
     if loop in paths:
         return None
@@ -105,7 +105,9 @@ def refusal(name: str, value: Any, loop: str) -> str | None:
             f"{name}={value!r}: the standalone loop always runs as {name}={LOOP_BEHAVES_AS[name][0]!r}; "
             f"use {where} for {name}={value!r}, or drop the setting."
         )
-    return f"{name}={value!r}: the {loop} path does not implement {name}; {where} does. Drop it, or use {where}."
+    return (
+        f"{name}={value!r}: the {loop} path does not implement {name}; {where} does. Drop it, or use {where}."
+    )
 
 
 def check_path_settings(training: Mapping[str, Any], loop: str, *, where: str = "this run") -> None:

@@ -206,8 +206,7 @@ def check(
     group_totals = [[t for t in totals[i : i + G] if not math.isnan(t)] for i in range(0, len(totals), G)]
     zero_std = sum(
         len(g) < 2 or math.isclose(statistics.pstdev(g), 0.0, abs_tol=1e-8) for g in group_totals
-    ) / len(group_totals
-    )
+    ) / len(group_totals)
     clipped = sum(not c.ended for c in flat) / len(flat)
     names = [reward_name(f) for f in funcs]
     means, stds, pass_at = {}, {}, {}

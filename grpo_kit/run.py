@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import shlex
 import time
@@ -190,8 +191,6 @@ def _path_config(recipe: Recipe, loop: str, output_dir: Path, resume: Any):
     """Every check the chosen path makes before a model is loaded. Returns the path's config."""
     from grpo_kit.path_settings import check_path_settings
 
-    # A setting the path would drop is refused here, naming the path that applies it (path_settings).
-    check_path_settings(recipe.training, loop, where=f"recipe {recipe.name!r}")
     if loop == "standalone":
         if recipe.quantization:
             raise ValueError(
@@ -203,6 +202,9 @@ def _path_config(recipe: Recipe, loop: str, output_dir: Path, resume: Any):
                 f"recipe {recipe.name!r} trains with tools ({recipe.tools!r}); the standalone loop has "
                 "no tool loop. Use --loop trl (TRL's GRPOTrainer runs the tools)."
             )
+    # A setting the path would drop is refused here, naming the path that applies it (path_settings).
+    check_path_settings(recipe.training, loop, where=f"recipe {recipe.name!r}")
+    if loop == "standalone":
         with warnings.catch_warnings():
             # what is left of the fields only TRL has is what the loop does anyway (path_settings.LOOP_BEHAVES_AS)
             warnings.simplefilter("ignore", UserWarning)
@@ -645,7 +647,7 @@ def _greedy_answers(report: Any, model: Any, tokenizer: Any, prompts: list, reci
 
 def _reward_or_none(value: float) -> float | None:
     """An evaluation's per-prompt reward as samples.md shows it: NaN (no function scored it) -> None."""
-    return None if value != value else value
+    return None if math.isnan(value) else value
 
 
 def _nothing(_message: str):

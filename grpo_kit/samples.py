@@ -113,7 +113,8 @@ def before_after(
         rb = score_answers(prompts, before, reward_funcs, reward_weights, columns)
         ra = score_answers(prompts, after, reward_funcs, reward_weights, columns)
     return [
-        Sample(p, answer_text(b), answer_text(a), x, y) for p, b, a, x, y in zip(prompts, before, after, rb, ra)
+        Sample(p, answer_text(b), answer_text(a), x, y)
+        for p, b, a, x, y in zip(prompts, before, after, rb, ra)
     ]
 
 

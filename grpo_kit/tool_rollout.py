@@ -110,7 +110,9 @@ def generate_with_tools(
     by_name = {tool.__name__: tool for tool in tools_list}
     decoding = decoding or Decoding(max_new_tokens=48)
     seed = decoding.seed
-    decoding = decoding.replace(chat_template_kwargs={**(decoding.chat_template_kwargs or {}), "tools": tools_list})
+    decoding = decoding.replace(
+        chat_template_kwargs={**(decoding.chat_template_kwargs or {}), "tools": tools_list}
+    )
 
     conversations = [list(p) for p in prompts for _ in range(num_generations)]  # (N * G) rollouts
     turns: list[list[dict[str, Any]]] = [[] for _ in conversations]

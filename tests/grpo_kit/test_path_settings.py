@@ -63,13 +63,18 @@ def test_the_loop_accepts_a_trl_field_only_at_the_value_it_behaves_as():
     message = refusal("optim", "adamw_8bit", "standalone")
     assert "adamw_torch" in message and "--loop trl" in message
     assert refusal("warmup_ratio_unknown_to_the_loop", 1, "standalone") is not None  # no silent default
-    assert refusal("optim", "adamw_8bit", "trl") is None and refusal("learning_rate", 1e-5, "standalone") is None
+    assert (
+        refusal("optim", "adamw_8bit", "trl") is None and refusal("learning_rate", 1e-5, "standalone") is None
+    )
 
 
 def test_entropy_coef_on_the_default_loop_is_refused_naming_trl_through_the_cli(tmp_path, capsys):
     from grpo_kit.cli import main
 
-    assert main(["train", "--set", "model=tiny", "--set", "entropy_coef=0.05", "--output-dir", str(tmp_path)]) == 2
+    assert (
+        main(["train", "--set", "model=tiny", "--set", "entropy_coef=0.05", "--output-dir", str(tmp_path)])
+        == 2
+    )
     out = capsys.readouterr().out.replace("\n", " ")
     if "standalone" in IMPLEMENTED_BY.get("entropy_coef", ("standalone",)):
         pytest.skip("the loop implements entropy_coef")  # the entropy issue landed: it is applied instead
