@@ -6,8 +6,11 @@ Where a recipe's evaluation rows come from (:func:`held_out_source`), in this or
 
 1. ``"test split"`` -- the loader's own held-out split: the calculator tasks' ``test`` questions
    (generated apart from the training ones), and GSM8K's / smoltldr's ``test`` split on the Hub;
-2. ``"generated"`` -- synthetic recipes (``dataset_source="synthetic"``) get rows generated from a seed of
-   their own (:data:`HELD_OUT_SEED`), not the tail of the training stream;
+2. ``"generated"`` -- synthetic recipes (``dataset_source="synthetic"``) get generated rows: synthetic
+   GSM8K from a seed of its own (:data:`HELD_OUT_SEEDS`, lesson 6's held-out seed), synthetic TL;DR posts
+   from the same seeded stream *after* the ``dataset_size`` rows training takes (a longer list starts
+   with the shorter one, so training never generates them; the README's main-job figures were measured
+   on them);
 3. ``"reserved"`` -- anything else (a local file, DeepMath, which has no test split): the last
    :func:`reserved_count` rows of the split are set aside *before* training, and
    :func:`training_dataset` leaves them out.
@@ -29,7 +32,7 @@ import warnings
 from typing import Any
 
 __all__ = [
-    "HELD_OUT_SEED",
+    "HELD_OUT_SEEDS",
     "HELD_OUT_SPLITS",
     "evaluate_held_out",
     "held_out_rows",
@@ -41,8 +44,8 @@ __all__ = [
 
 #: Loaders whose own held-out split is used when the recipe reads the dataset's Hub id (or generates it).
 HELD_OUT_SPLITS: dict[str, str] = {"tool_tasks": "test", "gsm8k": "test", "smoltldr": "test"}
-#: The seed synthetic held-out rows are generated from (training rows use seed 0).
-HELD_OUT_SEED = 1_000_003
+#: Synthetic datasets whose held-out rows are generated from a seed of their own (training rows use seed 0).
+HELD_OUT_SEEDS: dict[str, int] = {"gsm8k": 4321}
 
 
 def prompt_key(prompt: Any) -> str:
@@ -90,7 +93,12 @@ def _candidates(recipe: Any, n: int):
     source = held_out_source(recipe)
     if source == "generated":
         make_rows = getattr(datasets_prep, SYNTHETIC_ROWS[recipe.dataset])
-        raw = make_rows(2 * n + 16, seed=HELD_OUT_SEED)  # room for rows that repeat a training prompt
+        extra = 2 * n + 16  # room for rows that repeat a training prompt
+        if recipe.dataset in HELD_OUT_SEEDS:
+            raw = make_rows(extra, seed=HELD_OUT_SEEDS[recipe.dataset])
+        else:  # the stream after the rows training takes (Recipe.load_dataset: seed 0, dataset_size or 64)
+            size = recipe.dataset_size or 64
+            raw = make_rows(size + extra, seed=0)[size:]
         return recipe.load_dataset(source=raw, size=len(raw))
     if source == "test split":
         from grpo_kit.recipes import DATASET_LOADERS

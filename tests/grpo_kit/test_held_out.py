@@ -9,7 +9,7 @@ import json
 import pytest
 
 from grpo_kit.held_out import (
-    HELD_OUT_SEED,
+    HELD_OUT_SEEDS,
     evaluate_held_out,
     held_out_rows,
     held_out_source,
@@ -52,8 +52,13 @@ def test_synthetic_held_out_rows_come_from_their_own_seed():
 
     recipe = get_recipe("gsm8k-cpu")
     rows = held_out_rows(recipe, 8)
-    own = recipe.load_dataset(source=datasets_prep.synthetic_gsm8k(32, seed=HELD_OUT_SEED), size=32)
+    seed = HELD_OUT_SEEDS["gsm8k"]
+    own = recipe.load_dataset(source=datasets_prep.synthetic_gsm8k(32, seed=seed), size=32)
     assert [r["answer"] for r in rows] == list(own["answer"][: len(rows)])
+    # synthetic posts: the seeded stream after the 64 training rows (where the README's figures come from)
+    tldr = get_recipe("smoltldr-length-small")
+    stream = tldr.load_dataset(size=96)
+    assert [r["prompt"] for r in held_out_rows(tldr, 8)] == list(stream["prompt"][64:72])
 
 
 def test_calculator_held_out_is_its_test_split_not_its_training_tail():
