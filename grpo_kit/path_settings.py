@@ -94,7 +94,7 @@ def refusal(name: str, value: Any, loop: str) -> str | None:
     if name == "reward_weights":
         return None  # every path applies the recipe's weights
     behaves_as = LOOP_BEHAVES_AS.get(name, ())
-    if loop == "standalone" and name not in IMPLEMENTED_BY | loop_fields() and value in behaves_as:
+    if loop == "standalone" and name not in {*IMPLEMENTED_BY, *loop_fields()} and value in behaves_as:
         return None  # what the loop does anyway
     paths = _paths_with(name)
     if loop in paths:
