@@ -7,7 +7,6 @@ import math
 
 import pytest
 
-import rewards
 from grpo_kit.generation import Decoding, GeneratedCompletion, generate
 from grpo_kit.scoring import score_completions, weighted_total
 
