@@ -4,7 +4,8 @@
     python benchmarks/calculator_tool_eval.py after.json RUN_DIR           # a trained run folder
     python benchmarks/calculator_tool_eval.py --compare before.json after.json
 
-Multi-turn tool rollouts (grpo_kit.tool_rollout) scored by grpo_kit.evaluate with the recipe's rewards:
+The library's held-out evaluation (grpo_kit.held_out.evaluate_held_out, what `grpo-kit train` reports):
+multi-turn tool rollouts (grpo_kit.tool_rollout) scored by grpo_kit.evaluate with the recipe's rewards:
 greedy answers plus k samples at T=1.0 per question; ``mean@k`` is then the share of sampled rollouts with a
 well-formed call AND the correct final answer (weights: success 1, call 0, answer 0). ``--compare`` prints
 the paired bootstrap 95% CIs (grpo_kit.evaluate.compare).
@@ -23,35 +24,19 @@ RECIPE = "calculator-tool-cpu"
 def run_eval(out: Path, model_dir: str | None, *, num_prompts: int, k: int, seed: int) -> None:
     import torch
 
-    from grpo_kit.evaluate import evaluate, write_atomic
+    from grpo_kit.evaluate import write_atomic
+    from grpo_kit.held_out import evaluate_held_out, held_out_rows
     from grpo_kit.models import load_model
     from grpo_kit.recipes import get_recipe
-    from grpo_kit.tool_rollout import tool_generate
-    from grpo_kit.tool_sets import prepare_tool_tokenizer, resolve_tools
 
     torch.set_num_threads(1)
     recipe = get_recipe(RECIPE)
     model, tokenizer = load_model(model_dir or recipe.model)
-    prepare_tool_tokenizer(tokenizer, recipe.tool_template)
-    import datasets_prep
-
-    test = datasets_prep.load_tool_task_split("test", **dict(recipe.dataset_kwargs))
+    rows = held_out_rows(recipe, num_prompts)  # the recipe's test split, disjoint from its training questions
     started = time.time()
-    report = evaluate(
-        model,
-        tokenizer,
-        test,
-        recipe.build_reward_funcs(tokenizer),
-        num_prompts=num_prompts,
-        k=k,
-        max_new_tokens=48,
-        temperature=1.0,
-        seed=seed,
-        reward_weights=recipe.reward_weights,
-        generate_fn=tool_generate(
-            resolve_tools(recipe.tools),
-            max_tool_calling_iterations=recipe.training["max_tool_calling_iterations"],
-        ),
+    # the library's evaluation (what `grpo-kit train --recipe calculator-tool-cpu` reports), tools included
+    report = evaluate_held_out(
+        recipe, model, tokenizer, recipe.build_reward_funcs(tokenizer), rows, k=k, seed=seed
     )
     report.settings["wall_s"] = round(time.time() - started, 1)
     report.settings["model"] = model_dir or recipe.model

@@ -481,15 +481,17 @@ def _print_summary(console, output_dir: Path, summary: dict, reports) -> None:
         "reward (first → last step)",
         f"{fmt(summary['reward_first_step'])} → {fmt(summary['reward_last_step'])}",
     )
-    table.add_row(
-        "held-out reward (before → after)",
-        f"{fmt(summary['samples_mean_reward_before'])} → {fmt(summary['samples_mean_reward_after'])}",
-    )
+    # One held-out row: the evaluation (with its CI) when the run had one, else the samples' mean reward.
     evaluation = summary.get("evaluation")
     if evaluation and "headline" in evaluation:
         table.add_row(
             markup_safe(f"held-out {evaluation['metric']} ({evaluation['num_prompts']} prompts)"),
             markup_safe(_headline(evaluation)),
+        )
+    elif summary.get("samples_mean_reward_before") is not None:
+        table.add_row(
+            f"held-out reward, samples.md ({summary.get('samples', '?')} prompts, before → after)",
+            f"{fmt(summary['samples_mean_reward_before'])} → {fmt(summary['samples_mean_reward_after'])}",
         )
     for report in reports:
         table.add_row(report.kind, markup_safe(report.summary()))
@@ -841,9 +843,12 @@ def _generate(args, console) -> int:
     with console.status("loading…"):
         model, tokenizer = _load_adapter(source, adapter_dir, args.base)
     gen = {"max_new_tokens": args.max_new_tokens, "do_sample": args.sample}
+    if recipe is not None:
+        gen["chat_template_kwargs"] = recipe.training.get("chat_template_kwargs")
+    # The one decoder and scorer samples.md uses: the same text gets the same reward (EOS counted alike).
     with model.disable_adapter():
-        before = samples_mod.generate_answers(model, tokenizer, prompts, **gen)
-    after = samples_mod.generate_answers(model, tokenizer, prompts, **gen)
+        before = samples_mod.answer_completions(model, tokenizer, prompts, **gen)
+    after = samples_mod.answer_completions(model, tokenizer, prompts, **gen)
     reward_funcs = recipe.build_reward_funcs(tokenizer) if recipe and not args.prompt else ()
     pairs = samples_mod.before_after(
         prompts,

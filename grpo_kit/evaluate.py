@@ -15,7 +15,8 @@ when it improves).
 
 Per-prompt metrics (greedy answer):
 
-* ``reward`` — the weighted sum of the reward functions (None counts as 0, TRL's nansum);
+* ``reward`` — the weighted sum of the reward functions (``grpo_kit.scoring``: TRL's nansum over the
+  functions that scored the answer; NaN, left out of the mean, when none did);
 * ``reward/<name>`` — each function; ``at_max/<name>`` — 1 when it reaches its known maximum;
 * ``format`` — 1 when every *format* reward is > 0; ``accuracy`` — 1 when every *accuracy* reward
   is at its maximum; ``length_error/<name>`` — ``|length - target|`` for length rewards;
@@ -43,6 +44,7 @@ from typing import Any
 __all__ = [
     "REWARD_INFO",
     "Comparison",
+    "Decoding",
     "EvalReport",
     "GeneratedCompletion",
     "RewardInfo",
@@ -104,106 +106,9 @@ def better_direction(metric: str) -> bool | None:
 
 
 # --------------------------------------------------------------------------- generation
-
-
-@dataclass
-class GeneratedCompletion:
-    """One decoded completion: its text, its length in tokens (EOS included) and whether it ended."""
-
-    text: str
-    num_tokens: int
-    ended: bool  # an EOS came within max_new_tokens (else it was clipped)
-    ids: list[int] = field(default_factory=list)
-    # A multi-turn completion (assistant / tool messages, grpo_kit.tool_rollout): scored as this list,
-    # as TRL's tool loop passes it to reward functions. None: one assistant turn, ``text``.
-    messages: list[dict[str, Any]] | None = None
-
-
-def prompt_texts(tokenizer, prompts: Sequence[Any], chat_template_kwargs: dict | None = None) -> list[str]:
-    """The model input text of each prompt, rendered as the trainers render it (``prompt_to_text``)."""
-    from datasets_prep.chat import prompt_to_text
-
-    return [prompt_to_text(p, tokenizer, **(chat_template_kwargs or {})) for p in prompts]
-
-
-def generate(
-    model,
-    tokenizer,
-    prompts: Sequence[Any],
-    *,
-    num_generations: int = 1,
-    max_new_tokens: int,
-    temperature: float = 1.0,
-    greedy: bool = False,
-    seed: int = 0,
-    batch_size: int = 8,
-    chat_template_kwargs: dict | None = None,
-    top_p: float = 1.0,
-    top_k: int = 0,
-    min_p: float | None = None,
-    repetition_penalty: float = 1.0,
-) -> list[list[GeneratedCompletion]]:
-    """``num_generations`` completions for each prompt (greedy: ``top_k=1``), batched with left padding
-    and a KV cache (:func:`grpo_kit.sampling.sample_completions`). Seeded; the caller's RNG is untouched.
-
-    Returns one list of completions per prompt.
-    """
-    import torch
-
-    from datasets_prep.chat import is_conversational_prompt
-    from grpo_kit.sampling import mask_after_eos, merged_lora, sample_completions, stop_token_ids
-
-    if greedy:
-        top_k, top_p, min_p, temperature = 1, 1.0, None, 1.0  # top-1 sampling picks the argmax
-    texts = prompt_texts(tokenizer, prompts, chat_template_kwargs)
-    eos_ids = stop_token_ids(model, tokenizer)
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    out: list[list[GeneratedCompletion]] = []
-    try:
-        with torch.random.fork_rng(devices=[]), merged_lora(model):
-            torch.manual_seed(seed)
-            for start in range(0, len(texts), batch_size):
-                chunk = texts[start : start + batch_size]
-                conversational = is_conversational_prompt(prompts[start])
-                enc = tokenizer(
-                    chunk,
-                    padding=True,
-                    padding_side="left",
-                    return_tensors="pt",
-                    add_special_tokens=not conversational,
-                )
-                sampled = sample_completions(
-                    model,
-                    enc["input_ids"].to(device),
-                    enc["attention_mask"].to(device),
-                    num_generations=num_generations,
-                    max_new_tokens=max_new_tokens,
-                    eos_token_ids=eos_ids,
-                    pad_token_id=tokenizer.pad_token_id,
-                    temperature=temperature,
-                    top_k=top_k,
-                    top_p=top_p,
-                    min_p=min_p,
-                    repetition_penalty=repetition_penalty,
-                )  # (b * G, T)
-                ids, mask, truncated = mask_after_eos(sampled, eos_ids, tokenizer.pad_token_id)  # (b*G, T)
-                lengths = mask.sum(1)  # (b*G,)
-                id_lists = [row[: int(n)].tolist() for row, n in zip(ids, lengths)]
-                decoded = tokenizer.batch_decode(id_lists, skip_special_tokens=True)
-                flat = [
-                    GeneratedCompletion(t, int(n), not bool(c), i)
-                    for t, n, c, i in zip(decoded, lengths, truncated, id_lists)
-                ]
-                out.extend(flat[j : j + num_generations] for j in range(0, len(flat), num_generations))
-    finally:
-        model.train(was_training)
-    return out
-
-
-Sampler = Callable[[Sequence[Any], int], list[list[GeneratedCompletion]]]
-
+# Decoding lives in grpo_kit.generation (one decoder for evaluation, pre-flight, samples and tool rollouts);
+# these names stay importable from here.
+from grpo_kit.generation import Decoding, GeneratedCompletion, Sampler, generate
 
 # --------------------------------------------------------------------------- evaluation
 
@@ -276,29 +181,6 @@ def _rows(dataset: Any, num_prompts: int) -> list[dict[str, Any]]:
     return rows
 
 
-def _score(
-    funcs, prompts, completions: list[GeneratedCompletion], rows, conversational, log_extra=None
-) -> list[list[float]]:
-    from rewards import call_reward_funcs
-
-    texts = [c.text for c in completions]
-    formatted = [[{"role": "assistant", "content": t}] for t in texts] if conversational else texts
-    formatted = [c.messages if c.messages is not None else f for c, f in zip(completions, formatted)]
-    columns = {k: [r[k] for r in rows] for k in rows[0] if k != "prompt"} if rows else {}
-    return call_reward_funcs(
-        funcs,
-        prompts,
-        formatted,
-        completion_ids=[c.ids for c in completions],
-        log_extra=log_extra or (lambda column, values: None),
-        **columns,
-    )
-
-
-def _weighted_total(row: Sequence[float], weights: Sequence[float]) -> float:
-    return sum(w * v for w, v in zip(weights, row) if not math.isnan(v))
-
-
 def evaluate(
     model,
     tokenizer,
@@ -315,18 +197,23 @@ def evaluate(
     reward_weights: Sequence[float] | None = None,
     sampler: Sampler | None = None,
     generate_fn: Callable[..., list[list[GeneratedCompletion]]] | None = None,
+    decoding: Decoding | None = None,
 ) -> EvalReport:
     """Evaluate the first ``num_prompts`` rows of ``dataset`` (held-out: rows the run never trains on).
 
     Greedy answers always; with ``k > 1`` also ``k`` samples per prompt at ``temperature`` (seeded) for
     ``mean@k`` and ``pass@k/<name>``. ``sampler(prompts, num_generations)`` replaces the model's decoding
     (canned completions in tests; ``model``/``tokenizer`` are then only used by the sampler).
-    ``generate_fn`` replaces :func:`generate` with a function of the same signature, e.g. the multi-turn
-    tool loop ``grpo_kit.tool_rollout.tool_generate(tools)``.
+    ``generate_fn`` replaces :func:`grpo_kit.generation.generate` with a function of the same signature
+    ``(model, tokenizer, prompts, num_generations, decoding)``, e.g. the multi-turn tool loop
+    ``grpo_kit.tool_rollout.tool_generate(tools)``. ``decoding`` (a :class:`~grpo_kit.generation.Decoding`)
+    gives every decoding setting at once; the greedy answers ignore its sampling filters, the k samples use
+    them. Without it: ``max_new_tokens``, ``temperature``, ``seed``, ``batch_size``, ``chat_template_kwargs``.
+    Scores come from :mod:`grpo_kit.scoring` (a completion no function scored is NaN, left out of means).
     Raises ``RewardFunctionError`` naming the function and row if a reward function fails.
     """
-    from datasets_prep.chat import is_conversational_prompt
     from grpo_kit.reward_models import as_reward_funcs
+    from grpo_kit.scoring import score_completions
     from rewards.compose import reward_name
 
     funcs = as_reward_funcs(reward_funcs)  # functions, or reward model ids / paths / models as TRL takes
@@ -341,34 +228,32 @@ def evaluate(
         raise ValueError(f"num_prompts must be >= 1, got {num_prompts}.")
     rows = _rows(dataset, num_prompts)
     prompts = [r["prompt"] for r in rows]
-    conversational = is_conversational_prompt(prompts[0])
+    if decoding is None:
+        decoding = Decoding(
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            seed=seed,
+            batch_size=batch_size,
+            chat_template_kwargs=chat_template_kwargs,
+        )
 
     def sample(num_generations: int, greedy: bool) -> list[list[GeneratedCompletion]]:
         if sampler is not None:
             return sampler(prompts, num_generations)
         return (generate_fn or generate)(
-            model,
-            tokenizer,
-            prompts,
-            num_generations=num_generations,
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            greedy=greedy,
-            seed=seed,
-            batch_size=batch_size,
-            chat_template_kwargs=chat_template_kwargs,
+            model, tokenizer, prompts, num_generations, decoding.replace(greedy=greedy)
         )
 
     names = [reward_name(f) for f in funcs]
     infos = [reward_info(f) for f in funcs]
     greedy = [group[0] for group in sample(1, greedy=True)]
     extra: dict[str, list[Any]] = {}
-    scores = _score(
-        funcs, prompts, greedy, rows, conversational, log_extra=lambda k, v: extra.setdefault(k, []).extend(v)
-    )  # (N, F)
+    scores, totals = score_completions(
+        funcs, rows, greedy, weights, log_extra=lambda k, v: extra.setdefault(k, []).extend(v)
+    )  # (N, F), (N,)
     extra = {k: [_jsonable(x) for x in v] for k, v in extra.items() if len(v) == len(rows)}
 
-    per_prompt: dict[str, list[float]] = {"reward": [_weighted_total(s, weights) for s in scores]}
+    per_prompt: dict[str, list[float]] = {"reward": totals}
     for j, (name, info) in enumerate(zip(names, infos)):
         per_prompt[f"reward/{name}"] = [s[j] for s in scores]
         if info.max_reward is not None:
@@ -387,13 +272,8 @@ def evaluate(
         groups = sample(k, greedy=False)
         flat = [c for g in groups for c in g]
         flat_rows = [r for r in rows for _ in range(k)]
-        flat_scores = _score(
-            funcs, [r["prompt"] for r in flat_rows], flat, flat_rows, conversational
-        )  # (N*k, F)
-        per_prompt[f"mean@{k}"] = [
-            sum(_weighted_total(s, weights) for s in flat_scores[i * k : (i + 1) * k]) / k
-            for i in range(len(rows))
-        ]
+        flat_scores, flat_totals = score_completions(funcs, flat_rows, flat, weights)  # (N*k, F), (N*k,)
+        per_prompt[f"mean@{k}"] = [_nanmean(flat_totals[i * k : (i + 1) * k]) for i in range(len(rows))]
         for j, (name, info) in enumerate(zip(names, infos)):
             if info.max_reward is not None:
                 per_prompt[f"pass@{k}/{name}"] = [
@@ -403,12 +283,12 @@ def evaluate(
     settings = {
         "num_prompts": len(rows),
         "k": k,
-        "max_new_tokens": max_new_tokens,
-        "temperature": temperature,
-        "seed": seed,
-        "chat_template_kwargs": chat_template_kwargs,
+        "max_new_tokens": decoding.max_new_tokens,
+        "temperature": decoding.temperature,
+        "seed": decoding.seed,
+        "chat_template_kwargs": decoding.chat_template_kwargs,
         "reward_weights": weights,
-        "decoding": "greedy" + (f" + {k} samples at T={temperature}" if k > 1 else ""),
+        "decoding": "greedy" + (f" + {k} samples at T={decoding.temperature}" if k > 1 else ""),
     }
     return EvalReport(
         per_prompt=per_prompt,

@@ -582,8 +582,8 @@ def _sample(model, tokenizer, unique_rows, config: GRPOLoopConfig, eos_token_ids
 
 
 def _score(reward_funcs, samples: Samples, run: RunContext, log_extra: Callable) -> torch.Tensor:
-    """Step 3: every reward function TRL's way (``rewards.call_reward_funcs``) -> ``(N, F)`` float32."""
-    from rewards import call_reward_funcs
+    """Step 3: every reward function TRL's way (``grpo_kit.scoring.reward_table``) -> ``(N, F)`` float32."""
+    from grpo_kit.scoring import reward_table
 
     # Dataset columns other than the prompt reach the reward functions as keyword arguments (one per completion).
     rows = samples.rows
@@ -591,7 +591,7 @@ def _score(reward_funcs, samples: Samples, run: RunContext, log_extra: Callable)
         k: [row[k] for row in rows] for k in rows[0] if k not in ("prompt", "completion", "completion_ids")
     }
     completion_ids = [ids[: int(n)].tolist() for ids, n in zip(samples.completion_ids, samples.lengths)]
-    table = call_reward_funcs(
+    table = reward_table(
         reward_funcs,
         samples.prompts,
         samples.completions,

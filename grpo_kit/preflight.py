@@ -25,7 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from grpo_kit.evaluate import GeneratedCompletion, Sampler, generate, prompt_texts, reward_info
+from grpo_kit.evaluate import reward_info
+from grpo_kit.generation import Decoding, GeneratedCompletion, Sampler, generate, prompt_texts
 
 __all__ = ["Finding", "PreflightReport", "check", "validate_inputs"]
 
@@ -120,7 +121,8 @@ def validate_inputs(
     dataset without a ``prompt`` column and ``RewardFunctionError`` (function + row) when a reward
     function raises on one of the first ``num_prompts`` rows with a probe completion."""
     from datasets_prep.chat import is_conversational_prompt
-    from rewards import call_reward_funcs, check_reward_funcs
+    from grpo_kit.scoring import reward_table
+    from rewards import check_reward_funcs
 
     funcs = check_reward_funcs(reward_funcs)
     columns = list(getattr(dataset, "column_names", None) or (dataset[0].keys() if len(dataset) else []))
@@ -140,9 +142,7 @@ def validate_inputs(
     other = {k: [r[k] for r in probe_rows] for k in rows[0] if k != "prompt"}
     # Trainers always pass completion_ids; token-counting rewards need them (bytes stand in for tokens).
     probe_ids = [list(t.encode()) for t in texts]
-    call_reward_funcs(
-        funcs, [r["prompt"] for r in probe_rows], completions, completion_ids=probe_ids, **other
-    )
+    reward_table(funcs, [r["prompt"] for r in probe_rows], completions, completion_ids=probe_ids, **other)
     return funcs
 
 
@@ -172,8 +172,7 @@ def check(
     so what pre-flight sees is what the first training step will see. ``sampler(prompts, G)`` replaces
     the model's decoding (canned completions in tests).
     """
-    from datasets_prep.chat import is_conversational_prompt
-    from rewards import call_reward_funcs
+    from grpo_kit.scoring import score_completions
     from rewards.compose import reward_name
 
     if num_generations < 2:
@@ -192,11 +191,7 @@ def check(
     if sampler is not None:
         groups = sampler(prompts, num_generations)
     else:
-        groups = generate(
-            model,
-            tokenizer,
-            prompts,
-            num_generations=num_generations,
+        decoding = Decoding(
             max_new_tokens=max_completion_length,
             temperature=temperature,
             top_p=top_p,
@@ -207,24 +202,18 @@ def check(
             batch_size=batch_size,
             chat_template_kwargs=chat_template_kwargs,
         )
+        groups = generate(model, tokenizer, prompts, num_generations, decoding)
     flat: list[GeneratedCompletion] = [c for g in groups for c in g]
     flat_rows = [r for r in rows for _ in range(num_generations)]
-    conversational = is_conversational_prompt(prompts[0])
-    texts = [c.text for c in flat]
-    completions = [[{"role": "assistant", "content": t}] for t in texts] if conversational else texts
     # Multi-turn tool rollouts (grpo_kit.tool_rollout) are scored as their message lists, as TRL does.
-    completions = [c.messages if c.messages is not None else done for c, done in zip(flat, completions)]
-    other = {k: [r[k] for r in flat_rows] for k in rows[0] if k != "prompt"}
-    scores = call_reward_funcs(
-        funcs, [r["prompt"] for r in flat_rows], completions, completion_ids=[c.ids for c in flat], **other
-    )  # (N*G, F)
+    scores, totals = score_completions(funcs, flat_rows, flat, weights)  # (N*G, F), (N*G,)
 
     G = num_generations
-    totals = [sum(w * v for w, v in zip(weights, s) if not math.isnan(v)) for s in scores]  # TRL's nansum
-    group_totals = [totals[i : i + G] for i in range(0, len(totals), G)]
-    zero_std = sum(math.isclose(statistics.pstdev(g), 0.0, abs_tol=1e-8) for g in group_totals) / len(
-        group_totals
-    )
+    # TRL leaves unscorable completions (NaN) out of the group baseline; fewer than 2 scored: no signal.
+    group_totals = [[t for t in totals[i : i + G] if not math.isnan(t)] for i in range(0, len(totals), G)]
+    zero_std = sum(
+        len(g) < 2 or math.isclose(statistics.pstdev(g), 0.0, abs_tol=1e-8) for g in group_totals
+    ) / len(group_totals)
     clipped = sum(not c.ended for c in flat) / len(flat)
     names = [reward_name(f) for f in funcs]
     means, stds, pass_at = {}, {}, {}
@@ -251,7 +240,7 @@ def check(
         pass_at_g=pass_at,
         prompt_ending=rendered[-40:],
         opens_think=rendered.rstrip().endswith("<think>"),
-        examples=texts[:: max(1, G)][:4],
+        examples=[c.text for c in flat][:: max(1, G)][:4],
     )
     report.findings = _findings(report, funcs, names, max_completion_length)
     return report

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import shlex
 import time
@@ -30,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grpo_kit.held_out import evaluate_held_out, held_out_rows, training_dataset
+from grpo_kit.path_settings import applied_settings
 from grpo_kit.paths import check_output_dir
 from grpo_kit.recipes import Recipe, get_recipe
 from grpo_kit.result import RunResult
@@ -194,6 +197,8 @@ def resolve_run_dir(recipe_name: str, output_dir: str | Path | None, resume: Any
 
 def _path_config(recipe: Recipe, loop: str, output_dir: Path, resume: Any):
     """Every check the chosen path makes before a model is loaded. Returns the path's config."""
+    from grpo_kit.path_settings import check_path_settings
+
     if loop == "standalone":
         if recipe.quantization:
             raise ValueError(
@@ -205,10 +210,12 @@ def _path_config(recipe: Recipe, loop: str, output_dir: Path, resume: Any):
                 f"recipe {recipe.name!r} trains with tools ({recipe.tools!r}); the standalone loop has "
                 "no tool loop. Use --loop trl (TRL's GRPOTrainer runs the tools)."
             )
+    # A setting the path would drop is refused here, naming the path that applies it (path_settings).
+    check_path_settings(recipe.training, loop, where=f"recipe {recipe.name!r}")
+    if loop == "standalone":
         with warnings.catch_warnings():
-            warnings.simplefilter(
-                "ignore", UserWarning
-            )  # fields only TRL has (optim, ...) are listed in run.json
+            # what is left of the fields only TRL has is what the loop does anyway (path_settings.LOOP_BEHAVES_AS)
+            warnings.simplefilter("ignore", UserWarning)
             return to_loop_config(recipe, output_dir=str(output_dir), resume_from_checkpoint=resume)
     if loop == "trl":
         from grpo_kit import trl_path
@@ -261,7 +268,9 @@ def plan_run(
     if resume is not None and recipe is None and not (small or overrides or loop or max_steps):
         given = _stored_invocation(output_dir, resume) or given  # --resume alone: the run as it was started
     invocation = _resolve_invocation(**given)
-    overrides = {**invocation["overrides"], "max_steps": invocation["max_steps"]}
+    overrides = dict(invocation["overrides"])
+    if invocation["max_steps"] is not None:  # None: the recipe's own length (or its epochs), never None
+        overrides["max_steps"] = invocation["max_steps"]
     recipe = get_recipe(invocation["recipe"], small=invocation["small"], **overrides).validate()
     loop = invocation["loop"]
     run_dir, resume = resolve_run_dir(recipe.name, output_dir, resume)
@@ -500,16 +509,10 @@ def load_model(recipe: Recipe) -> tuple[Any, Any]:
 
 
 def held_out(recipe: Recipe, n: int) -> tuple[list[Any], dict[str, list]]:
-    """n prompts the run does not train on: rows after the training rows (or the last rows when the
-    dataset has no more). Returns (prompts, other columns for the reward functions)."""
-    if n <= 0:
-        return [], {}
-    size = recipe.dataset_size
-    dataset = recipe.load_dataset(size=(size + n) if size else None)
-    start = size if size and len(dataset) >= size + n else max(0, len(dataset) - n)
-    rows = dataset.select(range(start, min(len(dataset), start + n)))
-    columns = {c: list(rows[c]) for c in rows.column_names if c != "prompt"}
-    return list(rows["prompt"]), columns
+    """:func:`grpo_kit.held_out.held_out_rows` as (prompts, other columns for the reward functions)."""
+    rows = held_out_rows(recipe, n)
+    columns = {k: [r[k] for r in rows] for k in (rows[0] if rows else {}) if k != "prompt"}
+    return [r["prompt"] for r in rows], columns
 
 
 def run_paths(source: Path) -> tuple[Path | None, Path | None]:
@@ -577,35 +580,6 @@ def load_adapter(adapter_dir: Path, base_name: str) -> tuple[Any, Any]:
 
 
 # --- held-out evaluation and pre-flight (issue 10) ------------------------------------------------------
-
-
-def held_out_rows(recipe: Recipe, n: int) -> list[dict[str, Any]]:
-    """:func:`held_out` as dataset rows (``{"prompt": ..., <columns>...}``), what ``evaluate`` reads."""
-    prompts, columns = held_out(recipe, n)
-    return [{"prompt": p, **{k: v[i] for k, v in columns.items()}} for i, p in enumerate(prompts)]
-
-
-def evaluate_held_out(
-    recipe: Recipe, model: Any, tokenizer: Any, reward_funcs: list, rows: list[dict], *, k: int = 1
-):
-    """``grpo_kit.evaluate.evaluate`` on ``rows`` with the recipe's completion budget, chat template kwargs
-    and reward weights; greedy (plus ``k`` seeded samples when k > 1), so before and after differ only
-    because the weights did."""
-    from grpo_kit.evaluate import evaluate
-
-    training = recipe.training
-    return evaluate(
-        model,
-        tokenizer,
-        rows,
-        reward_funcs,
-        num_prompts=len(rows),
-        k=k,
-        max_new_tokens=int(training.get("max_completion_length", 64)),
-        temperature=float(training.get("temperature", 1.0)),
-        chat_template_kwargs=training.get("chat_template_kwargs"),
-        reward_weights=recipe.reward_weights,
-    )
 
 
 def evaluation_summary(before: Any, after: Any, files: Mapping[str, Path] | None = None) -> dict[str, Any]:
@@ -720,13 +694,26 @@ def train_on_path(plan: RunPlan, model: Any, tokenizer: Any, dataset: Any, rewar
     )
 
 
-def _greedy_answers(report: Any, model: Any, tokenizer: Any, prompts: list, max_tokens: int) -> list[str]:
-    """The greedy answers to ``prompts``: taken from the evaluation when there is one (generate once)."""
+def _greedy_answers(report: Any, model: Any, tokenizer: Any, prompts: list, recipe: Recipe) -> list[Any]:
+    """The greedy answers to ``prompts``: the evaluation's when there is one (generate once), else the one
+    decoder's (``samples.answer_completions``, the recipe's budget and chat template arguments)."""
     from grpo_kit import samples as samples_mod
 
     if report is not None:
         return [text.strip() for text in report.completions[: len(prompts)]]
-    return samples_mod.generate_answers(model, tokenizer, prompts, max_new_tokens=max_tokens)
+    t = recipe.training
+    return samples_mod.answer_completions(
+        model,
+        tokenizer,
+        prompts,
+        max_new_tokens=int(t.get("max_completion_length", 64)),
+        chat_template_kwargs=t.get("chat_template_kwargs"),
+    )
+
+
+def _reward_or_none(value: float) -> float | None:
+    """An evaluation's per-prompt reward as samples.md shows it: NaN (no function scored it) -> None."""
+    return None if math.isnan(value) else value
 
 
 def _nothing(_message: str):
@@ -797,13 +784,14 @@ def _execute(
     if n_eval < 0:
         raise ValueError(f"eval_prompts must be >= 0 (0 turns evaluation off), got {n_eval}.")
     started = time.perf_counter()
-    max_tokens = int(recipe.training.get("max_completion_length", 64))
     plan.phase = "loading"
     with status("loading model and data…"):
         model, tokenizer = load_model(recipe)
-        dataset = recipe.load_dataset()
+        dataset = training_dataset(recipe)  # less the rows reserved for evaluation, if any
         reward_funcs = recipe.build_reward_funcs(tokenizer)
-        rows = held_out_rows(recipe, max(n_eval, samples))  # samples are the first rows of the evaluation
+        # samples are the first rows of the evaluation; none of them is a training prompt
+        rows = held_out_rows(recipe, max(n_eval, samples), training=dataset)
+        n_eval = min(n_eval, len(rows))
         prompts = [r["prompt"] for r in rows[:samples]]
         columns = {k: [r[k] for r in rows[:samples]] for k in (rows[0] if rows else {}) if k != "prompt"}
     plan.phase = "pre-flight"
@@ -817,7 +805,7 @@ def _execute(
         eval_before = (
             evaluate_held_out(recipe, model, tokenizer, reward_funcs, rows[:n_eval]) if n_eval else None
         )
-        before = _greedy_answers(eval_before, model, tokenizer, prompts, max_tokens)
+        before = _greedy_answers(eval_before, model, tokenizer, prompts, recipe)
     eval_seconds = time.perf_counter() - eval_started
 
     plan.phase = "training"
@@ -838,7 +826,7 @@ def _execute(
         eval_after = (
             evaluate_held_out(recipe, model, tokenizer, reward_funcs, rows[:n_eval]) if n_eval else None
         )
-        after = _greedy_answers(eval_after, model, tokenizer, prompts, max_tokens)
+        after = _greedy_answers(eval_after, model, tokenizer, prompts, recipe)
     built_in_evaluation = None
     if eval_after is not None:
         from grpo_kit.report_card import write_report_card
@@ -857,7 +845,7 @@ def _execute(
     with status("exports…"):
         if eval_after is not None:  # the evaluation already scored these answers (with their token ids)
             pairs = [
-                samples_mod.Sample(p, b, a, rb, ra)
+                samples_mod.Sample(p, b, a, _reward_or_none(rb), _reward_or_none(ra))
                 for p, b, a, rb, ra in zip(
                     prompts, before, after, eval_before.per_prompt["reward"], eval_after.per_prompt["reward"]
                 )
@@ -904,13 +892,15 @@ def _execute(
         "eval_seconds": round(eval_seconds, 1),
         "reward_first_step": rewards[0] if rewards else None,
         "reward_last_step": rewards[-1] if rewards else None,
+        "samples": len(pairs),
         "samples_mean_reward_before": samples_mod.mean_reward(pairs, "before"),
         "samples_mean_reward_after": samples_mod.mean_reward(pairs, "after"),
         "exports": [
             {"kind": r.kind, "path": str(r.path), "size_bytes": r.size_bytes, "verified": r.verified}
             for r in reports
         ],
-        "training": jsonable_config(dict(recipe.training)),  # credentials (hub_token) redacted
+        # what the path applied (read back from its resolved config), not what was asked; credentials redacted
+        "training": jsonable_config(applied_settings(recipe.training, plan.path_config)),
     }
     if checks is not None:
         summary["preflight"] = checks

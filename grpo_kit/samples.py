@@ -4,11 +4,11 @@ A reward curve says the number went up; samples show what changed in the text. U
 ``grpo-kit train`` (it writes ``samples.md`` and ``samples.json`` into the run folder), ``grpo-kit
 generate`` and the notebooks.
 
-Prompts are formatted the way the trainers format them: a conversational prompt (a list of
-``{"role", "content"}`` messages) goes through the tokenizer's chat template with the generation
-prompt appended; a plain-text prompt is used as it is (TRL does the same). Answers are greedy by
-default, so "before" and "after" differ only because the weights did; ``do_sample=True`` draws one
-seeded sample per prompt instead.
+Answers come from the one decoder (``grpo_kit.generation``: prompts rendered as the trainers render
+them, ``chat_template_kwargs`` included) and are scored by ``grpo_kit.scoring`` with their token ids,
+so a text gets the same reward here, in the evaluation and in training. Answers are greedy by default,
+so "before" and "after" differ only because the weights did; ``do_sample=True`` draws one seeded
+sample per prompt instead. This module has no decoder and no scorer of its own.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from grpo_kit.generation import GeneratedCompletion
 
 
 @dataclass
@@ -32,19 +34,7 @@ class Sample:
     reward_after: float | None = None
 
 
-def _prompt_text(tokenizer, prompt: Any, chat_template_kwargs: dict | None = None) -> str:
-    if isinstance(prompt, str):
-        return prompt
-    if isinstance(prompt, list) and all(isinstance(m, dict) and "role" in m for m in prompt):
-        return tokenizer.apply_chat_template(
-            prompt, tokenize=False, add_generation_prompt=True, **(chat_template_kwargs or {})
-        )
-    raise TypeError(
-        f"a prompt is a string or a list of chat messages ({{'role', 'content'}}), got {type(prompt).__name__}."
-    )
-
-
-def generate_answers(
+def answer_completions(
     model,
     tokenizer,
     prompts: Sequence[Any],
@@ -54,74 +44,50 @@ def generate_answers(
     temperature: float = 1.0,
     seed: int = 0,
     batch_size: int = 8,
-) -> list[str]:
-    """One answer per prompt (greedy unless ``do_sample``), decoded without special tokens."""
-    import torch
+    chat_template_kwargs: dict | None = None,
+) -> list[GeneratedCompletion]:
+    """One answer per prompt (greedy unless ``do_sample``) from the one decoder
+    (:func:`grpo_kit.generation.generate`): text without special tokens, with the token ids it came from
+    (EOS included), so :func:`score_answers` scores it as evaluation and training do."""
+    from grpo_kit.generation import Decoding, generate
 
-    from grpo_kit.sampling import check_fits_context
+    decoding = Decoding(
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        greedy=not do_sample,
+        seed=seed,
+        batch_size=batch_size,
+        chat_template_kwargs=chat_template_kwargs,
+    )
+    return [group[0] for group in generate(model, tokenizer, list(prompts), 1, decoding)]
 
-    if not prompts:
-        return []
-    texts = [_prompt_text(tokenizer, p) for p in prompts]
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    answers: list[str] = []
-    old_side = tokenizer.padding_side
-    tokenizer.padding_side = "left"  # all answers start at the same column
-    try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            for start in range(0, len(texts), batch_size):
-                chunk = texts[start : start + batch_size]
-                enc = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
-                check_fits_context(model, enc["input_ids"].shape[1], max_new_tokens, setting="max_new_tokens")
-                kwargs: dict[str, Any] = {
-                    "do_sample": do_sample,
-                    "max_new_tokens": max_new_tokens,
-                    "pad_token_id": tokenizer.pad_token_id,
-                }
-                if do_sample:
-                    kwargs.update(temperature=temperature, top_p=1.0, top_k=0)
-                else:
-                    kwargs.update(temperature=None, top_p=None, top_k=None)
-                with torch.no_grad():
-                    out = model.generate(**enc, **kwargs)  # (B, T + new)
-                new = out[:, enc["input_ids"].shape[1] :]  # (B, new)
-                answers.extend(tokenizer.batch_decode(new, skip_special_tokens=True))
-    finally:
-        tokenizer.padding_side = old_side
-        model.train(was_training)
-    return [a.strip() for a in answers]
+
+def generate_answers(model, tokenizer, prompts: Sequence[Any], **decoding: Any) -> list[str]:
+    """The texts of :func:`answer_completions` (same arguments), stripped: for showing, not for scoring."""
+    return [answer_text(c) for c in answer_completions(model, tokenizer, prompts, **decoding)]
+
+
+def answer_text(answer: Any) -> str:
+    """The text shown for an answer (a ``GeneratedCompletion`` or a string), stripped."""
+    return str(getattr(answer, "text", answer)).strip()
 
 
 def score_answers(
     prompts: Sequence[Any],
-    answers: Sequence[str],
+    answers: Sequence[Any],
     reward_funcs: Sequence[Callable],
     reward_weights: Sequence[float] | None = None,
     columns: dict[str, list] | None = None,
 ) -> list[float | None]:
-    """Weighted reward of each answer, called the one way (``rewards.call_reward_funcs``, async included).
-
-    As TRL sums them: Σ_f w_f · r_f over the functions that scored the answer (``None`` is skipped, not
-    counted as 0); ``None`` when no function scored it, so ``mean_reward`` averages only scored answers.
-    """
+    """Weighted reward of each answer (``GeneratedCompletion`` or text) by :mod:`grpo_kit.scoring` (TRL's
+    nansum; ``None`` when no function scored it, so ``mean_reward`` averages only scored answers)."""
     import math
 
-    from rewards import call_reward_funcs
+    from grpo_kit.scoring import score_completions
 
-    conversational = bool(prompts) and not isinstance(prompts[0], str)
-    completions = (
-        [[{"role": "assistant", "content": a}] for a in answers] if conversational else list(answers)
-    )
-    weights = list(reward_weights) if reward_weights is not None else [1.0] * len(reward_funcs)
-    table = call_reward_funcs(list(reward_funcs), list(prompts), completions, **(columns or {}))  # (N, F)
-    totals: list[float | None] = []
-    for row in table:
-        present = [w * r for w, r in zip(weights, row) if not math.isnan(r)]
-        totals.append(sum(present) if present else None)
-    return totals
+    rows = [{"prompt": p, **{k: v[i] for k, v in (columns or {}).items()}} for i, p in enumerate(prompts)]
+    _, totals = score_completions(list(reward_funcs), rows, list(answers), reward_weights)
+    return [None if math.isnan(t) else t for t in totals]
 
 
 def before_after(
@@ -133,7 +99,8 @@ def before_after(
     reward_weights: Sequence[float] | None = None,
     columns: dict[str, list] | None = None,
 ) -> list[Sample]:
-    """Pair the answers up and, with ``reward_funcs``, score both sides."""
+    """Pair the answers up (``GeneratedCompletion`` from :func:`generate_answers`, or text) and, with
+    ``reward_funcs``, score both sides."""
     if not (len(prompts) == len(before) == len(after)):
         raise ValueError(
             f"need one before and one after answer per prompt; got {len(prompts)} prompts, "
@@ -145,7 +112,10 @@ def before_after(
     ):  # no prompts (--samples 0): nothing to score; a column-reading reward would raise
         rb = score_answers(prompts, before, reward_funcs, reward_weights, columns)
         ra = score_answers(prompts, after, reward_funcs, reward_weights, columns)
-    return [Sample(p, b, a, x, y) for p, b, a, x, y in zip(prompts, before, after, rb, ra)]
+    return [
+        Sample(p, answer_text(b), answer_text(a), x, y)
+        for p, b, a, x, y in zip(prompts, before, after, rb, ra)
+    ]
 
 
 def mean_reward(samples: Sequence[Sample], side: str) -> float | None:

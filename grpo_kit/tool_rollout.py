@@ -24,7 +24,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from grpo_kit.evaluate import GeneratedCompletion, generate
+from grpo_kit.generation import Decoding, GeneratedCompletion, generate
 
 __all__ = ["completion_text", "generate_with_tools", "run_tool_calls", "tool_generate"]
 
@@ -102,23 +102,18 @@ def generate_with_tools(
     model,
     tokenizer,
     prompts: Sequence[list[dict[str, Any]]],
+    num_generations: int = 1,
+    decoding: Decoding | None = None,
     *,
     tools: Sequence[Callable],
     max_tool_calling_iterations: int | None = 1,
-    num_generations: int = 1,
-    max_new_tokens: int = 48,
-    temperature: float = 1.0,
-    greedy: bool = False,
-    seed: int = 0,
-    batch_size: int = 8,
-    chat_template_kwargs: dict | None = None,
-    **generate_kwargs: Any,
 ) -> list[list[GeneratedCompletion]]:
-    """``num_generations`` multi-turn completions per conversational prompt (same signature and return shape
-    as :func:`grpo_kit.evaluate.generate`; each completion carries its ``messages``).
+    """``num_generations`` multi-turn completions per conversational prompt (the signature and return shape
+    of :func:`grpo_kit.generation.generate`; each completion carries its ``messages``). ``decoding`` (default
+    ``Decoding(max_new_tokens=48)``) decodes every turn; its ``max_new_tokens`` is a budget per turn.
 
     ``max_tool_calling_iterations``: tool turns per rollout (None: until a turn has no call, capped at 8).
-    Turn ``t`` decodes with seed ``seed + t``, so the same arguments give the same rollouts.
+    Turn ``t`` decodes with seed ``decoding.seed + t``, so the same arguments give the same rollouts.
     """
     from grpo_kit.tool_template import check_max_tool_calling_iterations
 
@@ -126,21 +121,17 @@ def generate_with_tools(
     iterations = 8 if max_tool_calling_iterations is None else max_tool_calling_iterations
     tools_list = list(tools)
     by_name = {tool.__name__: tool for tool in tools_list}
-    template_kwargs = {**(chat_template_kwargs or {}), "tools": tools_list}
-    decode = dict(
-        max_new_tokens=max_new_tokens,
-        temperature=temperature,
-        greedy=greedy,
-        batch_size=batch_size,
-        chat_template_kwargs=template_kwargs,
-        **generate_kwargs,
+    decoding = decoding or Decoding(max_new_tokens=48)
+    seed = decoding.seed
+    decoding = decoding.replace(
+        chat_template_kwargs={**(decoding.chat_template_kwargs or {}), "tools": tools_list}
     )
 
     conversations = [list(p) for p in prompts for _ in range(num_generations)]  # (N * G) rollouts
     turns: list[list[dict[str, Any]]] = [[] for _ in conversations]
     token_counts = [0] * len(conversations)
     ended = [True] * len(conversations)
-    first = generate(model, tokenizer, list(prompts), num_generations=num_generations, seed=seed, **decode)
+    first = generate(model, tokenizer, list(prompts), num_generations, decoding)
     pending = [(i, c) for i, c in enumerate(c for group in first for c in group)]
     for turn in range(iterations + 1):
         waiting = []
@@ -157,12 +148,7 @@ def generate_with_tools(
         if not waiting:
             break
         answers = generate(
-            model,
-            tokenizer,
-            [conversations[i] for i in waiting],
-            num_generations=1,
-            seed=seed + turn + 1,
-            **decode,
+            model, tokenizer, [conversations[i] for i in waiting], 1, decoding.replace(seed=seed + turn + 1)
         )
         pending = [(i, group[0]) for i, group in zip(waiting, answers)]
     flat = [

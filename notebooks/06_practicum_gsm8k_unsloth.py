@@ -128,15 +128,14 @@ def _(mo, recipe):
 
 
 @app.cell
-def _(eval_size, recipe, train_dataset, use_unsloth):
-    from datasets_prep import load_gsm8k, synthetic_gsm8k
+def _(eval_size, recipe, train_dataset):
+    from datasets import Dataset
 
-    # Held-out problems: GSM8K's test split on a GPU (Hub), other synthetic problems (another seed) on CPU.
-    held_out = (
-        load_gsm8k("test").select(range(eval_size))
-        if use_unsloth
-        else load_gsm8k("test", source=synthetic_gsm8k(eval_size, seed=4321), **recipe.dataset_kwargs)
-    )
+    from grpo_kit.held_out import held_out_rows
+
+    # Held-out problems, owned by the recipe (what `grpo-kit train` evaluates on): GSM8K's test split on a GPU
+    # (Hub), synthetic problems from a seed of their own on CPU; never a problem the run trains on.
+    held_out = Dataset.from_list(held_out_rows(recipe, eval_size, training=train_dataset))
     _train_questions = {row["prompt"][-1]["content"] for row in train_dataset}
     leaked = [
         row["prompt"][-1]["content"] for row in held_out if row["prompt"][-1]["content"] in _train_questions
@@ -174,13 +173,12 @@ def _(held_out, recipe):
         """Per reward function: the mean over the held-out problems; plus accuracy (correctness > 0)."""
         import math
 
-        from rewards import call_reward_funcs
+        from grpo_kit.scoring import score_completions
 
         _funcs = recipe.build_reward_funcs(tokenizer)
-        _completions = [[{"role": "assistant", "content": a}] for a in answers]
-        _table = call_reward_funcs(
-            _funcs, list(held_out["prompt"]), _completions, answer=list(held_out["answer"])
-        )
+        _table, _ = score_completions(
+            _funcs, list(held_out), answers
+        )  # the library's scorer (grpo_kit.scoring)
         _scores = {}
         for _i, _fn in enumerate(_funcs):  # None (NaN) means "not scored": average the scored answers only
             _values = [row[_i] for row in _table if not math.isnan(row[_i])]

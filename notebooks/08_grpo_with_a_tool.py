@@ -107,14 +107,15 @@ def _(mo):
 
 
 @app.cell
-def _(recipe):
-    import datasets_prep
+def _(num_eval, recipe):
+    from grpo_kit.held_out import held_out_rows
     from grpo_kit.models import load_model
     from grpo_kit.tool_sets import prepare_tool_tokenizer, resolve_tools
 
     tools = resolve_tools(recipe.tools)
     train_dataset = recipe.load_dataset()
-    held_out = datasets_prep.load_tool_task_split("test", **dict(recipe.dataset_kwargs))
+    # the recipe's held-out questions: its test split, generated apart from the training ones
+    held_out = held_out_rows(recipe, num_eval, training=train_dataset)
     base_model, _plain_tokenizer = load_model(recipe.model)
     # installs the CALL/RESULT template and checks it the way TRL will
     tokenizer = prepare_tool_tokenizer(_plain_tokenizer, recipe.tool_template)
@@ -138,6 +139,7 @@ def _(mo, tokenizer, tools, train_dataset):
 @app.cell
 def _(base_model, mo, recipe, tokenizer, tools, train_dataset):
     from grpo_kit import preflight
+    from grpo_kit.generation import Decoding
     from grpo_kit.tool_rollout import generate_with_tools
 
     def tool_sampler(prompts, num_generations):
@@ -145,10 +147,9 @@ def _(base_model, mo, recipe, tokenizer, tools, train_dataset):
             base_model,
             tokenizer,
             prompts,
+            num_generations,
+            Decoding.from_training(recipe.training),  # what the first training step samples
             tools=tools,
-            num_generations=num_generations,
-            max_new_tokens=recipe.training["max_completion_length"],
-            temperature=1.0,
             max_tool_calling_iterations=recipe.training["max_tool_calling_iterations"],
         )
 
@@ -192,23 +193,14 @@ def _(base_model, mo, recipe, tokenizer, tools, train_dataset):
 
 
 @app.cell
-def _(base_model, eval_k, held_out, num_eval, recipe, tokenizer, tools):
-    from grpo_kit.evaluate import evaluate
-    from grpo_kit.tool_rollout import tool_generate
+def _(base_model, eval_k, held_out, recipe, tokenizer):
+    from grpo_kit.held_out import evaluate_held_out
 
     def evaluate_tools(model):
-        """Tool-aware held-out evaluation: multi-turn rollouts, greedy + eval_k samples at T=1.0."""
-        return evaluate(
-            model,
-            tokenizer,
-            held_out,
-            recipe.build_reward_funcs(tokenizer),
-            num_prompts=num_eval,
-            k=eval_k,
-            max_new_tokens=48,
-            temperature=1.0,
-            reward_weights=recipe.reward_weights,
-            generate_fn=tool_generate(tools, max_tool_calling_iterations=1),
+        """The library's held-out evaluation (what `grpo-kit train` reports): a recipe with tools is rolled out
+        with them (grpo_kit.tool_rollout), greedy + eval_k samples at the recipe's temperature."""
+        return evaluate_held_out(
+            recipe, model, tokenizer, recipe.build_reward_funcs(tokenizer), held_out, k=eval_k
         )
 
     before_report = evaluate_tools(base_model)

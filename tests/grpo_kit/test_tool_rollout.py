@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from datasets_prep.tool_tasks import CALCULATOR_TOOLS, load_tool_task_split
-from grpo_kit.evaluate import GeneratedCompletion, compare, evaluate
+from grpo_kit.evaluate import compare, evaluate
+from grpo_kit.generation import Decoding, GeneratedCompletion
 from grpo_kit.models import tiny_model
 from grpo_kit.models.embedded import smollm2_tokenizer
 from grpo_kit.tool_rollout import (
@@ -115,21 +116,17 @@ def test_generate_with_tools_returns_the_generate_shape_with_messages(tok, rows)
         model,
         tok,
         [rows[0]["prompt"], rows[1]["prompt"]],
+        2,
+        Decoding(max_new_tokens=6, temperature=1.0, seed=0),
         tools=CALCULATOR_TOOLS,
-        num_generations=2,
-        max_new_tokens=6,
-        temperature=1.0,
-        seed=0,
     )
     again = generate_with_tools(
         model,
         tok,
         [rows[0]["prompt"], rows[1]["prompt"]],
+        2,
+        Decoding(max_new_tokens=6, temperature=1.0, seed=0),
         tools=CALCULATOR_TOOLS,
-        num_generations=2,
-        max_new_tokens=6,
-        temperature=1.0,
-        seed=0,
     )
     assert [len(g) for g in groups] == [2, 2]
     assert all(c.messages and c.messages[0]["role"] == "assistant" for g in groups for c in g)

@@ -1,0 +1,158 @@
+"""G completions of these prompts: one decoder for evaluation, pre-flight, samples and tool rollouts.
+
+    decoding = Decoding.from_training(recipe.training, greedy=True)    # the run's settings, spelled once
+    groups = generate(model, tokenizer, prompts, 1, decoding)          # one list of completions per prompt
+
+Prompts are rendered as the trainers render them (``datasets_prep.chat.prompt_to_text``: a conversational
+prompt through the chat template with the generation prompt and ``chat_template_kwargs``, a plain prompt
+as it is), batched with left padding and sampled with the KV cache of :func:`grpo_kit.sampling
+.sample_completions`. Each completion keeps its token ids up to and including the EOS, which is what
+TRL passes reward functions as ``completion_ids`` and what :mod:`grpo_kit.scoring` hands on.
+
+Simplifications: greedy decoding is top-1 sampling (the argmax, ties broken by token id as torch does);
+the standalone loop samples through ``sampling.sample_completions`` itself, because it also needs the
+padded (B, T) tensors this module flattens into lists.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Decoding", "GeneratedCompletion", "Sampler", "generate", "prompt_texts"]
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """How completions are decoded. Names and defaults are TRL ``GRPOConfig``'s where it has them.
+
+    max_new_tokens: the completion budget in tokens (GRPOConfig ``max_completion_length``, default 512; in a
+        tool rollout, per turn).
+    temperature, top_p, top_k, min_p, repetition_penalty: sampling filters as in GRPOConfig (1.0, 1.0, 0 = off,
+        None = off, 1.0 = off).
+    greedy: the most likely token at each step (the filters above are then ignored); evaluation's default,
+        so before and after differ only because the weights did.
+    seed: the torch seed the sampling starts from (the caller's RNG is left as it was).
+    batch_size: prompts per forward batch (memory only; results do not depend on it for greedy decoding).
+    chat_template_kwargs: extra arguments for the chat template (``{"enable_thinking": False}``, ``tools``).
+    """
+
+    max_new_tokens: int = 512
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float | None = None
+    repetition_penalty: float = 1.0
+    greedy: bool = False
+    seed: int = 0
+    batch_size: int = 8
+    chat_template_kwargs: Mapping[str, Any] | None = None
+
+    @classmethod
+    def from_training(cls, training: Mapping[str, Any], **changes: Any) -> Decoding:
+        """The decoding a run's ``training`` settings (GRPOConfig names) ask for, then ``changes``."""
+        values = {
+            "max_new_tokens": int(training.get("max_completion_length", 512)),
+            "temperature": float(training.get("temperature", 1.0)),
+            "top_p": float(training.get("top_p", 1.0)),
+            "top_k": int(training.get("top_k") or 0),
+            "min_p": training.get("min_p"),
+            "repetition_penalty": float(training.get("repetition_penalty", 1.0)),
+            "chat_template_kwargs": training.get("chat_template_kwargs"),
+        }
+        return cls(**{**values, **changes})
+
+    def replace(self, **changes: Any) -> Decoding:
+        return dataclasses.replace(self, **changes)
+
+    def describe(self) -> str:
+        return "greedy" if self.greedy else f"sampled at T={self.temperature}"
+
+
+@dataclass
+class GeneratedCompletion:
+    """One decoded completion: its text, its length in tokens (EOS included) and whether it ended."""
+
+    text: str
+    num_tokens: int
+    ended: bool  # an EOS came within max_new_tokens (else it was clipped)
+    ids: list[int] = field(default_factory=list)
+    # A multi-turn completion (assistant / tool messages, grpo_kit.tool_rollout): scored as this list,
+    # as TRL's tool loop passes it to reward functions. None: one assistant turn, ``text``.
+    messages: list[dict[str, Any]] | None = None
+
+
+#: ``sampler(prompts, num_generations)``: canned or custom decoding in place of :func:`generate`.
+Sampler = Callable[[Sequence[Any], int], list[list[GeneratedCompletion]]]
+
+
+def prompt_texts(tokenizer, prompts: Sequence[Any], chat_template_kwargs: Mapping | None = None) -> list[str]:
+    """The model input text of each prompt, rendered as the trainers render it (``prompt_to_text``)."""
+    from datasets_prep.chat import prompt_to_text
+
+    return [prompt_to_text(p, tokenizer, **dict(chat_template_kwargs or {})) for p in prompts]
+
+
+def generate(
+    model, tokenizer, prompts: Sequence[Any], num_generations: int, decoding: Decoding
+) -> list[list[GeneratedCompletion]]:
+    """``num_generations`` completions for each prompt, decoded as ``decoding`` says (seeded; the caller's
+    RNG is untouched; LoRA merged for the duration). Returns one list of completions per prompt."""
+    import torch
+
+    from datasets_prep.chat import is_conversational_prompt
+    from grpo_kit.sampling import mask_after_eos, merged_lora, sample_completions, stop_token_ids
+
+    d = decoding
+    top_k, top_p, min_p, temperature = d.top_k, d.top_p, d.min_p, d.temperature
+    if d.greedy:
+        top_k, top_p, min_p, temperature = 1, 1.0, None, 1.0  # top-1 sampling picks the argmax
+    if not prompts:
+        return []
+    texts = prompt_texts(tokenizer, prompts, d.chat_template_kwargs)
+    eos_ids = stop_token_ids(model, tokenizer)
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    out: list[list[GeneratedCompletion]] = []
+    try:
+        with torch.random.fork_rng(devices=[]), merged_lora(model):
+            torch.manual_seed(d.seed)
+            for start in range(0, len(texts), d.batch_size):
+                chunk = texts[start : start + d.batch_size]
+                conversational = is_conversational_prompt(prompts[start])
+                enc = tokenizer(
+                    chunk,
+                    padding=True,
+                    padding_side="left",
+                    return_tensors="pt",
+                    add_special_tokens=not conversational,
+                )
+                sampled = sample_completions(
+                    model,
+                    enc["input_ids"].to(device),
+                    enc["attention_mask"].to(device),
+                    num_generations=num_generations,
+                    max_new_tokens=d.max_new_tokens,
+                    eos_token_ids=eos_ids,
+                    pad_token_id=tokenizer.pad_token_id,
+                    temperature=temperature,
+                    top_k=top_k,
+                    top_p=top_p,
+                    min_p=min_p,
+                    repetition_penalty=d.repetition_penalty,
+                )  # (b * G, T)
+                ids, mask, truncated = mask_after_eos(sampled, eos_ids, tokenizer.pad_token_id)  # (b*G, T)
+                lengths = mask.sum(1)  # (b*G,)
+                id_lists = [row[: int(n)].tolist() for row, n in zip(ids, lengths)]
+                decoded = tokenizer.batch_decode(id_lists, skip_special_tokens=True)
+                flat = [
+                    GeneratedCompletion(t, int(n), not bool(c), i)
+                    for t, n, c, i in zip(decoded, lengths, truncated, id_lists)
+                ]
+                out.extend(flat[j : j + num_generations] for j in range(0, len(flat), num_generations))
+    finally:
+        model.train(was_training)
+    return out

@@ -1,0 +1,176 @@
+"""Held-out rows, owned by the recipe and disjoint from its training rows by construction, and the one
+evaluation of a recipe on them (``grpo-kit train``, ``grpo-kit eval``, lessons 6 and 8, the calculator
+benchmark).
+
+Where a recipe's evaluation rows come from (:func:`held_out_source`), in this order:
+
+1. ``"test split"`` -- the loader's own held-out split: the calculator tasks' ``test`` questions
+   (generated apart from the training ones), and GSM8K's / smoltldr's ``test`` split on the Hub;
+2. ``"generated"`` -- synthetic recipes (``dataset_source="synthetic"``) get generated rows: synthetic
+   GSM8K from a seed of its own (:data:`HELD_OUT_SEEDS`, lesson 6's held-out seed), synthetic TL;DR posts
+   from the same seeded stream *after* the ``dataset_size`` rows training takes (a longer list starts
+   with the shorter one, so training never generates them; the README's main-job figures were measured
+   on them);
+3. ``"reserved"`` -- anything else (a local file, DeepMath, which has no test split): the last
+   :func:`reserved_count` rows of the split are set aside *before* training, and
+   :func:`training_dataset` leaves them out.
+
+Whatever the source, a candidate row whose prompt equals a training prompt (by content) is dropped, so a
+run never evaluates on a row it trains on. When fewer rows remain than were asked for, :func:`held_out_rows`
+says so (one ``UserWarning``) and returns fewer.
+
+:func:`evaluate_held_out` evaluates a model on those rows with the recipe's completion budget, chat
+template arguments and reward weights, greedy (plus ``k`` seeded samples): a recipe with tools is rolled
+out with its tools (``grpo_kit.tool_rollout``, the multi-turn loop lesson 8 uses).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from typing import Any
+
+__all__ = [
+    "HELD_OUT_SEEDS",
+    "HELD_OUT_SPLITS",
+    "evaluate_held_out",
+    "held_out_rows",
+    "held_out_source",
+    "prompt_key",
+    "reserved_count",
+    "training_dataset",
+]
+
+#: Loaders whose own held-out split is used when the recipe reads the dataset's Hub id (or generates it).
+HELD_OUT_SPLITS: dict[str, str] = {"tool_tasks": "test", "gsm8k": "test", "smoltldr": "test"}
+#: Synthetic datasets whose held-out rows are generated from a seed of their own (training rows use seed 0).
+HELD_OUT_SEEDS: dict[str, int] = {"gsm8k": 4321}
+
+
+def prompt_key(prompt: Any) -> str:
+    """A prompt's content as one string (conversational prompts as JSON), for disjointness checks."""
+    return prompt if isinstance(prompt, str) else json.dumps(prompt, ensure_ascii=False, sort_keys=True)
+
+
+def held_out_source(recipe: Any) -> str:
+    """``"test split"``, ``"generated"`` or ``"reserved"``: where the recipe's held-out rows come from."""
+    if recipe.dataset == "tool_tasks":
+        return "test split"
+    if recipe.dataset_source == "synthetic":
+        return "generated"
+    if recipe.dataset_source is None and recipe.dataset in HELD_OUT_SPLITS:
+        return "test split"
+    return "reserved"
+
+
+def reserved_count(recipe: Any) -> int:
+    """Rows set aside before training when the recipe has no held-out split: its ``eval_prompts`` (32 when
+    evaluation is off, so `grpo-kit eval` still has rows later)."""
+    return recipe.eval_prompts or 32
+
+
+def _whole_split(recipe: Any):
+    return recipe.load_dataset(size=sys.maxsize)  # every row of the split (dataset_size not applied)
+
+
+def training_dataset(recipe: Any):
+    """The rows the run trains on: ``recipe.load_dataset()``, less the reserved rows when the held-out
+    source is ``"reserved"`` (they are the split's last rows, so the first training rows stay the same)."""
+    if held_out_source(recipe) != "reserved":
+        return recipe.load_dataset()
+    rows = _whole_split(recipe)
+    keep = max(0, len(rows) - reserved_count(recipe))
+    if recipe.dataset_size is not None:
+        keep = min(keep, recipe.dataset_size)
+    return rows.select(range(keep))
+
+
+def _candidates(recipe: Any, n: int):
+    import datasets_prep
+    from grpo_kit.recipes import SYNTHETIC_ROWS
+
+    source = held_out_source(recipe)
+    if source == "generated":
+        make_rows = getattr(datasets_prep, SYNTHETIC_ROWS[recipe.dataset])
+        extra = 2 * n + 16  # room for rows that repeat a training prompt
+        if recipe.dataset in HELD_OUT_SEEDS:
+            raw = make_rows(extra, seed=HELD_OUT_SEEDS[recipe.dataset])
+        else:  # the stream after the rows training takes (Recipe.load_dataset: seed 0, dataset_size or 64)
+            size = recipe.dataset_size or 64
+            raw = make_rows(size + extra, seed=0)[size:]
+        return recipe.load_dataset(source=raw, size=len(raw))
+    if source == "test split":
+        from grpo_kit.recipes import DATASET_LOADERS
+
+        loader = getattr(datasets_prep, DATASET_LOADERS[recipe.dataset])
+        return loader(split=HELD_OUT_SPLITS[recipe.dataset], source=None, **dict(recipe.dataset_kwargs))
+    rows = _whole_split(recipe)
+    reserved = min(reserved_count(recipe), len(rows))
+    return rows.select(range(len(rows) - reserved, len(rows)))
+
+
+def held_out_rows(recipe: Any, n: int, *, training: Any = None) -> list[dict[str, Any]]:
+    """Up to ``n`` evaluation rows (``{"prompt": ..., <columns>...}``) that share no prompt with the
+    training rows (``training``: default :func:`training_dataset`). Fewer than ``n``: a ``UserWarning``."""
+    if n <= 0:
+        return []
+    seen = {prompt_key(p) for p in (training if training is not None else training_dataset(recipe))["prompt"]}
+    rows: list[dict[str, Any]] = []
+    for row in _candidates(recipe, n):
+        key = prompt_key(row["prompt"])
+        if key in seen:
+            continue  # a training prompt is never a held-out prompt
+        seen.add(key)  # nor twice a held-out prompt
+        rows.append(dict(row))
+        if len(rows) == n:
+            break
+    if len(rows) < n:
+        warnings.warn(
+            f"recipe {recipe.name!r}: {n} held-out prompts asked for, {len(rows)} exist that the run does "
+            f"not train on ({held_out_source(recipe)}); evaluating on {len(rows)}.",
+            UserWarning,
+            stacklevel=2,
+        )
+    return rows
+
+
+def evaluate_held_out(
+    recipe: Any,
+    model: Any,
+    tokenizer: Any,
+    reward_funcs: list,
+    rows: list[dict],
+    *,
+    k: int = 1,
+    seed: int = 0,
+):
+    """``grpo_kit.evaluate.evaluate`` on ``rows`` with the recipe's decoding (``Decoding.from_training``:
+    completion budget, sampling filters for the ``k`` samples, chat template arguments) and reward
+    weights; greedy, so before and after differ only because the weights did. A recipe with ``tools`` is
+    evaluated with them: multi-turn rollouts (``tool_rollout.tool_generate``) with the recipe's
+    ``max_tool_calling_iterations``, on the recipe's tool template. ``seed``: where the k samples start."""
+    from grpo_kit.evaluate import evaluate
+    from grpo_kit.generation import Decoding
+
+    generate_fn = None
+    if recipe.tools:
+        from grpo_kit.tool_rollout import tool_generate
+        from grpo_kit.tool_sets import prepare_tool_tokenizer, resolve_tools
+
+        prepare_tool_tokenizer(tokenizer, recipe.tool_template)
+        generate_fn = tool_generate(
+            resolve_tools(recipe.tools),
+            max_tool_calling_iterations=recipe.training.get("max_tool_calling_iterations", 1),
+        )
+    return evaluate(
+        model,
+        tokenizer,
+        rows,
+        reward_funcs,
+        num_prompts=len(rows),
+        k=k,
+        reward_weights=recipe.reward_weights,
+        decoding=Decoding.from_training(recipe.training, seed=seed),
+        generate_fn=generate_fn,
+    )

@@ -1,0 +1,118 @@
+"""Held-out is held out: for every recipe the evaluation rows share no prompt with the training rows, they
+come from the recipe (test split, their own seed, or rows reserved before training), fewer than asked is
+said, and a recipe with tools is evaluated with its tools."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from grpo_kit.held_out import (
+    HELD_OUT_SEEDS,
+    evaluate_held_out,
+    held_out_rows,
+    held_out_source,
+    prompt_key,
+    reserved_count,
+    training_dataset,
+)
+from grpo_kit.recipes import RECIPES, get_recipe
+
+
+def _offline_skip(error: Exception):
+    pytest.skip(f"the recipe's dataset is on the Hub and not reachable here: {str(error)[:80]}")
+
+
+@pytest.mark.parametrize("name", list(RECIPES))
+def test_held_out_and_training_prompts_are_disjoint_by_content(name, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # a Hub recipe is checked where its data is cached
+    recipe = RECIPES[name]
+    try:
+        training = training_dataset(recipe)
+        rows = held_out_rows(recipe, recipe.eval_prompts, training=training)
+    except OSError as error:
+        _offline_skip(error)
+    train_keys = {prompt_key(p) for p in training["prompt"]}
+    held_keys = [prompt_key(r["prompt"]) for r in rows]
+    assert rows and train_keys.isdisjoint(held_keys)
+    assert len(set(held_keys)) == len(held_keys)  # and no held-out prompt twice
+
+
+def test_each_recipe_says_where_its_held_out_rows_come_from():
+    sources = {name: held_out_source(r) for name, r in RECIPES.items()}
+    assert sources["calculator-tool-cpu"] == "test split"  # generated apart from the training questions
+    assert sources["smoltldr-length-small"] == sources["gsm8k-cpu"] == "generated"  # a seed of their own
+    assert sources["gsm8k-unsloth"] == "test split"  # GSM8K's test split on the Hub
+    assert sources["deepmath-accuracy"] == "reserved"  # no test split: rows set aside before training
+
+
+def test_synthetic_held_out_rows_come_from_their_own_seed():
+    import datasets_prep
+
+    recipe = get_recipe("gsm8k-cpu")
+    rows = held_out_rows(recipe, 8)
+    seed = HELD_OUT_SEEDS["gsm8k"]
+    own = recipe.load_dataset(source=datasets_prep.synthetic_gsm8k(32, seed=seed), size=32)
+    assert [r["answer"] for r in rows] == list(own["answer"][: len(rows)])
+    # synthetic posts: the seeded stream after the 64 training rows (where the README's figures come from)
+    tldr = get_recipe("smoltldr-length-small")
+    stream = tldr.load_dataset(size=96)
+    assert [r["prompt"] for r in held_out_rows(tldr, 8)] == list(stream["prompt"][64:72])
+
+
+def test_calculator_held_out_is_its_test_split_not_its_training_tail():
+    import datasets_prep
+
+    recipe = get_recipe("calculator-tool-cpu")
+    rows = held_out_rows(recipe, 16)
+    test = datasets_prep.load_tool_task_split("test", **dict(recipe.dataset_kwargs))
+    assert [prompt_key(r["prompt"]) for r in rows] == [prompt_key(p) for p in test["prompt"][:16]]
+
+
+def test_rows_are_reserved_before_training_when_there_is_no_test_split(tmp_path):
+    rows = [{"question": f"What is {i} + {i}?", "answer": f"#### {2 * i}"} for i in range(40)] + [
+        {"question": "What is 0 + 0?", "answer": "#### 0"}
+    ]  # repeats a training question
+    data = tmp_path / "gsm8k.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in rows))
+    recipe = get_recipe("gsm8k-cpu", dataset_source=str(data), dataset_size=None, eval_prompts=8)
+    assert held_out_source(recipe) == "reserved" and reserved_count(recipe) == 8
+    training = training_dataset(recipe)
+    assert len(training) == len(rows) - 8  # the last 8 rows never reach training
+    with pytest.warns(UserWarning, match="8 held-out prompts asked for, 7 exist"):
+        held = held_out_rows(recipe, 8)
+    assert {prompt_key(p) for p in training["prompt"]}.isdisjoint(prompt_key(r["prompt"]) for r in held)
+
+
+def test_fewer_rows_than_asked_is_said_and_fewer_are_used():
+    recipe = get_recipe("calculator-tool-cpu")  # 32 test questions
+    with pytest.warns(UserWarning, match="40 held-out prompts asked for, 32 exist"):
+        assert len(held_out_rows(recipe, 40)) == 32
+
+
+def test_a_recipe_with_tools_is_evaluated_with_its_tools():
+    from grpo_kit.evaluate import evaluate
+    from grpo_kit.generation import Decoding
+    from grpo_kit.models import tiny_model
+    from grpo_kit.tool_rollout import tool_generate
+    from grpo_kit.tool_sets import resolve_tools
+
+    recipe = get_recipe("calculator-tool-cpu", max_completion_length=4)
+    model, tokenizer = tiny_model(seed=0)
+    rows = held_out_rows(recipe, 2)
+    funcs = recipe.build_reward_funcs(tokenizer)
+    report = evaluate_held_out(recipe, model, tokenizer, funcs, rows)
+    # the same multi-turn rollouts lesson 8 runs (grpo_kit.tool_rollout), with the recipe's budget
+    by_hand = evaluate(
+        model,
+        tokenizer,
+        rows,
+        funcs,
+        num_prompts=2,
+        reward_weights=recipe.reward_weights,
+        decoding=Decoding(max_new_tokens=4),
+        generate_fn=tool_generate(resolve_tools("calculator"), max_tool_calling_iterations=1),
+    )
+    assert report.completions == by_hand.completions and report.per_prompt == by_hand.per_prompt
+    assert report.num_prompts == 2 and "tool_success_reward" in report.reward_names
