@@ -68,17 +68,32 @@ def test_the_loop_accepts_a_trl_field_only_at_the_value_it_behaves_as():
     )
 
 
-def test_entropy_coef_on_the_default_loop_is_refused_naming_trl_through_the_cli(tmp_path, capsys):
+def test_a_setting_the_default_loop_lacks_is_refused_naming_trl_through_the_cli(tmp_path, capsys):
     from grpo_kit.cli import main
 
-    assert (
-        main(["train", "--set", "model=tiny", "--set", "entropy_coef=0.05", "--output-dir", str(tmp_path)])
-        == 2
-    )
+    argv = [
+        "train",
+        "--set",
+        "model=tiny",
+        "--set",
+        "off_policy_mask_threshold=0.5",
+        "--output-dir",
+        str(tmp_path),
+    ]
+    assert main(argv) == 2
     out = capsys.readouterr().out.replace("\n", " ")
-    if "standalone" in IMPLEMENTED_BY.get("entropy_coef", ("standalone",)):
-        pytest.skip("the loop implements entropy_coef")  # the entropy issue landed: it is applied instead
-    assert "entropy_coef" in out and "--loop trl" in out
+    assert "off_policy_mask_threshold" in out and "--loop trl" in out
+    assert not any(tmp_path.iterdir())  # refused before the model loads: nothing written
+
+
+def test_entropy_coef_is_applied_by_the_default_loop_and_recorded(tmp_path):
+    """The loop implements TRL's entropy bonus (grpo_kit.losses.entropy): accepted, and what the plan applies."""
+    assert "entropy_coef" not in IMPLEMENTED_BY and refusal("entropy_coef", 0.05, "standalone") is None
+    plan = run.plan_run(
+        overrides={"model": "tiny", "entropy_coef": 0.05}, max_steps=1, output_dir=tmp_path / "r"
+    )
+    assert plan.path_config.entropy_coef == 0.05
+    assert applied_settings(plan.recipe.training, plan.path_config)["entropy_coef"] == 0.05
 
 
 def test_applied_settings_are_read_back_from_the_resolved_config(tmp_path):
