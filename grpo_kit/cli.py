@@ -658,7 +658,7 @@ def _evaluate_folder(args, console, source: Path, adapter_dir: Path | None, reci
         check_fits_context(model, 1, int(recipe.training.get("max_completion_length", 64)))
     except ValueError as error:
         raise UsageError(f"{error} (the run's recipe: --recipe NAME evaluates with another)") from error
-        funcs = recipe.build_reward_funcs(tokenizer)
+    funcs = recipe.build_reward_funcs(tokenizer)
     with console.status(f"evaluating {len(rows)} held-out prompts: trained…"):
         after = run.evaluate_held_out(recipe, model, tokenizer, funcs, rows, k=args.k)
     with console.status(f"evaluating {len(rows)} held-out prompts: base model…"):

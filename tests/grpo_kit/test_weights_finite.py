@@ -170,6 +170,7 @@ def test_the_trl_path_callback_stops_before_a_nan_state_is_saved(tmp_path):
     assert callback.on_step_end(Args(), state, control, model=model) is control  # finite: carry on
     with torch.no_grad():
         trainable_parameters(model)[0][1].fill_(float("inf"))
-    (tmp_path / "checkpoint-2").mkdir()
+    (tmp_path / "checkpoint-2").mkdir()  # a complete save (a half-written one is skipped by resume)
+    (tmp_path / "checkpoint-2" / "trainer_state.json").write_text("{}")
     with pytest.raises(NonFiniteWeightsError, match=r"step 3: 1 of .* last good state is .*checkpoint-2"):
         callback.on_step_end(Args(), state, control, model=model)
