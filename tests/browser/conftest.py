@@ -116,7 +116,7 @@ class LessonPage:
                        return text; }"""
         )
 
-    def settle(self, must_contain: tuple[str, ...] = (), timeout: float = 240.0, quiet: float = 2.0) -> str:
+    def settle(self, must_contain: tuple[str, ...] = (), timeout: float = 420.0, quiet: float = 2.0) -> str:
         """Wait until the expected texts are visible, no cell runs, and the page text stops changing."""
         deadline = time.monotonic() + timeout
         last, stable_since = None, time.monotonic()

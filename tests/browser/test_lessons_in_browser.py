@@ -56,7 +56,7 @@ def expects_formulas(number: str) -> bool:
 
 
 # Lessons 1, 2, 3 and 5 are checked the same way by their interaction tests below.
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("number", ["04", "06", "07", "08"])
 def test_lesson_renders_cleanly(open_lesson, number):
     lesson = open_lesson(number)
@@ -136,7 +136,7 @@ def test_lesson3_typed_answer_is_scored_by_correctness_reward(open_lesson):
     lesson.assert_clean()
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(900)
 def test_lesson5_run_button_trains_the_tiny_model(open_lesson):
     lesson = open_lesson("05", "--max-steps", "1", "--model", "tiny")
     lesson.settle(KEY_OUTPUTS["05"])
