@@ -120,7 +120,6 @@ def sample_next_token(logits: torch.Tensor, **warp) -> torch.Tensor:
     return torch.searchsorted(cdf, u, right=True).squeeze(1).clamp(max=probs.size(-1) - 1)  # (B,)
 
 
-@torch.no_grad()
 def context_length(model) -> int | None:
     """The longest sequence the model was built for (``config.max_position_embeddings``), or None if unknown."""
     value = getattr(getattr(model, "config", None), "max_position_embeddings", None)
@@ -150,6 +149,7 @@ def check_fits_context(
         )
 
 
+@torch.no_grad()
 def sample_completions(
     model: torch.nn.Module,
     prompt_ids: torch.Tensor,

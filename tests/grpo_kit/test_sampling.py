@@ -150,3 +150,31 @@ def test_merged_lora_samples_like_the_adapter_and_restores_the_weights():
     plain, _ = tiny_model(seed=0)
     with merged_lora(plain) as merged:
         assert not merged
+
+
+def test_sampling_and_generate_build_no_autograd_graph():
+    """Decoding must not record a graph: with grad enabled by the caller (a training loop, a notebook) and a
+    trainable adapter, every forward pass inside ``sample_completions`` and ``generation.generate`` runs under
+    no_grad. (A graph per decoded token kept every activation alive: lesson 8's pre-flight grew to 14 GB.)"""
+    from grpo_kit.generation import Decoding, generate
+
+    model, tokenizer = tiny_model(seed=0, lora={"r": 4, "lora_dropout": 0.0})
+    seen: list[bool] = []
+    handle = model.register_forward_hook(lambda *_: seen.append(torch.is_grad_enabled()))
+    enc = tokenizer(["Hi"], return_tensors="pt")
+    assert torch.is_grad_enabled()
+    try:
+        sample_completions(
+            model,
+            enc["input_ids"],
+            enc["attention_mask"],
+            num_generations=2,
+            max_new_tokens=4,
+            eos_token_ids=[tokenizer.eos_token_id],
+            pad_token_id=tokenizer.pad_token_id,
+        )
+        generate(model, tokenizer, ["Hi", "Hello there"], 2, Decoding(max_new_tokens=4))
+    finally:
+        handle.remove()
+    assert seen and not any(seen), f"{sum(seen)} of {len(seen)} forward passes recorded a graph"
+    assert torch.is_grad_enabled()  # the caller's mode is back
