@@ -154,22 +154,15 @@ def check(
     *,
     num_prompts: int = 8,
     num_generations: int = 8,
-    max_completion_length: int = 256,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    top_k: int = 0,
-    min_p: float | None = None,
-    repetition_penalty: float = 1.0,
-    chat_template_kwargs: dict | None = None,
+    decoding: Decoding | None = None,
     reward_weights: Sequence[float] | None = None,
-    seed: int = 0,
-    batch_size: int = 8,
     sampler: Sampler | None = None,
 ) -> PreflightReport:
     """Sample ``num_generations`` completions for the first ``num_prompts`` prompts and judge learnability.
 
-    Use the run's generation settings (``num_generations``, ``max_completion_length``, ``temperature``…),
-    so what pre-flight sees is what the first training step will see. ``sampler(prompts, G)`` replaces
+    Use the run's generation settings (``num_generations`` and ``decoding``, e.g.
+    ``Decoding.from_training(recipe.training)``), so what pre-flight sees is what the first training step
+    will see; ``None`` is ``Decoding(max_new_tokens=256)``, sampled at T = 1. ``sampler(prompts, G)`` replaces
     the model's decoding (canned completions in tests).
     """
     from grpo_kit.scoring import score_completions
@@ -180,28 +173,18 @@ def check(
             f"num_generations={num_generations}: GRPO compares completions within a group; use >= 2."
         )
     funcs = validate_inputs(dataset, reward_funcs, num_prompts=num_prompts)
+    decoding = decoding or Decoding(max_new_tokens=256)
     weights = list(reward_weights) if reward_weights is not None else [1.0] * len(funcs)
     rows = [dict(dataset[i]) for i in range(min(num_prompts, len(dataset)))]
     prompts = [r["prompt"] for r in rows]
     rendered = (
-        prompt_texts(tokenizer, prompts[:1], chat_template_kwargs)[0]
+        prompt_texts(tokenizer, prompts[:1], decoding.chat_template_kwargs)[0]
         if tokenizer is not None
         else (prompts[0] if isinstance(prompts[0], str) else "")
     )
     if sampler is not None:
         groups = sampler(prompts, num_generations)
     else:
-        decoding = Decoding(
-            max_new_tokens=max_completion_length,
-            temperature=temperature,
-            top_p=top_p,
-            top_k=top_k,
-            min_p=min_p,
-            repetition_penalty=repetition_penalty,
-            seed=seed,
-            batch_size=batch_size,
-            chat_template_kwargs=chat_template_kwargs,
-        )
         groups = generate(model, tokenizer, prompts, num_generations, decoding)
     flat: list[GeneratedCompletion] = [c for g in groups for c in g]
     flat_rows = [r for r in rows for _ in range(num_generations)]
@@ -242,7 +225,7 @@ def check(
         opens_think=rendered.rstrip().endswith("<think>"),
         examples=[c.text for c in flat][:: max(1, G)][:4],
     )
-    report.findings = _findings(report, funcs, names, max_completion_length)
+    report.findings = _findings(report, funcs, names, decoding.max_new_tokens)
     return report
 
 

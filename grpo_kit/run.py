@@ -624,6 +624,7 @@ def preflight_check(
     plan: RunPlan, model: Any, tokenizer: Any, dataset: Any, reward_funcs: list, *, num_prompts: int = 8
 ):
     """``grpo_kit.preflight.check`` with the run's own generation settings (what step 1 will sample)."""
+    from grpo_kit.generation import Decoding
     from grpo_kit.preflight import check
 
     t = plan.recipe.training
@@ -634,15 +635,8 @@ def preflight_check(
         reward_funcs,
         num_prompts=num_prompts,
         num_generations=int(t.get("num_generations", 8)),
-        max_completion_length=int(t.get("max_completion_length", 256)),
-        temperature=float(t.get("temperature", 1.0)),
-        top_p=float(t.get("top_p", 1.0)),
-        top_k=int(t.get("top_k") or 0),
-        min_p=t.get("min_p"),
-        repetition_penalty=float(t.get("repetition_penalty", 1.0)),
-        chat_template_kwargs=t.get("chat_template_kwargs"),
+        decoding=Decoding.from_training(t, seed=int(t.get("seed", 42))),
         reward_weights=plan.recipe.reward_weights,
-        seed=int(t.get("seed", 42)),
     )
 
 

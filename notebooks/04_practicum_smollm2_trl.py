@@ -144,6 +144,7 @@ def _(held_out, recipe):
 
 @app.cell
 def _(base_model, base_tokenizer, mo, recipe, train_dataset):
+    from grpo_kit.generation import Decoding
     from grpo_kit.preflight import check
 
     # Pre-flight (what `grpo-kit train --preflight` runs): G completions for a few prompts with the run's
@@ -155,7 +156,7 @@ def _(base_model, base_tokenizer, mo, recipe, train_dataset):
         recipe.build_reward_funcs(base_tokenizer),
         num_prompts=4,
         num_generations=recipe.training["num_generations"],
-        max_completion_length=recipe.training["max_completion_length"],
+        decoding=Decoding.from_training(recipe.training),
     )
     mo.md(
         "### Pre-flight: is there anything to learn?\n\n"

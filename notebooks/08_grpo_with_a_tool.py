@@ -163,7 +163,7 @@ def _(base_model, mo, recipe, tokenizer, tools, train_dataset):
         num_generations=recipe.training["num_generations"],
         reward_weights=recipe.reward_weights,
         sampler=tool_sampler,
-        chat_template_kwargs={"tools": tools},
+        decoding=Decoding.from_training(recipe.training, chat_template_kwargs={"tools": tools}),
     )
     _call = preflight_report.reward_mean["tool_call_reward"]
     mo.md(

@@ -7,6 +7,7 @@ import pytest
 
 import rewards
 from grpo_kit.evaluate import GeneratedCompletion
+from grpo_kit.generation import Decoding
 from grpo_kit.models import tiny_model
 from grpo_kit.preflight import check, validate_inputs
 
@@ -101,7 +102,7 @@ def test_no_eos_is_no_go():
         GSM8K_FUNCS,
         num_prompts=2,
         num_generations=2,
-        max_completion_length=64,
+        decoding=Decoding(max_new_tokens=64),
         sampler=canned(groups, ended=False),
     )
     assert report.clipped_ratio == 1.0 and report.eos_rate == 0.0
@@ -182,8 +183,7 @@ def test_real_sampling_on_tiny_model_finds_no_eos():
         GSM8K_FUNCS,
         num_prompts=2,
         num_generations=3,
-        max_completion_length=5,
-        seed=0,
+        decoding=Decoding(max_new_tokens=5, seed=0),
     )
     # a random model never emits EOS within 5 tokens, and never writes the XML format
     assert report.clipped_ratio == 1.0 and report.zero_std_share == 1.0
@@ -196,8 +196,7 @@ def test_real_sampling_on_tiny_model_finds_no_eos():
         GSM8K_FUNCS,
         num_prompts=2,
         num_generations=3,
-        max_completion_length=5,
-        seed=0,
+        decoding=Decoding(max_new_tokens=5, seed=0),
     )
     assert again.examples == report.examples  # seeded
 
