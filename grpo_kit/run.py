@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -714,37 +715,24 @@ def _nothing(_message: str):
     return contextlib.nullcontext()
 
 
+def _holding_the_folder_lock(run: Callable[..., RunOutcome]) -> Callable[..., RunOutcome]:
+    """``run(plan, ...)`` with the run folder locked from its creation to the end (one run per folder):
+    ``prepare_run_dir`` takes the lock into ``plan.folder_lock``, released when ``run`` returns or raises."""
+
+    @functools.wraps(run)
+    def locked(plan: RunPlan, **options: Any) -> RunOutcome:
+        with contextlib.ExitStack() as held:
+            plan.folder_lock = held
+            try:
+                return run(plan, **options)
+            finally:
+                plan.folder_lock = None
+
+    return locked
+
+
+@_holding_the_folder_lock
 def execute(
-    plan: RunPlan,
-    *,
-    samples: int = 4,
-    merge: bool = True,
-    gguf: str | None = None,
-    status: Callable[[str], Any] = _nothing,
-    preflight: Callable[..., dict | None] | None = None,
-    evaluate: Callable[..., dict | None] | None = None,
-    eval_prompts: int | None = None,
-) -> RunOutcome:
-    """:func:`_execute` with the run folder locked from its creation to the end (one run per folder);
-    ``plan.phase`` says what was running when it stopped."""
-    with contextlib.ExitStack() as held:
-        plan.folder_lock = held
-        try:
-            return _execute(
-                plan,
-                samples=samples,
-                merge=merge,
-                gguf=gguf,
-                status=status,
-                preflight=preflight,
-                evaluate=evaluate,
-                eval_prompts=eval_prompts,
-            )
-        finally:
-            plan.folder_lock = None
-
-
-def _execute(
     plan: RunPlan,
     *,
     samples: int = 4,
@@ -761,7 +749,8 @@ def _execute(
     answered before and after; ``merge``:
     write the merged 16-bit model; ``gguf``: also a GGUF of that type; ``status(message)``: a context
     manager shown while a phase runs (the CLI passes ``console.status``). An interrupted run returns
-    right after training (``outcome.result.interrupted``), without samples, exports or run.json."""
+    right after training (``outcome.result.interrupted``), without samples, exports or run.json.
+    ``plan.phase`` says what was running when it stopped."""
     from grpo_kit import samples as samples_mod
 
     recipe = plan.recipe
