@@ -149,7 +149,7 @@ def test_every_reward_scores_both_formats_alike(score_everything):
     # The five GSM8K rewards give the course's maximum on a perfect completion: 0.5 + 0.5 + 0.5 + 0.5 + 2.0.
     _gsm8k = [k for k in _scores if "course 12.6" in k]
     assert sum(_scores[k][0] for k in _gsm8k) == 4.0
-    # A wrong answer loses correctness but keeps every format reward: correctness outweighs them together.
+    # A wrong answer loses correctness but keeps every format reward: correctness (2.0) weighs as much as all four together.
     _wrong = score_everything(_perfect.replace("\n72\n</answer>", "\n71\n</answer>"), "72")
     assert _wrong["correctness_reward (course 12.6)"][0] == 0.0
     assert sum(_wrong[k][0] for k in _gsm8k) == 2.0
@@ -410,7 +410,7 @@ def _(mo):
 
     * Measure what you mean: tokens or characters, the last assistant message, numbers as numbers.
     * Reward the content, not the wrapping: a format reward that pays for empty tags is a reward hack
-      waiting to happen. Make correctness outweigh all format rewards together (2.0 vs 4 × 0.5).
+      waiting to happen. Make correctness weigh at least as much as all format rewards together (2.0 vs 4 × 0.5).
     * Return `None` when a function has no opinion (unparsable gold), never raise on model output.
     * Lint every new reward function before training: `rewards.lint(fn)`.
 

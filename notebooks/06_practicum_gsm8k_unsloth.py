@@ -161,7 +161,8 @@ def _(mo, recipe):
                 ],
             )
         )
-        + "\n\nMaximum 4.0; correctness alone outweighs all the format rewards together. Lesson 3 shows "
+        + "\n\nMaximum 4.0; correctness alone (2.0) weighs as much as the four format rewards "
+        "together (0.5 each). Lesson 3 shows "
         "each one and the pitfalls of the course's originals."
     )
     return

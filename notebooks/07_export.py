@@ -134,15 +134,35 @@ def _(export_root, gguf_types, model, tokenizer):
 
 
 @app.cell
-def _(export_reports, mo):
+def _(adapter_report, export_reports, merged_report, mo):
+    def _agreement(report):
+        # The reload check's greedy comparison: identical tokens, or where they part and the logit margin there.
+        greedy = report.details.get("greedy") or {}
+        tokens = greedy.get("reference_tokens") or []
+        if greedy.get("first_mismatch") is None:
+            return f"all {len(tokens)} tokens" if tokens else "-"
+        margin = greedy.get("margin_at_mismatch")
+        where = f"the first {greedy['first_mismatch']} of {len(tokens)} tokens"
+        if margin is None:
+            return where
+        return f"{where}, then logit margin {margin:.2f} (tolerance {greedy['tie_tolerance']:g})"
+
+    _sizes = "; ".join(
+        f"{r.path.name} is {r.size_mb / merged_report.size_mb:.2f}x the merged model's size"
+        for r in export_reports
+        if r.kind == "gguf"
+    )
     mo.md(
-        "| export | path | size | reloaded and verified |\n|---|---|---|---|\n"
+        "| export | path | size | reloaded and verified | greedy answer agrees with the trained model |\n"
+        "|---|---|---|---|---|\n"
         + "\n".join(
-            f"| {r.kind} | `{r.path}` | {r.size_mb:.1f} MB | {'✅' if r.verified else '❌'} |"
+            f"| {r.kind} | `{r.path}` | {r.size_mb:.1f} MB | {'yes' if r.verified else 'NO'} | {_agreement(r)} |"
             for r in export_reports
         )
-        + "\n\nThe adapter is ~100× smaller than the model; the f16 GGUF is about the merged model's size, "
-        "q8_0 about half of it."
+        + f"\n\nThe adapter is {merged_report.size_mb / adapter_report.size_mb:.0f}x smaller than the merged "
+        f"model{'; ' + _sizes if _sizes else ''}. *Verified* lets a greedy answer part from the trained model's "
+        "only at a near-tie, where the two best next tokens are closer than that format's rounding moves the "
+        "logits: an export can answer differently and still be a faithful copy."
     )
     return
 
