@@ -206,7 +206,7 @@ def _(mo):
 @app.cell
 def _(mo):
     drift_slider = mo.ui.slider(
-        0.0, 2.0, step=0.1, value=0.8, label="how far the reference is from the policy"
+        0.0, 2.0, step=0.1, value=0.8, label="how far the reference is from the policy", show_value=True
     )
     drift_slider
     return (drift_slider,)
@@ -294,8 +294,12 @@ def _(mo):
 
 @app.cell
 def _(mo):
-    epsilon_low_slider = mo.ui.slider(0.05, 0.5, step=0.01, value=0.2, label="ε_low (epsilon)")
-    epsilon_high_slider = mo.ui.slider(0.05, 0.5, step=0.01, value=0.28, label="ε_high (epsilon_high)")
+    epsilon_low_slider = mo.ui.slider(
+        0.05, 0.5, step=0.01, value=0.2, label="ε_low (epsilon)", show_value=True
+    )
+    epsilon_high_slider = mo.ui.slider(
+        0.05, 0.5, step=0.01, value=0.28, label="ε_high (epsilon_high)", show_value=True
+    )
     mo.hstack([epsilon_low_slider, epsilon_high_slider], justify="start")
     return epsilon_high_slider, epsilon_low_slider
 

@@ -188,8 +188,12 @@ def _(mo):
 
 @app.cell
 def _(mo):
-    sapo_pos_slider = mo.ui.slider(0.2, 4.0, step=0.05, value=1.0, label="sapo_temperature_pos")
-    sapo_neg_slider = mo.ui.slider(0.2, 4.0, step=0.05, value=1.05, label="sapo_temperature_neg")
+    sapo_pos_slider = mo.ui.slider(
+        0.2, 4.0, step=0.05, value=1.0, label="sapo_temperature_pos", show_value=True
+    )
+    sapo_neg_slider = mo.ui.slider(
+        0.2, 4.0, step=0.05, value=1.05, label="sapo_temperature_neg", show_value=True
+    )
     mo.hstack([sapo_pos_slider, sapo_neg_slider], justify="start")
     return sapo_neg_slider, sapo_pos_slider
 
@@ -273,7 +277,9 @@ def _(mo):
 
 @app.cell
 def _(mo):
-    cispo_cap_slider = mo.ui.slider(1.0, 6.0, step=0.1, value=2.0, label="epsilon_high (cispo's cap)")
+    cispo_cap_slider = mo.ui.slider(
+        1.0, 6.0, step=0.1, value=2.0, label="epsilon_high (cispo's cap)", show_value=True
+    )
     cispo_cap_slider
     return (cispo_cap_slider,)
 

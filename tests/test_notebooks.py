@@ -144,3 +144,18 @@ def test_lesson_helpers_pass_through_outside_marimo():
     curve.add({"step": 3, "train_runtime": 1.0})  # TRL's summary record has no reward: skipped
     assert [r["step"] for r in curve.records] == [1]
     assert len(curve.figure().axes) == 1
+
+
+def test_every_slider_shows_its_value():
+    """A slider a learner drags must say where it is: every ``mo.ui.slider(...)`` in a lesson passes
+    ``show_value=True``."""
+    import ast
+
+    hidden = []
+    for lesson in LESSONS:
+        for node in ast.walk(ast.parse(lesson.read_text())):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "mo.ui.slider":
+                shown = {k.arg: k.value for k in node.keywords}.get("show_value")
+                if not (isinstance(shown, ast.Constant) and shown.value is True):
+                    hidden.append(f"{lesson.name}:{node.lineno}")
+    assert not hidden, f"sliders without show_value=True: {hidden}"
