@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from grpo_kit.markdown_text import table_cell
+
 __all__ = ["COMPLETIONS_DIR", "CompletionsTable", "completions_file", "read_completions", "report_rows"]
 
 COMPLETIONS_DIR = "completions"
@@ -145,6 +147,4 @@ def report_rows(output_dir: str | Path, rows_per_step: int = 3, max_chars: int =
 def _md(value: Any, max_chars: int) -> str:
     if hasattr(value, "tolist"):  # numpy arrays of chat messages read back from parquet
         value = value.tolist()
-    text = _text(value)
-    text = text if len(text) <= max_chars else "…" + text[-max_chars:]
-    return text.replace("|", "\\|").replace("\n", "<br>") or "*(empty)*"
+    return table_cell(_text(value), max_chars, keep_end=True)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_kit.evaluate import Comparison, EvalReport, bootstrap_mean_ci, compare_all
+from grpo_kit.markdown_text import table_cell
 
 __all__ = ["headline_metric", "headline_metrics", "render_report_md", "side_cis", "write_report_card"]
 
@@ -66,11 +67,6 @@ def headline_metrics(comparisons: dict[str, Comparison], limit: int = 8) -> list
 
 def _fmt(value: float) -> str:
     return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3g}"
-
-
-def _cell(text: str, limit: int = 400) -> str:
-    text = text if len(text) <= limit else text[:limit] + "…"
-    return text.replace("|", "\\|").replace("\n", "<br>") or "*(empty)*"
 
 
 def _prompt_preview(prompt: str) -> str:
@@ -149,8 +145,8 @@ def render_report_md(
         ]
         for i in range(min(num_samples, before.num_prompts)):
             lines.append(
-                f"| {i} | {_cell(_prompt_preview(before.prompts[i]), 300)} | "
-                f"{_cell(before.completions[i])} | {_cell(after.completions[i])} |"
+                f"| {i} | {table_cell(_prompt_preview(before.prompts[i]), 300)} | "
+                f"{table_cell(before.completions[i])} | {table_cell(after.completions[i])} |"
             )
     if completions:
         lines += ["", *completions]

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_kit.generation import GeneratedCompletion
+from grpo_kit.markdown_text import table_cell
 
 
 @dataclass
@@ -146,9 +147,6 @@ def write_samples(
         json.dumps({**summary, "samples": [asdict(s) for s in samples]}, indent=2, ensure_ascii=False)
     )
 
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|").replace("\n", "<br>") or "*(empty)*"
-
     lines = [f"# {title}", ""]
     if summary["mean_reward_before"] is not None:
         mean = (
@@ -162,7 +160,9 @@ def write_samples(
         prompt = _prompt_preview(s.prompt)
         # The end of a long prompt: the question comes last (after any system prompt and worked example).
         prompt = prompt if len(prompt) <= 300 else "…" + prompt[-300:]
-        lines.append(f"| {i} | {cell(prompt)} | {cell(s.before)} | {cell(s.after)} | {rewards} |")
+        lines.append(
+            f"| {i} | {table_cell(prompt, None)} | {table_cell(s.before, None)} | {table_cell(s.after, None)} | {rewards} |"
+        )
     md_path = out / "samples.md"
     md_path.write_text("\n".join(lines) + "\n")
     return md_path, json_path

@@ -245,8 +245,7 @@ def _(before_report, evaluate_model, tokenizer, trained_model):
 
 @app.cell
 def _(after_report, before_report, comparison, mo):
-    def _cell(text: str) -> str:
-        return text.replace("|", "\\|").replace("\n", " ") or "*(empty)*"
+    from grpo_kit.markdown_text import table_cell as _cell
 
     _metric = comparison.metric
     _rows = "\n".join(

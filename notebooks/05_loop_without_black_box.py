@@ -85,9 +85,11 @@ def _(torch):
 
 @app.cell
 def _(mo, problems):
+    from grpo_kit.markdown_text import text_block
+
     mo.md(
         "The first prompt, as the model receives it (system prompt + question, conversational):\n\n"
-        + "\n".join(f"> **{m['role']}**: {m['content']}" for m in problems[0]["prompt"])
+        + "\n\n".join(f"**{m['role']}**:  \n{text_block(m['content'])}" for m in problems[0]["prompt"])
         + f"\n\nGold answer (`answer` column): **{problems[0]['answer']}**"
     )
     return

@@ -336,8 +336,7 @@ def _(
 
 @app.cell
 def _(after_answers, after_scores, before_answers, before_scores, held_out, mo):
-    def _cell(text: str) -> str:
-        return text.replace("|", "\\|").replace("\n", "<br>")[:400] or "*(empty)*"
+    from grpo_kit.markdown_text import table_cell as _cell
 
     mo.vstack(
         [

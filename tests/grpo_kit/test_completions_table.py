@@ -149,4 +149,4 @@ def test_report_md_shows_rows_of_the_first_and_last_step(tmp_path):
     files = write_report_card(tmp_path, report(0.0), report(1.0), n_boot=200)
     text = files["report.md"].read_text()
     assert "## Completions (first and last logged step)" in text
-    assert "step 1 a" in text and "step 9 b\\|pipe" in text and "step 5" not in text
+    assert "step 1 a" in text and "step 9 b&#124;pipe" in text and "step 5" not in text
