@@ -528,6 +528,7 @@ def _headline(evaluation: dict) -> str:
         f"{evaluation['before']:.3g} → {evaluation['after']:.3g} (change {evaluation['mean_diff']:+.3g}, "
         f"{evaluation['level']:.0%} CI [{evaluation['ci_low']:+.3g}, {evaluation['ci_high']:+.3g}]): "
         f"{evaluation['verdict']}"
+        + (f" ({'; '.join(evaluation['reward_hack_signs'])})" if evaluation.get("reward_hack_signs") else "")
     )
 
 

@@ -217,6 +217,7 @@ def plot_report_card(
     reward_max: float | None = None,
     measures: str = "",
     answers: Sequence[tuple[str, str]] = (),
+    hack_signs: Sequence[str] = (),
 ) -> Path:
     """The report card: per metric, the before and after means each with its own bootstrap CI (a panel in
     the metric's unit) and, beside it, the paired change with its CI (a panel of its own, with 0 marked);
@@ -226,6 +227,7 @@ def plot_report_card(
     ``comparisons``: :class:`grpo_kit.evaluate.Comparison` objects or dicts with their fields, plus
     ``before_ci`` / ``after_ci`` (``(low, high)`` of each side's mean; without them the side has no bar).
     ``answers``: ``(before, after)`` greedy answers shown as plain text (never parsed as markup or math).
+    ``hack_signs``: the collapse signs (``grpo_kit.reward_hacking``), named first in the text panel.
     """
     import matplotlib
 
@@ -244,7 +246,7 @@ def plot_report_card(
     grid = fig.add_gridspec(
         metric_rows + 1, 4, width_ratios=[3, 2, 3, 2], height_ratios=[3.1] * metric_rows + [4.2]
     )
-    colours = {"improved": "tab:green", "worse": "tab:red"}
+    colours = {"improved": "tab:green", "worse": "tab:red", "reward hack suspected": "tab:orange"}
     for i, c in enumerate(items):
         row, col = divmod(i, pairs_per_row)
         name, unit = metric_label(c["metric"])
@@ -294,6 +296,14 @@ def plot_report_card(
         curve.set_title("training reward per step", fontsize="small")
     text_ax.axis("off")
     lines = []
+    if hack_signs:
+        width = 78 if records else 160
+        lines += [
+            *textwrap.wrap(
+                "REWARD HACK SUSPECTED: the reward improved while " + "; ".join(hack_signs) + ".", width
+            ),
+            "",
+        ]
     if measures:
         lines += ["What the metric measures:", *textwrap.wrap(measures, 78 if records else 160), ""]
     verdicts = "; ".join(f"{metric_label(c['metric'])[0]}: {c['verdict']}" for c in items[:3])

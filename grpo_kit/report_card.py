@@ -23,6 +23,7 @@ from typing import Any
 
 from grpo_kit.evaluate import Comparison, EvalReport, bootstrap_mean_ci, compare_all
 from grpo_kit.markdown_text import table_cell
+from grpo_kit.reward_hacking import flag_reward_hacking
 
 __all__ = ["headline_metric", "headline_metrics", "render_report_md", "side_cis", "write_report_card"]
 
@@ -109,6 +110,7 @@ def render_report_md(
     num_samples: int = 4,
     measures: str = "",
     completions: Sequence[str] = (),
+    hack_signs: Sequence[str] = (),
 ) -> str:
     """Markdown: settings, the metric table with CIs and verdicts, what the metric measures (the recipe's
     ``measures``), a few answers before/after, and ``completions`` (``completions_table.report_rows``:
@@ -131,6 +133,12 @@ def render_report_md(
             f"| {name} | {_fmt(c.before)} | {_fmt(c.after)} | {c.mean_diff:+.3g} | "
             f"[{c.ci_low:+.3g}, {c.ci_high:+.3g}] ({c.level:.0%}) | {c.verdict} |"
         )
+    if hack_signs:
+        warning = (
+            f"**Reward hack suspected.** The reward improved while the answers collapsed: {'; '.join(hack_signs)}. "
+            'Read the answers below before believing an "improved" (grpo_kit.reward_hacking: what each sign means).'
+        )
+        lines += ["", warning]
     if measures:
         lines += ["", f"**What the metric measures.** {measures}"]
     if num_samples > 0:
@@ -180,7 +188,9 @@ def write_report_card(
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    comparisons = compare_all(before, after, n_boot=n_boot, seed=seed, level=level)
+    comparisons, hack_signs = flag_reward_hacking(
+        compare_all(before, after, n_boot=n_boot, seed=seed, level=level), before, after
+    )
     if log_history is not None and isinstance(log_history, (str, Path)) and not Path(log_history).exists():
         log_history = None
     payload = {
@@ -190,6 +200,7 @@ def write_report_card(
             k: {**asdict(c), "relative_change": _json_float(c.relative_change)}
             for k, c in comparisons.items()
         },
+        "reward_hack_signs": hack_signs,  # grpo_kit.reward_hacking: [] when the answers did not collapse
     }
     contents = {
         "eval.json": json.dumps(payload, indent=2, ensure_ascii=False),
@@ -200,6 +211,7 @@ def write_report_card(
             title=title,
             num_samples=num_samples,
             measures=measures,
+            hack_signs=hack_signs,
             completions=report_rows(out),  # the run's completions table, when log_completions wrote one
         ),
     }
@@ -221,6 +233,7 @@ def write_report_card(
                 "title": title,
                 "measures": measures,
                 "answers": list(zip(before.completions, after.completions))[: min(num_samples, 2)],
+                "hack_signs": hack_signs,
                 "reward_max": reward_upper_bound(
                     before.reward_names, before.settings.get("reward_weights"), kinds=before.reward_kinds
                 ),

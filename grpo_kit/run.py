@@ -584,12 +584,15 @@ def load_adapter(adapter_dir: Path, base_name: str) -> tuple[Any, Any]:
 
 
 def evaluation_summary(before: Any, after: Any, files: Mapping[str, Path] | None = None) -> dict[str, Any]:
-    """What run.json keeps of an evaluation: the headline comparison (metric, means, CI, verdict)."""
+    """What run.json keeps of an evaluation: the headline comparison (metric, means, CI, verdict; "reward hack
+    suspected" with its signs when the answers collapsed, as in the report card)."""
     from grpo_kit.evaluate import compare
     from grpo_kit.report_card import headline_metric
+    from grpo_kit.reward_hacking import flag_reward_hacking
 
     metric = headline_metric(before.per_prompt)
-    c = compare(before, after, metric=metric)
+    flagged, signs = flag_reward_hacking({metric: compare(before, after, metric=metric)}, before, after)
+    c = flagged[metric]
     return {
         "num_prompts": before.num_prompts,
         "metric": metric,
@@ -600,7 +603,8 @@ def evaluation_summary(before: Any, after: Any, files: Mapping[str, Path] | None
         "ci_high": c.ci_high,
         "level": c.level,
         "verdict": c.verdict,
-        "headline": c.summary(),
+        "reward_hack_signs": signs,
+        "headline": c.summary() + (f" ({'; '.join(signs)})" if signs else ""),
         "files": {name: str(path) for name, path in (files or {}).items()},
     }
 

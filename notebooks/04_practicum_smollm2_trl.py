@@ -224,8 +224,11 @@ def _(mo, run):
                 f"`{run.metrics_path}` holds every logged step with TRL's metric names. The last one:\n\n"
                 "| metric | value |\n|---|---|\n"
                 + "\n".join(f"| `{n}` | {_last[n]:.4g} |" for n in _names if _last.get(n) is not None)
-                + "\n\nThe `loss` sits near 0: with β = 0 and one update per batch it is not a progress "
-                "measure (lesson 2). Watch the reward."
+                + "\n\nThe `loss` is not a progress measure: with β = 0 and one update per batch its "
+                "value says how the batch's advantages and lengths came out, not how well the model does "
+                "(lesson 2; here it ended at "
+                + (f"{_last['loss']:.3g}" if _last.get("loss") is not None else "an unlogged value")
+                + "). Watch the reward."
             ),
         ]
     )
@@ -236,15 +239,21 @@ def _(mo, run):
 def _(before_report, evaluate_model, tokenizer, trained_model):
     from grpo_kit.evaluate import compare
     from grpo_kit.report_card import headline_metric
+    from grpo_kit.reward_hacking import flag_reward_hacking
 
     after_report = evaluate_model(trained_model, tokenizer)
-    # Paired per prompt (after − before), with a seeded bootstrap 95 % CI: the claim rests on this.
-    comparison = compare(before_report, after_report, metric=headline_metric(before_report.per_prompt))
-    return after_report, comparison
+    # Paired per prompt (after − before), with a seeded bootstrap 95 % CI: the claim rests on this. Then the
+    # answers themselves are read: "improved" becomes "reward hack suspected" when they collapsed.
+    _metric = headline_metric(before_report.per_prompt)
+    _flagged, hack_signs = flag_reward_hacking(
+        {_metric: compare(before_report, after_report, metric=_metric)}, before_report, after_report
+    )
+    comparison = _flagged[_metric]
+    return after_report, comparison, hack_signs
 
 
 @app.cell
-def _(after_report, before_report, comparison, mo):
+def _(after_report, before_report, comparison, hack_signs, mo):
     from grpo_kit.markdown_text import table_cell as _cell
 
     _metric = comparison.metric
@@ -266,7 +275,17 @@ def _(after_report, before_report, comparison, mo):
         f"{comparison.level:.0%} CI [{comparison.ci_low:+.1f}, {comparison.ci_high:+.1f}] — "
         f"**{comparison.verdict}**. The interval comes from resampling the prompts (paired bootstrap, "
         "`grpo_kit.evaluate.compare`): when it excludes 0, the change is not noise of a few lucky prompts.\n\n"
-        "Four of the answers (distance from the target):\n\n"
+        + (
+            f"**The report card calls this a reward hack: {'; '.join(hack_signs)}.** The course's setting "
+            "(a plain-text prompt, a target counted in characters) is learned by saying less and less: an "
+            "empty answer is exactly 50 characters off, so the reward rises as the answers vanish. The CI "
+            "measured the reward, and the reward did rise; only the answers show what was learned. "
+            "`grpo-kit train` trains the chat-prompt, token-target recipe instead (README, the main job).\n\n"
+            if hack_signs
+            else "The answers did not collapse (no empty, shrunken or identical answers; "
+            "`grpo_kit.reward_hacking`): read them below.\n\n"
+        )
+        + "Four of the answers (distance from the target):\n\n"
         "| before | after |\n|---|---|\n" + _rows
     )
     return
@@ -312,12 +331,14 @@ def _(load_model, merged_report, mo):
 
 @app.cell
 def test_trained_beats_untrained_and_merged_model_reloads(
-    comparison, merged_report, preflight_report, reloaded_answer
+    comparison, hack_signs, merged_report, preflight_report, reloaded_answer
 ):
     # One test cell for the whole run: pytest re-runs a test cell's ancestors, and training is the costly one.
-    # The lesson's claim: the distance from the target fell, with a 95 % CI that excludes 0.
+    # The lesson's claim: the distance from the target fell, with a 95 % CI that excludes 0 — and the verdict
+    # says whether the answers collapsed on the way (the course's character target invites it).
     assert comparison.metric.startswith("length_error/") and comparison.n == 32, comparison
-    assert comparison.verdict == "improved" and comparison.ci_high < 0, comparison.summary()
+    assert comparison.ci_high < 0, comparison.summary()
+    assert comparison.verdict == ("reward hack suspected" if hack_signs else "improved"), comparison.summary()
     assert preflight_report.zero_std_share < 0.5, preflight_report.summary()  # the groups carry a signal
     assert merged_report.verified, merged_report.details
     _files = {p.name for p in merged_report.path.iterdir()}

@@ -208,6 +208,12 @@ def held_out_table(evaluation: Mapping[str, Any] | None) -> list[str]:
             f"| {_cell(name)} | {_num(c.get('before'))} | {_num(c.get('after'))} | {_num(c.get('mean_diff'), '+.3f')} "
             f"| [{_num(c.get('ci_low'), '+.3f')}, {_num(c.get('ci_high'), '+.3f')}] | {_cell(c.get('verdict'))} |"
         )
+    if evaluation.get("reward_hack_signs"):
+        signs = "; ".join(evaluation["reward_hack_signs"])
+        lines += [
+            "",
+            f"**Reward hack suspected**: the reward improved while the answers collapsed ({_cell(signs)}).",
+        ]
     return lines
 
 

@@ -1,0 +1,64 @@
+"""A better reward while the answers collapse is flagged, everywhere a verdict is shown; an honest win is not."""
+
+from __future__ import annotations
+
+import json
+
+import rewards
+from grpo_kit.evaluate import evaluate
+from grpo_kit.report_card import write_report_card
+from grpo_kit.reward_hacking import SUSPECTED, collapse_signs
+from tests.grpo_kit.test_evaluate import GOOD, GSM8K_FUNCS, PLAIN, _dataset, canned
+
+POSTS = [f"A long comment about post number {i}, " + "with many more words in it " * 6 for i in range(8)]
+
+
+def _length_eval(answers: list[str]):
+    """Lesson 4's setting: a character-target length reward (50), greedy answers given."""
+    rows = [{"prompt": f"Summarize post {i}."} for i in range(len(answers))]
+    return evaluate(
+        None,
+        None,
+        rows,
+        [rewards.length_reward(50, unit="chars")],
+        num_prompts=len(rows),
+        sampler=canned(answers),
+    )
+
+
+def test_lesson_4s_collapse_to_empty_answers_is_flagged_not_improved(tmp_path):
+    before, after = _length_eval(POSTS), _length_eval([""] * 8)  # an empty answer is exactly 50 chars off
+    signs = collapse_signs(before, after)
+    assert "empty answers 0% -> 100%" in signs and any(s.startswith("mean answer length") for s in signs)
+    paths = write_report_card(tmp_path, before, after, n_boot=500)
+    data = json.loads(paths["eval.json"].read_text())
+    error = next(c for name, c in data["comparisons"].items() if name.startswith("length_error/"))
+    assert error["mean_diff"] < 0 and error["ci_high"] < 0  # the CI alone says "improved"...
+    assert error["verdict"] == SUSPECTED  # ...the answers say otherwise
+    assert data["reward_hack_signs"] == signs
+    assert "improved" not in {c["verdict"] for c in data["comparisons"].values()}
+    md = paths["report.md"].read_text()
+    assert "**Reward hack suspected.**" in md and "empty answers 0% -> 100%" in md
+
+
+def test_one_template_for_every_prompt_is_flagged():
+    template = "<reasoning>\n...\n</reasoning>\n<answer>\n7\n</answer>\n"
+    varied = [f"The answer is {i}, since {i} apples" for i in range(8)]
+    before = evaluate(None, None, _dataset(8), GSM8K_FUNCS, num_prompts=8, sampler=canned(varied))
+    after = evaluate(None, None, _dataset(8), GSM8K_FUNCS, num_prompts=8, sampler=canned([template] * 8))
+    assert collapse_signs(before, after) == ["identical answers 12% -> 100%"]
+
+
+def test_an_honest_win_keeps_its_verdict(tmp_path):
+    good = [GOOD.replace("3 + 4", f"3 + 4 (#{i})") for i in range(4)]  # right, and not one template
+    before = evaluate(None, None, _dataset(4), GSM8K_FUNCS, num_prompts=4, sampler=canned([PLAIN] * 4))
+    after = evaluate(None, None, _dataset(4), GSM8K_FUNCS, num_prompts=4, sampler=canned(good))
+    assert collapse_signs(before, after) == []
+    data = json.loads(write_report_card(tmp_path, before, after, n_boot=500)["eval.json"].read_text())
+    assert data["reward_hack_signs"] == [] and data["comparisons"]["format"]["verdict"] == "improved"
+
+
+def test_a_base_model_that_was_already_terse_is_not_flagged():
+    before = _length_eval(["", "", "", "", "", POSTS[0], POSTS[1], POSTS[2]])  # 62% empty already
+    after = _length_eval(["", "", "", "", "", "", POSTS[1], POSTS[2]])  # 75%: +12 points, not a collapse
+    assert not any(s.startswith("empty answers") for s in collapse_signs(before, after))
