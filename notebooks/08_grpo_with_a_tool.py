@@ -249,7 +249,20 @@ def _(before_report, load_model, mo, output_root, recipe, train_button, train_da
 
 
 @app.cell
-def _(mo, run):
+def _(mo, recipe, run):
+    _weights = {spec.name: spec.weight for spec in recipe.rewards}
+    _weight_note = (
+        "The curve's total is the weighted sum of the rewards: "
+        + ", ".join(f"`{name}` × {weight:g}" for name, weight in _weights.items())
+        + ". "
+        + (
+            "A reward of weight 0 is logged and drawn but does not train: "
+            + ", ".join(f"`{n}`" for n, w in _weights.items() if w == 0)
+            + " can rise while the total stays flat."
+            if any(w == 0 for w in _weights.values())
+            else ""
+        )
+    )
     _keys = [
         ("tools/call_frequency", "calls per rollout"),
         ("tools/failure_frequency", "failed calls"),
@@ -267,7 +280,8 @@ def _(mo, run):
             if run.reward_curve_path
             else mo.md("(no curve)"),
             mo.md(
-                "TRL's tool metrics per step:\n\n| step | "
+                _weight_note
+                + "\n\nTRL's tool metrics per step:\n\n| step | "
                 + " | ".join(n for _, n in _keys)
                 + " |\n|---"
                 + "|---" * len(_keys)
