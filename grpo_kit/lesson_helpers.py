@@ -30,6 +30,8 @@ __all__ = [
     "on_gpu",
     "run_button",
     "should_run",
+    "source_code",
+    "wrapped_text",
 ]
 
 
@@ -167,3 +169,29 @@ class LiveRewardCurve:
         import marimo as mo
 
         mo.output.replace(self.figure())
+
+
+def source_code(*functions: Any) -> Any:
+    """The source of ``functions`` as a Python code block, for the prose that discusses them: ``marimo run``
+    sends no code, so a lesson whose subject is the code shows it with this."""
+    import inspect
+    import textwrap
+
+    import marimo as mo
+
+    sources = "\n\n".join(textwrap.dedent(inspect.getsource(fn)).rstrip() for fn in functions)
+    return mo.md(f"```python\n{sources}\n```")
+
+
+def wrapped_text(text: str) -> Any:
+    """``text`` shown as written (monospace, nothing read as markup), its long lines wrapped at the box's
+    edge instead of running off the page as ``mo.plain_text`` does."""
+    import html
+
+    import marimo as mo
+
+    return mo.Html(
+        '<pre style="white-space: pre-wrap; overflow-wrap: anywhere; margin: 0">'
+        + html.escape(str(text))
+        + "</pre>"
+    )

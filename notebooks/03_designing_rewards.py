@@ -248,17 +248,41 @@ def _(
 
 
 @app.cell
-def _(mo, pitfalls):
+def _(
+    course_correctness_reward_func,
+    course_int_reward_func,
+    course_reward_len,
+    course_soft_format_reward_func,
+    mo,
+    pitfalls,
+):
+    from grpo_kit.lesson_helpers import source_code as _source_code
+
     _rows = "\n".join(
         f"| {p['pitfall']} | {p['course']:+.2f} | **{p['ours']:+.2f}** | {p['right']:+.2f} |"
         for p in pitfalls
     )
-    mo.md(
+    _table = mo.md(
         "| pitfall | course's code | `rewards` | should be |\n|---|---|---|---|\n" + _rows + "\n\n"
         "Each of these is also a unit test of the library that fails on the course's code "
         "(`tests/rewards/`). The library's docstrings (`rewards.course`, `rewards.gsm8k`) list the rest: "
         "empty tags that earn format rewards, `count_xml` charging the whole text when the completion "
         "ends at `</answer>`, a bare `except:` that scores everything 0."
+    )
+    mo.vstack(
+        [
+            _table,
+            mo.accordion(
+                {
+                    "The course's code, verbatim (rewards.course_original)": _source_code(
+                        course_soft_format_reward_func,
+                        course_reward_len,
+                        course_int_reward_func,
+                        course_correctness_reward_func,
+                    )
+                }
+            ),
+        ]
     )
     return
 
@@ -372,15 +396,18 @@ def _(rewards):
 
     my_report = rewards.lint(my_format_reward, verbose=False)
     library_report = rewards.lint(rewards.format_reward, verbose=False)
-    return library_report, my_report
+    return library_report, my_format_reward, my_report
 
 
 @app.cell
-def _(library_report, mo, my_report):
+def _(library_report, mo, my_format_reward, my_report):
+    from grpo_kit.lesson_helpers import source_code, wrapped_text
+
     mo.vstack(
         [
             mo.md("**The first attempt:**"),
-            mo.plain_text(str(my_report)),
+            source_code(my_format_reward),
+            wrapped_text(str(my_report)),
             mo.md(
                 "Three lessons in one report: conversational completions are lists, not strings (it would "
                 "crash inside `GRPOTrainer`); `.` without `re.DOTALL` stops at a newline, so real multi-line "
@@ -388,7 +415,7 @@ def _(library_report, mo, my_report):
                 "earns the full reward, which is exactly what the model will learn to write.\n\n"
                 "**The library's `format_reward`:**"
             ),
-            mo.plain_text(str(library_report)),
+            wrapped_text(str(library_report)),
             mo.md("From a shell: `grpo-kit-reward-lint my_module:my_reward` (exit status 1 on problems)."),
         ]
     )
