@@ -159,3 +159,12 @@ def test_every_slider_shows_its_value():
                 if not (isinstance(shown, ast.Constant) and shown.value is True):
                     hidden.append(f"{lesson.name}:{node.lineno}")
     assert not hidden, f"sliders without show_value=True: {hidden}"
+
+
+def test_marimo_edit_runs_the_lessons_on_open():
+    """marimo reads the project's pyproject.toml for each lesson: auto_instantiate is on, so a learner who
+    opens a lesson in ``marimo edit`` sees it run instead of a page of unrun cells."""
+    from marimo._config.manager import PyprojectConfigReader
+
+    for lesson in LESSONS:
+        assert PyprojectConfigReader(str(lesson)).read()["runtime"]["auto_instantiate"] is True, lesson.name
