@@ -31,6 +31,7 @@ __all__ = [
     "run_button",
     "should_run",
     "source_code",
+    "stack",
     "wrapped_text",
 ]
 
@@ -195,3 +196,33 @@ def wrapped_text(text: str) -> Any:
         + html.escape(str(text))
         + "</pre>"
     )
+
+
+def stack(items: list[Any]) -> Any:
+    """``mo.vstack(items)`` under marimo; in Jupyter/Colab (the exported ipynb, no marimo runtime) each item is
+    displayed on its own instead, so the notebook's outputs hold what a learner must see: a matplotlib figure
+    as a PNG image, marimo text as HTML. (A ``mo.vstack`` there is an HTML shell whose figures and widgets
+    need marimo's frontend: empty boxes.) Returns what the cell should show (None in Jupyter: shown already)."""
+    import marimo as mo
+
+    if _has_marimo_context():
+        return mo.vstack(items)
+    import io
+
+    import IPython.display
+    from IPython.display import HTML, Image
+
+    # marimo patches IPython's display() the first time it formats one of its objects (a slider, mo.md), even
+    # in a Jupyter kernel, where its replacement writes to a marimo output that does not exist: everything
+    # displayed afterwards is lost. functools.wraps keeps the original as __wrapped__.
+    display = getattr(IPython.display.display, "__wrapped__", IPython.display.display)
+    for item in items:
+        if hasattr(item, "savefig"):  # a matplotlib figure
+            buffer = io.BytesIO()
+            item.savefig(buffer, format="png", dpi=100)
+            display(Image(data=buffer.getvalue(), format="png"))
+        elif hasattr(item, "_repr_html_"):
+            display(HTML(item._repr_html_()))
+        else:
+            display(item)
+    return None

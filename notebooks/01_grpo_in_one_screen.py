@@ -52,7 +52,9 @@ def _():
     import matplotlib.pyplot as plt
     import torch
 
-    return plt, torch
+    from grpo_kit.lesson_helpers import stack  # mo.vstack under marimo; figures as images in Jupyter
+
+    return plt, stack, torch
 
 
 @app.cell(hide_code=True)
@@ -114,7 +116,7 @@ def _(group_a_sliders, group_b_sliders):
 
 
 @app.cell
-def _(mo, num_generations, plt, results_by_scale, slider_rewards):
+def _(mo, num_generations, plt, results_by_scale, slider_rewards, stack):
     _labels = [f"{'AB'[i // num_generations]}{i % num_generations + 1}" for i in range(len(slider_rewards))]
     _fig, _ax = plt.subplots(figsize=(8, 3.2))
     _width = 0.27
@@ -136,7 +138,7 @@ def _(mo, num_generations, plt, results_by_scale, slider_rewards):
         for i in range(len(_labels))
     )
     _metrics = results_by_scale["group"].metrics
-    mo.vstack(
+    stack(
         [
             _fig,
             mo.md(
@@ -231,7 +233,7 @@ def _(drift_slider, torch):
 
 
 @app.cell
-def _(exact_kl, k3_kl, mo, plt, sampled_k1, sampled_k3, torch):
+def _(exact_kl, k3_kl, mo, plt, sampled_k1, sampled_k3, stack, torch):
     _x = torch.linspace(-3, 3, 241)  # (X,) log π_ref − log π_θ
     _k3 = k3_kl(torch.zeros_like(_x), _x)  # (X,) log π_θ = 0, log π_ref = x
     _fig, (_left, _right) = plt.subplots(1, 2, figsize=(10, 3.4))
@@ -248,7 +250,7 @@ def _(exact_kl, k3_kl, mo, plt, sampled_k1, sampled_k3, torch):
     _right.bar(_names, _values, color=["black", "tab:orange", "tab:blue"])
     _right.set_title("averaged over 20,000 sampled tokens")
     _fig.tight_layout()
-    mo.vstack(
+    stack(
         [
             _fig,
             mo.md(
@@ -340,7 +342,7 @@ def _(epsilon_high_slider, epsilon_low_slider, torch):
 
 
 @app.cell
-def _(epsilon_high_slider, epsilon_low_slider, mo, plt, ratios, surrogate):
+def _(epsilon_high_slider, epsilon_low_slider, mo, plt, ratios, stack, surrogate):
     _fig, _axes = plt.subplots(1, 2, figsize=(10, 3.4), sharex=True)
     for _ax, (_adv, (_objective, _grad, _)) in zip(_axes, surrogate.items()):
         _ax.plot(ratios, _objective, label="objective")
@@ -357,7 +359,7 @@ def _(epsilon_high_slider, epsilon_low_slider, mo, plt, ratios, surrogate):
         _ax.legend(fontsize="small", loc="lower right" if _adv > 0 else "upper right")
     _fig.tight_layout()
     _metrics = surrogate[1.0][2]
-    mo.vstack(
+    stack(
         [
             _fig,
             mo.md(

@@ -106,6 +106,9 @@ def test_export_runs_in_jupyter(export: Path, tmp_path: Path, monkeypatch):
     # the cell prints "installed …" after an install: a silent cell is a skipped install.
     assert notebook.cells[0].outputs == [], notebook.cells[0].outputs
     assert all(c.get("execution_count") for c in notebook.cells if c.cell_type == "code")
+    images = [o for c in notebook.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    if export.stem.startswith("01_"):  # lesson 1's three plots reach Jupyter as images (lesson_helpers.stack)
+        assert len(images) >= 3, f"{len(images)} image outputs"
 
 
 def test_exports_start_with_an_install_cell():
