@@ -139,8 +139,10 @@ def test_lesson3_typed_answer_is_scored_by_correctness_reward(open_lesson):
 @pytest.mark.timeout(900)
 def test_lesson5_run_button_trains_the_tiny_model(open_lesson):
     lesson = open_lesson("05", "--max-steps", "1", "--model", "tiny")
-    lesson.settle(KEY_OUTPUTS["05"])
+    text = lesson.settle(KEY_OUTPUTS["05"])
     lesson.save_first_screen()
+    # The system prompt's tags reach the page as text (grpo_kit.markdown_text), not as swallowed HTML.
+    assert "<reasoning>" in text and "</answer>" in text
     lesson.page.get_by_role("button", name=re.compile("Train the tiny model for 1 steps")).click()
     text = lesson.settle(("last record — the keys are TRL's",), timeout=400)
     assert "Press the button to train." not in text
