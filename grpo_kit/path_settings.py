@@ -82,7 +82,10 @@ def _paths_with(name: str) -> tuple[str, ...]:
 
 
 def refusal(name: str, value: Any, loop: str) -> str | None:
-    """Why ``loop`` would not apply ``name=value`` (naming the path that does), or None when it applies it."""
+    """Why ``loop`` would not apply ``name=value`` (naming the path that does), or None when it applies it.
+    A credential's value (``hub_token``) is never part of the message: it reads ``<redacted>``."""
+    from grpo_kit.checkpoint import CREDENTIAL_PLACEHOLDER, is_credential_field
+
     if loop not in PATHS:
         raise ValueError(f"loop {loop!r}: choose one of {', '.join(PATHS)}.")
     if name == "reward_weights":
@@ -94,6 +97,8 @@ def refusal(name: str, value: Any, loop: str) -> str | None:
     if loop in paths:
         return None
     where = " or ".join(f"--loop {p}" for p in paths)
+    if is_credential_field(name) and value is not None:
+        value = CREDENTIAL_PLACEHOLDER
     if loop == "standalone" and name in LOOP_BEHAVES_AS:
         return (
             f"{name}={value!r}: the standalone loop always runs as {name}={LOOP_BEHAVES_AS[name][0]!r}; "

@@ -27,22 +27,38 @@ def _files_holding(folder, needle: str) -> list[str]:
     )
 
 
-@pytest.mark.parametrize("loop", ["standalone", "trl"])
+OVERRIDES = {
+    "model": "tiny",
+    "hub_token": SECRET,
+    "max_completion_length": 4,
+    "per_device_train_batch_size": 4,
+    "num_generations": 2,
+    "save_steps": 1,
+    "logging_steps": 1,
+}
+
+
+def test_the_standalone_loop_refuses_a_token_without_showing_it(tmp_path):
+    """The standalone loop never talks to the Hub: ``hub_token`` is refused before anything loads (no silent
+    no-op), and the refusal names the setting, never its value."""
+    with pytest.raises(ValueError, match="hub_token") as refused:
+        plan = run.plan_run(
+            "smoltldr-length-small",
+            overrides=OVERRIDES,
+            loop="standalone",
+            max_steps=1,
+            output_dir=tmp_path / "run",
+        )
+        run.execute(plan, samples=1, merge=False, eval_prompts=0)
+    assert SECRET not in str(refused.value) and SECRET[3:] not in str(refused.value)
+    assert CREDENTIAL_PLACEHOLDER in str(refused.value) and "--loop trl" in str(refused.value)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("loop", ["trl"])
 def test_a_token_lands_in_no_file_of_a_run(tmp_path, loop):
     plan = run.plan_run(
-        "smoltldr-length-small",
-        overrides={
-            "model": "tiny",
-            "hub_token": SECRET,
-            "max_completion_length": 4,
-            "per_device_train_batch_size": 4,
-            "num_generations": 2,
-            "save_steps": 1,
-            "logging_steps": 1,
-        },
-        loop=loop,
-        max_steps=1,
-        output_dir=tmp_path / "run",
+        "smoltldr-length-small", overrides=OVERRIDES, loop=loop, max_steps=1, output_dir=tmp_path / "run"
     )
     outcome = run.execute(plan, samples=1, merge=False, eval_prompts=0)
     folder = outcome.plan.output_dir
