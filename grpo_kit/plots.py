@@ -24,6 +24,7 @@ __all__ = [
     "metric_label",
     "plot_report_card",
     "plot_reward_curve",
+    "reward_curve_figure",
     "reward_upper_bound",
 ]
 
@@ -128,9 +129,43 @@ def _draw_reward_curve(
             pts = [(r["step"], r[name]) for r in records if r.get(name) is not None]
             ax.plot([p[0] for p in pts], [p[1] for p in pts], linestyle="--", label=name)
     ax.set_xlabel("optimizer step")
+    _whole_step_ticks(ax)
     ax.set_ylabel("training reward (reward units)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize="x-small")
+
+
+def _whole_step_ticks(ax) -> None:
+    """Ticks at whole optimizer steps only: a 6-step run is not labelled 0.5, 1.5, …"""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def reward_curve_figure(
+    source: str | Path | Sequence[dict[str, Any]],
+    *,
+    title: str = "GRPO reward",
+    reward_max: float | None = None,
+) -> Any:
+    """The reward curve as a matplotlib ``Figure`` (no pyplot state): what :func:`plot_reward_curve` saves and
+    what a lesson's live curve redraws after each step. Records without ``reward`` are skipped (TRL's final
+    summary record, eval records). The ±std band is clipped at ``reward_max``, by default
+    :func:`reward_upper_bound` of the logged reward functions where it is known without their weights
+    (a length reward's 0): the band says where the completions' rewards lie, and none lies above it."""
+    from matplotlib.figure import Figure
+
+    records = [r for r in load_log_history(source) if r.get("reward") is not None and "step" in r]
+    if not records:
+        raise ValueError("no logged 'reward' values to plot; log at least one step (logging_steps) first.")
+    if reward_max is None:
+        reward_max = reward_upper_bound(_logged_reward_names(records))
+    figure = Figure(figsize=(7, 4))
+    ax = figure.subplots()
+    _draw_reward_curve(ax, records, reward_max, per_function=True)
+    ax.set_title(title)
+    figure.tight_layout()
+    return figure
 
 
 def plot_reward_curve(
@@ -140,28 +175,11 @@ def plot_reward_curve(
     title: str = "GRPO reward",
     reward_max: float | None = None,
 ) -> Path:
-    """Draw reward vs step to ``png_path`` and return the path. Records without ``reward`` are skipped
-    (TRL's final summary record, eval records). The ±std band is clipped at ``reward_max``, by default
-    :func:`reward_upper_bound` of the logged reward functions where it is known without their weights
-    (a length reward's 0): the band says where the completions' rewards lie, and none lies above it."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only; never needs a display
-    import matplotlib.pyplot as plt
-
-    records = [r for r in load_log_history(source) if r.get("reward") is not None and "step" in r]
-    if not records:
-        raise ValueError("no logged 'reward' values to plot; log at least one step (logging_steps) first.")
-    if reward_max is None:
-        reward_max = reward_upper_bound(_logged_reward_names(records))
-    fig, ax = plt.subplots(figsize=(7, 4))
-    _draw_reward_curve(ax, records, reward_max, per_function=True)
-    ax.set_title(title)
+    """Draw :func:`reward_curve_figure` to ``png_path`` and return the path."""
+    figure = reward_curve_figure(source, title=title, reward_max=reward_max)
     png_path = Path(png_path)
     png_path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(png_path, dpi=110)
-    plt.close(fig)
+    figure.savefig(png_path, dpi=110)
     return png_path
 
 

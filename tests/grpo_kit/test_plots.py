@@ -105,3 +105,19 @@ def test_report_card_says_what_the_metric_measures_next_to_the_answers(tmp_path)
         answers=[(before.completions[0], after.completions[0])],
     )
     assert png.stat().st_size > 10_000 and not math.isnan(comparisons[0]["before_ci"][0])
+
+
+def test_reward_curve_ticks_are_whole_steps(tmp_path):
+    # a 6-step run: no 0.5, 1.5, ... on the step axis, in the saved PNG's figure and a lesson's live one
+    from grpo_kit.lesson_helpers import LiveRewardCurve
+    from grpo_kit.plots import reward_curve_figure
+
+    records = [{"step": s, "reward": -40.0 + 5 * s, "reward_std": 2.0} for s in range(1, 7)]
+    curve = LiveRewardCurve("six steps")
+    for record in records:
+        curve.add(record)
+    for figure in (reward_curve_figure(records), curve.figure()):
+        axis = figure.axes[0]
+        figure.canvas.draw()
+        ticks = [t for t in axis.get_xticks() if axis.get_xlim()[0] <= t <= axis.get_xlim()[1]]
+        assert ticks and all(float(t).is_integer() for t in ticks), ticks
