@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["SUSPECTED", "collapse_signs", "flag_reward_hacking"]
+__all__ = ["SUSPECTED", "collapse_signs", "flag_reward_hacking", "judge_headline"]
 
 SUSPECTED = "reward hack suspected"
 HALF, RISE, SHRINK = 0.5, 0.25, 0.25
@@ -76,3 +76,15 @@ def flag_reward_hacking(
         for name, c in comparisons.items()
     }
     return flagged, signs
+
+
+def judge_headline(before: Any, after: Any) -> tuple[Any, list[str]]:
+    """The headline metric's paired comparison of two ``EvalReport``\\ s (grpo_kit.evaluate.compare, the metric
+    ``report_card.headline_metric`` leads with), its verdict read against the answers, and the collapse signs:
+    what a run's summary and a lesson's before/after state."""
+    from grpo_kit.evaluate import compare
+    from grpo_kit.report_card import headline_metric
+
+    metric = headline_metric(before.per_prompt)
+    flagged, signs = flag_reward_hacking({metric: compare(before, after, metric=metric)}, before, after)
+    return flagged[metric], signs

@@ -586,16 +586,12 @@ def load_adapter(adapter_dir: Path, base_name: str) -> tuple[Any, Any]:
 def evaluation_summary(before: Any, after: Any, files: Mapping[str, Path] | None = None) -> dict[str, Any]:
     """What run.json keeps of an evaluation: the headline comparison (metric, means, CI, verdict; "reward hack
     suspected" with its signs when the answers collapsed, as in the report card)."""
-    from grpo_kit.evaluate import compare
-    from grpo_kit.report_card import headline_metric
-    from grpo_kit.reward_hacking import flag_reward_hacking
+    from grpo_kit.reward_hacking import judge_headline
 
-    metric = headline_metric(before.per_prompt)
-    flagged, signs = flag_reward_hacking({metric: compare(before, after, metric=metric)}, before, after)
-    c = flagged[metric]
+    c, signs = judge_headline(before, after)
     return {
         "num_prompts": before.num_prompts,
-        "metric": metric,
+        "metric": c.metric,
         "before": c.before,
         "after": c.after,
         "mean_diff": c.mean_diff,

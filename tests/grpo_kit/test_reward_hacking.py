@@ -7,7 +7,7 @@ import json
 import rewards
 from grpo_kit.evaluate import evaluate
 from grpo_kit.report_card import write_report_card
-from grpo_kit.reward_hacking import SUSPECTED, collapse_signs
+from grpo_kit.reward_hacking import SUSPECTED, collapse_signs, judge_headline
 from tests.grpo_kit.test_evaluate import GOOD, GSM8K_FUNCS, PLAIN, _dataset, canned
 
 POSTS = [f"A long comment about post number {i}, " + "with many more words in it " * 6 for i in range(8)]
@@ -62,3 +62,19 @@ def test_a_base_model_that_was_already_terse_is_not_flagged():
     before = _length_eval(["", "", "", "", "", POSTS[0], POSTS[1], POSTS[2]])  # 62% empty already
     after = _length_eval(["", "", "", "", "", "", POSTS[1], POSTS[2]])  # 75%: +12 points, not a collapse
     assert not any(s.startswith("empty answers") for s in collapse_signs(before, after))
+
+
+def test_judge_headline_states_what_the_report_card_states(tmp_path):
+    # lesson 4 and run.json's summary read their verdict through judge_headline: the same as the report card's
+    before, after = _length_eval(POSTS), _length_eval([""] * 8)
+    comparison, signs = judge_headline(before, after)
+    assert comparison.metric.startswith("length_error/") and comparison.verdict == SUSPECTED
+    assert signs == collapse_signs(before, after)
+    card = json.loads(write_report_card(tmp_path, before, after)["eval.json"].read_text())
+    assert card["comparisons"][comparison.metric]["verdict"] == comparison.verdict
+    assert card["comparisons"][comparison.metric]["ci_high"] == comparison.ci_high
+    # 100 characters -> exactly 50: a real win, the answers half as long but not gone
+    comparison, signs = judge_headline(
+        _length_eval([p[:100] for p in POSTS]), _length_eval([p[:50] for p in POSTS])
+    )
+    assert comparison.verdict == "improved" and signs == []
