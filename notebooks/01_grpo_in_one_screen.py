@@ -355,7 +355,7 @@ def _(epsilon_high_slider, epsilon_low_slider, mo, plt, ratios, stack, surrogate
         _ax.axvline(1 + epsilon_high_slider.value, color="red", linewidth=0.8)
         _ax.set_ylim(-2, 2)
         _ax.set_title(f"advantage {_adv:+.0f}")
-        _ax.set_xlabel("ρ = π_θ / π_old")
+        _ax.set_xlabel(r"$\rho = \pi_\theta \,/\, \pi_{\mathrm{old}}$")
         _ax.legend(fontsize="small", loc="lower right" if _adv > 0 else "upper right")
     _fig.tight_layout()
     _metrics = surrogate[1.0][2]

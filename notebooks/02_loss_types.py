@@ -51,7 +51,7 @@ def _(mo):
 
     mo.md(
         "| loss_type | what it does | paper |\n|---|---|---|\n"
-        + "\n".join(f"| `{t.name}` | {t.summary} | {t.paper} |" for t in LOSS_TYPES.values())
+        + "\n".join(f"| `{t.name}` | {t.summary} | {t.paper_link} |" for t in LOSS_TYPES.values())
     )
     return (LOSS_TYPES,)
 
@@ -241,7 +241,7 @@ def _(plt, push_vs_ratio, ratios, sapo_neg_slider, sapo_pos_slider):
         _ax.plot(ratios, _soft, label="sapo: soft gate")
         _ax.axhline(0, color="black", linewidth=0.8)
         _ax.set_title(f"advantage {_adv:+.0f}")
-        _ax.set_xlabel("ρ = π_θ / π_old")
+        _ax.set_xlabel(r"$\rho = \pi_\theta \,/\, \pi_{\mathrm{old}}$")
         _ax.set_ylabel("∂objective / ∂ρ")
         _ax.legend(fontsize="small")
     _fig.tight_layout()
@@ -295,7 +295,7 @@ def _(cispo_cap_slider, plt, push_vs_ratio, ratios):
         label=f"cispo: min(ρ, {cispo_cap_slider.value:.1f}) (no gradient through the weight)",
     )
     _ax.plot(ratios, dapo_push, label="dapo: ρ inside [0.8, 1.28], 0 above")
-    _ax.set_xlabel("ρ = π_θ / π_old")
+    _ax.set_xlabel(r"$\rho = \pi_\theta \,/\, \pi_{\mathrm{old}}$")
     _ax.set_ylabel("push on log π (advantage +1)")
     _ax.legend(fontsize="small")
     _fig.tight_layout()

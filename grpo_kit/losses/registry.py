@@ -28,6 +28,12 @@ class LossType:
     # Importance-sampling levels the paper (and TRL) recommend; the other level only warns, as in TRL.
     levels: tuple[str, ...] = ("token", "sequence")
 
+    @property
+    def paper_link(self) -> str:
+        """``paper`` as a Markdown link named by the paper (``[Dr. GRPO](https://…)``); as written without a URL."""
+        title, _, url = self.paper.partition(", https://")
+        return f"[{title}](https://{url})" if url else self.paper
+
 
 LOSS_TYPES: dict[str, LossType] = {
     loss.name: loss

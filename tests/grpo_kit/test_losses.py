@@ -383,6 +383,14 @@ def test_registry_covers_exactly_trls_loss_types():
         assert spec.objective.__doc__ and ("papers/" in spec.paper or "TRL" in spec.paper)
 
 
+def test_paper_links_name_the_paper_and_keep_its_url():
+    # lesson 2's table shows each paper as a link named by the paper, not as a raw URL
+    assert LOSS_TYPES["dr_grpo"].paper_link == "[Dr. GRPO](https://huggingface.co/papers/2503.20783)"
+    assert LOSS_TYPES["bnpo"].paper_link == LOSS_TYPES["bnpo"].paper  # no URL: the text as written
+    for spec in LOSS_TYPES.values():
+        assert "https://" not in spec.paper_link.split("](")[0], spec.paper_link
+
+
 def _loss_and_grad(batch, device, dtype, loss_type):
     per_token_logps, advantages, mask, old, ref = (t if t is None else t.to(device) for t in batch)
     leaf = per_token_logps.to(dtype).clone().requires_grad_(True)
