@@ -11,7 +11,7 @@ returns an empty mapping there instead.
 
 ``LiveRewardCurve`` redraws the reward curve in the running cell's output after every logged step,
 for both training paths (a ``transformers.TrainerCallback`` for TRL, a ``cb(state, metrics)`` for the
-standalone loop).
+standalone loop); ``finish()`` takes it down when training returns, so the saved curve is the only one left.
 
 Nothing in this module imports torch at import time: it only needs marimo.
 """
@@ -20,14 +20,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "LessonSize",
     "LiveRewardCurve",
     "ci_size",
     "cli_args",
     "interactive",
+    "lesson_size",
     "on_gpu",
+    "preflight_verdict",
     "run_button",
     "should_run",
     "source_code",
@@ -101,6 +106,76 @@ def on_gpu() -> bool:
     return bool(torch.cuda.is_available())
 
 
+@dataclass(frozen=True)
+class LessonSize:
+    """The settings a lesson runs at: ``"gpu"`` (the course's), ``"cpu"`` (scaled to a 2-core CPU, and still
+    shows the result) or ``"small"`` (the project's CI, or ``-- --small``: every part runs, too few steps to
+    show a result). ``args`` are the lesson's command-line arguments (``cli_args``)."""
+
+    name: str
+    args: Mapping[str, Any]
+
+    @property
+    def gpu(self) -> bool:
+        return self.name == "gpu"
+
+    @property
+    def small(self) -> bool:
+        return self.name == "small"
+
+    def pick(self, *, gpu: Any, cpu: Any, small: Any = None) -> Any:
+        """This size's value of a setting (``small`` defaults to the CPU one)."""
+        if self.gpu:
+            return gpu
+        return cpu if small is None or not self.small else small
+
+    def steps(self, *, gpu: int, cpu: int, small: int | None = None) -> int:
+        """``-- --max-steps N`` when given, else this size's number of optimizer steps."""
+        given = self.args.get("max-steps")
+        if given is None:
+            return int(self.pick(gpu=gpu, cpu=cpu, small=small))
+        if not str(given).isdigit() or int(given) < 1:
+            raise ValueError(
+                f"--max-steps takes a whole number of steps, 1 or more (got {given!r}): -- --max-steps 8"
+            )
+        return int(given)
+
+    def output_dir(self, lesson: str) -> Path:
+        """``-- --output-dir DIR`` when given, else a fresh temporary folder named after the lesson."""
+        import tempfile
+
+        return Path(self.args.get("output-dir") or tempfile.mkdtemp(prefix=f"grpo-kit-{lesson}-"))
+
+
+def lesson_size() -> LessonSize:
+    """``gpu`` where CUDA is, else ``small`` under the project's tests (``GRPO_KIT_LESSON_SIZE=ci``) or with
+    ``-- --small``, else ``cpu``."""
+    args = cli_args()
+    if on_gpu():
+        return LessonSize("gpu", args)
+    return LessonSize("small" if ci_size() or args.get("small") is not None else "cpu", args)
+
+
+def preflight_verdict(report: Any, *, if_no_go: str = "") -> Any:
+    """A pre-flight report (grpo_kit.preflight) as the callout a Train button sits under: the verdict, how
+    many groups carry a learning signal, every finding with its fix, and ``if_no_go`` (what to do instead)
+    when training at these settings would not learn."""
+    import marimo as mo
+
+    lines = [
+        (
+            f"**Pre-flight: {report.verdict.upper()}** ({report.num_prompts} prompts × {report.num_generations} "
+            f"completions at the run's settings): {1 - report.zero_std_share:.0%} of the groups carry a learning "
+            f"signal (their rewards differ), {report.clipped_ratio:.0%} of the completions hit the length limit."
+        )
+    ]
+    lines += [f"- **{f.severity}**: {f.message} *Fix:* {f.fix}" for f in report.findings]
+    if not report.go and if_no_go:
+        lines.append(if_no_go)
+    kind = "danger" if not report.go else ("warn" if report.findings else "success")
+    return mo.callout(mo.md("\n\n".join(lines)), kind=kind)
+
+
 class LiveRewardCurve:
     """Collects the logged metrics of a run and, in the marimo editor, redraws the reward curve live.
 
@@ -142,29 +217,20 @@ class LiveRewardCurve:
         return _LiveRewardCurveCallback()
 
     def figure(self) -> Any:
-        """A matplotlib Figure of reward (± reward_std) per step."""
-        from matplotlib.figure import Figure
+        """The run's reward curve so far (grpo_kit.plots.reward_curve_figure: the same drawing as the saved PNG)."""
+        from grpo_kit.plots import reward_curve_figure
 
-        figure = Figure(figsize=(7, 3.2))
-        axis = figure.subplots()
-        steps = [r["step"] for r in self.records]
-        reward = [r["reward"] for r in self.records]
-        std = [r.get("reward_std") or 0.0 for r in self.records]
-        axis.plot(steps, reward, marker="o", markersize=3, label="reward (mean)")
-        axis.fill_between(
-            steps,
-            [m - s for m, s in zip(reward, std)],
-            [m + s for m, s in zip(reward, std)],
-            alpha=0.2,
-            label="± reward_std",
-        )
-        axis.set_xlabel("step")
-        axis.set_ylabel("reward")
-        axis.set_title(self.title)
-        axis.grid(alpha=0.3)
-        axis.legend(fontsize="small")
-        figure.tight_layout()
-        return figure
+        return reward_curve_figure(self.records, title=self.title)
+
+    def finish(self) -> None:
+        """End the live view once training returned: the running cell's curve gives way to one line, so the
+        page shows the reward curve once (the lesson shows the run folder's saved curve below it)."""
+        if interactive() and self.records:
+            import marimo as mo
+
+            mo.output.replace(
+                mo.md(f"Trained: {len(self.records)} logged steps. The run's saved reward curve is below.")
+            )
 
     def _redraw(self) -> None:
         import marimo as mo

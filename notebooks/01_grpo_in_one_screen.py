@@ -143,7 +143,7 @@ def _(mo, num_generations, plt, results_by_scale, slider_rewards, stack):
             _fig,
             mo.md(
                 "| completion | reward | " + " | ".join(f'`"{s}"`' for s in results_by_scale) + " |\n"
-                "|---|---|---|---|---|\n" + _rows
+                "|:---|:---|:---|:---|:---|\n" + _rows
             ),
             mo.md(
                 f"What TRL logs for this batch: `reward` = {_metrics['reward']:.3f}, "
@@ -396,7 +396,7 @@ def _(mo):
     ## The whole algorithm, once more
 
     | step | what happens | where in grpo-kit |
-    |---|---|---|
+    |:---|:---|:---|
     | sample | $G$ completions per prompt from $\pi_{\text{old}}$ | `grpo_kit.loop` (HF `generate`) |
     | score | one reward per completion per reward function | `rewards` |
     | advantages | reward minus the group mean, optionally ÷ std | `grpo_kit.advantages` |

@@ -50,7 +50,7 @@ def _(mo):
     from grpo_kit.losses import LOSS_TYPES
 
     mo.md(
-        "| loss_type | what it does | paper |\n|---|---|---|\n"
+        "| loss_type | what it does | paper |\n|:---|:---|:---|\n"
         + "\n".join(f"| `{t.name}` | {t.summary} | {t.paper_link} |" for t in LOSS_TYPES.values())
     )
     return (LOSS_TYPES,)
@@ -151,7 +151,7 @@ def _(
     mo.vstack(
         [
             mo.image(src=_png.read_bytes()),
-            mo.md("push per token / per completion\n\n" + _header + "\n|---|---|---|---|---|\n" + _rows),
+            mo.md("push per token / per completion\n\n" + _header + "\n|:---|:---|:---|:---|:---|\n" + _rows),
         ]
     )
     return
@@ -345,7 +345,7 @@ def _(LOSS_TYPES, advantages, completion_mask, compute_loss, demo_logps, mo, pus
         name: (_logged_loss(name), r.token_weights.norm().item()) for name, r in pushes.items()
     }
     mo.md(
-        "| loss_type | logged loss | gradient norm |\n|---|---|---|\n"
+        "| loss_type | logged loss | gradient norm |\n|:---|:---|:---|\n"
         + "\n".join(f"| `{n}` | {loss:+.6f} | {g:.4f} |" for n, (loss, g) in zero_loss_table.items())
     )
     return (zero_loss_table,)

@@ -134,7 +134,7 @@ def _(completion_box, mo, tokenizer, typed_scores):
     _n_tokens = len(tokenizer(completion_box.value, add_special_tokens=False)["input_ids"])
     mo.md(
         f"{len(completion_box.value)} characters, {_n_tokens} tokens (SmolLM2 tokenizer).\n\n"
-        "| reward function | standard (`str`) | conversational (`[{role, content}]`) |\n|---|---|---|\n"
+        "| reward function | standard (`str`) | conversational (`[{role, content}]`) |\n|:---|:---|:---|\n"
         + _rows
     )
     return
@@ -263,7 +263,7 @@ def _(
         for p in pitfalls
     )
     _table = mo.md(
-        "| pitfall | course's code | `rewards` | should be |\n|---|---|---|---|\n" + _rows + "\n\n"
+        "| pitfall | course's code | `rewards` | should be |\n|:---|:---|:---|:---|\n" + _rows + "\n\n"
         "Each of these is also a unit test of the library that fails on the course's code "
         "(`tests/rewards/`). The library's docstrings (`rewards.course`, `rewards.gsm8k`) list the rest: "
         "empty tags that earn format rewards, `count_xml` charging the whole text when the completion "
@@ -356,7 +356,7 @@ def _(mo, rewards, verdict_completion, verdict_gold):
     ]
     verdicts = rewards.accuracy_reward([c for c, _ in verdict_pairs], solution=[s for _, s in verdict_pairs])
     mo.md(
-        "| completion | gold | `accuracy_reward` |\n|---|---|---|\n"
+        "| completion | gold | `accuracy_reward` |\n|:---|:---|:---|\n"
         + "\n".join(f"| `{c}` | `{s}` | {v} |" for (c, s), v in zip(verdict_pairs, verdicts))
         + "\n\nNote `I think it is 72` → 0.0: math-verify wants the answer marked (`\\boxed{}` or `$…$`)."
     )

@@ -36,54 +36,59 @@ def _(mo):
 
 @app.cell
 def _(mo):
-    import tempfile
-    from pathlib import Path
-
-    from grpo_kit.lesson_helpers import cli_args, on_gpu
+    from grpo_kit.lesson_helpers import lesson_size
     from grpo_kit.recipes import get_recipe
 
-    full_settings = on_gpu()
-    _args = cli_args()
-    if full_settings:
+    size = lesson_size()
+    if size.gpu:
         # The course: 8 completions of ≤ 96 tokens per prompt, lr 2e-5, one epoch of smoltldr.
         recipe = get_recipe("smoltldr-length")
-        train_steps = int(_args.get("max-steps") or 200)
     else:
         # CPU: the embedded SmolLM2-135M, synthetic TL;DR posts, 4 completions of ≤ 48 tokens. A few steps
-        # at a higher learning rate so the change is visible in a couple of minutes.
-        # The course's own reward and prompts (plain-text posts, 50 characters) rather than the CPU recipe's
-        # chat prompt and tokens (`grpo-kit train`): this lesson follows course 12.5.
+        # at a higher learning rate so the change is visible in a couple of minutes. The course's own reward
+        # and prompts (plain-text posts, 50 characters): this part follows course 12.5, pitfall included.
         recipe = get_recipe(
             "smoltldr-length",
             small=True,
             dataset_kwargs={},
             rewards=get_recipe("smoltldr-length").rewards,
-            learning_rate=float(_args.get("learning-rate") or 1.5e-3),
+            learning_rate=float(size.args.get("learning-rate") or 1.5e-3),
             per_device_train_batch_size=4,
             max_completion_length=48,
         )
-        train_steps = int(_args.get("max-steps") or 6)
-    output_root = Path(_args.get("output-dir") or tempfile.mkdtemp(prefix="grpo-kit-lesson4-"))
+    train_steps = size.steps(gpu=200, cpu=6)
+    # Part 2: the recipe `grpo-kit train` runs (a chat prompt, a target in tokens), sized to learn in 8 steps on
+    # a CPU: measured in this lesson's default run, |length - 16| 20.1 -> 5.3 tokens on 32 held-out posts,
+    # 95 % CI of the change [-20.8, -9.4]; the whole lesson took 328 s on 2 cores.
+    token_recipe = get_recipe(
+        "smoltldr-length-small", **({} if size.gpu else {"learning_rate": 1e-3, "max_steps": 8})
+    )
+    token_eval_prompts = size.pick(gpu=32, cpu=32, small=16)
+    output_root = size.output_dir("lesson4")
     mo.callout(
         mo.md(
-            f"**{'GPU: the course settings' if full_settings else 'CPU: small settings'}** — recipe "
+            f"**{'GPU: the course settings' if size.gpu else 'CPU: small settings'}** — recipe "
             f"`{recipe.name}`, model `{recipe.model}`, {train_steps} steps, "
             f"{recipe.training['num_generations']} completions of ≤ {recipe.training['max_completion_length']} "
-            f"tokens per prompt, learning rate {recipe.training['learning_rate']:g}. Outputs go to `{output_root}`."
+            f"tokens per prompt, learning rate {recipe.training['learning_rate']:g}; then recipe "
+            f"`{token_recipe.name}` for {token_recipe.training['max_steps']} steps. Outputs go to "
+            f"`{output_root}`."
             + (
                 ""
-                if full_settings
+                if size.gpu
                 else "\n\nOn a GPU this notebook runs the course's settings (`smoltldr-length`: 8 × 96 tokens, "
                 "the real smoltldr data, ~1 h on an A10G)."
             )
         ),
-        kind="info" if full_settings else "warn",
+        kind="info" if size.gpu else "warn",
     )
-    return output_root, recipe, train_steps
+    return output_root, recipe, token_eval_prompts, token_recipe, train_steps
 
 
 @app.cell
 def _(mo, recipe):
+    from grpo_kit.markdown_text import text_block
+
     train_dataset = recipe.load_dataset()
     mo.md(
         f"""
@@ -93,10 +98,10 @@ def _(mo, recipe):
     `datasets_prep.synthetic_tldr` — Reddit-style posts in the same schema (`prompt`, `completion`).
     One prompt:
 
-    > {train_dataset[0]["prompt"][:500]}
+    > {text_block(train_dataset[0]["prompt"][:500])}
     """
     )
-    return (train_dataset,)
+    return text_block, train_dataset
 
 
 @app.cell
@@ -107,8 +112,8 @@ def _(mo, recipe):
 
     The reward is the course's `reward_len`, fixed and made explicit: `rewards.length_reward(ideal_length=50,
     unit="chars")` gives $-|50 - \\text{{len}}|$. The course measured **characters** with `len` while its text
-    says tokens; the recipe keeps characters on purpose so that the result matches the course — about one short
-    sentence (lesson 3 shows the difference).
+    says tokens; this part keeps characters on purpose so that it runs what the course ran — and meets what
+    the course's setting invites (section 4). Lesson 3 shows the difference.
 
     LoRA: rank {recipe.lora.r}, alpha {recipe.lora.lora_alpha}, on `{recipe.lora.target_modules}` layers —
     a few million trainable parameters instead of 135 million. TRL receives it as `peft_config`.
@@ -118,62 +123,90 @@ def _(mo, recipe):
 
 
 @app.cell
-def _(recipe):
-    from grpo_kit.run import held_out_rows
+def _(recipe, train_dataset):
+    from grpo_kit.held_out import evaluate_held_out, held_out_rows
 
-    # Held-out posts: the rows after the training rows, which the run never sees (what `grpo-kit train`
+    # Held-out posts: generated after the training rows, never one the run trains on (what `grpo-kit train`
     # evaluates too). 32 prompts: enough to tell learning from noise with a confidence interval.
-    held_out = held_out_rows(recipe, 32)
-    return (held_out,)
+    held_out = held_out_rows(recipe, 32, training=train_dataset)
+    return evaluate_held_out, held_out, held_out_rows
 
 
 @app.cell
-def _(held_out, recipe):
-    from grpo_kit.models import load_model
-    from grpo_kit.run import evaluate_held_out
+def _(mo):
+    from grpo_kit.lesson_helpers import run_button, should_run
 
-    def evaluate_model(model, tokenizer):
-        """Greedy answers to the held-out posts, scored per prompt (grpo_kit.evaluate): the decoding is the
-        same before and after, so only the weights differ."""
-        return evaluate_held_out(recipe, model, tokenizer, recipe.build_reward_funcs(tokenizer), held_out)
-
-    base_model, base_tokenizer = load_model(recipe.model)
-    before_report = evaluate_model(base_model, base_tokenizer)
-    return base_model, base_tokenizer, before_report, evaluate_model, load_model
-
-
-@app.cell
-def _(base_model, base_tokenizer, mo, recipe, train_dataset):
-    from grpo_kit.generation import Decoding
-    from grpo_kit.preflight import check
-
-    # Pre-flight (what `grpo-kit train --preflight` runs): G completions for a few prompts with the run's
-    # settings. GRPO learns only from reward differences within a group; no variance, no signal.
-    preflight_report = check(
-        base_model,
-        base_tokenizer,
-        train_dataset,
-        recipe.build_reward_funcs(base_tokenizer),
-        num_prompts=4,
-        num_generations=recipe.training["num_generations"],
-        decoding=Decoding.from_training(recipe.training),
+    measure_button = run_button(
+        "Measure the base model: pre-flight on 4 posts, then greedy answers to 32 held-out posts",
+        kind="neutral",
     )
-    mo.md(
-        "### Pre-flight: is there anything to learn?\n\n"
-        f"```\n{preflight_report.summary()}\n```\n\n"
-        "Zero-std groups give no learning signal; clipped completions (no EOS) all score alike."
-    )
-    return (preflight_report,)
-
-
-@app.cell
-def _(mo, train_steps):
-    from grpo_kit.lesson_helpers import run_button
-
-    train_button = run_button(f"Train {train_steps} steps with TRL")
     mo.vstack(
         [
-            mo.md("## 3 · Train\n\nThe reward curve updates after every step (TRL logs every step here)."),
+            mo.md(
+                "### Before training: the base model\n\nA pre-flight (what `grpo-kit train --preflight` runs) "
+                "and the held-out evaluation every later number is compared with; a minute or two on a CPU. "
+                "The Train button appears with the pre-flight's verdict."
+            ),
+            measure_button,
+        ]
+    )
+    return measure_button, run_button, should_run
+
+
+@app.cell
+def _(measure_button, mo, recipe, should_run, train_dataset):
+    from grpo_kit.generation import Decoding
+    from grpo_kit.models import load_model
+    from grpo_kit.preflight import check
+
+    mo.stop(not should_run(measure_button), mo.md("Press the button to measure the base model."))
+    base_model, base_tokenizer = load_model(recipe.model)
+    # G completions for a few prompts with the run's settings. GRPO learns only from reward differences
+    # within a group; no variance, no signal.
+    _g = recipe.training["num_generations"]
+    with mo.status.spinner(title="Pre-flight", subtitle=f"4 posts × {_g} sampled completions"):
+        preflight_report = check(
+            base_model,
+            base_tokenizer,
+            train_dataset,
+            recipe.build_reward_funcs(base_tokenizer),
+            num_prompts=4,
+            num_generations=_g,
+            decoding=Decoding.from_training(recipe.training),
+        )
+    return base_model, base_tokenizer, load_model, preflight_report
+
+
+@app.cell
+def _(base_model, base_tokenizer, evaluate_held_out, held_out, mo, preflight_report, recipe):
+    assert preflight_report.num_prompts  # measured after the pre-flight, behind the same button
+    with mo.status.spinner(
+        title="Evaluating the base model", subtitle=f"{len(held_out)} held-out posts, greedy"
+    ):
+        # Greedy answers scored per prompt (grpo_kit.evaluate): the decoding is the same before and after,
+        # so only the weights differ.
+        before_report = evaluate_held_out(
+            recipe, base_model, base_tokenizer, recipe.build_reward_funcs(base_tokenizer), held_out
+        )
+    return (before_report,)
+
+
+@app.cell
+def _(before_report, mo, preflight_report, run_button, train_steps):
+    from grpo_kit.lesson_helpers import preflight_verdict
+    from grpo_kit.report_card import headline_metric
+
+    train_button = run_button(
+        f"Train {train_steps} steps with TRL" + ("" if preflight_report.go else " (pre-flight: no-go)")
+    )
+    mo.vstack(
+        [
+            mo.md(
+                f"## 3 · Train\n\nThe base model's distance from the target on {before_report.num_prompts} "
+                f"held-out posts: {before_report.metrics[headline_metric(before_report.metrics)]:.1f} on average. "
+                "The reward curve updates after every step (TRL logs every step here)."
+            ),
+            preflight_verdict(preflight_report, if_no_go="Training at these settings would not learn."),
             train_button,
         ]
     )
@@ -181,9 +214,9 @@ def _(mo, train_steps):
 
 
 @app.cell
-def _(before_report, load_model, mo, output_root, recipe, train_button, train_steps):
+def _(before_report, load_model, mo, output_root, recipe, should_run, train_button, train_steps):
     from grpo_kit import trl_path
-    from grpo_kit.lesson_helpers import LiveRewardCurve, should_run
+    from grpo_kit.lesson_helpers import LiveRewardCurve
 
     mo.stop(not should_run(train_button), mo.md("Press the button to train."))
     assert before_report.num_prompts  # evaluate the untouched base model first
@@ -194,13 +227,13 @@ def _(before_report, load_model, mo, output_root, recipe, train_button, train_st
         recipe,
         model=_model,
         tokenizer=tokenizer,
-        output_dir=output_root / "trl-run",
+        output_dir=output_root / "course-run",
         max_steps=train_steps,
         callbacks=[live_curve.trainer_callback()],
         disable_tqdm=True,  # the live curve replaces the progress bar
     )
-    trained_model = run.trainer.model
-    return run, tokenizer, trained_model
+    live_curve.finish()  # the saved curve below is the one left on the page
+    return run, tokenizer
 
 
 @app.cell
@@ -222,7 +255,7 @@ def _(mo, run):
             else mo.md("(no curve)"),
             mo.md(
                 f"`{run.metrics_path}` holds every logged step with TRL's metric names. The last one:\n\n"
-                "| metric | value |\n|---|---|\n"
+                "| metric | value |\n|:---|:---|\n"
                 + "\n".join(f"| `{n}` | {_last[n]:.4g} |" for n in _names if _last.get(n) is not None)
                 + "\n\nThe `loss` is not a progress measure: with β = 0 and one update per batch its "
                 "value says how the batch's advantages and lengths came out, not how well the model does "
@@ -236,57 +269,73 @@ def _(mo, run):
 
 
 @app.cell
-def _(before_report, evaluate_model, tokenizer, trained_model):
-    from grpo_kit.evaluate import compare
-    from grpo_kit.report_card import headline_metric
-    from grpo_kit.reward_hacking import flag_reward_hacking
+def _(before_report, evaluate_held_out, held_out, recipe, run, tokenizer):
+    from grpo_kit.reward_hacking import judge_headline
 
-    after_report = evaluate_model(trained_model, tokenizer)
+    after_report = evaluate_held_out(
+        recipe, run.trainer.model, tokenizer, recipe.build_reward_funcs(tokenizer), held_out
+    )
     # Paired per prompt (after − before), with a seeded bootstrap 95 % CI: the claim rests on this. Then the
     # answers themselves are read: "improved" becomes "reward hack suspected" when they collapsed.
-    _metric = headline_metric(before_report.per_prompt)
-    _flagged, hack_signs = flag_reward_hacking(
-        {_metric: compare(before_report, after_report, metric=_metric)}, before_report, after_report
-    )
-    comparison = _flagged[_metric]
-    return after_report, comparison, hack_signs
+    comparison, hack_signs = judge_headline(before_report, after_report)
+    return after_report, comparison, hack_signs, judge_headline
 
 
 @app.cell
-def _(after_report, before_report, comparison, hack_signs, mo):
-    from grpo_kit.markdown_text import table_cell as _cell
+def _(mo):
+    from grpo_kit.markdown_text import table_cell
 
-    _metric = comparison.metric
-    _rows = "\n".join(
-        f"| {_cell(b)} ({eb:.0f}) | {_cell(a)} ({ea:.0f}) |"
-        for b, a, eb, ea in list(
+    def side_by_side(before_report, after_report, metric: str, rows: int = 4):
+        """A few held-out answers before and after, each with its score on ``metric``."""
+        _pairs = list(
             zip(
                 before_report.completions,
                 after_report.completions,
-                before_report.per_prompt[_metric],
-                after_report.per_prompt[_metric],
+                before_report.per_prompt[metric],
+                after_report.per_prompt[metric],
             )
-        )[:4]
-    )
-    mo.md(
-        f"## 4 · Before and after (greedy, {comparison.n} held-out posts)\n\n"
-        f"`{_metric}` (distance from the 50-character target): **{comparison.before:.1f}** before → "
-        f"**{comparison.after:.1f}** after; change {comparison.mean_diff:+.1f}, "
-        f"{comparison.level:.0%} CI [{comparison.ci_low:+.1f}, {comparison.ci_high:+.1f}] — "
-        f"**{comparison.verdict}**. The interval comes from resampling the prompts (paired bootstrap, "
-        "`grpo_kit.evaluate.compare`): when it excludes 0, the change is not noise of a few lucky prompts.\n\n"
-        + (
-            f"**The report card calls this a reward hack: {'; '.join(hack_signs)}.** The course's setting "
-            "(a plain-text prompt, a target counted in characters) is learned by saying less and less: an "
-            "empty answer is exactly 50 characters off, so the reward rises as the answers vanish. The CI "
-            "measured the reward, and the reward did rise; only the answers show what was learned. "
-            "`grpo-kit train` trains the chat-prompt, token-target recipe instead (README, the main job).\n\n"
-            if hack_signs
-            else "The answers did not collapse (no empty, shrunken or identical answers; "
-            "`grpo_kit.reward_hacking`): read them below.\n\n"
+        )[:rows]
+        return mo.md(
+            "| before | after |\n|:---|:---|\n"
+            + "\n".join(
+                f"| {table_cell(b)} ({eb:.0f}) | {table_cell(a)} ({ea:.0f}) |" for b, a, eb, ea in _pairs
+            )
         )
-        + "Four of the answers (distance from the target):\n\n"
-        "| before | after |\n|---|---|\n" + _rows
+
+    def change_line(comparison) -> str:
+        """The comparison as the lesson states it: means, change, CI, verdict."""
+        return (
+            f"**{comparison.before:.1f}** before → **{comparison.after:.1f}** after; change "
+            f"{comparison.mean_diff:+.1f}, {comparison.level:.0%} CI [{comparison.ci_low:+.1f}, "
+            f"{comparison.ci_high:+.1f}] — **{comparison.verdict}**"
+        )
+
+    return change_line, side_by_side
+
+
+@app.cell
+def _(after_report, before_report, change_line, comparison, hack_signs, mo, side_by_side):
+    mo.vstack(
+        [
+            mo.md(
+                f"## 4 · Before and after (greedy, {comparison.n} held-out posts)\n\n"
+                f"`{comparison.metric}` (distance from the 50-character target): {change_line(comparison)}. "
+                "The interval comes from resampling the prompts (paired bootstrap, `grpo_kit.evaluate.compare`): "
+                "when it excludes 0, the change is not noise of a few lucky prompts.\n\n"
+                + (
+                    f"**The report card calls this a reward hack: {'; '.join(hack_signs)}.** The course's "
+                    "setting (a plain-text prompt, a target counted in characters) is learned by saying less and "
+                    "less: an empty answer is exactly 50 characters off, so the reward rises as the answers "
+                    "vanish. The CI measured the reward, and the reward did rise; only the answers show what "
+                    "was learned. Section 5 trains the recipe `grpo-kit train` uses instead.\n\n"
+                    if hack_signs
+                    else "The answers did not collapse (no empty, shrunken or identical answers; "
+                    "`grpo_kit.reward_hacking`): read them below.\n\n"
+                )
+                + "Four of the answers (distance from the target):"
+            ),
+            side_by_side(before_report, after_report, comparison.metric),
+        ]
     )
     return
 
@@ -294,9 +343,126 @@ def _(after_report, before_report, comparison, hack_signs, mo):
 @app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
-    ## 5 · Merge and save — with the tokenizer
+    ## 5 · The same task, set so that it learns: a chat prompt, a target in tokens
 
-    `merge_and_unload()` folds the LoRA weights into the base model, so the result loads without
+    Recipe `smoltldr-length-small` (what `grpo-kit train` runs) changes two things:
+
+    * the post goes into a **chat prompt** ("Summarize this post in one short sentence."), so the instruct
+      model answers instead of stopping at once;
+    * the target is **16 tokens**, and an empty answer is 16 off while a sentence can be 0 off: saying nothing
+      no longer pays best.
+
+    Same model, same LoRA, same evaluation (its own held-out posts, greedy, paired CI).
+    """)
+    return
+
+
+@app.cell
+def _(run_button, token_recipe):
+    token_button = run_button(
+        f"Measure, train {token_recipe.training['max_steps']} steps of `{token_recipe.name}` and measure again"
+    )
+    token_button
+    return (token_button,)
+
+
+@app.cell
+def _(
+    evaluate_held_out,
+    held_out_rows,
+    load_model,
+    mo,
+    should_run,
+    token_button,
+    token_eval_prompts,
+    token_recipe,
+):
+    mo.stop(not should_run(token_button), mo.md("Press the button to train the chat-prompt recipe."))
+    token_held_out = held_out_rows(token_recipe, token_eval_prompts)
+    _base, token_tokenizer = load_model(token_recipe.model)
+    with mo.status.spinner(
+        title="Evaluating the base model", subtitle=f"{len(token_held_out)} held-out posts"
+    ):
+        token_before = evaluate_held_out(
+            token_recipe,
+            _base,
+            token_tokenizer,
+            token_recipe.build_reward_funcs(token_tokenizer),
+            token_held_out,
+        )
+    return token_before, token_held_out, token_tokenizer
+
+
+@app.cell
+def _(load_model, mo, output_root, token_before, token_recipe):
+    from grpo_kit import trl_path as _trl_path
+    from grpo_kit.lesson_helpers import LiveRewardCurve as _LiveRewardCurve
+
+    assert token_before.num_prompts  # the base model first
+    _curve = _LiveRewardCurve(f"{token_recipe.name}: reward per step")
+    _model, _tokenizer = load_model(token_recipe.model)
+    token_run = _trl_path.train(
+        token_recipe,
+        model=_model,
+        tokenizer=_tokenizer,
+        output_dir=output_root / "trl-run",
+        callbacks=[_curve.trainer_callback()],
+        disable_tqdm=True,
+    )
+    _curve.finish()
+    mo.image(src=token_run.reward_curve_path.read_bytes()) if token_run.reward_curve_path else mo.md("")
+    return (token_run,)
+
+
+@app.cell
+def _(
+    comparison,
+    change_line,
+    evaluate_held_out,
+    judge_headline,
+    mo,
+    side_by_side,
+    token_before,
+    token_held_out,
+    token_recipe,
+    token_run,
+    token_tokenizer,
+):
+    trained_model = token_run.trainer.model
+    token_after = evaluate_held_out(
+        token_recipe,
+        trained_model,
+        token_tokenizer,
+        token_recipe.build_reward_funcs(token_tokenizer),
+        token_held_out,
+    )
+    token_comparison, token_hack_signs = judge_headline(token_before, token_after)
+    mo.vstack(
+        [
+            mo.md(
+                "### Side by side\n\n| recipe | prompt, target | held-out change of the distance [95 % CI] | "
+                "verdict |\n|:---|:---|:---|:---|\n"
+                f"| course 12.5 | plain text, 50 characters | {comparison.mean_diff:+.1f} "
+                f"[{comparison.ci_low:+.1f}, {comparison.ci_high:+.1f}] (n = {comparison.n}) | {comparison.verdict} |\n"
+                f"| `{token_recipe.name}` | chat, 16 tokens | {token_comparison.mean_diff:+.1f} "
+                f"[{token_comparison.ci_low:+.1f}, {token_comparison.ci_high:+.1f}] (n = {token_comparison.n}) | "
+                f"{token_comparison.verdict} |\n\n"
+                f"`{token_comparison.metric}`: {change_line(token_comparison)}"
+                + (f" ({'; '.join(token_hack_signs)})" if token_hack_signs else "")
+                + ". Four of its answers (distance from 16 tokens):"
+            ),
+            side_by_side(token_before, token_after, token_comparison.metric),
+        ]
+    )
+    return token_comparison, token_hack_signs, trained_model
+
+
+@app.cell(hide_code=True)
+def _(mo):
+    mo.md(r"""
+    ## 6 · Merge and save — with the tokenizer
+
+    The model that learned (section 5). `merge_and_unload()` folds the LoRA weights into the base model, so the result loads without
     peft. The course pushed only the model; `grpo_kit.export.save_merged` always saves the tokenizer
     and chat template beside it, then **reloads** the folder and checks that it produces the same
     greedy tokens as the adapter model in memory.
@@ -305,46 +471,66 @@ def _(mo):
 
 
 @app.cell
-def _(output_root, tokenizer, trained_model):
+def _(output_root, token_tokenizer, trained_model):
     from grpo_kit.export import save_merged
 
-    merged_report = save_merged(trained_model, tokenizer, output_root / "merged", overwrite=True)
+    merged_report = save_merged(trained_model, token_tokenizer, output_root / "merged", overwrite=True)
     return (merged_report,)
 
 
 @app.cell
-def _(load_model, merged_report, mo):
+def _(load_model, merged_report, mo, token_recipe):
     from grpo_kit.samples import generate_answers
 
     reloaded_model, reloaded_tokenizer = load_model(str(merged_report.path))
     _cat = (
-        "Summarize in one sentence: The cat (Felis catus) is a small domesticated carnivorous mammal. It is "
-        "the only domesticated species of the family Felidae. It is commonly kept as a pet and farm cat."
+        "The cat (Felis catus) is a small domesticated carnivorous mammal. It is the only domesticated species "
+        "of the family Felidae. It is commonly kept as a pet and farm cat."
     )
-    reloaded_answer = generate_answers(reloaded_model, reloaded_tokenizer, [_cat], max_new_tokens=48)[0]
+    # the course's cat document, asked the way the recipe asks (its chat prompt)
+    _prompt = [{"role": "user", "content": f"{token_recipe.dataset_kwargs['instruction']}\n\n{_cat}"}]
+    reloaded_answer = generate_answers(
+        reloaded_model,
+        reloaded_tokenizer,
+        [_prompt],
+        max_new_tokens=token_recipe.training["max_completion_length"],
+    )[0]
     mo.md(
-        f"Saved to `{merged_report.path}` — verified by reloading: **{merged_report.verified}**.\n\n"
-        f"The reloaded model on the course's cat document: {reloaded_answer!r}"
+        f"Saved to `{merged_report.path}` — verified by reloading: **{'yes' if merged_report.verified else 'NO'}**."
+        f"\n\nThe reloaded model on the course's cat document: {reloaded_answer!r}"
     )
     return (reloaded_answer,)
 
 
 @app.cell
-def test_trained_beats_untrained_and_merged_model_reloads(
-    comparison, hack_signs, merged_report, preflight_report, reloaded_answer
+def test_course_setting_collapses_and_token_recipe_learns(
+    comparison,
+    hack_signs,
+    merged_report,
+    preflight_report,
+    reloaded_answer,
+    token_comparison,
+    token_hack_signs,
 ):
     # One test cell for the whole run: pytest re-runs a test cell's ancestors, and training is the costly one.
-    # The lesson's claim: the distance from the target fell, with a 95 % CI that excludes 0 — and the verdict
-    # says whether the answers collapsed on the way (the course's character target invites it).
+    # The course's setting: the distance fell with a CI excluding 0, and the verdict says whether the answers
+    # collapsed on the way (the character target invites it).
     assert comparison.metric.startswith("length_error/") and comparison.n == 32, comparison
     assert comparison.ci_high < 0, comparison.summary()
     assert comparison.verdict == ("reward hack suspected" if hack_signs else "improved"), comparison.summary()
     assert preflight_report.zero_std_share < 0.5, preflight_report.summary()  # the groups carry a signal
+    # The token recipe learns without collapsing: its CI excludes 0 and nothing is flagged.
+    assert token_comparison.metric == "length_error/length_reward_16_tokens", token_comparison
+    assert token_comparison.ci_high < 0 and not token_hack_signs, (
+        token_comparison.summary(),
+        token_hack_signs,
+    )
+    assert token_comparison.verdict == "improved", token_comparison.summary()
     assert merged_report.verified, merged_report.details
     _files = {p.name for p in merged_report.path.iterdir()}
     assert "config.json" in _files and "tokenizer_config.json" in _files, _files
     assert not any(name.startswith("adapter_") for name in _files)  # merged: no peft needed
-    assert isinstance(reloaded_answer, str)
+    assert reloaded_answer.strip(), reloaded_answer  # the model that learned still answers
     return
 
 

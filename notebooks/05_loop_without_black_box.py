@@ -161,7 +161,7 @@ def _(problems, step_config, tiny, tiny_tokenizer, torch):
 def _(completion_lengths, completion_texts, is_truncated, mo, prompt_ids, step_config):
     mo.md(
         f"`prompt_ids` {tuple(prompt_ids.shape)} · completions: {len(completion_texts)} = 2 prompts × "
-        f"G = {step_config.num_generations}\n\n| # | completion (random model) | tokens | truncated |\n|---|---|---|---|\n"
+        f"G = {step_config.num_generations}\n\n| # | completion (random model) | tokens | truncated |\n|:---|:---|:---|:---|\n"
         + "\n".join(
             f"| {i} | {text[:70]!r} | {int(n)} | {bool(t)} |"
             for i, (text, n, t) in enumerate(zip(completion_texts, completion_lengths, is_truncated))
@@ -352,7 +352,7 @@ def _(advantages, completion_mask, grad_norm, logps_after, logps_before, mo):
     # Change in each completion's log-probability: Σ_t Δ log π over its tokens.
     sequence_logp_change = ((logps_after - logps_before.detach()) * completion_mask).sum(1)  # (N,)
     mo.md(
-        f"Gradient norm {grad_norm:.3f}.\n\n| # | advantage | Δ log π(completion) |\n|---|---|---|\n"
+        f"Gradient norm {grad_norm:.3f}.\n\n| # | advantage | Δ log π(completion) |\n|:---|:---|:---|\n"
         + "\n".join(
             f"| {i} | {a:+.3f} | {d:+.4f} |"
             for i, (a, d) in enumerate(zip(advantages.tolist(), sequence_logp_change.tolist()))
@@ -388,15 +388,15 @@ def _(mo):
 
 @app.cell
 def _(mo):
-    from grpo_kit.lesson_helpers import cli_args, on_gpu, run_button
+    from grpo_kit.lesson_helpers import lesson_size, on_gpu, run_button
     from grpo_kit.recipes import get_recipe
     from grpo_kit.run import to_loop_config
 
-    _args = cli_args()
-    loop_recipe = get_recipe("smoltldr-length", small=not on_gpu())
-    loop_steps = int(_args.get("max-steps") or (40 if on_gpu() else 3))
+    _size = lesson_size()
+    loop_recipe = get_recipe("smoltldr-length", small=not _size.gpu)
+    loop_steps = _size.steps(gpu=40, cpu=3)
     # `-- --model tiny`: the random 2-layer model instead of SmolLM2-135M (the browser test presses this button).
-    loop_model = _args.get("model") or loop_recipe.model
+    loop_model = _size.args.get("model") or loop_recipe.model
     _model_label = "the tiny model" if loop_model == "tiny" else "SmolLM2-135M"
     loop_button = run_button(f"Train {_model_label} for {loop_steps} steps with grpo_kit.loop")
     loop_config_overrides = {
@@ -413,6 +413,13 @@ def _(mo):
                 f"Recipe `{loop_recipe.name}` as a `GRPOLoopConfig`: G = {_preview.num_generations}, "
                 f"≤ {_preview.max_completion_length} tokens, loss `{_preview.loss_type}`, "
                 f"lr {_preview.learning_rate:g}, {loop_steps} steps."
+                + (
+                    f" {loop_steps} steps show what the loop records, not learning: too few to change the "
+                    f"answers (`grpo-kit train` trains this recipe for {loop_recipe.training['max_steps']} steps "
+                    "and measures it on held-out posts)."
+                    if loop_steps < loop_recipe.training.get("max_steps", 0)
+                    else ""
+                )
             ),
             loop_button,
         ]
@@ -456,6 +463,7 @@ def _(
         _config,
         callbacks=[_curve],
     )
+    _curve.finish()  # the saved curve below is the one left on the page
     return (loop_result,)
 
 
@@ -469,7 +477,7 @@ def _(loop_result, mo):
             else mo.md(""),
             mo.md(
                 f"`{loop_result.metrics_path.name}`, last record — the keys are TRL's:\n\n"
-                "| metric | value |\n|---|---|\n"
+                "| metric | value |\n|:---|:---|\n"
                 + "\n".join(f"| `{k}` | {v:.4g} |" for k, v in _record.items() if isinstance(v, (int, float)))
             ),
         ]

@@ -37,26 +37,18 @@ def _(mo):
 
 @app.cell
 def _(mo):
-    import tempfile
-    from pathlib import Path
-
-    from grpo_kit.lesson_helpers import ci_size, cli_args, on_gpu
+    from grpo_kit.lesson_helpers import lesson_size
     from grpo_kit.recipes import get_recipe
 
-    use_unsloth = on_gpu()
-    _args = cli_args()
-    if use_unsloth:
-        recipe = get_recipe("gsm8k-unsloth")  # Gemma-3-1B-it, 4-bit QLoRA r=32, vLLM, 250 steps, lr 5e-6
-        train_steps = int(_args.get("max-steps") or recipe.training["max_steps"])
-        eval_size = 50
-    else:
-        recipe = get_recipe("gsm8k-unsloth", small=True)  # = gsm8k-cpu
-        # The recipe as measured (40 steps, 40 held-out problems); the project's CI (or --small) runs 2 steps
-        # on 3 problems, which shows every part run but not the result.
-        _small = ci_size() or _args.get("small") is not None
-        train_steps = int(_args.get("max-steps") or (2 if _small else recipe.training["max_steps"]))
-        eval_size = 3 if _small else 40
-    output_root = Path(_args.get("output-dir") or tempfile.mkdtemp(prefix="grpo-kit-lesson6-"))
+    _size = lesson_size()
+    use_unsloth = _size.gpu
+    # GPU: gsm8k-unsloth (Gemma-3-1B-it, 4-bit QLoRA r=32, vLLM, 250 steps, lr 5e-6). CPU: gsm8k-cpu as measured
+    # (40 steps, 40 held-out problems); the project's CI (or --small) runs 2 steps on 3 problems, which shows
+    # every part run but not the result.
+    recipe = get_recipe("gsm8k-unsloth", small=not use_unsloth)
+    train_steps = _size.steps(gpu=recipe.training["max_steps"], cpu=recipe.training["max_steps"], small=2)
+    eval_size = _size.pick(gpu=50, cpu=40, small=3)
+    output_root = _size.output_dir("lesson6")
     _banner = (
         mo.callout(
             mo.md(
@@ -147,7 +139,7 @@ def _(eval_size, recipe, train_dataset):
 def _(mo, recipe):
     mo.md(
         "## 2 · Five rewards\n\n"
-        "| reward function | weight | what it pays for |\n|---|---|---|\n"
+        "| reward function | weight | what it pays for |\n|:---|:---|:---|\n"
         + "\n".join(
             f"| `{spec.name}` | {spec.weight:g} | {purpose} |"
             for spec, purpose in zip(
@@ -191,23 +183,63 @@ def _(held_out, recipe):
 
 
 @app.cell
-def _(evaluate, held_out, recipe, use_unsloth):
+def _(eval_size, mo):
+    from grpo_kit.lesson_helpers import run_button, should_run
+
+    measure_button = run_button(
+        f"Measure the base model: pre-flight on 4 training problems, then greedy answers to {eval_size} "
+        "held-out problems",
+        kind="neutral",
+    )
+    mo.vstack(
+        [
+            mo.md(
+                "### Before training: the base model\n\nA pre-flight (`grpo-kit preflight`: is there anything "
+                "to learn at the run's settings?) and the held-out answers every later number is compared with. "
+                "The Train button appears with the pre-flight's verdict."
+            ),
+            measure_button,
+        ]
+    )
+    return measure_button, run_button, should_run
+
+
+@app.cell
+def _(evaluate, held_out, measure_button, mo, recipe, should_run, train_dataset, use_unsloth):
     from grpo_kit import unsloth_path
+    from grpo_kit.generation import Decoding
     from grpo_kit.models import load_model
+    from grpo_kit.preflight import check
     from grpo_kit.samples import generate_answers
 
+    mo.stop(not should_run(measure_button), mo.md("Press the button to measure the base model."))
     if use_unsloth:
         # The 4-bit model with a fresh (zero) LoRA adapter and its vLLM engine; training continues from it
         # (a second copy would not fit beside the first engine's memory share).
         base_model, base_tokenizer = unsloth_path.load_model(recipe)
     else:
         base_model, base_tokenizer = load_model(recipe.model)
-    before_answers = generate_answers(
-        base_model,
-        base_tokenizer,
-        list(held_out["prompt"]),
-        max_new_tokens=recipe.training["max_completion_length"],
-    )
+    _g = recipe.training["num_generations"]
+    with mo.status.spinner(title="Pre-flight", subtitle=f"4 training problems × {_g} sampled completions"):
+        preflight_report = check(
+            base_model,
+            base_tokenizer,
+            train_dataset,
+            recipe.build_reward_funcs(base_tokenizer),
+            num_prompts=4,
+            num_generations=_g,
+            decoding=Decoding.from_training(recipe.training),
+            reward_weights=recipe.reward_weights,
+        )
+    with mo.status.spinner(
+        title="Evaluating the base model", subtitle=f"{len(held_out)} held-out problems, greedy"
+    ):
+        before_answers = generate_answers(
+            base_model,
+            base_tokenizer,
+            list(held_out["prompt"]),
+            max_new_tokens=recipe.training["max_completion_length"],
+        )
     before_scores = evaluate(before_answers, base_tokenizer)
     return (
         base_model,
@@ -216,18 +248,37 @@ def _(evaluate, held_out, recipe, use_unsloth):
         before_scores,
         generate_answers,
         load_model,
+        preflight_report,
         unsloth_path,
     )
 
 
 @app.cell
-def _(mo, train_steps, use_unsloth):
-    from grpo_kit.lesson_helpers import run_button
+def _(mo, preflight_report, recipe, run_button, train_steps, use_unsloth):
+    from grpo_kit.lesson_helpers import preflight_verdict
 
+    _too_few = train_steps < recipe.training["max_steps"]
     train_button = run_button(
         f"Train {train_steps} steps ({'Unsloth + vLLM' if use_unsloth else 'TRL, CPU'})"
+        + ("" if preflight_report.go else " (pre-flight: no-go)")
+        + (" (too few steps to learn)" if _too_few else "")
     )
-    mo.vstack([mo.md("## 3 · Train"), train_button])
+    mo.vstack(
+        [
+            mo.md(
+                "## 3 · Train"
+                + (
+                    f"\n\n**{train_steps} steps are too few to learn:** every part runs, but the format is "
+                    f"learned in the recipe's {recipe.training['max_steps']} (run the lesson without `--small` "
+                    "or `--max-steps`)."
+                    if _too_few
+                    else ""
+                )
+            ),
+            preflight_verdict(preflight_report, if_no_go="Training at these settings would not learn."),
+            train_button,
+        ]
+    )
     return (train_button,)
 
 
@@ -240,13 +291,14 @@ def _(
     mo,
     output_root,
     recipe,
+    should_run,
     train_button,
     train_steps,
     unsloth_path,
     use_unsloth,
 ):
     from grpo_kit import trl_path
-    from grpo_kit.lesson_helpers import LiveRewardCurve, should_run
+    from grpo_kit.lesson_helpers import LiveRewardCurve
 
     mo.stop(not should_run(train_button), mo.md("Press the button to train."))
     assert before_scores  # the base model is evaluated before any adapter exists
@@ -274,6 +326,7 @@ def _(
             disable_tqdm=True,
         )
         trained_model = run.trainer.model
+    _curve.finish()  # the saved curve below is the one left on the page
     return run, trained_model, trained_tokenizer
 
 
@@ -285,7 +338,7 @@ def _(mo, recipe, run):
             mo.image(src=run.reward_curve_path.read_bytes()) if run.reward_curve_path else mo.md(""),
             mo.md(
                 "Each reward function is logged on its own (TRL: `rewards/<name>/mean`), last step:\n\n"
-                + "| reward | mean |\n|---|---|\n"
+                + "| reward | mean |\n|:---|:---|\n"
                 + "\n".join(
                     f"| `{n}` | {_last.get(f'rewards/{n}/mean', float('nan')):.3f} |"
                     for n in recipe.reward_names
@@ -342,13 +395,13 @@ def _(after_answers, after_scores, before_answers, before_scores, held_out, mo):
         [
             mo.md(
                 "## 4 · Before and after, on held-out problems (greedy)\n\n"
-                "| metric | before | after |\n|---|---|---|\n"
+                "| metric | before | after |\n|:---|:---|:---|\n"
                 + "\n".join(
                     f"| `{k}` | {before_scores[k]:.3f} | {after_scores[k]:.3f} |" for k in before_scores
                 )
             ),
             mo.md(
-                "| question | gold | before | after |\n|---|---|---|---|\n"
+                "| question | gold | before | after |\n|:---|:---|:---|:---|\n"
                 + "\n".join(
                     f"| {_cell(row['prompt'][-1]['content'])} | {row['answer']} | {_cell(b)} | {_cell(a)} |"
                     for row, b, a in zip(held_out, before_answers, after_answers)

@@ -25,7 +25,7 @@ def _(mo):
     A trained LoRA model can leave the notebook in three forms:
 
     | form | what it is | load it with |
-    |---|---|---|
+    |:---|:---|:---|
     | **LoRA adapter** | only the small adapter matrices (a few MB) + tokenizer | base model + `peft.PeftModel.from_pretrained` |
     | **merged 16-bit** | adapter folded into the weights (`merge_and_unload`), bf16/fp16 + tokenizer | `AutoModelForCausalLM.from_pretrained` — no peft |
     | **GGUF** | one file for llama.cpp, Ollama, LM Studio, Jan | llama.cpp, or transformers `gguf_file=` |
@@ -39,17 +39,18 @@ def _(mo):
 
 @app.cell
 def _(mo):
-    import tempfile
     from pathlib import Path
 
-    from grpo_kit.lesson_helpers import cli_args, on_gpu
+    from grpo_kit.lesson_helpers import lesson_size, on_gpu
     from grpo_kit.recipes import get_recipe
 
-    _args = cli_args()
-    export_recipe = get_recipe("smoltldr-length", small=not on_gpu())
-    adapter_source = _args.get("adapter-dir")  # e.g. lesson 4's output: --adapter-dir <output-dir>/trl-run
-    export_root = Path(_args.get("output-dir") or tempfile.mkdtemp(prefix="grpo-kit-lesson7-"))
-    gguf_types = ["f16", "q8_0"] if on_gpu() else ["f16"]
+    _size = lesson_size()
+    export_recipe = get_recipe("smoltldr-length", small=not _size.gpu)
+    adapter_source = _size.args.get(
+        "adapter-dir"
+    )  # e.g. lesson 4's output: --adapter-dir <output-dir>/trl-run
+    export_root = _size.output_dir("lesson7")
+    gguf_types = _size.pick(gpu=["f16", "q8_0"], cpu=["f16"])
     mo.md(
         f"""
     ## 1 · A trained model to export
@@ -109,6 +110,15 @@ def _(Path, adapter_source, export_button, export_recipe, export_root, mo, on_gp
             _config,
         )
     model.eval()
+    # the cell's output (its last expression; model.eval() there would show the model's repr)
+    mo.md(
+        f"A model to export: `{export_recipe.model}` with "
+        + (
+            f"the adapter from `{adapter_source}`."
+            if adapter_source
+            else "a LoRA adapter trained for one step."
+        )
+    )
     return PeftModel, load_model, model, tokenizer
 
 
@@ -121,14 +131,24 @@ def _(mo):
 
 
 @app.cell
-def _(export_root, gguf_types, model, tokenizer):
+def _(export_root, gguf_types, mo, model, tokenizer):
     from grpo_kit.export import save_adapter, save_gguf, save_merged
 
-    adapter_report = save_adapter(model, tokenizer, export_root / "adapter")
-    merged_report = save_merged(model, tokenizer, export_root / "merged", dtype="16bit")
-    # llama.cpp's own converter, from the llama-cpp-python source archive (fetched from PyPI once and cached),
-    # or from a llama.cpp checkout given by LLAMA_CPP_DIR. K-quants (q4_k_m) also need llama-quantize.
-    gguf_reports = [save_gguf(merged_report.path, export_root / f"model-{q}.gguf", q) for q in gguf_types]
+    with mo.status.progress_bar(
+        total=2 + len(gguf_types),
+        title="Exporting",
+        subtitle="each export is written, then reloaded and checked",
+    ) as _bar:
+        adapter_report = save_adapter(model, tokenizer, export_root / "adapter")
+        _bar.update(subtitle="adapter done; merged 16-bit next")
+        merged_report = save_merged(model, tokenizer, export_root / "merged", dtype="16bit")
+        _bar.update(subtitle="merged done; GGUF next")
+        # llama.cpp's own converter, from the llama-cpp-python source archive (fetched from PyPI once and
+        # cached), or from a llama.cpp checkout given by LLAMA_CPP_DIR. K-quants (q4_k_m) also need llama-quantize.
+        gguf_reports = []
+        for _q in gguf_types:
+            gguf_reports.append(save_gguf(merged_report.path, export_root / f"model-{_q}.gguf", _q))
+            _bar.update(subtitle=f"GGUF {_q} done")
     export_reports = [adapter_report, merged_report, *gguf_reports]
     return adapter_report, export_reports, gguf_reports, merged_report
 
@@ -154,7 +174,7 @@ def _(adapter_report, export_reports, merged_report, mo):
     )
     mo.md(
         "| export | path | size | reloaded and verified | greedy answer agrees with the trained model |\n"
-        "|---|---|---|---|---|\n"
+        "|:---|:---|:---|:---|:---|\n"
         + "\n".join(
             f"| {r.kind} | `{r.path}` | {r.size_mb:.1f} MB | {'yes' if r.verified else 'NO'} | {_agreement(r)} |"
             for r in export_reports
@@ -227,7 +247,7 @@ def _(export_reports, mo, tokenizer):
         for r in export_reports
     }
     mo.md(
-        f"**{VERIFY_PROMPT}**\n\n| reloaded export | answer (greedy) |\n|---|---|\n"
+        f"**{VERIFY_PROMPT}**\n\n| reloaded export | answer (greedy) |\n|:---|:---|\n"
         + "\n".join(
             f"| {k} | {v.replace('|', '/').replace(chr(10), ' ')} |" for k, v in verification_answers.items()
         )
@@ -281,7 +301,7 @@ def _(question_box, reloaded):
 @app.cell
 def _(chat_answers, mo, question_box):
     mo.md(
-        f"**{question_box.value}**\n\n| model | answer (greedy) |\n|---|---|\n"
+        f"**{question_box.value}**\n\n| model | answer (greedy) |\n|:---|:---|\n"
         + "\n".join(
             f"| {name} | {answer.replace('|', '/').replace(chr(10), ' ')} |"
             for name, answer in chat_answers.items()

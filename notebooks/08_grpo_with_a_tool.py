@@ -64,46 +64,41 @@ def _(mo):
 
 @app.cell
 def _(mo):
-    import tempfile
-    from pathlib import Path
-
-    from grpo_kit.lesson_helpers import cli_args, on_gpu
+    from grpo_kit.lesson_helpers import lesson_size
     from grpo_kit.recipes import get_recipe
 
-    _args = cli_args()
-    gpu = on_gpu()
-    full = gpu or _args.get("full") is not None
-    if gpu:
+    size = lesson_size()
+    if size.gpu:
         # A larger model with a native tool template (TRL parses Qwen2.5's JSON calls itself): no tool_template.
         recipe = get_recipe("calculator-tool-cpu", model="Qwen/Qwen2.5-0.5B-Instruct", tool_template=None)
-        train_steps, num_eval, eval_k = int(_args.get("max-steps") or 30), 32, 4
-    elif full:
-        # The recipe as measured in the README: 8 steps of 2 prompts × 4 completions, ~6 min of training on 2 cores.
-        recipe = get_recipe("calculator-tool-cpu")
-        train_steps, num_eval, eval_k = int(_args.get("max-steps") or 8), 32, 2
-    else:
-        # CI size: 2 steps of 1 prompt × 4 short completions, 6 held-out questions; shows the loop, not the result.
+    elif size.small:
+        # The project's CI (or -- --small): 1 prompt × 4 short completions per step, 6 held-out questions.
         recipe = get_recipe(
             "calculator-tool-cpu", per_device_train_batch_size=4, max_completion_length=40, dataset_size=16
         )
-        train_steps, num_eval, eval_k = int(_args.get("max-steps") or 2), 6, 2
-    output_root = Path(_args.get("output-dir") or tempfile.mkdtemp(prefix="grpo-kit-lesson8-"))
+    else:
+        # The recipe as the README measures it: 8 steps of 2 prompts × 4 completions.
+        recipe = get_recipe("calculator-tool-cpu")
+    train_steps = size.steps(gpu=30, cpu=recipe.training["max_steps"], small=2)
+    num_eval, eval_k = size.pick(gpu=(32, 4), cpu=(32, 2), small=(6, 2))
+    output_root = size.output_dir("lesson8")
     mo.callout(
         mo.md(
-            f"**{'GPU' if gpu else 'CPU'} · {'full' if full else 'small (CI)'} settings** — recipe `{recipe.name}`, "
-            f"model `{recipe.model}`, {train_steps} steps, {recipe.training['num_generations']} completions of ≤ "
-            f"{recipe.training['max_completion_length']} tokens, {num_eval} held-out questions × {eval_k} samples "
-            "at T = 1.0."
+            f"**{size.name.upper()} settings** — recipe `{recipe.name}`, model `{recipe.model}`, {train_steps} steps, "
+            f"{recipe.training['num_generations']} completions of ≤ {recipe.training['max_completion_length']} "
+            f"tokens, {num_eval} held-out questions × {eval_k} samples at T = 1.0."
             + (
-                ""
-                if full
-                else "\n\nThe measured run: `python notebooks/08_grpo_with_a_tool.py -- --full` "
-                "(or `grpo-kit train --recipe calculator-tool-cpu --loop trl`)."
+                "\n\n**Too small to learn:** every part runs, but a few steps of one prompt cannot move the "
+                "model; expect the held-out change to read about 0. Without `--small` the lesson runs the recipe "
+                "as the README measures it (`python notebooks/08_grpo_with_a_tool.py`, or "
+                "`grpo-kit train --recipe calculator-tool-cpu --loop trl`)."
+                if size.small
+                else ""
             )
         ),
-        kind="info" if full else "warn",
+        kind="warn" if size.small else "info",
     )
-    return eval_k, num_eval, output_root, recipe, train_steps
+    return eval_k, num_eval, output_root, recipe, size, train_steps
 
 
 @app.cell
@@ -124,20 +119,47 @@ def _(num_eval, recipe):
 
 @app.cell
 def _(mo, tokenizer, tools, train_dataset):
+    from grpo_kit.lesson_helpers import wrapped_text
+
     _exchange = list(train_dataset[0]["prompt"])
     rendered_prompt = tokenizer.apply_chat_template(
         _exchange, tools=tools, tokenize=False, add_generation_prompt=True
     )
-    mo.md(
-        "## 2 · The raw rendered conversation\n\nWhat the model reads for one training question: the tool list "
-        "in the system turn, one worked tool exchange, then the question. The model continues after the last "
-        "`assistant` line.\n\n```text\n" + rendered_prompt + "\n```"
+    mo.vstack(
+        [
+            mo.md(
+                "## 2 · The raw rendered conversation\n\nWhat the model reads for one training question: the "
+                "tool list in the system turn, one worked tool exchange, then the question. The model continues "
+                "after the last `assistant` line."
+            ),
+            wrapped_text(rendered_prompt),
+        ]
     )
-    return (rendered_prompt,)
+    return rendered_prompt, wrapped_text
 
 
 @app.cell
-def _(base_model, mo, recipe, tokenizer, tools, train_dataset):
+def _(mo, num_eval):
+    from grpo_kit.lesson_helpers import run_button, should_run
+
+    measure_button = run_button(
+        f"Measure the base model: pre-flight on 4 training questions, then {num_eval} held-out questions",
+        kind="neutral",
+    )
+    mo.vstack(
+        [
+            mo.md(
+                "## 3 · Preflight: is there anything to learn?\n\nBoth measurements roll the base model out with "
+                "its tools, several minutes on a 2-core CPU; the Train button appears with their verdict."
+            ),
+            measure_button,
+        ]
+    )
+    return measure_button, run_button, should_run
+
+
+@app.cell
+def _(base_model, measure_button, mo, recipe, should_run, tokenizer, tools, train_dataset, wrapped_text):
     from grpo_kit import preflight
     from grpo_kit.generation import Decoding
     from grpo_kit.tool_rollout import generate_with_tools
@@ -153,28 +175,31 @@ def _(base_model, mo, recipe, tokenizer, tools, train_dataset):
             max_tool_calling_iterations=recipe.training["max_tool_calling_iterations"],
         )
 
+    mo.stop(not should_run(measure_button), mo.md("Press the button to measure the base model."))
     _funcs = recipe.build_reward_funcs(tokenizer)
-    preflight_report = preflight.check(
-        base_model,
-        tokenizer,
-        train_dataset,
-        _funcs,
-        num_prompts=4,
-        num_generations=recipe.training["num_generations"],
-        reward_weights=recipe.reward_weights,
-        sampler=tool_sampler,
-        decoding=Decoding.from_training(recipe.training, chat_template_kwargs={"tools": tools}),
-    )
+    _g = recipe.training["num_generations"]
+    with mo.status.spinner(
+        title="Pre-flight", subtitle=f"4 training questions × {_g} rollouts with the tools"
+    ):
+        preflight_report = preflight.check(
+            base_model,
+            tokenizer,
+            train_dataset,
+            _funcs,
+            num_prompts=4,
+            num_generations=_g,
+            reward_weights=recipe.reward_weights,
+            sampler=tool_sampler,
+            decoding=Decoding.from_training(recipe.training, chat_template_kwargs={"tools": tools}),
+        )
     _call = preflight_report.reward_mean["tool_call_reward"]
-    mo.md(
+    _text = mo.md(
         f"""
-    ## 3 · Preflight: is there anything to learn?
-
     {preflight_report.num_prompts} training questions × {preflight_report.num_generations} rollouts with the
     base model, at the run's settings:
 
-    | | |
-    |---|---|
+    | base model | share of rollouts or groups |
+    |:---|:---|
     | rollouts with a well-formed call | **{_call:.0%}** |
     | rollouts that succeed (call + right answer) | **{preflight_report.reward_mean["tool_success_reward"]:.0%}** |
     | groups whose reward has zero variance (no learning signal) | **{preflight_report.zero_std_share:.0%}** |
@@ -183,17 +208,14 @@ def _(base_model, mo, recipe, tokenizer, tools, train_dataset):
     model already calls well almost every time (no headroom); with none it never does; one example leaves room.
 
     One rollout:
-
-    ```text
-    {preflight_report.examples[0] if preflight_report.examples else ""}
-    ```
     """
     )
+    mo.vstack([_text, wrapped_text(preflight_report.examples[0] if preflight_report.examples else "")])
     return (preflight_report,)
 
 
 @app.cell
-def _(base_model, eval_k, held_out, recipe, tokenizer):
+def _(base_model, eval_k, held_out, mo, preflight_report, recipe, tokenizer):
     from grpo_kit.held_out import evaluate_held_out
 
     def evaluate_tools(model):
@@ -203,21 +225,35 @@ def _(base_model, eval_k, held_out, recipe, tokenizer):
             recipe, model, tokenizer, recipe.build_reward_funcs(tokenizer), held_out, k=eval_k
         )
 
-    before_report = evaluate_tools(base_model)
+    assert preflight_report.num_prompts  # measured after the pre-flight, behind the same button
+    with mo.status.spinner(
+        title="Evaluating the base model",
+        subtitle=f"{len(held_out)} held-out questions, greedy + {eval_k} samples",
+    ):
+        before_report = evaluate_tools(base_model)
     return before_report, evaluate_tools
 
 
 @app.cell
-def _(mo, train_steps):
-    from grpo_kit.lesson_helpers import run_button
+def _(before_report, mo, preflight_report, run_button, size, train_steps):
+    from grpo_kit.lesson_helpers import preflight_verdict
 
-    train_button = run_button(f"Train {train_steps} steps with TRL and tools")
+    train_button = run_button(
+        f"Train {train_steps} steps with TRL and tools"
+        + (" (pre-flight: no-go)" if not preflight_report.go else "")
+        + (" (too small to learn)" if size.small else "")
+    )
     mo.vstack(
         [
             mo.md(
-                "## 4 · Train\n\n`trl_path.train(recipe)` passes `tools=` to `GRPOTrainer`; the tools, "
-                "`max_tool_calling_iterations` and the tokenizer's template were checked before the "
-                "model loaded."
+                f"## 4 · Train\n\nThe base model was measured on {before_report.num_prompts} held-out questions "
+                "(section 5 compares). `trl_path.train(recipe)` passes `tools=` to `GRPOTrainer`; the tools, "
+                "`max_tool_calling_iterations` and the tokenizer's template are checked before the model loads."
+            ),
+            preflight_verdict(
+                preflight_report,
+                if_no_go="Training at these settings would not move the model"
+                + (": run the lesson without `--small`." if size.small else "."),
             ),
             train_button,
         ]
@@ -226,9 +262,19 @@ def _(mo, train_steps):
 
 
 @app.cell
-def _(before_report, load_model, mo, output_root, recipe, train_button, train_dataset, train_steps):
+def _(
+    before_report,
+    load_model,
+    mo,
+    output_root,
+    recipe,
+    should_run,
+    train_button,
+    train_dataset,
+    train_steps,
+):
     from grpo_kit import trl_path
-    from grpo_kit.lesson_helpers import LiveRewardCurve, should_run
+    from grpo_kit.lesson_helpers import LiveRewardCurve
 
     mo.stop(not should_run(train_button), mo.md("Press the button to train."))
     assert before_report.num_prompts  # the base model is evaluated first
@@ -245,6 +291,7 @@ def _(before_report, load_model, mo, output_root, recipe, train_button, train_da
         disable_tqdm=True,
         save_final=False,
     )
+    live_curve.finish()  # the saved curve below is the one left on the page
     return (run,)
 
 
@@ -283,8 +330,8 @@ def _(mo, recipe, run):
                 _weight_note
                 + "\n\nTRL's tool metrics per step:\n\n| step | "
                 + " | ".join(n for _, n in _keys)
-                + " |\n|---"
-                + "|---" * len(_keys)
+                + " |\n|:---"
+                + "|:---" * len(_keys)
                 + "|\n"
                 + _rows
             ),
@@ -300,7 +347,7 @@ def _(evaluate_tools, run):
 
 
 @app.cell
-def _(after_report, before_report, mo):
+def _(after_report, before_report, mo, wrapped_text):
     from grpo_kit.evaluate import compare
 
     _k = after_report.settings["k"]
@@ -314,14 +361,17 @@ def _(after_report, before_report, mo):
         f"| {label} | {c.before:.2f} | {c.after:.2f} | {c.mean_diff:+.2f} [{c.ci_low:+.2f}, {c.ci_high:+.2f}] |"
         for (m, label), c in zip(_metrics.items(), held_out_comparisons.values())
     )
-    mo.md(
-        f"## 5 · Held-out questions, before and after\n\n{after_report.num_prompts} questions the run never saw; "
-        "paired bootstrap 95 % CI of the change (`grpo_kit.evaluate.compare`).\n\n"
-        "| metric | before | after | change [95 % CI] |\n|---|---|---|---|\n"
-        + _rows
-        + "\n\nOne rollout after training:\n\n```text\n"
-        + after_report.completions[0]
-        + "\n```"
+    mo.vstack(
+        [
+            mo.md(
+                f"## 5 · Held-out questions, before and after\n\n{after_report.num_prompts} questions the run never saw; "
+                "paired bootstrap 95 % CI of the change (`grpo_kit.evaluate.compare`).\n\n"
+                "| metric | before | after | change [95 % CI] |\n|:---|:---|:---|:---|\n"
+                + _rows
+                + "\n\nOne rollout after training:"
+            ),
+            wrapped_text(after_report.completions[0]),
+        ]
     )
     return (held_out_comparisons,)
 
