@@ -45,3 +45,17 @@ def tiny():
     from grpo_kit.models import tiny_model
 
     return tiny_model(seed=0)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The browser tests' time to a clickable page, per lesson (tests/browser: opened until everything that runs
+    on open had run), measured on whatever load the suite puts beside them."""
+    times: dict[str, float] = {}
+    for report in terminalreporter.stats.get("passed", []):
+        for name, value in getattr(report, "user_properties", []):
+            if name.startswith("clickable_s/"):
+                times[name.split("/", 1)[1]] = max(value, times.get(name.split("/", 1)[1], 0.0))
+    if times:
+        terminalreporter.write_sep("-", "time to a clickable page (marimo run, headless Chromium)")
+        for lesson, seconds in sorted(times.items()):
+            terminalreporter.write_line(f"{lesson}: {seconds:.1f} s")

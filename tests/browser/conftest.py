@@ -83,6 +83,48 @@ def _lesson_env() -> dict[str, str]:
     return env
 
 
+# Every element of the page, shadow roots included (marimo's widgets live in them), whose content is wider
+# than its box: a line running off the page, cut at the box's edge or hidden behind a scrollbar. Typeset
+# formulas (KaTeX keeps a zero-width MathML copy), fixed panels and hidden elements are not content.
+OVERFLOWING = """() => {
+  const found = [];
+  const visit = (root) => root.querySelectorAll('*').forEach(el => {
+    if (el.shadowRoot) visit(el.shadowRoot);
+    if (el.closest('.katex, math')) return;
+    const style = getComputedStyle(el);
+    if (style.position === 'fixed' || style.display === 'none' || el.clientWidth <= 4) return;
+    if (el.scrollWidth > el.clientWidth + 4) {
+      found.push(`${el.tagName} ${el.scrollWidth}px in ${el.clientWidth}px: ` +
+                 (el.innerText || '').slice(0, 80).replace(/\\s+/g, ' '));
+    }
+  });
+  visit(document);
+  return found;
+}"""
+
+# Table cells of prose (three words or more) that are right-aligned: marimo's tables align right unless the
+# Markdown asks for left (`|:---|`), which makes sentences hard to read.
+RIGHT_ALIGNED_PROSE = """() => {
+  const found = [];
+  const visit = (root) => root.querySelectorAll('*').forEach(el => {
+    if (el.shadowRoot) visit(el.shadowRoot);
+    if (!['TD', 'TH'].includes(el.tagName)) return;
+    const align = getComputedStyle(el).textAlign;
+    const words = (el.innerText || '').trim().split(/\\s+/).filter(w => /[a-z]{2}/i.test(w));
+    if ((align === 'right' || align === 'end') && words.length >= 3) found.push(el.innerText.slice(0, 60));
+  });
+  visit(document);
+  return found;
+}"""
+
+# Each marimo slider with the value it shows beside it ('' when it shows none).
+SLIDER_VALUES = """() => [...document.querySelectorAll('marimo-slider')].map(el => {
+  const shown = el.shadowRoot && el.shadowRoot.querySelector('[role="slider"]') &&
+                el.shadowRoot.querySelector('.text-muted-foreground');  // marimo's show_value=True label
+  return shown ? shown.innerText.trim() : '';
+})"""
+
+
 @dataclass
 class LessonPage:
     """One lesson served by ``marimo run`` and opened in a browser tab."""
@@ -90,6 +132,10 @@ class LessonPage:
     number: str
     page: object
     console_errors: list[str] = field(default_factory=list)
+    opened_at: float = field(default_factory=time.monotonic)
+    # seconds from opening the page until everything that runs on open had run: the page can be used
+    clickable_after: float | None = None
+    record: object = None  # the test's user_properties: the time goes into its report
 
     def save_first_screen(self) -> None:
         """``make screenshots`` (GRPO_KIT_SCREENSHOTS=docs/img): the lesson's first screen as lesson_NN.png."""
@@ -126,6 +172,10 @@ class LessonPage:
             if text != last or running:
                 last, stable_since = text, time.monotonic()
             elif all(s in text for s in must_contain) and time.monotonic() - stable_since >= quiet:
+                if self.clickable_after is None:
+                    self.clickable_after = stable_since - self.opened_at
+                    if self.record is not None:
+                        self.record.append((f"clickable_s/lesson_{self.number}", self.clickable_after))
                 return text
             time.sleep(0.25)
         missing = [s for s in must_contain if s not in (last or "")]
@@ -140,6 +190,12 @@ class LessonPage:
         assert errored.count() == 0, [errored.nth(i).inner_text()[:500] for i in range(errored.count())]
         raw = sorted({m.group(0) for m in RAW_TEX.finditer(self.prose())})
         assert not raw, f"raw TeX in the visible text (a formula did not render): {raw}"
+        overflowing = self.page.evaluate(OVERFLOWING)
+        assert not overflowing, f"content wider than its box: {overflowing}"
+        right_aligned = self.page.evaluate(RIGHT_ALIGNED_PROSE)
+        assert not right_aligned, f"prose in right-aligned table cells: {right_aligned}"
+        sliders = self.page.evaluate(SLIDER_VALUES)
+        assert all(sliders), f"a slider shows no value beside it: {sliders}"
 
 
 @pytest.fixture(scope="module")
@@ -155,8 +211,9 @@ def browser():
 
 
 @pytest.fixture
-def open_lesson(browser, tmp_path) -> Iterator:
-    """``open_lesson("01", *args)``: serve lesson 01 (CLI args after ``--``) and open it in a new tab."""
+def open_lesson(browser, tmp_path, request) -> Iterator:
+    """``open_lesson("01", *args)``: serve lesson 01 (CLI args after ``--``) and open it in a new tab. The time
+    to a clickable page of each lesson opened is kept in the test's report (tests/conftest.py prints it)."""
     servers: list[subprocess.Popen] = []
     contexts = []
 
@@ -194,7 +251,7 @@ def open_lesson(browser, tmp_path) -> Iterator:
         context = browser.new_context(viewport={"width": width, "height": height})
         contexts.append(context)
         page = context.new_page()
-        lesson = LessonPage(number, page)
+        lesson = LessonPage(number, page, record=request.node.user_properties)
         page.on("console", lambda m: lesson.console_errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: lesson.console_errors.append(str(e)))
         page.goto(f"http://127.0.0.1:{port}/")
