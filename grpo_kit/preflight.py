@@ -28,7 +28,7 @@ from typing import Any
 from grpo_kit.evaluate import reward_info
 from grpo_kit.generation import Decoding, GeneratedCompletion, Sampler, generate, prompt_texts
 
-__all__ = ["Finding", "PreflightReport", "check", "validate_inputs"]
+__all__ = ["Finding", "PreflightReport", "check", "check_recipe", "validate_inputs"]
 
 # A run is no-go at or above these shares, and gets a warning at or above the *_WARN ones. GRPO learns from
 # every group whose rewards differ, so what kills a run is (almost) no such group: the motivating cases were
@@ -227,6 +227,52 @@ def check(
     )
     report.findings = _findings(report, funcs, names, decoding.max_new_tokens)
     return report
+
+
+def check_recipe(
+    recipe: Any, model, tokenizer, dataset: Any, *, num_prompts: int = 8, reward_funcs: list | None = None
+) -> PreflightReport:
+    """:func:`check` at a recipe's own settings: its reward functions (``reward_funcs``: already built from it)
+    and weights, its group size, the decoding its first training step samples with (``Decoding.from_training``,
+    the recipe's seed) and, for a recipe with ``tools``, multi-turn rollouts with them
+    (``tool_rollout.generate_with_tools``, on its tool template) — what ``grpo-kit train --preflight`` and the
+    lessons run."""
+    training = recipe.training
+    decoding = Decoding.from_training(training, seed=int(training.get("seed", 42)))
+    sampler = None
+    if recipe.tools:
+        from grpo_kit.tool_rollout import generate_with_tools
+        from grpo_kit.tool_sets import prepare_tool_tokenizer, resolve_tools
+
+        tools = resolve_tools(recipe.tools)
+        prepare_tool_tokenizer(tokenizer, recipe.tool_template)
+        turn_decoding = decoding
+        decoding = decoding.replace(
+            chat_template_kwargs={**(decoding.chat_template_kwargs or {}), "tools": tools}
+        )
+
+        def sampler(prompts, num_generations):
+            return generate_with_tools(
+                model,
+                tokenizer,
+                prompts,
+                num_generations,
+                turn_decoding,
+                tools=tools,
+                max_tool_calling_iterations=training.get("max_tool_calling_iterations"),
+            )
+
+    return check(
+        model,
+        tokenizer,
+        dataset,
+        reward_funcs if reward_funcs is not None else recipe.build_reward_funcs(tokenizer),
+        num_prompts=num_prompts,
+        num_generations=int(training.get("num_generations", 8)),
+        decoding=decoding,
+        reward_weights=recipe.reward_weights,
+        sampler=sampler,
+    )
 
 
 def _findings(

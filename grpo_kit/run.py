@@ -624,20 +624,12 @@ def validate_run_inputs(plan: RunPlan) -> None:
 def preflight_check(
     plan: RunPlan, model: Any, tokenizer: Any, dataset: Any, reward_funcs: list, *, num_prompts: int = 8
 ):
-    """``grpo_kit.preflight.check`` with the run's own generation settings (what step 1 will sample)."""
-    from grpo_kit.generation import Decoding
-    from grpo_kit.preflight import check
+    """``grpo_kit.preflight.check_recipe`` for the run's recipe (what step 1 will sample; a recipe's tools rolled
+    out with them)."""
+    from grpo_kit.preflight import check_recipe
 
-    t = plan.recipe.training
-    return check(
-        model,
-        tokenizer,
-        dataset,
-        reward_funcs,
-        num_prompts=num_prompts,
-        num_generations=int(t.get("num_generations", 8)),
-        decoding=Decoding.from_training(t, seed=int(t.get("seed", 42))),
-        reward_weights=plan.recipe.reward_weights,
+    return check_recipe(
+        plan.recipe, model, tokenizer, dataset, num_prompts=num_prompts, reward_funcs=reward_funcs
     )
 
 

@@ -155,25 +155,16 @@ def _(mo):
 
 @app.cell
 def _(measure_button, mo, recipe, should_run, train_dataset):
-    from grpo_kit.generation import Decoding
     from grpo_kit.models import load_model
-    from grpo_kit.preflight import check
+    from grpo_kit.preflight import check_recipe
 
     mo.stop(not should_run(measure_button), mo.md("Press the button to measure the base model."))
     base_model, base_tokenizer = load_model(recipe.model)
-    # G completions for a few prompts with the run's settings. GRPO learns only from reward differences
+    # G completions for a few prompts at the recipe's settings. GRPO learns only from reward differences
     # within a group; no variance, no signal.
     _g = recipe.training["num_generations"]
     with mo.status.spinner(title="Pre-flight", subtitle=f"4 posts × {_g} sampled completions"):
-        preflight_report = check(
-            base_model,
-            base_tokenizer,
-            train_dataset,
-            recipe.build_reward_funcs(base_tokenizer),
-            num_prompts=4,
-            num_generations=_g,
-            decoding=Decoding.from_training(recipe.training),
-        )
+        preflight_report = check_recipe(recipe, base_model, base_tokenizer, train_dataset, num_prompts=4)
     return base_model, base_tokenizer, load_model, preflight_report
 
 

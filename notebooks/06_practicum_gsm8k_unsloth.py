@@ -207,9 +207,8 @@ def _(eval_size, mo):
 @app.cell
 def _(evaluate, held_out, measure_button, mo, recipe, should_run, train_dataset, use_unsloth):
     from grpo_kit import unsloth_path
-    from grpo_kit.generation import Decoding
     from grpo_kit.models import load_model
-    from grpo_kit.preflight import check
+    from grpo_kit.preflight import check_recipe
     from grpo_kit.samples import generate_answers
 
     mo.stop(not should_run(measure_button), mo.md("Press the button to measure the base model."))
@@ -221,16 +220,7 @@ def _(evaluate, held_out, measure_button, mo, recipe, should_run, train_dataset,
         base_model, base_tokenizer = load_model(recipe.model)
     _g = recipe.training["num_generations"]
     with mo.status.spinner(title="Pre-flight", subtitle=f"4 training problems × {_g} sampled completions"):
-        preflight_report = check(
-            base_model,
-            base_tokenizer,
-            train_dataset,
-            recipe.build_reward_funcs(base_tokenizer),
-            num_prompts=4,
-            num_generations=_g,
-            decoding=Decoding.from_training(recipe.training),
-            reward_weights=recipe.reward_weights,
-        )
+        preflight_report = check_recipe(recipe, base_model, base_tokenizer, train_dataset, num_prompts=4)
     with mo.status.spinner(
         title="Evaluating the base model", subtitle=f"{len(held_out)} held-out problems, greedy"
     ):

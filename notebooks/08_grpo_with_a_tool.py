@@ -159,39 +159,16 @@ def _(mo, num_eval):
 
 
 @app.cell
-def _(base_model, measure_button, mo, recipe, should_run, tokenizer, tools, train_dataset, wrapped_text):
-    from grpo_kit import preflight
-    from grpo_kit.generation import Decoding
-    from grpo_kit.tool_rollout import generate_with_tools
-
-    def tool_sampler(prompts, num_generations):
-        return generate_with_tools(
-            base_model,
-            tokenizer,
-            prompts,
-            num_generations,
-            Decoding.from_training(recipe.training),  # what the first training step samples
-            tools=tools,
-            max_tool_calling_iterations=recipe.training["max_tool_calling_iterations"],
-        )
+def _(base_model, measure_button, mo, recipe, should_run, tokenizer, train_dataset, wrapped_text):
+    from grpo_kit.preflight import check_recipe
 
     mo.stop(not should_run(measure_button), mo.md("Press the button to measure the base model."))
-    _funcs = recipe.build_reward_funcs(tokenizer)
     _g = recipe.training["num_generations"]
     with mo.status.spinner(
         title="Pre-flight", subtitle=f"4 training questions × {_g} rollouts with the tools"
     ):
-        preflight_report = preflight.check(
-            base_model,
-            tokenizer,
-            train_dataset,
-            _funcs,
-            num_prompts=4,
-            num_generations=_g,
-            reward_weights=recipe.reward_weights,
-            sampler=tool_sampler,
-            decoding=Decoding.from_training(recipe.training, chat_template_kwargs={"tools": tools}),
-        )
+        # multi-turn rollouts with the recipe's tools, sampled as its first training step samples
+        preflight_report = check_recipe(recipe, base_model, tokenizer, train_dataset, num_prompts=4)
     _call = preflight_report.reward_mean["tool_call_reward"]
     _text = mo.md(
         f"""

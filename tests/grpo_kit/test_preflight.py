@@ -228,6 +228,8 @@ def test_every_cpu_recipe_passes_the_model_independent_part_of_preflight(name, t
     funcs = plan.recipe.build_reward_funcs(tokenizer)
     report = run.preflight_check(plan, model, tokenizer, dataset, funcs, num_prompts=2)
     assert report.num_generations == plan.recipe.training["num_generations"]
+    if plan.recipe.tools:  # rolled out with its tools, on its tool template (as TRL and lesson 8 do)
+        assert "RESULT" in tokenizer.chat_template, "the recipe's tool template was not installed"
     model_independent = {f.code for f in report.findings} - {"zero_std", "clipped", "never_solved"}
     assert model_independent == set(), report.summary()
     assert not (tmp_path / "never").exists()  # pre-flight writes nothing
