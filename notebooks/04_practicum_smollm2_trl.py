@@ -407,7 +407,6 @@ def _(load_model, mo, output_root, token_before, token_recipe):
 
 @app.cell
 def _(
-    comparison,
     change_line,
     evaluate_held_out,
     judge_headline,
@@ -431,14 +430,8 @@ def _(
     mo.vstack(
         [
             mo.md(
-                "### Side by side\n\n| recipe | prompt, target | held-out change of the distance [95 % CI] | "
-                "verdict |\n|:---|:---|:---|:---|\n"
-                f"| course 12.5 | plain text, 50 characters | {comparison.mean_diff:+.1f} "
-                f"[{comparison.ci_low:+.1f}, {comparison.ci_high:+.1f}] (n = {comparison.n}) | {comparison.verdict} |\n"
-                f"| `{token_recipe.name}` | chat, 16 tokens | {token_comparison.mean_diff:+.1f} "
-                f"[{token_comparison.ci_low:+.1f}, {token_comparison.ci_high:+.1f}] (n = {token_comparison.n}) | "
-                f"{token_comparison.verdict} |\n\n"
-                f"`{token_comparison.metric}`: {change_line(token_comparison)}"
+                f"`{token_comparison.metric}` (distance from the 16-token target, {token_comparison.n} held-out "
+                f"posts): {change_line(token_comparison)}"
                 + (f" ({'; '.join(token_hack_signs)})" if token_hack_signs else "")
                 + ". Four of its answers (distance from 16 tokens):"
             ),
@@ -448,13 +441,31 @@ def _(
     return token_comparison, token_hack_signs, trained_model
 
 
+@app.cell
+def _(comparison, mo, token_comparison, token_recipe):
+    def _row(label: str, setting: str, c) -> str:
+        return (
+            f"| {label} | {setting} | {c.mean_diff:+.1f} [{c.ci_low:+.1f}, {c.ci_high:+.1f}] (n = {c.n}) "
+            f"| {c.verdict} |"
+        )
+
+    mo.md(
+        "### Side by side\n\n| recipe | prompt, target | held-out change of the distance [95 % CI] | verdict |\n"
+        "|:---|:---|:---|:---|\n"
+        + _row("course 12.5", "plain text, 50 characters", comparison)
+        + "\n"
+        + _row(f"`{token_recipe.name}`", "chat, 16 tokens", token_comparison)
+    )
+    return
+
+
 @app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
     ## 6 · Merge and save — with the tokenizer
 
-    The model that learned (section 5). `merge_and_unload()` folds the LoRA weights into the base model, so the result loads without
-    peft. The course pushed only the model; `grpo_kit.export.save_merged` always saves the tokenizer
+    The model that learned (section 5). `merge_and_unload()` folds the LoRA weights into the base model, so
+    the result loads without peft. The course pushed only the model; `grpo_kit.export.save_merged` always saves the tokenizer
     and chat template beside it, then **reloads** the folder and checks that it produces the same
     greedy tokens as the adapter model in memory.
     """)

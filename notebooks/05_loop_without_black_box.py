@@ -111,7 +111,7 @@ def _(mo):
 
 
 @app.cell
-def _(problems, step_config, tiny, tiny_tokenizer, torch):
+def _(mo, problems, step_config, tiny, tiny_tokenizer, torch):
     from datasets_prep import prompt_to_text
     from grpo_kit.sampling import mask_after_eos, sample_completions, stop_token_ids
 
@@ -145,6 +145,7 @@ def _(problems, step_config, tiny, tiny_tokenizer, torch):
     )
     # Conversational prompts get conversational completions (what reward functions receive from TRL).
     completions = [[{"role": "assistant", "content": text}] for text in completion_texts]
+    mo.show_code()  # `marimo run` shows no code: this cell's is the lesson
     return (
         completion_ids,
         completion_lengths,
@@ -185,7 +186,7 @@ def _(mo):
 
 
 @app.cell
-def _():
+def _(mo):
     import rewards
 
     def letter_e_reward(completions, **kwargs):
@@ -194,11 +195,14 @@ def _():
         return [text.count("e") / max(len(text), 1) for text in texts]
 
     reward_funcs = [letter_e_reward, rewards.xmlcount_reward, rewards.correctness_reward]
-    return (reward_funcs,)
+    # the toy reward counts 10x, so that it matters next to the two GSM8K ones (section 3 shows the weights)
+    reward_weights = [10.0, 1.0, 1.0]
+    mo.show_code()
+    return reward_funcs, reward_weights
 
 
 @app.cell
-def _(completion_ids, completion_lengths, completions, reward_funcs, rows):
+def _(completion_ids, completion_lengths, completions, mo, reward_funcs, rows):
     from grpo_kit.advantages import stack_rewards
 
     _columns = {key: [row[key] for row in rows] for key in rows[0] if key != "prompt"}
@@ -214,6 +218,7 @@ def _(completion_ids, completion_lengths, completions, reward_funcs, rows):
             for fn in reward_funcs
         ]
     )  # (N, F) NaN where a function returned None
+    mo.show_code()
     return (rewards_per_func,)
 
 
@@ -229,30 +234,34 @@ def _(mo):
 
 
 @app.cell
-def _(reward_funcs, rewards_per_func, step_config):
+def _(mo, reward_funcs, reward_weights, rewards_per_func, step_config):
     from grpo_kit.advantages import compute_advantages_with_metrics
 
     advantage_result = compute_advantages_with_metrics(
         rewards_per_func,
         step_config.num_generations,
-        reward_weights=[10.0, 1.0, 1.0],  # make the toy reward matter next to the GSM8K ones
+        reward_weights=reward_weights,
         scale_rewards=step_config.scale_rewards,
         reward_func_names=[fn.__name__ for fn in reward_funcs],
     )
     advantages = advantage_result.advantages  # (N,)
+    mo.show_code()
     return advantage_result, advantages
 
 
 @app.cell
-def _(advantage_result, advantages, mo, reward_funcs, rewards_per_func):
+def _(advantage_result, advantages, mo, reward_funcs, reward_weights, rewards_per_func):
     _names = [fn.__name__ for fn in reward_funcs]
     mo.vstack(
         [
             mo.md(
+                "Reward weights: "
+                + ", ".join(f"`{n}` × {w:g}" for n, w in zip(_names, reward_weights))
+                + " (the weighted sum is what the advantages centre).\n\n"
                 "| # | "
                 + " | ".join(f"`{n}`" for n in _names)
                 + " | advantage |\n|"
-                + "---|" * (len(_names) + 2)
+                + ":---|" * (len(_names) + 2)
                 + "\n"
                 + "\n".join(
                     f"| {i} | "
@@ -285,6 +294,7 @@ def _(
     advantages,
     completion_ids,
     completion_mask,
+    mo,
     prompt_ids,
     prompt_mask,
     step_config,
@@ -308,6 +318,7 @@ def _(
         epsilon=step_config.epsilon,
         max_completion_length=step_config.max_completion_length,
     )
+    mo.show_code()
     return full_ids, full_mask, logps_before, loss, loss_metrics, per_token_logps
 
 
@@ -334,7 +345,9 @@ def _(mo):
 
 
 @app.cell
-def _(completion_ids, completion_mask, full_ids, full_mask, loss, per_token_logps, step_config, tiny, torch):
+def _(
+    completion_ids, completion_mask, full_ids, full_mask, loss, mo, per_token_logps, step_config, tiny, torch
+):
     _optimizer = torch.optim.AdamW(
         [p for p in tiny.parameters() if p.requires_grad], lr=step_config.learning_rate
     )
@@ -344,6 +357,7 @@ def _(completion_ids, completion_mask, full_ids, full_mask, loss, per_token_logp
     _optimizer.zero_grad(set_to_none=True)
     with torch.no_grad():
         logps_after, _ = per_token_logps(tiny, full_ids, full_mask, completion_ids.size(1))  # (N, T)
+    mo.show_code()
     return grad_norm, logps_after
 
 
