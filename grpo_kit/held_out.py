@@ -152,17 +152,8 @@ def evaluate_held_out(
     ``max_tool_calling_iterations``, on the recipe's tool template. ``seed``: where the k samples start."""
     from grpo_kit.evaluate import evaluate
     from grpo_kit.generation import Decoding
+    from grpo_kit.tool_rollout import recipe_generate
 
-    generate_fn = None
-    if recipe.tools:
-        from grpo_kit.tool_rollout import tool_generate
-        from grpo_kit.tool_sets import prepare_tool_tokenizer, resolve_tools
-
-        prepare_tool_tokenizer(tokenizer, recipe.tool_template)
-        generate_fn = tool_generate(
-            resolve_tools(recipe.tools),
-            max_tool_calling_iterations=recipe.training.get("max_tool_calling_iterations", 1),
-        )
     return evaluate(
         model,
         tokenizer,
@@ -172,5 +163,5 @@ def evaluate_held_out(
         k=k,
         reward_weights=recipe.reward_weights,
         decoding=Decoding.from_training(recipe.training, seed=seed),
-        generate_fn=generate_fn,
+        generate_fn=recipe_generate(recipe, tokenizer),
     )

@@ -235,32 +235,27 @@ def check_recipe(
     """:func:`check` at a recipe's own settings: its reward functions (``reward_funcs``: already built from it)
     and weights, its group size, the decoding its first training step samples with (``Decoding.from_training``,
     the recipe's seed) and, for a recipe with ``tools``, multi-turn rollouts with them
-    (``tool_rollout.generate_with_tools``, on its tool template) — what ``grpo-kit train --preflight`` and the
+    (``tool_rollout.recipe_generate``, on its tool template) — what ``grpo-kit train --preflight`` and the
     lessons run."""
+    from grpo_kit.tool_rollout import recipe_generate
+
     training = recipe.training
     decoding = Decoding.from_training(training, seed=int(training.get("seed", 42)))
     sampler = None
-    if recipe.tools:
-        from grpo_kit.tool_rollout import generate_with_tools
-        from grpo_kit.tool_sets import prepare_tool_tokenizer, resolve_tools
-
-        tools = resolve_tools(recipe.tools)
-        prepare_tool_tokenizer(tokenizer, recipe.tool_template)
-        turn_decoding = decoding
+    generate_fn = recipe_generate(
+        recipe, tokenizer
+    )  # tools: multi-turn rollouts, as held-out evaluation runs
+    if generate_fn is not None:
+        turn_decoding = decoding  # each turn's budget; the prompt is rendered with the tools listed
         decoding = decoding.replace(
-            chat_template_kwargs={**(decoding.chat_template_kwargs or {}), "tools": tools}
+            chat_template_kwargs={
+                **(decoding.chat_template_kwargs or {}),
+                "tools": generate_fn.keywords["tools"],
+            }
         )
 
         def sampler(prompts, num_generations):
-            return generate_with_tools(
-                model,
-                tokenizer,
-                prompts,
-                num_generations,
-                turn_decoding,
-                tools=tools,
-                max_tool_calling_iterations=training.get("max_tool_calling_iterations"),
-            )
+            return generate_fn(model, tokenizer, prompts, num_generations, turn_decoding)
 
     return check(
         model,

@@ -26,7 +26,7 @@ from typing import Any
 
 from grpo_kit.generation import Decoding, GeneratedCompletion, generate
 
-__all__ = ["completion_text", "generate_with_tools", "run_tool_calls", "tool_generate"]
+__all__ = ["completion_text", "generate_with_tools", "recipe_generate", "run_tool_calls", "tool_generate"]
 
 
 def run_tool_calls(message: dict[str, Any], tools: dict[str, Callable]) -> list[dict[str, Any]]:
@@ -161,4 +161,19 @@ def tool_generate(tools: Sequence[Callable], *, max_tool_calling_iterations: int
     """:func:`generate_with_tools` with the tools bound: pass it as ``evaluate(..., generate_fn=...)``."""
     return functools.partial(
         generate_with_tools, tools=list(tools), max_tool_calling_iterations=max_tool_calling_iterations
+    )
+
+
+def recipe_generate(recipe: Any, tokenizer: Any) -> Callable | None:
+    """How a recipe's rollouts are generated outside training: ``None`` (plain ``generation.generate``) for a
+    recipe without tools; else :func:`tool_generate` bound to its tools and ``max_tool_calling_iterations``
+    (default 1), with its tool template installed on ``tokenizer`` (held-out evaluation and pre-flight)."""
+    if not recipe.tools:
+        return None
+    from grpo_kit.tool_sets import prepare_tool_tokenizer, resolve_tools
+
+    prepare_tool_tokenizer(tokenizer, recipe.tool_template)
+    return tool_generate(
+        resolve_tools(recipe.tools),
+        max_tool_calling_iterations=recipe.training.get("max_tool_calling_iterations", 1),
     )
