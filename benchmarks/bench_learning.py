@@ -7,7 +7,7 @@
 Both sides get the same recipe (default ``smoltldr-length-small``), seed, LoRA initialisation, prompts,
 ``max_steps`` (so the same learning-rate schedule) and thread count. Each side trains until its
 training clock passes the last checkpoint (or ``max_steps`` ends it). At the first step end past each
-checkpoint a callback evaluates the held-out prompts (``grpo_kit.run.held_out_rows``: rows the run
+checkpoint a callback evaluates the held-out prompts (``grpo_kit.runs.held_out_rows``: rows the run
 never trains on; greedy, ``grpo_kit.evaluate``) in-process; the evaluation's own time is taken off the
 training clock. Minute 0 is the base model (the LoRA adapter starts at B = 0), evaluated once for both.
 
@@ -103,14 +103,14 @@ class Clock:
 
 
 def run_side(loop_name: str, recipe, rows, metric: str, checkpoints: list[float], output_dir: Path) -> dict:
-    from grpo_kit import run
+    from grpo_kit import runs
 
-    model, tokenizer = run.load_model(recipe)  # seeded LoRA: the same starting adapter on both sides
+    model, tokenizer = runs.load_model(recipe)  # seeded LoRA: the same starting adapter on both sides
     dataset = recipe.load_dataset()
     funcs = recipe.build_reward_funcs(tokenizer)
 
     def evaluate() -> float:
-        return run.evaluate_held_out(recipe, model, tokenizer, funcs, rows).metrics[metric]
+        return runs.evaluate_held_out(recipe, model, tokenizer, funcs, rows).metrics[metric]
 
     clock = Clock(checkpoints, evaluate)
     if loop_name == "standalone":
@@ -124,7 +124,7 @@ def run_side(loop_name: str, recipe, rows, metric: str, checkpoints: list[float]
             warnings.simplefilter(
                 "ignore", UserWarning
             )  # TRL-only fields (optim, ...), as grpo-kit train does
-            config = run.to_loop_config(recipe, output_dir=str(output_dir), save_steps=0)
+            config = runs.to_loop_config(recipe, output_dir=str(output_dir), save_steps=0)
         try:
             loop.train(
                 model,
@@ -184,7 +184,7 @@ def main(argv=None) -> int:
     from grpo_kit.evaluate import better_direction
     from grpo_kit.recipes import DEFAULT_RECIPE, get_recipe
     from grpo_kit.report_card import headline_metric
-    from grpo_kit.run import evaluate_held_out, held_out_rows, load_model
+    from grpo_kit.runs import evaluate_held_out, held_out_rows, load_model
 
     checkpoints = sorted(float(c) for c in args.checkpoints.split(","))
     overrides = parse_overrides(args.overrides)

@@ -4,7 +4,7 @@
     python benchmarks/calculator_tool_eval.py after.json RUN_DIR           # a trained run folder
     python benchmarks/calculator_tool_eval.py --compare before.json after.json
 
-The library's held-out evaluation (grpo_kit.held_out.evaluate_held_out, what `grpo-kit train` reports):
+The library's held-out evaluation (grpo_kit.runs.held_out.evaluate_held_out, what `grpo-kit train` reports):
 multi-turn tool rollouts (grpo_kit.tool_rollout) scored by grpo_kit.evaluate with the recipe's rewards:
 greedy answers plus k samples at T=1.0 per question; ``mean@k`` is then the share of sampled rollouts with a
 well-formed call AND the correct final answer (weights: success 1, call 0, answer 0). ``--compare`` prints
@@ -24,10 +24,10 @@ RECIPE = "calculator-tool-cpu"
 def run_eval(out: Path, model_dir: str | None, *, num_prompts: int, k: int, seed: int) -> None:
     import torch
 
-    from grpo_kit.evaluate import write_atomic
-    from grpo_kit.held_out import evaluate_held_out, held_out_rows
     from grpo_kit.models import load_model
+    from grpo_kit.paths import write_atomic
     from grpo_kit.recipes import get_recipe
+    from grpo_kit.runs.held_out import evaluate_held_out, held_out_rows
 
     torch.set_num_threads(1)
     recipe = get_recipe(RECIPE)

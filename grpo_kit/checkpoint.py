@@ -449,7 +449,7 @@ def save_checkpoint(
             json.dumps({"config": stored, "sha256": config_hash(stored)}, indent=2)
         )
     (tmp / "trainer_state.json").write_text(json.dumps(trainer_state, indent=2))
-    from grpo_kit.run_folder import make_shareable
+    from grpo_kit.paths import make_shareable
 
     for written in tmp.iterdir():  # safetensors writes 0600; the run folder honours the umask
         if written.is_file() and not written.is_symlink():

@@ -34,11 +34,8 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -53,9 +50,7 @@ __all__ = [
     "compare_all",
     "evaluate",
     "generate",
-    "load_eval_target",
     "reward_info",
-    "write_atomic",
 ]
 
 
@@ -459,78 +454,3 @@ def compare_all(before: EvalReport, after: EvalReport, **kwargs: Any) -> dict[st
                 if "undefined" not in str(error):
                     raise
     return out
-
-
-# --------------------------------------------------------------------------- files and targets
-
-
-def write_atomic(path: str | os.PathLike, text: str | bytes) -> Path:
-    """Write ``path`` through a temporary file in the same folder and ``os.replace`` it: an interrupted
-    write (Ctrl-C) leaves the old file, never half a file."""
-    from grpo_kit.run_folder import make_shareable
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(text.encode() if isinstance(text, str) else text)
-        make_shareable(tmp)  # mkstemp makes 0600; the file gets the mode open() would give it
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
-def load_eval_target(path: str | os.PathLike):
-    """``(model, tokenizer)`` to evaluate from a run folder or an exported model folder.
-
-    A run folder has ``run.json`` and ``adapter/`` (LoRA, loaded on the base model named in run.json or
-    adapter_config.json) or ``merged/``; a model folder has ``config.json``; an adapter folder has
-    ``adapter_config.json``. Anything else raises ``FileNotFoundError`` naming what was expected.
-    """
-    from grpo_kit.models import load_model
-
-    root = Path(path)
-    if not root.is_dir():
-        raise FileNotFoundError(
-            f"{root} is not a folder; pass a grpo-kit run folder (run.json + adapter/ or "
-            "merged/) or an exported model folder (config.json)."
-        )
-    adapter = next((d for d in (root / "adapter", root) if (d / "adapter_config.json").is_file()), None)
-    if adapter is not None:
-        return _load_adapter(root, adapter)
-    for model_dir in (root / "merged", root):
-        if (model_dir / "config.json").is_file():
-            return load_model(model_dir)
-    raise FileNotFoundError(
-        f"{root} is neither a run folder nor a model: expected adapter/adapter_config.json or merged/config.json "
-        "(a `grpo-kit train` run folder), config.json (an exported model) or adapter_config.json (an adapter)."
-    )
-
-
-def _load_adapter(root: Path, adapter: Path):
-    from peft import PeftModel
-    from transformers import AutoTokenizer
-
-    from grpo_kit.models import load_model, prepare_tokenizer, tiny_model
-
-    base_name = None
-    for run_json in (root / "run.json", adapter.parent / "run.json"):
-        if run_json.is_file():
-            from grpo_kit.run_folder import read_run_json
-
-            base_name = read_run_json(run_json).get("model")
-            break
-    base_name = base_name or json.loads((adapter / "adapter_config.json").read_text()).get(
-        "base_model_name_or_path"
-    )
-    if not base_name:
-        raise FileNotFoundError(
-            f"cannot tell which base model the adapter in {adapter} belongs to: no run.json "
-            "with 'model' and no base_model_name_or_path in adapter_config.json."
-        )
-    base, _ = tiny_model(seed=0) if base_name == "tiny" else load_model(base_name)
-    tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(adapter))
-    return PeftModel.from_pretrained(base, adapter), tokenizer

@@ -414,7 +414,7 @@ def train(
     step_metrics)`` after every optimizer step. ``reporters``: objects with ``log(record, step)`` /
     ``close()`` that receive every ``metrics.jsonl`` record. Ctrl-C saves a checkpoint and returns with
     ``interrupted=True``; pass that checkpoint (or ``resume_from_checkpoint=True``) to continue.
-    ``run_config``: what else every checkpoint records about the run (``grpo_kit.run`` passes the recipe).
+    ``run_config``: what else every checkpoint records about the run (``grpo_kit.runs`` passes the recipe).
     Bad steps (all-NaN rewards, non-finite loss or grad-norm) are skipped: see ``grpo_kit.run_context``.
     """
     reward_funcs, weights = _check_inputs(

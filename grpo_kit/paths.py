@@ -1,4 +1,11 @@
-"""Checks on folders the user names, done before any model loads or any folder is created."""
+"""Folders and files the project writes: checks on folders the user names (before any model loads or any
+folder is created), and files written whole with the mode ``open()`` would give them.
+
+* :func:`check_output_dir` -- a run or export folder is writable and not a file, before loading.
+* :func:`write_atomic` -- a file written through a temporary one and renamed: Ctrl-C leaves the old file.
+* :func:`make_shareable` -- a file written through ``tempfile.mkstemp`` (always 0600) gets the mode an
+  ordinary ``open()`` would have given it (0666 minus the umask), so a teammate can read it.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +13,7 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["check_output_dir"]
+__all__ = ["check_output_dir", "make_shareable", "write_atomic"]
 
 
 def check_output_dir(path: str | os.PathLike) -> Path:
@@ -50,3 +57,31 @@ def check_output_dir(path: str | os.PathLike) -> Path:
             "folder you can write to, or fix its permissions."
         ) from error
     return target
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def make_shareable(path: str | os.PathLike, *, directory: bool = False) -> None:
+    """Set ``path``'s mode to what ``open()``/``mkdir()`` would have made (0666/0777 minus the umask)."""
+    os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
+
+
+def write_atomic(path: str | os.PathLike, text: str | bytes) -> Path:
+    """Write ``path`` through a temporary file in the same folder and ``os.replace`` it: an interrupted
+    write (Ctrl-C) leaves the old file, never half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode() if isinstance(text, str) else text)
+        make_shareable(tmp)  # mkstemp makes 0600; the file gets the mode open() would give it
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

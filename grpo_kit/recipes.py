@@ -2,7 +2,7 @@
 
 A :class:`Recipe` says *what* to train (model, dataset, rewards, adapter, quantization) and *how*
 (``training``: a dict whose keys are TRL ``GRPOConfig`` field names, so the same dict feeds
-``GRPOConfig(**training)`` in the TRL and Unsloth paths and, through ``grpo_kit.run.to_loop_config``, the
+``GRPOConfig(**training)`` in the TRL and Unsloth paths and, through ``grpo_kit.runs.to_loop_config``, the
 standalone loop's ``GRPOLoopConfig``, which uses the same names where they mean the same thing).
 
     >>> from grpo_kit.recipes import get_recipe

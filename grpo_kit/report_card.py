@@ -254,7 +254,7 @@ def _temp_in(folder: Path, name: str) -> Path:
     suffix = Path(name).suffix  # matplotlib picks the format from the suffix
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=f".tmp{suffix}")
     os.close(fd)
-    from grpo_kit.run_folder import make_shareable
+    from grpo_kit.paths import make_shareable
 
     make_shareable(tmp)  # mkstemp makes 0600; the report card is shared like the rest of the run folder
     return Path(tmp)

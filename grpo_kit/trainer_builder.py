@@ -490,7 +490,7 @@ def _make_callbacks(metrics_path: Path, keep_up_to_step: int | None):
         """Give a saved checkpoint's files the umask's mode (transformers' safetensors writes them 0600)."""
 
         def on_save(self, args, state, control, **kwargs):
-            from grpo_kit.run_folder import make_shareable
+            from grpo_kit.paths import make_shareable
 
             folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
             if state.is_world_process_zero and folder.is_dir():

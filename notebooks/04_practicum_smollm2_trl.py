@@ -124,7 +124,7 @@ def _(mo, recipe):
 
 @app.cell
 def _(recipe, train_dataset):
-    from grpo_kit.held_out import evaluate_held_out, held_out_rows
+    from grpo_kit.runs.held_out import evaluate_held_out, held_out_rows
 
     # Held-out posts: generated after the training rows, never one the run trains on (what `grpo-kit train`
     # evaluates too). 32 prompts: enough to tell learning from noise with a confidence interval.

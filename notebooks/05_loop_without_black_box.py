@@ -404,7 +404,7 @@ def _(mo):
 def _(mo):
     from grpo_kit.lesson_helpers import lesson_size, on_gpu, run_button
     from grpo_kit.recipes import get_recipe
-    from grpo_kit.run import to_loop_config
+    from grpo_kit.runs import to_loop_config
 
     _size = lesson_size()
     loop_recipe = get_recipe("smoltldr-length", small=not _size.gpu)

@@ -123,7 +123,7 @@ def _(mo, recipe):
 def _(eval_size, recipe, train_dataset):
     from datasets import Dataset
 
-    from grpo_kit.held_out import held_out_rows
+    from grpo_kit.runs.held_out import held_out_rows
 
     # Held-out problems, owned by the recipe (what `grpo-kit train` evaluates on): GSM8K's test split on a GPU
     # (Hub), synthetic problems from a seed of their own on CPU; never a problem the run trains on.

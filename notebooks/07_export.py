@@ -84,7 +84,7 @@ def _(Path, adapter_source, export_button, export_recipe, export_root, mo, on_gp
     from grpo_kit import loop
     from grpo_kit.lesson_helpers import should_run
     from grpo_kit.models import load_model
-    from grpo_kit.run import to_loop_config
+    from grpo_kit.runs import to_loop_config
 
     mo.stop(not should_run(export_button), mo.md("Press the button to train and export."))
     if adapter_source:

@@ -103,8 +103,8 @@ def _(mo):
 
 @app.cell
 def _(num_eval, recipe):
-    from grpo_kit.held_out import held_out_rows
     from grpo_kit.models import load_model
+    from grpo_kit.runs.held_out import held_out_rows
     from grpo_kit.tool_sets import prepare_tool_tokenizer, resolve_tools
 
     tools = resolve_tools(recipe.tools)
@@ -193,7 +193,7 @@ def _(base_model, measure_button, mo, recipe, should_run, tokenizer, train_datas
 
 @app.cell
 def _(base_model, eval_k, held_out, mo, preflight_report, recipe, tokenizer):
-    from grpo_kit.held_out import evaluate_held_out
+    from grpo_kit.runs.held_out import evaluate_held_out
 
     def evaluate_tools(model):
         """The library's held-out evaluation (what `grpo-kit train` reports): a recipe with tools is rolled out

@@ -95,7 +95,7 @@ def prepare_export_dir(out_dir: str | os.PathLike, *, overwrite: bool = False) -
 def staged_export(out: Path) -> Iterator[Path]:
     """Yield an empty staging folder beside ``out`` (from :func:`prepare_export_dir`); on success it is
     renamed to ``out``, on any failure or interruption it is removed and ``out`` stays empty."""
-    from grpo_kit.run_folder import make_shareable
+    from grpo_kit.paths import make_shareable
 
     out = Path(out)
     stage = out.with_name(f".{out.name}.partial")

@@ -7,7 +7,8 @@
 * :func:`check_model_source` -- the cheap pre-load check (path exists, is a model folder or a GGUF
   file with the GGUF magic bytes; aliases and Hub ids pass), for callers that check before creating
   folders.
-* :func:`tiny_model` -- a random 2-layer Llama with the SmolLM2 tokenizer, for fast tests.
+* :func:`tiny_model` -- a random 2-layer Llama with the SmolLM2 tokenizer, for fast tests; ``load_model("tiny")``
+  (:data:`TINY_MODEL`) loads it like any other model name.
 * :func:`embedded_model_dir` -- the embedded default as a plain HF directory (for TRL, vLLM, export).
 * :func:`gguf_to_hf_dir` / :func:`strip_gguf_quantizer` -- GGUF -> trainable, savable model, cached.
 
@@ -30,7 +31,14 @@ from grpo_kit.models.embedded import (
     smollm2_tokenizer,
 )
 from grpo_kit.models.gguf import gguf_to_hf_dir, gguf_tokenizer_dir, strip_gguf_quantizer
-from grpo_kit.models.loading import add_lora, check_lora, check_model_source, load_model, resolve_model
+from grpo_kit.models.loading import (
+    TINY_MODEL,
+    add_lora,
+    check_lora,
+    check_model_source,
+    load_model,
+    resolve_model,
+)
 from grpo_kit.models.tiny import tiny_model
 from grpo_kit.models.tokenizer import CHATML_TEMPLATE, prepare_tokenizer
 
@@ -40,6 +48,7 @@ __all__ = [
     "DEFAULT_MODEL",
     "EMBEDDED_GGUF_NAME",
     "EMBEDDED_HUB_ID",
+    "TINY_MODEL",
     "add_lora",
     "cache_dir",
     "cached_hub_snapshot",

@@ -2,6 +2,8 @@
 
 Resolution, in this order:
 
+0. ``"tiny"`` (:data:`TINY_MODEL`): the random 2-layer test model (:func:`grpo_kit.models.tiny_model`, weights
+   seed 0), loaded like any other name (LoRA and its seed included), so no caller has a branch of its own;
 1. an alias (``smollm2-135m-instruct``, the embedded default: see :mod:`grpo_kit.models.embedded`);
 2. a ``.gguf`` file, or a directory holding exactly one ``.gguf`` and no ``config.json``
    (dequantised once and cached: :mod:`grpo_kit.models.gguf`);
@@ -25,6 +27,9 @@ from grpo_kit.models.cache import cached_hub_snapshot
 from grpo_kit.models.embedded import ALIASES, DEFAULT_MODEL, EMBEDDED_HUB_ID, embedded_model_dir
 from grpo_kit.models.gguf import gguf_to_hf_dir
 from grpo_kit.models.tokenizer import fix_token_ids, prepare_tokenizer
+
+#: The random test model's name, wherever a model is named (recipes, ``--set model=tiny``, run.json).
+TINY_MODEL = "tiny"
 
 _HUB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _QUANTIZATION_NAMES = ("4bit",)
@@ -174,7 +179,7 @@ def _check_gguf_file(path: Path) -> None:
 def check_model_source(name_or_path: str | os.PathLike) -> str:
     """Check, without reading any weights, that ``name_or_path`` names a model; return its kind.
 
-    Kinds: ``"alias"`` (e.g. ``smollm2-135m-instruct``), ``"gguf"`` (a ``.gguf`` file with the GGUF magic
+    Kinds: ``"tiny"`` (the random test model), ``"alias"`` (e.g. ``smollm2-135m-instruct``), ``"gguf"`` (a ``.gguf`` file with the GGUF magic
     bytes, or a folder holding exactly one such file and no ``config.json``), ``"directory"`` (a Hugging Face
     model folder: ``config.json`` and tokenizer files), ``"hub"`` (an ``org/name`` id; whether the Hub or the
     cache has it is decided when loading). Anything else raises a ``ValueError``/``FileNotFoundError`` that
@@ -185,6 +190,8 @@ def check_model_source(name_or_path: str | os.PathLike) -> str:
             f"name_or_path must be a string or a path; got {type(name_or_path).__name__}. " + _options_text()
         )
     text = os.fspath(name_or_path)
+    if text == TINY_MODEL:
+        return "tiny"
     if text.strip().lower() in ALIASES:
         return "alias"
     path = Path(text).expanduser()
@@ -226,6 +233,11 @@ def resolve_model(name_or_path: str | os.PathLike) -> tuple[str, bool]:
     Cheap: no weights are read, except that a ``.gguf`` is converted (and cached) here.
     """
     kind = check_model_source(name_or_path)
+    if kind == "tiny":
+        raise ValueError(
+            f"{TINY_MODEL!r} is built in memory (grpo_kit.models.tiny_model), not read from a folder; "
+            "load it with load_model, or name a real model."
+        )
     text = os.fspath(name_or_path)
     path = Path(text).expanduser()
     if kind == "alias":
@@ -270,7 +282,8 @@ def load_model(
     """Load a causal LM and its tokenizer -> ``(model, tokenizer)``.
 
     Args:
-        name_or_path: alias (``"smollm2-135m-instruct"``), local directory, ``.gguf`` file or Hub id.
+        name_or_path: alias (``"smollm2-135m-instruct"``), local directory, ``.gguf`` file, Hub id, or
+            ``"tiny"`` (the random test model, weights seed 0; ``dtype`` and ``quantization`` do not apply).
         dtype: torch dtype or name (``"float32"``, ``"bfloat16"``, ``"auto"``); default float32
             (with ``quantization``: the 4-bit compute dtype, bf16 on compute capability >= 8, else fp16).
         lora: ``None``, a ``peft.LoraConfig``, or a dict of its fields
@@ -286,6 +299,11 @@ def load_model(
         raise TypeError(f"seed must be an int or None; got {seed!r}.")
     torch_dtype = _check_dtype(dtype)
     lora_config = check_lora(lora)
+    if check_model_source(name_or_path) == "tiny":
+        from grpo_kit.models.tiny import tiny_model
+
+        model, tokenizer = tiny_model(seed=0)  # the same random weights wherever "tiny" is named
+        return (model if lora_config is None else add_lora(model, lora_config, seed=seed)), tokenizer
     bnb_config = _check_quantization(quantization)
     source, local_only = resolve_model(name_or_path)
 

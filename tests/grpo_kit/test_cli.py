@@ -75,12 +75,11 @@ def test_recipes_name_shows_the_description_and_what_the_metric_measures(capsys)
     ],
 )
 def test_invalid_config_fails_before_the_model_loads(argv, fix, tmp_path, capsys, monkeypatch):
-    from grpo_kit import run
 
     def no_loading(recipe):  # the error must come first
         raise AssertionError("the model was loaded before the configuration was checked")
 
-    monkeypatch.setattr(run, "load_model", no_loading)
+    monkeypatch.setattr("grpo_kit.runs.execution.load_model", no_loading)
     assert main([*argv, "--output-dir", str(tmp_path / "run")]) == 2
     out = capsys.readouterr().out.replace("\n", " ")
     assert "error:" in out and fix in out
@@ -121,7 +120,7 @@ def test_train_tiny_two_steps_writes_every_artifact(tiny_run):
 
 
 def test_the_summary_states_the_run_folders_size(tiny_run):
-    from grpo_kit.cli import _folder_size
+    from grpo_kit.cli.train import _folder_size
     from grpo_kit.export.report import dir_size
 
     run, _ = tiny_run
@@ -166,9 +165,10 @@ def _wait_for(path_glob: Path, pattern: str, proc: subprocess.Popen, timeout: fl
 
 
 def test_preload_checks_leave_no_folder_behind(tmp_path, capsys, monkeypatch):
-    from grpo_kit import run
 
-    monkeypatch.setattr(run, "load_model", lambda recipe: pytest.fail("the model loaded before the checks"))
+    monkeypatch.setattr(
+        "grpo_kit.runs.execution.load_model", lambda recipe: pytest.fail("the model loaded before the checks")
+    )
     a_file = tmp_path / "a-file"
     a_file.write_text("x")
     assert main(["train", *TINY, "--output-dir", str(a_file)]) == 2

@@ -1,4 +1,4 @@
-"""Held-out evaluation, the paired bootstrap comparison, the report card and load_eval_target.
+"""Held-out evaluation, the paired bootstrap comparison, and the report card.
 
 Metric arithmetic is checked with a canned sampler (known completions -> known rates); decoding with
 ``tiny_model()`` (a random 2-layer Llama with the real SmolLM2 tokenizer).
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import sys
 
@@ -22,9 +21,7 @@ from grpo_kit.evaluate import (
     compare,
     compare_all,
     evaluate,
-    load_eval_target,
     reward_info,
-    write_atomic,
 )
 from grpo_kit.models import tiny_model
 from grpo_kit.report_card import write_report_card
@@ -310,33 +307,3 @@ def test_interrupted_report_card_leaves_the_folder_as_it_was(tmp_path, monkeypat
         write_report_card(tmp_path, before, before, n_boot=1000)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["eval.json"]
     assert (tmp_path / "eval.json").read_text() == "old"
-
-
-def test_write_atomic_keeps_old_file_on_interrupt(tmp_path, monkeypatch):
-    target = tmp_path / "eval.json"
-    write_atomic(target, "old")
-
-    def interrupted(src, dst):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(os, "replace", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        write_atomic(target, "new")
-    assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["eval.json"]
-
-
-def test_load_eval_target(tmp_path):
-    with pytest.raises(FileNotFoundError, match="neither a run folder nor a model"):
-        load_eval_target(tmp_path)
-    with pytest.raises(FileNotFoundError, match="not a folder"):
-        load_eval_target(tmp_path / "missing")
-    model, tokenizer = tiny_model(seed=0, lora={"r": 4, "lora_alpha": 8, "lora_dropout": 0.0})
-    run = tmp_path / "run"
-    model.save_pretrained(run / "adapter")
-    tokenizer.save_pretrained(run / "adapter")
-    (run / "run.json").write_text(json.dumps({"model": "tiny"}))
-    loaded, loaded_tokenizer = load_eval_target(run)
-    assert hasattr(loaded, "peft_config") and loaded_tokenizer.pad_token_id == tokenizer.pad_token_id
-    ids = torch.tensor([[1, 2, 3]])
-    with torch.no_grad():
-        assert torch.allclose(loaded(ids).logits, model(ids).logits, atol=1e-5)

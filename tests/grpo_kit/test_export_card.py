@@ -2,9 +2,9 @@
 network boundary: the refusal offline / without a token before any work, and the file list it would send.
 
 The run folder is built from the real pieces: a tiny LoRA adapter saved by ``save_adapter``, the
-``run_config.json`` that ``plan_run`` + ``write_run_config`` write, the report card that ``write_report_card``
+``run_config.json`` that ``plan_run`` + ``RunFolder.write_run_config`` write, the report card that ``write_report_card``
 writes from two ``EvalReport``s (its real paired bootstrap), and the reward curve ``plot_reward_curve`` draws.
-``run.json`` is the one file written here by hand (its keys are those ``run.execute`` writes).
+``run.json`` is the one file written here by hand (its keys are those ``runs.execute`` writes).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from grpo_kit.export.hub import PushError, check_can_push, upload_plan
 from grpo_kit.models import tiny_model
 from grpo_kit.plots import plot_reward_curve
 from grpo_kit.report_card import write_report_card
-from grpo_kit.run import plan_run, write_run_config
+from grpo_kit.runs import RunFolder, plan_run
 
 
 def _report(rewards: list[float]) -> EvalReport:
@@ -42,7 +42,7 @@ def _make_run(run, *, overrides=None):
         "smoltldr-length-small", overrides=overrides or {"model": "tiny"}, max_steps=2, output_dir=run
     )
     run.mkdir(parents=True)
-    write_run_config(plan)
+    RunFolder(run).write_run_config(plan.run_config())
     model, tokenizer = tiny_model(seed=0, lora={"r": 8, "lora_alpha": 16, "lora_dropout": 0.0})
     save_adapter(model, tokenizer, run / "adapter")
     history = [{"step": 1, "reward": -12.0}, {"step": 2, "reward": -9.5}]

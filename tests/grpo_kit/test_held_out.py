@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from grpo_kit.held_out import (
+from grpo_kit.recipes import RECIPES, get_recipe
+from grpo_kit.runs.held_out import (
     HELD_OUT_SEEDS,
     evaluate_held_out,
     held_out_rows,
@@ -17,7 +18,6 @@ from grpo_kit.held_out import (
     reserved_count,
     training_dataset,
 )
-from grpo_kit.recipes import RECIPES, get_recipe
 
 
 def _offline_skip(error: Exception):

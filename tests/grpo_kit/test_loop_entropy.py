@@ -89,7 +89,7 @@ def test_a_recipe_with_entropy_and_completions_settings_reaches_the_loop_without
     import warnings
 
     from grpo_kit.recipes import get_recipe
-    from grpo_kit.run import to_loop_config
+    from grpo_kit.runs import to_loop_config
 
     recipe = get_recipe(
         "smoltldr-length-small",

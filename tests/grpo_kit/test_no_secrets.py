@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from grpo_kit import run
+from grpo_kit import runs
 from grpo_kit.checkpoint import (
     CREDENTIAL_PLACEHOLDER,
     config_diff,
@@ -42,14 +42,14 @@ def test_the_standalone_loop_refuses_a_token_without_showing_it(tmp_path):
     """The standalone loop never talks to the Hub: ``hub_token`` is refused before anything loads (no silent
     no-op), and the refusal names the setting, never its value."""
     with pytest.raises(ValueError, match="hub_token") as refused:
-        plan = run.plan_run(
+        plan = runs.plan_run(
             "smoltldr-length-small",
             overrides=OVERRIDES,
             loop="standalone",
             max_steps=1,
             output_dir=tmp_path / "run",
         )
-        run.execute(plan, samples=1, merge=False, eval_prompts=0)
+        runs.execute(plan, samples=1, merge=False, eval_prompts=0)
     assert SECRET not in str(refused.value) and SECRET[3:] not in str(refused.value)
     assert CREDENTIAL_PLACEHOLDER in str(refused.value) and "--loop trl" in str(refused.value)
     assert not (tmp_path / "run").exists()
@@ -57,10 +57,10 @@ def test_the_standalone_loop_refuses_a_token_without_showing_it(tmp_path):
 
 @pytest.mark.parametrize("loop", ["trl"])
 def test_a_token_lands_in_no_file_of_a_run(tmp_path, loop):
-    plan = run.plan_run(
+    plan = runs.plan_run(
         "smoltldr-length-small", overrides=OVERRIDES, loop=loop, max_steps=1, output_dir=tmp_path / "run"
     )
-    outcome = run.execute(plan, samples=1, merge=False, eval_prompts=0)
+    outcome = runs.execute(plan, samples=1, merge=False, eval_prompts=0)
     folder = outcome.plan.output_dir
     written = [p for p in folder.rglob("*") if p.is_file()]
     assert any(p.name == "run_config.json" for p in written) and (folder / "run.json").is_file()

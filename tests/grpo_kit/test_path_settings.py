@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from grpo_kit import run
+from grpo_kit import runs
 from grpo_kit.path_settings import (
     IMPLEMENTED_BY,
     LOOP_BEHAVES_AS,
@@ -52,9 +52,11 @@ def test_every_refused_setting_on_every_path_names_the_path_that_has_it(name, pa
 
 @pytest.mark.parametrize(("name", "path"), REFUSED)
 def test_plan_refuses_it_before_the_model_loads(name, path, tmp_path, monkeypatch):
-    monkeypatch.setattr(run, "load_model", lambda recipe: pytest.fail("the model loaded first"))
+    monkeypatch.setattr(
+        "grpo_kit.runs.execution.load_model", lambda recipe: pytest.fail("the model loaded first")
+    )
     with pytest.raises(ValueError, match=name):
-        run.plan_run(overrides={"model": "tiny", name: _value(name)}, loop=path, output_dir=tmp_path / "r")
+        runs.plan_run(overrides={"model": "tiny", name: _value(name)}, loop=path, output_dir=tmp_path / "r")
     assert not (tmp_path / "r").exists()
 
 
@@ -89,7 +91,7 @@ def test_a_setting_the_default_loop_lacks_is_refused_naming_trl_through_the_cli(
 def test_entropy_coef_is_applied_by_the_default_loop_and_recorded(tmp_path):
     """The loop implements TRL's entropy bonus (grpo_kit.losses.entropy): accepted, and what the plan applies."""
     assert "entropy_coef" not in IMPLEMENTED_BY and refusal("entropy_coef", 0.05, "standalone") is None
-    plan = run.plan_run(
+    plan = runs.plan_run(
         overrides={"model": "tiny", "entropy_coef": 0.05}, max_steps=1, output_dir=tmp_path / "r"
     )
     assert plan.path_config.entropy_coef == 0.05
@@ -97,11 +99,11 @@ def test_entropy_coef_is_applied_by_the_default_loop_and_recorded(tmp_path):
 
 
 def test_applied_settings_are_read_back_from_the_resolved_config(tmp_path):
-    plan = run.plan_run(overrides={"model": "tiny"}, max_steps=3, output_dir=tmp_path / "r")
+    plan = runs.plan_run(overrides={"model": "tiny"}, max_steps=3, output_dir=tmp_path / "r")
     applied = applied_settings(plan.recipe.training, plan.path_config)
     assert applied["max_steps"] == 3 == plan.path_config.max_steps
     assert applied["optim"] == "adamw_torch" and applied["learning_rate"] == plan.path_config.learning_rate
-    trl_plan = run.plan_run(overrides={"model": "tiny"}, loop="trl", max_steps=3, output_dir=tmp_path / "t")
+    trl_plan = runs.plan_run(overrides={"model": "tiny"}, loop="trl", max_steps=3, output_dir=tmp_path / "t")
     trl_applied = applied_settings(trl_plan.recipe.training, trl_plan.path_config)
     assert trl_applied["optim"] == "adamw_torch" and trl_applied["max_steps"] == 3
     assert trl_applied["gradient_checkpointing"] is False

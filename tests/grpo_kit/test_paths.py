@@ -1,4 +1,5 @@
-"""check_output_dir: a file or an unwritable place is refused before anything is created."""
+"""check_output_dir: a file or an unwritable place is refused before anything is created; write_atomic: an
+interrupted write leaves the old file."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import os
 
 import pytest
 
-from grpo_kit.paths import check_output_dir
+from grpo_kit.paths import check_output_dir, write_atomic
 
 
 def test_new_and_existing_folders_pass_and_nothing_is_created(tmp_path):
@@ -46,3 +47,16 @@ def test_unwritable_place_is_refused_even_for_root():
 def test_bad_type():
     with pytest.raises(TypeError, match="non-empty string or path"):
         check_output_dir("")
+
+
+def test_write_atomic_keeps_old_file_on_interrupt(tmp_path, monkeypatch):
+    target = tmp_path / "eval.json"
+    write_atomic(target, "old")
+
+    def interrupted(src, dst):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_atomic(target, "new")
+    assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["eval.json"]

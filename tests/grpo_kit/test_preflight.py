@@ -213,20 +213,20 @@ def test_every_cpu_recipe_passes_the_model_independent_part_of_preflight(name, t
     """With the tiny model (a random model: it never ends, so its zero-std / clipped verdict is about the
     model), what does not depend on the model: the recipe's data and rewards validate, pre-flight samples
     with the recipe's own generation settings, and no reward returns None for every completion."""
-    from grpo_kit import run
+    from grpo_kit import runs
     from grpo_kit.recipes import get_recipe
 
-    plan = run.plan_run(
+    plan = runs.plan_run(
         name,
         overrides={"model": "tiny", "max_completion_length": 8},
         loop="trl" if get_recipe(name).tools else None,  # TRL runs the tool loop
         output_dir=tmp_path / "never",
     )
-    run.validate_run_inputs(plan)
-    model, tokenizer = run.load_model(plan.recipe)
+    runs.validate_run_inputs(plan)
+    model, tokenizer = runs.load_model(plan.recipe)
     dataset = plan.recipe.load_dataset()
     funcs = plan.recipe.build_reward_funcs(tokenizer)
-    report = run.preflight_check(plan, model, tokenizer, dataset, funcs, num_prompts=2)
+    report = runs.preflight_check(plan, model, tokenizer, dataset, funcs, num_prompts=2)
     assert report.num_generations == plan.recipe.training["num_generations"]
     if plan.recipe.tools:  # rolled out with its tools, on its tool template (as TRL and lesson 8 do)
         assert "RESULT" in tokenizer.chat_template, "the recipe's tool template was not installed"
@@ -239,17 +239,17 @@ def test_every_cpu_recipe_passes_the_model_independent_part_of_preflight(name, t
 def test_gsm8k_cpu_preflight_is_go_with_its_worked_example_and_no_go_without(tmp_path):
     """The recipe's documented claim on the embedded model: with one worked example GRPO has signal (and the
     recipe learns the format: README, lesson 6); from the system prompt alone it has none."""
-    from grpo_kit import run
+    from grpo_kit import runs
 
     verdicts = {}
     for worked_example in (True, False):
-        plan = run.plan_run(
+        plan = runs.plan_run(
             "gsm8k-cpu",
             overrides={"dataset_kwargs": {"worked_example": worked_example}},
             output_dir=tmp_path / "never",
         )
-        model, tokenizer = run.load_model(plan.recipe)
+        model, tokenizer = runs.load_model(plan.recipe)
         dataset = plan.recipe.load_dataset()
         funcs = plan.recipe.build_reward_funcs(tokenizer)
-        verdicts[worked_example] = run.preflight_check(plan, model, tokenizer, dataset, funcs).verdict
+        verdicts[worked_example] = runs.preflight_check(plan, model, tokenizer, dataset, funcs).verdict
     assert verdicts == {True: "go", False: "no-go"}

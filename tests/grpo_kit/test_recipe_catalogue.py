@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from grpo_kit import run
+from grpo_kit import runs
 from grpo_kit.cli import main
 from grpo_kit.recipes import RECIPES
 
@@ -39,9 +39,9 @@ def test_every_recipe_plans_with_no_flag_but_the_model(name, loop, tmp_path):
     why = _refused_because(recipe, loop)
     if why is not None:
         with pytest.raises((ValueError, RuntimeError), match=why):
-            run.plan_run(name, overrides={"model": "tiny"}, loop=loop, output_dir=tmp_path / "run")
+            runs.plan_run(name, overrides={"model": "tiny"}, loop=loop, output_dir=tmp_path / "run")
         return
-    plan = run.plan_run(name, overrides={"model": "tiny"}, loop=loop, output_dir=tmp_path / "run")
+    plan = runs.plan_run(name, overrides={"model": "tiny"}, loop=loop, output_dir=tmp_path / "run")
     assert plan.recipe.training.get("max_steps") == recipe.training.get("max_steps")  # never None
     assert plan.invocation["max_steps"] == recipe.training.get("max_steps")
     if recipe.training.get("max_steps") is None:  # the recipe trains for its epochs

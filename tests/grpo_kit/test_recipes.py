@@ -14,7 +14,7 @@ from grpo_kit.recipes import (
     RewardSpec,
     get_recipe,
 )
-from grpo_kit.run import to_loop_config
+from grpo_kit.runs import to_loop_config
 from grpo_kit.settings import grpo_config_field_names
 
 

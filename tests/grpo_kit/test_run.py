@@ -5,41 +5,49 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grpo_kit import run
+from grpo_kit import runs
 
 
 def test_the_same_recipe_gives_the_same_lora_initialisation():
-    # Before run.load_model seeded get_peft_model, LoRA's random A matrices differed from process to
+    # Before runs.load_model seeded get_peft_model, LoRA's random A matrices differed from process to
     # process, so `grpo-kit train` twice with one seed logged different grad_norm/loss from step 1.
-    recipe = run.plan_run(
+    recipe = runs.plan_run(
         "smoltldr-length-small", overrides={"model": "tiny"}, max_steps=1, output_dir="unused"
     ).recipe
     torch.manual_seed(1)
-    first, _ = run.load_model(recipe)
+    first, _ = runs.load_model(recipe)
     torch.manual_seed(2)  # whatever the global RNG did before
-    second, _ = run.load_model(recipe)
+    second, _ = runs.load_model(recipe)
     a = {n: p for n, p in first.named_parameters() if "lora_A" in n}
     assert a and all(torch.equal(p, dict(second.named_parameters())[n]) for n, p in a.items())
 
 
 def test_plan_checks_before_anything_loads(tmp_path):
-    plan = run.plan_run(
+    plan = runs.plan_run(
         "smoltldr-length-small", overrides={"model": "tiny", "loop": "trl"}, max_steps=2, output_dir=tmp_path
     )
     assert (plan.loop, plan.output_dir, plan.path_config.max_steps) == ("trl", tmp_path, 2)
     with pytest.raises(ValueError, match="choose one of"):
-        run.plan_run("smoltldr-length-small", loop="vllm")
+        runs.plan_run("smoltldr-length-small", loop="vllm")
     with pytest.raises(FileNotFoundError, match="no checkpoint-N"):
-        run.plan_run("smoltldr-length-small", output_dir=tmp_path, resume=True, overrides={"model": "tiny"})
+        runs.plan_run("smoltldr-length-small", output_dir=tmp_path, resume=True, overrides={"model": "tiny"})
 
 
-def test_run_paths_and_base_model_name(tmp_path):
+def test_trained_model_located_and_its_base_model_named(tmp_path):
     (tmp_path / "adapter").mkdir()
     (tmp_path / "adapter" / "adapter_config.json").write_text('{"base_model_name_or_path": "some/base"}')
-    adapter_dir, model_dir = run.run_paths(tmp_path)
-    assert (adapter_dir, model_dir) == (tmp_path / "adapter", None)
-    assert run.base_model_name(tmp_path, adapter_dir) == "some/base"
+    trained = runs.TrainedModel.locate(tmp_path)
+    assert (trained.adapter_dir, trained.model_dir, trained.run) == (tmp_path / "adapter", None, None)
+    assert trained.base_model_name() == "some/base"
+    assert trained.base_model_name("given/base") == "given/base"
     (tmp_path / "run.json").write_text('{"model": "tiny"}')
-    assert run.base_model_name(tmp_path, adapter_dir) == "tiny"
+    for source in (
+        tmp_path,
+        tmp_path / "adapter",
+    ):  # the run folder, or its adapter/: run.json names the base
+        assert runs.TrainedModel.locate(source).base_model_name() == "tiny"
+    (tmp_path / "adapter" / "nothing").mkdir()
     with pytest.raises(FileNotFoundError, match="holds no adapter"):
-        run.run_paths(tmp_path / "adapter" / "nothing")
+        runs.TrainedModel.locate(tmp_path / "adapter" / "nothing")
+    with pytest.raises(FileNotFoundError, match="is not a folder"):
+        runs.TrainedModel.locate(tmp_path / "missing")

@@ -90,7 +90,7 @@ def test_a_closed_stdout_stops_printing_not_training(tmp_path):
 def test_an_interruption_after_training_is_one_line_with_a_resume_path(
     tmp_path, capsys, monkeypatch, signum, status
 ):
-    from grpo_kit import run as run_mod
+    from grpo_kit.runs import execution as run_mod
 
     real = run_mod._greedy_answers
     calls = []
@@ -120,7 +120,7 @@ def test_an_interruption_after_training_is_one_line_with_a_resume_path(
 
 
 def test_the_resume_command_of_a_plan_carries_its_gguf_type(tmp_path):
-    from grpo_kit.run import plan_run
+    from grpo_kit.runs import plan_run
 
     plan = plan_run(overrides={"model": "tiny"}, max_steps=1, output_dir=tmp_path / "run", gguf="f16")
     plan.flags = {"samples": 0, "no_merge": False}
@@ -128,7 +128,7 @@ def test_the_resume_command_of_a_plan_carries_its_gguf_type(tmp_path):
 
 
 def test_resume_command_replays_the_flags_that_change_what_the_run_writes(tmp_path):
-    from grpo_kit.run import resume_command
+    from grpo_kit.runs import resume_command
 
     invocation = {"recipe": "r", "small": False, "overrides": {}, "loop": "standalone", "max_steps": 3}
     flags = {"samples": 0, "no_merge": True, "eval_prompts": 5, "gguf": "q8_0", "preflight": False}
@@ -141,7 +141,7 @@ def test_resume_command_replays_the_flags_that_change_what_the_run_writes(tmp_pa
 
 HOLD = """
 import sys, time
-from grpo_kit.run_folder import lock_run_folder
+from grpo_kit.runs.folder import lock_run_folder
 with lock_run_folder(sys.argv[1]):
     print("locked", flush=True)
     time.sleep(120)
@@ -170,14 +170,14 @@ def test_a_second_run_into_a_folder_in_use_is_refused_naming_the_pid(held_folder
 
 
 def test_the_lock_is_held_for_the_run_and_checked_again_after_loading(held_folder):
-    from grpo_kit import run
-    from grpo_kit.run_folder import RunFolderInUse, lock_run_folder
+    from grpo_kit import runs
+    from grpo_kit.runs.folder import RunFolderInUse, lock_run_folder
 
     folder, pid = held_folder
-    plan = run.plan_run(overrides={"model": "tiny"}, max_steps=1, output_dir=folder.with_name("other"))
+    plan = runs.plan_run(overrides={"model": "tiny"}, max_steps=1, output_dir=folder.with_name("other"))
     plan.output_dir = folder  # another process took the folder between the plan and the run
     with pytest.raises(RunFolderInUse, match=f"PID {pid}"):
-        run.execute(plan, samples=0, merge=False, eval_prompts=0)
+        runs.execute(plan, samples=0, merge=False, eval_prompts=0)
     # In one process too: a second lock on a locked folder is refused; released, it can be taken again.
     other = folder.with_name("mine")
     with (
@@ -229,7 +229,7 @@ def test_a_cut_last_metrics_line_is_dropped_with_a_note(tmp_path):
 def test_a_failed_export_leaves_nothing_that_looks_finished(tmp_path):
     from grpo_kit.export import save_merged
     from grpo_kit.models import tiny_model
-    from grpo_kit.run import run_paths
+    from grpo_kit.runs import TrainedModel
 
     model, _ = tiny_model(seed=0)
     run = tmp_path / "run"
@@ -238,7 +238,8 @@ def test_a_failed_export_leaves_nothing_that_looks_finished(tmp_path):
     with pytest.raises(AttributeError):  # the model is written, then the tokenizer step fails (killed)
         save_merged(model, None, run / "merged", verify=False)
     assert not (run / "merged" / "config.json").exists()
-    assert run_paths(run) == (run / "adapter", None)  # the next export does not take it for a model
+    located = TrainedModel.locate(run)  # the next export does not take it for a model
+    assert (located.adapter_dir, located.model_dir) == (run / "adapter", None)
     assert [p.name for p in run.iterdir() if p.name.startswith(".")] == []  # no staging leftover
 
 
@@ -260,9 +261,9 @@ def test_run_folder_files_honour_the_umask(tmp_path, umask_022):
     import torch
 
     from grpo_kit.checkpoint import capture_rng_state, save_checkpoint
-    from grpo_kit.evaluate import write_atomic
     from grpo_kit.export import save_adapter
     from grpo_kit.models import tiny_model
+    from grpo_kit.paths import write_atomic
     from grpo_kit.report_card import _temp_in
 
     assert _mode(write_atomic(tmp_path / "run.json", "{}")) == 0o644

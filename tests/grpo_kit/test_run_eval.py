@@ -15,12 +15,11 @@ TINY = ["--set", "model=tiny", "--samples", "2"]
 
 
 def _no_model_loading(monkeypatch):
-    from grpo_kit import run
 
     def no_loading(recipe):  # the error must come before this
         raise AssertionError("the model was loaded before the input was checked")
 
-    monkeypatch.setattr(run, "load_model", no_loading)
+    monkeypatch.setattr("grpo_kit.runs.execution.load_model", no_loading)
 
 
 @pytest.fixture(scope="module")

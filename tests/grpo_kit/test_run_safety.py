@@ -11,17 +11,18 @@ import warnings
 import pytest
 import torch
 
-from grpo_kit import loop, run
+from grpo_kit import loop, runs
 from grpo_kit.checkpoint import CheckpointError, read_checkpoint_config
 from grpo_kit.models import tiny_model
 from grpo_kit.run_context import BadStepsError, BadStepWarning
+from grpo_kit.runs.plan import prepare_run_dir
 from rewards import RewardFunctionError
 
 TINY = {"model": "tiny"}
 
 
 def _plan(tmp_path, **kwargs):
-    return run.plan_run(
+    return runs.plan_run(
         "smoltldr-length-small",
         overrides={**TINY, **kwargs.pop("overrides", {})},
         output_dir=tmp_path / "run",
@@ -79,7 +80,7 @@ def test_training_into_a_folder_with_a_run_refuses_unless_resume_or_overwrite(tm
 
     plan = _plan(tmp_path, max_steps=2, overwrite=True)
     assert plan.set_aside is not None and plan.set_aside.name.startswith("run.old-")
-    run.prepare_run_dir(plan)
+    prepare_run_dir(plan)
     assert (plan.set_aside / "metrics.jsonl").read_text().count("\n") == 30  # moved aside, not lost
     assert sorted(p.name for p in folder.iterdir()) == ["run_config.json"]
     with pytest.raises(ValueError, match="choose one"):
@@ -91,7 +92,7 @@ def test_training_into_a_folder_with_a_run_refuses_unless_resume_or_overwrite(tm
 
 def test_resume_compares_the_configuration_and_alone_takes_the_stored_one(tmp_path):
     first = _plan(tmp_path, max_steps=3, overrides={"lora": {"r": 4}})
-    run.prepare_run_dir(first)
+    prepare_run_dir(first)
     (first.output_dir / "checkpoint-3").mkdir()  # a checkpoint without its own run_config.json (e.g. TRL's)
     (first.output_dir / "checkpoint-3" / "trainer_state.json").write_text("{}")
 
@@ -100,7 +101,7 @@ def test_resume_compares_the_configuration_and_alone_takes_the_stored_one(tmp_pa
     with pytest.raises(CheckpointError, match=r"recipe.lora.r: 4 \(stored\) -> 16"):
         _plan(tmp_path, max_steps=3, resume=True)
 
-    alone = run.plan_run(output_dir=first.output_dir, resume=True)  # --resume, no other flag
+    alone = runs.plan_run(output_dir=first.output_dir, resume=True)  # --resume, no other flag
     assert alone.recipe == first.recipe and alone.invocation == first.invocation
     command = alone.resume_command()
     for flag in (
@@ -163,17 +164,17 @@ def test_standalone_loop_same_seed_same_run_with_lora(tmp_path):
     results = []
     for attempt, noise in enumerate((1, 2)):
         torch.manual_seed(noise)  # whatever ran before must not matter
-        plan = run.plan_run(
+        plan = runs.plan_run(
             "smoltldr-length-small",
             overrides={**TINY, "max_completion_length": 8, "per_device_train_batch_size": 4},
             max_steps=2,
             output_dir=tmp_path / f"run{attempt}",
         )
         plan.path_config.disable_tqdm = True
-        model, tokenizer = run.load_model(plan.recipe)
+        model, tokenizer = runs.load_model(plan.recipe)
         # Characters, not tokens: the tiny model's completions all hit the token limit, so a token-length
         # reward would be constant, the gradient zero and the comparison empty.
-        result = run.train_on_path(plan, model, tokenizer, plan.recipe.load_dataset(), [_length])
+        result = runs.train_on_path(plan, model, tokenizer, plan.recipe.load_dataset(), [_length])
         results.append((_adapter(result.model), _numbers(result.log_history)))
     (first, log1), (second, log2) = results
     assert log1 == log2 and len(log1) == 2 and all(r["grad_norm"] > 0 for r in log1)
@@ -183,7 +184,7 @@ def test_standalone_loop_same_seed_same_run_with_lora(tmp_path):
 def test_trl_path_same_seed_same_run_with_lora(tmp_path):
     from grpo_kit import trl_path
 
-    recipe = run.plan_run(
+    recipe = runs.plan_run(
         "smoltldr-length-small",
         overrides={**TINY, "max_completion_length": 8, "per_device_train_batch_size": 4, "save_steps": 1000},
         max_steps=2,
@@ -334,7 +335,7 @@ def test_reward_error_with_skip_is_a_bad_step(tmp_path):
 
 
 def test_loop_only_settings_pass_the_recipe_checks():
-    plan = run.plan_run(
+    plan = runs.plan_run(
         "smoltldr-length-small",
         overrides={**TINY, "max_bad_steps": 5, "on_reward_error": "skip"},
         max_steps=1,

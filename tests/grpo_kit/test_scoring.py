@@ -49,10 +49,10 @@ def test_the_same_text_gets_the_same_figure_in_eval_report_card_samples_and_gene
     import json
 
     from grpo_kit import samples
-    from grpo_kit.held_out import evaluate_held_out, held_out_rows
     from grpo_kit.models import tiny_model
     from grpo_kit.recipes import get_recipe
     from grpo_kit.report_card import write_report_card
+    from grpo_kit.runs.held_out import evaluate_held_out, held_out_rows
 
     recipe = get_recipe("smoltldr-length-small", model="tiny", max_completion_length=6)
     model, tokenizer = tiny_model(seed=0)

@@ -85,7 +85,7 @@ def test_files_keep_the_original_text(tmp_path):
 def test_the_run_table_prints_paths_and_export_lines_whole(tmp_path, capsys):
     from rich.console import Console
 
-    from grpo_kit.cli import _print_summary
+    from grpo_kit.cli.train import _print_summary
     from grpo_kit.export.report import ExportReport
 
     folder = tmp_path / "runs [lr=1e-4]"

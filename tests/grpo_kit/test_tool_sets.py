@@ -144,7 +144,7 @@ def test_a_list_of_tools_overrides_the_recipes_tool_set(tmp_path):
 
 
 def test_cli_plan_checks_tools_before_the_model_loads(tmp_path):
-    from grpo_kit.run import plan_run
+    from grpo_kit.runs import plan_run
 
     with pytest.raises(ValueError, match="would never run a tool"):
         plan_run(

@@ -1,0 +1,229 @@
+"""``grpo-kit``'s argument parser: every command, flag and help text."""
+
+from __future__ import annotations
+
+import argparse
+
+from grpo_kit.runs.plan import DEFAULT_LOOP, LOOPS
+
+__all__ = ["build_parser"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from grpo_kit.recipes import DEFAULT_RECIPE
+
+    parser = argparse.ArgumentParser(
+        prog="grpo-kit", description="Learn GRPO from the formula to an exported model."
+    )
+    # --debug before the subcommand (`grpo-kit --debug export ...`) or after it: the subcommand's copy
+    # defaults to SUPPRESS so that it never overwrites the value the top-level parser set.
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    debug = argparse.ArgumentParser(add_help=False)
+    debug.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="show the full traceback of an error"
+    )
+    train = sub.add_parser(
+        "train",
+        help="train with a recipe (no arguments: the CPU main job)",
+        parents=[debug],
+        description="Train with GRPO. With no arguments: the default recipe on the embedded "
+        "SmolLM2-135M, offline, on CPU.",
+    )
+    train.add_argument(
+        "--recipe",
+        default=None,
+        help=f"recipe name (default {DEFAULT_RECIPE}, or the stored one with --resume; see `grpo-kit recipes`)",
+    )
+    train.add_argument("--small", action="store_true", help="use the recipe's CPU-sized variant")
+    train.add_argument(
+        "--loop",
+        choices=LOOPS,
+        default=None,
+        help=f"standalone (readable PyTorch loop), trl (GRPOTrainer), unsloth (GPU). Default {DEFAULT_LOOP}",
+    )
+    train.add_argument("--max-steps", type=int, default=None, help="optimizer steps (overrides the recipe)")
+    train.add_argument("--output-dir", default=None, help="run folder (default outputs/<recipe>-<timestamp>)")
+    train.add_argument(
+        "--resume",
+        nargs="?",
+        const=True,
+        default=None,
+        metavar="CKPT",
+        help="continue from the latest checkpoint in --output-dir (or the newest run of this recipe), "
+        "or from the checkpoint folder given; alone, it takes the run's stored configuration",
+    )
+    train.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="--output-dir already holds a run: move it aside to <dir>.old-<timestamp> and start anew",
+    )
+    train.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a recipe field or GRPOConfig field: --set learning_rate=1e-5 --set model=tiny "
+        "--set lora.r=8 (repeatable)",
+    )
+    train.add_argument(
+        "--samples", type=int, default=4, help="held-out prompts for before/after answers (0: none)"
+    )
+    train.add_argument("--no-merge", action="store_true", help="skip the merged 16-bit export")
+    train.add_argument("--gguf", default=None, metavar="TYPE", help="also export GGUF (f16, q8_0, ...)")
+    train.add_argument(
+        "--eval-prompts",
+        type=int,
+        default=None,
+        metavar="N",
+        help="held-out prompts evaluated before and after training into the report card "
+        "(default: the recipe's eval_prompts, 32 on the CPU recipes; 0: no evaluation)",
+    )
+    train.add_argument(
+        "--preflight",
+        action="store_true",
+        help="run `grpo-kit preflight` first and refuse to train on a no-go",
+    )
+    train.add_argument("--force", action="store_true", help="with --preflight: train even on a no-go")
+
+    export = sub.add_parser(
+        "export", help="export a trained run: merged 16-bit model and/or GGUF, verified", parents=[debug]
+    )
+    export.add_argument("source", help="a run folder (with adapter/), an adapter folder, or a model folder")
+    export.add_argument("--out", default=None, help="destination folder (default: the source run folder)")
+    export.add_argument(
+        "--dtype",
+        default="16bit",
+        help="merged weights: 16bit (bf16; fp16 on pre-Ampere GPUs), bf16, fp16, fp32",
+    )
+    export.add_argument(
+        "--gguf",
+        default=None,
+        metavar="TYPE",
+        help="also write a GGUF file of this type (f16, bf16, q8_0, ...)",
+    )
+    export.add_argument(
+        "--base",
+        default=None,
+        help="base model of the adapter (default: from run.json / adapter_config.json)",
+    )
+    export.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="empty a destination folder that holds other files before writing into it",
+    )
+    export.add_argument(
+        "--llama-cpp-dir",
+        default=None,
+        help="llama.cpp checkout with convert_hf_to_gguf.py (default $LLAMA_CPP_DIR)",
+    )
+    export.add_argument(
+        "--push-to-hub",
+        default=None,
+        metavar="ORG/NAME",
+        help="then upload the merged model (or --push-adapter), its model card and the GGUF files asked for",
+    )
+    export.add_argument("--private", action="store_true", help="with --push-to-hub: create a private repo")
+    export.add_argument(
+        "--push-adapter",
+        action="store_true",
+        help="with --push-to-hub: upload the LoRA adapter instead of the merged model",
+    )
+
+    generate = sub.add_parser(
+        "generate", help="answers before vs after training, side by side", parents=[debug]
+    )
+    generate.add_argument("source", help="a run folder (with adapter/) or an adapter folder")
+    generate.add_argument(
+        "--prompt",
+        action="append",
+        default=[],
+        help="a prompt (repeatable; default: held-out recipe prompts)",
+    )
+    generate.add_argument(
+        "--recipe", default=None, help="recipe whose held-out prompts to use (default: the run's)"
+    )
+    generate.add_argument("-n", "--num-prompts", type=int, default=4)
+    generate.add_argument("--max-new-tokens", type=int, default=64)
+    generate.add_argument(
+        "--base",
+        default=None,
+        help="base model of the adapter (default: from run.json / adapter_config.json)",
+    )
+    generate.add_argument(
+        "--sample", action="store_true", help="one seeded sample per prompt instead of greedy"
+    )
+
+    evaluate = sub.add_parser(
+        "eval",
+        help="held-out report card of a run folder or exported model: base vs trained",
+        parents=[debug],
+        description="Evaluate the base model and the trained one on the recipe's held-out "
+        "prompts (greedy; paired bootstrap CIs) and write eval.json, report.md "
+        "and report_card.png into the folder (or --out).",
+    )
+    evaluate.add_argument(
+        "run", help="a `grpo-kit train` run folder, an adapter folder or an exported model folder"
+    )
+    evaluate.add_argument(
+        "--num-prompts",
+        type=int,
+        default=None,
+        metavar="N",
+        help="held-out prompts (default: the recipe's eval_prompts)",
+    )
+    evaluate.add_argument(
+        "--k", type=int, default=1, help="also k seeded samples per prompt for pass@k, mean@k"
+    )
+    evaluate.add_argument(
+        "--recipe", default=None, help="recipe whose held-out prompts to use (default: the run's)"
+    )
+    evaluate.add_argument(
+        "--base", default=None, help="base model (default: from run.json / adapter_config.json)"
+    )
+    evaluate.add_argument("--out", default=None, help="folder for the report card (default: the run folder)")
+
+    preflight = sub.add_parser(
+        "preflight",
+        help="will GRPO learn? sample the base model, go / no-go with fixes",
+        description="Sample num_generations completions for a few prompts with the "
+        "recipe's generation settings and report zero-std groups, clipping, "
+        "EOS rate, rewards and the prompt ending, with a go/no-go verdict.",
+    )
+    preflight.add_argument("--recipe", default=DEFAULT_RECIPE, help=f"recipe name (default {DEFAULT_RECIPE})")
+    preflight.add_argument("--small", action="store_true", help="use the recipe's CPU-sized variant")
+    preflight.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a recipe field or GRPOConfig field (as in train)",
+    )
+    preflight.add_argument(
+        "--num-prompts", type=int, default=8, metavar="N", help="prompts to sample (default 8)"
+    )
+
+    losses = sub.add_parser(
+        "losses", help="per-token weights of each GRPO loss type (grpo_kit.loss_demo)", add_help=False
+    )
+    losses.add_argument("args", nargs=argparse.REMAINDER)
+
+    rewards = sub.add_parser("rewards", help="reward-function tools")
+    rewards_sub = rewards.add_subparsers(dest="rewards_command", metavar="TOOL")
+    lint = rewards_sub.add_parser(
+        "lint", help="run reward functions over tricky completions (rewards.lint)", add_help=False
+    )
+    lint.add_argument("args", nargs=argparse.REMAINDER)
+
+    recipes = sub.add_parser(
+        "recipes", help="list the named recipes; `grpo-kit recipes NAME` shows one in full"
+    )
+    recipes.add_argument("name", nargs="?", default=None, help="a recipe to show in full")
+    doctor = sub.add_parser(
+        "doctor", help="check this environment: versions vs pins, device, paths, model, disk", add_help=False
+    )
+    doctor.add_argument("args", nargs=argparse.REMAINDER)
+    return parser

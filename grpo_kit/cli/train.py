@@ -1,0 +1,267 @@
+"""``grpo-kit train`` and ``grpo-kit preflight``: plan a run (every check, exit 2 before a model loads), execute
+it, and print its ending in one line (interrupted, no-go) or its summary table."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+from grpo_kit.cli.common import (
+    CONFIG_ERRORS,
+    EXIT_INTERRUPTED,
+    EXIT_NO_GO,
+    RunError,
+    UsageError,
+    after_loading,
+    parse_overrides,
+)
+from grpo_kit.terminal import markup_safe, plain
+
+__all__ = ["cmd_preflight", "cmd_train", "headline"]
+
+
+def cmd_train(args, console) -> int:
+    from grpo_kit import runs
+
+    if args.samples < 0:
+        raise UsageError(f"--samples must be >= 0 (0: no before/after answers), got {args.samples}.")
+    try:  # every configuration mistake surfaces here, before a model is loaded or a folder is written
+        plan = runs.plan_run(
+            args.recipe,
+            small=args.small,
+            overrides=parse_overrides(args.overrides),
+            loop=args.loop,
+            max_steps=args.max_steps,
+            output_dir=args.output_dir,
+            resume=args.resume,
+            overwrite=args.overwrite,
+            gguf=args.gguf,
+        )
+    except CONFIG_ERRORS as error:
+        raise UsageError(str(error)) from error
+    recipe, output_dir = plan.recipe, plan.output_dir
+    plan.flags = {  # replayed by the resume command printed on an interruption
+        "samples": args.samples,
+        "no_merge": args.no_merge,
+        "eval_prompts": args.eval_prompts,
+        "preflight": args.preflight,
+        "force": args.force,
+    }
+    if plan.set_aside is not None:
+        console.print(
+            f"--overwrite: the run already in {markup_safe(output_dir)} is moved aside to "
+            f"{markup_safe(plan.set_aside)}.",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if plan.loop == "unsloth":
+        console.print(f"[bold]grpo-kit train[/] {markup_safe(recipe.name)} — Unsloth path")
+    else:
+        console.print(
+            f"[bold]grpo-kit train[/] recipe [cyan]{markup_safe(recipe.name)}[/] · loop [cyan]{plan.loop}[/] · "
+            f"model [cyan]{markup_safe(recipe.model)}[/] · {markup_safe(recipe.training.get('max_steps', '?'))} "
+            f"steps → [green]{markup_safe(output_dir)}[/]"
+        )
+    if args.eval_prompts is not None and args.eval_prompts < 0:
+        raise UsageError(f"--eval-prompts must be >= 0 (0 turns evaluation off), got {args.eval_prompts}.")
+    if args.force and not args.preflight:
+        raise UsageError("--force only matters with --preflight (train even when pre-flight says no-go).")
+    hook = None
+    if args.preflight:
+        _validate_inputs(plan)
+        hook = runs.preflight_hook(
+            force=args.force, on_report=lambda report: _print_preflight(console, report)
+        )
+    from grpo_kit.interrupts import exit_status, forget_signals, sigterm_as_interrupt
+
+    forget_signals()
+    try:
+        with sigterm_as_interrupt():  # SIGTERM anywhere in the run ends like Ctrl-C
+            outcome = after_loading(
+                args,
+                lambda: runs.execute(
+                    plan,
+                    samples=args.samples,
+                    merge=not args.no_merge,
+                    status=console.status,
+                    preflight=hook,
+                    eval_prompts=args.eval_prompts,
+                ),
+            )
+    except KeyboardInterrupt:  # outside the training steps (they save a checkpoint and return)
+        if args.debug:
+            raise
+        _print_interrupted_outside_training(console, plan)
+        return exit_status(EXIT_INTERRUPTED)
+    except (runs.PreflightNoGo, RunError) as error:
+        if not isinstance(error, runs.PreflightNoGo) and not isinstance(error.__cause__, runs.PreflightNoGo):
+            raise
+        _remove_if_empty(output_dir)
+        console.print(
+            "[red]Not training[/]: pre-flight says no-go (findings above). Apply a fix, or train anyway "
+            "with --force."
+        )
+        return EXIT_NO_GO
+    result = outcome.result
+    if plan.loop == "unsloth":
+        return 0
+    if result.interrupted and result.checkpoint is None:
+        console.print(
+            f"[yellow]{_stopped_by()} before the first step finished[/]: no checkpoint to resume; "
+            f"{markup_safe(output_dir)} holds no training."
+        )
+        return exit_status(EXIT_INTERRUPTED)
+    if result.interrupted:
+        console.print(
+            f"[yellow]{_stopped_by()} at step {result.global_step}[/]; checkpoint {markup_safe(result.checkpoint)}. "
+            f"Continue with:\n  {markup_safe(plan.resume_command())}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return exit_status(EXIT_INTERRUPTED)
+    _print_summary(console, output_dir, outcome.summary, outcome.reports)
+    return 0 if outcome.verified else 1
+
+
+def _stopped_by() -> str:
+    import signal
+
+    from grpo_kit.interrupts import received_signal
+
+    return "Terminated (SIGTERM)" if received_signal() == signal.SIGTERM else "Interrupted"
+
+
+def _print_interrupted_outside_training(console, plan) -> None:
+    """One line for a Ctrl-C / SIGTERM while loading, evaluating or exporting, with the way to go on."""
+    from grpo_kit.runs import RunFolder
+
+    checkpoint = RunFolder(plan.output_dir).latest_checkpoint()
+    if plan.phase in ("planned", "loading", "pre-flight") and checkpoint is None:
+        line = f"nothing was written to {plan.output_dir}; run the same command again."
+    elif checkpoint is None:
+        line = "no training step had finished, so there is nothing to resume; run the same command with --overwrite."
+    else:
+        line = (
+            f"the run is saved in {checkpoint}; the exports and run.json are written when you continue "
+            f"with:  {plan.resume_command()}"
+        )
+    console.print(
+        f"[yellow]{_stopped_by()} during the {markup_safe(plan.phase)}[/]: {markup_safe(line)}",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def _print_summary(console, output_dir: Path, summary: dict, reports) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"run folder {markup_safe(output_dir)}", show_header=False)
+    table.add_row("steps", str(summary["steps"]))
+    table.add_row(
+        "wall time", f"{summary['total_seconds']:.0f} s (training {summary['train_seconds']:.0f} s)"
+    )
+
+    def fmt(v):
+        return "–" if v is None else f"{v:.3f}"
+
+    table.add_row(
+        "reward (first → last step)",
+        f"{fmt(summary['reward_first_step'])} → {fmt(summary['reward_last_step'])}",
+    )
+    # One held-out row: the evaluation (with its CI) when the run had one, else the samples' mean reward.
+    evaluation = summary.get("evaluation")
+    if evaluation and "headline" in evaluation:
+        table.add_row(
+            markup_safe(f"held-out {evaluation['metric']} ({evaluation['num_prompts']} prompts)"),
+            markup_safe(headline(evaluation)),
+        )
+    elif summary.get("samples_mean_reward_before") is not None:
+        table.add_row(
+            f"held-out reward, samples.md ({summary.get('samples', '?')} prompts, before → after)",
+            f"{fmt(summary['samples_mean_reward_before'])} → {fmt(summary['samples_mean_reward_after'])}",
+        )
+    for report in reports:
+        table.add_row(report.kind, markup_safe(report.summary()))
+    for name in (
+        "metrics.jsonl",
+        "reward_curve.png",
+        "samples.md",
+        "report.md",
+        "report_card.png",
+        "eval.json",
+    ):
+        if (output_dir / name).exists():
+            table.add_row(name, markup_safe(output_dir / name))
+    table.add_row("run folder size", _folder_size(output_dir))
+    console.print(table)
+
+
+def _folder_size(folder: Path) -> str:
+    """``"522 MB (4 checkpoints: 310 MB)"``: what the run folder holds on disk, checkpoints named apart."""
+    from grpo_kit.export.report import dir_size
+
+    total = dir_size(folder)
+    checkpoints = sorted(p for p in folder.glob("checkpoint-*") if p.is_dir())
+    text = f"{total / 1e6:.0f} MB" if total >= 1e6 else f"{total / 1e3:.0f} kB"
+    if checkpoints:
+        size = sum(dir_size(p) for p in checkpoints)
+        text += f" ({len(checkpoints)} checkpoint{'s' * (len(checkpoints) > 1)}: {size / 1e6:.0f} MB)"
+    return text
+
+
+def headline(evaluation: dict) -> str:
+    """``before → after (change, 95% CI [lo, hi]): verdict`` of run.json's evaluation summary."""
+    return (
+        f"{evaluation['before']:.3g} → {evaluation['after']:.3g} (change {evaluation['mean_diff']:+.3g}, "
+        f"{evaluation['level']:.0%} CI [{evaluation['ci_low']:+.3g}, {evaluation['ci_high']:+.3g}]): "
+        f"{evaluation['verdict']}"
+        + (f" ({'; '.join(evaluation['reward_hack_signs'])})" if evaluation.get("reward_hack_signs") else "")
+    )
+
+
+def _validate_inputs(plan) -> None:
+    """Dataset and reward-function mistakes as one line, before any model loads."""
+    from grpo_kit import runs
+    from rewards import RewardFunctionError
+
+    try:
+        runs.validate_run_inputs(plan)
+    except (ValueError, RewardFunctionError) as error:
+        raise UsageError(str(error)) from error
+
+
+def _print_preflight(console, report) -> None:
+    colour = "green" if report.go else "red"
+    console.print(plain(report.summary()), style=colour, highlight=False, markup=False)
+
+
+def _remove_if_empty(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        folder.rmdir()  # only succeeds when empty: a refused run leaves no folder behind
+
+
+def cmd_preflight(args, console) -> int:
+    from grpo_kit import runs
+
+    if args.num_prompts < 1:
+        raise UsageError(f"--num-prompts must be >= 1, got {args.num_prompts}.")
+    try:  # the plan's output folder is never created: pre-flight writes nothing
+        plan = runs.plan_run(
+            args.recipe,
+            small=args.small,
+            overrides=parse_overrides(args.overrides),
+            output_dir=Path(tempfile.gettempdir()) / f"grpo-kit-preflight-{os.getpid()}",
+        )
+    except CONFIG_ERRORS as error:
+        raise UsageError(str(error)) from error
+    _validate_inputs(plan)
+    with console.status("loading model and data…"):
+        model, tokenizer = runs.load_model(plan.recipe)
+        dataset = plan.recipe.load_dataset()
+        funcs = plan.recipe.build_reward_funcs(tokenizer)
+    with console.status(f"sampling completions for {args.num_prompts} prompts…"):
+        report = runs.preflight_check(plan, model, tokenizer, dataset, funcs, num_prompts=args.num_prompts)
+    _print_preflight(console, report)
+    return 0 if report.go else EXIT_NO_GO

@@ -1,0 +1,385 @@
+"""A run, executed into its folder: model -> held-out rows -> [pre-flight] -> evaluation before -> train on a
+path (standalone loop | TRL | Unsloth) -> evaluation after -> report card + samples -> exports -> ``run.json``.
+The CLI (``grpo-kit train``) and the lessons call :func:`execute` with a plan from ``grpo_kit.runs.plan``.
+
+    outcome = execute(plan_run("smoltldr-length-small", overrides={"model": "tiny"}, max_steps=3))
+
+Two hooks are reserved for the preflight and evaluation rooms: ``execute(plan, preflight=fn, evaluate=fn)``
+calls ``preflight(plan, model, tokenizer, dataset, reward_funcs)`` before training and ``evaluate(plan,
+model, tokenizer, reward_funcs)`` after it; a dict either returns lands in ``run.json`` under
+``"preflight"`` / ``"evaluation"``.
+
+Simplification: the Unsloth path only trains and saves its adapter (``unsloth_path.train``): no held-out
+evaluation, samples, exports or ``run.json`` yet.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from grpo_kit.path_settings import applied_settings
+from grpo_kit.recipes import Recipe
+from grpo_kit.result import RunResult
+from grpo_kit.runs.folder import RunFolder
+from grpo_kit.runs.held_out import evaluate_held_out, held_out_rows, training_dataset
+from grpo_kit.runs.models import load_model
+from grpo_kit.runs.plan import RunPlan, prepare_run_dir
+
+__all__ = [
+    "GGUFExportError",
+    "PreflightNoGo",
+    "RunOutcome",
+    "evaluation_summary",
+    "execute",
+    "preflight_check",
+    "preflight_hook",
+    "train_on_path",
+    "validate_run_inputs",
+]
+
+
+
+@dataclass
+class RunOutcome:
+    """What :func:`execute` produced."""
+
+    plan: RunPlan
+    result: RunResult
+    summary: dict[str, Any] = field(default_factory=dict)  # the content of run.json ({} when interrupted)
+    reports: list[Any] = field(default_factory=list)  # grpo_kit.export reports
+
+    @property
+    def verified(self) -> bool:
+        return all(r.verified for r in self.reports)
+
+
+# --- held-out evaluation and pre-flight ---------------------------------------------------------------
+
+
+def evaluation_summary(before: Any, after: Any, files: Mapping[str, Path] | None = None) -> dict[str, Any]:
+    """What run.json keeps of an evaluation: the headline comparison (metric, means, CI, verdict; "reward hack
+    suspected" with its signs when the answers collapsed, as in the report card)."""
+    from grpo_kit.reward_hacking import judge_headline
+
+    c, signs = judge_headline(before, after)
+    return {
+        "num_prompts": before.num_prompts,
+        "metric": c.metric,
+        "before": c.before,
+        "after": c.after,
+        "mean_diff": c.mean_diff,
+        "ci_low": c.ci_low,
+        "ci_high": c.ci_high,
+        "level": c.level,
+        "verdict": c.verdict,
+        "reward_hack_signs": signs,
+        "headline": c.summary() + (f" ({'; '.join(signs)})" if signs else ""),
+        "files": {name: str(path) for name, path in (files or {}).items()},
+    }
+
+
+class PreflightNoGo(RuntimeError):
+    """Pre-flight found that training would not learn; ``report`` holds the findings and their fixes."""
+
+    def __init__(self, report: Any):
+        super().__init__("pre-flight says no-go:\n" + report.summary())
+        self.report = report
+
+
+def validate_run_inputs(plan: RunPlan) -> None:
+    """The checks that need no model: the dataset has a ``prompt`` column and no reward function raises
+    on a probe completion (``RewardFunctionError`` names the function and row)."""
+    from grpo_kit.preflight import validate_inputs
+
+    validate_inputs(plan.recipe.load_dataset(), plan.recipe.build_reward_funcs(None))
+
+
+def preflight_check(
+    plan: RunPlan, model: Any, tokenizer: Any, dataset: Any, reward_funcs: list, *, num_prompts: int = 8
+):
+    """``grpo_kit.preflight.check_recipe`` for the run's recipe (what step 1 will sample; a recipe's tools rolled
+    out with them)."""
+    from grpo_kit.preflight import check_recipe
+
+    return check_recipe(
+        plan.recipe, model, tokenizer, dataset, num_prompts=num_prompts, reward_funcs=reward_funcs
+    )
+
+
+def preflight_hook(
+    *, force: bool = False, num_prompts: int = 8, on_report: Callable[[Any], Any] | None = None
+) -> Callable[..., dict]:
+    """A ``preflight=`` hook for :func:`execute`: runs :func:`preflight_check`, hands the report to
+    ``on_report`` and raises :class:`PreflightNoGo` on a no-go unless ``force``."""
+
+    def hook(plan: RunPlan, model: Any, tokenizer: Any, dataset: Any, reward_funcs: list) -> dict:
+        report = preflight_check(plan, model, tokenizer, dataset, reward_funcs, num_prompts=num_prompts)
+        if on_report is not None:
+            on_report(report)
+        if not report.go and not force:
+            raise PreflightNoGo(report)
+        return {**report.to_dict(), "forced": not report.go}
+
+    return hook
+
+
+# --- the run -------------------------------------------------------------------------------------------
+
+
+def train_on_path(plan: RunPlan, model: Any, tokenizer: Any, dataset: Any, reward_funcs: list) -> RunResult:
+    """Train ``model`` on the plan's path (standalone loop or TRL); the result's ``model`` is the trained one."""
+    if plan.loop == "standalone":
+        from grpo_kit import loop
+
+        return loop.train(
+            model,
+            tokenizer,
+            dataset,
+            reward_funcs,
+            plan.path_config,
+            reward_weights=plan.recipe.reward_weights,
+            run_config=plan.run_config(),
+        )
+    from grpo_kit import trl_path
+
+    return trl_path.train(
+        plan.recipe,
+        model=model,
+        tokenizer=tokenizer,
+        train_dataset=dataset,
+        reward_funcs=reward_funcs,
+        output_dir=plan.output_dir,
+        resume_from_checkpoint=plan.resume,
+        save_final=False,
+    )
+
+
+def _greedy_answers(report: Any, model: Any, tokenizer: Any, prompts: list, recipe: Recipe) -> list[Any]:
+    """The greedy answers to ``prompts``: the evaluation's when there is one (generate once), else the one
+    decoder's (``samples.answer_completions``, the recipe's budget and chat template arguments)."""
+    from grpo_kit import samples as samples_mod
+
+    if report is not None:
+        return [text.strip() for text in report.completions[: len(prompts)]]
+    t = recipe.training
+    return samples_mod.answer_completions(
+        model,
+        tokenizer,
+        prompts,
+        max_new_tokens=int(t.get("max_completion_length", 64)),
+        chat_template_kwargs=t.get("chat_template_kwargs"),
+    )
+
+
+def _reward_or_none(value: float) -> float | None:
+    """An evaluation's per-prompt reward as samples.md shows it: NaN (no function scored it) -> None."""
+    return None if math.isnan(value) else value
+
+
+def _nothing(_message: str):
+    return contextlib.nullcontext()
+
+
+def _holding_the_folder_lock(run: Callable[..., RunOutcome]) -> Callable[..., RunOutcome]:
+    """``run(plan, ...)`` with the run folder locked from its creation to the end (one run per folder):
+    ``prepare_run_dir`` takes the lock into ``plan.folder_lock``, released when ``run`` returns or raises."""
+
+    @functools.wraps(run)
+    def locked(plan: RunPlan, **options: Any) -> RunOutcome:
+        with contextlib.ExitStack() as held:
+            plan.folder_lock = held
+            try:
+                return run(plan, **options)
+            finally:
+                plan.folder_lock = None
+
+    return locked
+
+
+@_holding_the_folder_lock
+def execute(
+    plan: RunPlan,
+    *,
+    samples: int = 4,
+    merge: bool = True,
+    gguf: str | None = None,
+    status: Callable[[str], Any] = _nothing,
+    preflight: Callable[..., dict | None] | None = None,
+    evaluate: Callable[..., dict | None] | None = None,
+    eval_prompts: int | None = None,
+) -> RunOutcome:
+    """Run the plan into its folder. ``eval_prompts``: held-out prompts evaluated before and after (default
+    the recipe's ``eval_prompts``; 0: no evaluation) into the report card (``eval.json``, ``report.md``,
+    ``report_card.png``), whose greedy answers also fill ``samples.md``. ``samples``: held-out prompts
+    answered before and after; ``merge``:
+    write the merged 16-bit model; ``gguf``: also a GGUF of that type; ``status(message)``: a context
+    manager shown while a phase runs (the CLI passes ``console.status``). An interrupted run returns
+    right after training (``outcome.result.interrupted``), without samples, exports or run.json.
+    ``plan.phase`` says what was running when it stopped."""
+    from grpo_kit import samples as samples_mod
+
+    recipe = plan.recipe
+    if plan.loop == "unsloth":
+        from grpo_kit import unsloth_path
+
+        prepare_run_dir(plan)
+        return RunOutcome(
+            plan, unsloth_path.train(recipe, output_dir=plan.output_dir, resume_from_checkpoint=plan.resume)
+        )
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
+        raise ValueError(f"samples must be an int >= 0 (0: no before/after answers), got {samples!r}.")
+    n_eval = recipe.eval_prompts if eval_prompts is None else eval_prompts
+    if n_eval < 0:
+        raise ValueError(f"eval_prompts must be >= 0 (0 turns evaluation off), got {n_eval}.")
+    started = time.perf_counter()
+    plan.phase = "loading"
+    with status("loading model and data…"):
+        model, tokenizer = load_model(recipe)
+        dataset = training_dataset(recipe)  # less the rows reserved for evaluation, if any
+        reward_funcs = recipe.build_reward_funcs(tokenizer)
+        # samples are the first rows of the evaluation; none of them is a training prompt
+        rows = held_out_rows(recipe, max(n_eval, samples), training=dataset)
+        n_eval = min(n_eval, len(rows))
+        prompts = [r["prompt"] for r in rows[:samples]]
+        columns = {k: [r[k] for r in rows[:samples]] for k in (rows[0] if rows else {}) if k != "prompt"}
+    plan.phase = "pre-flight"
+    checks = preflight(plan, model, tokenizer, dataset, reward_funcs) if preflight else None
+    prepare_run_dir(plan)  # only now: a model, data or pre-flight failure leaves no folder behind
+    plan.phase = "evaluation before training"
+    eval_started = time.perf_counter()
+    with status(
+        f"evaluating {n_eval} held-out prompts before training…" if n_eval else "answers before training…"
+    ):
+        eval_before = (
+            evaluate_held_out(recipe, model, tokenizer, reward_funcs, rows[:n_eval]) if n_eval else None
+        )
+        before = _greedy_answers(eval_before, model, tokenizer, prompts, recipe)
+    eval_seconds = time.perf_counter() - eval_started
+
+    plan.phase = "training"
+    result = train_on_path(plan, model, tokenizer, dataset, reward_funcs)
+    plan.phase = "evaluation after training"
+    if result.interrupted:
+        return RunOutcome(plan, result)
+    model = result.model
+    train_seconds = time.perf_counter() - started - eval_seconds  # loading + training, not the evaluation
+
+    from grpo_kit.export import save_adapter, save_merged
+
+    reports = []
+    eval_started = time.perf_counter()
+    with status(
+        f"evaluating {n_eval} held-out prompts after training…" if n_eval else "answers after training…"
+    ):
+        eval_after = (
+            evaluate_held_out(recipe, model, tokenizer, reward_funcs, rows[:n_eval]) if n_eval else None
+        )
+        after = _greedy_answers(eval_after, model, tokenizer, prompts, recipe)
+    built_in_evaluation = None
+    if eval_after is not None:
+        from grpo_kit.report_card import write_report_card
+
+        files = write_report_card(
+            plan.output_dir,
+            eval_before,
+            eval_after,
+            log_history=result.log_history,
+            title=f"{recipe.name}: held-out before / after {result.global_step} GRPO steps",
+            measures=recipe.measures,
+        )
+        built_in_evaluation = evaluation_summary(eval_before, eval_after, files)
+    eval_seconds += time.perf_counter() - eval_started
+    plan.phase = "export"
+    with status("exports…"):
+        if eval_after is not None:  # the evaluation already scored these answers (with their token ids)
+            pairs = [
+                samples_mod.Sample(p, b, a, _reward_or_none(rb), _reward_or_none(ra))
+                for p, b, a, rb, ra in zip(
+                    prompts, before, after, eval_before.per_prompt["reward"], eval_after.per_prompt["reward"]
+                )
+            ]
+        else:
+            pairs = samples_mod.before_after(
+                prompts,
+                before,
+                after,
+                reward_funcs=reward_funcs,
+                reward_weights=recipe.reward_weights,
+                columns=columns,
+            )
+        samples_mod.write_samples(
+            pairs, plan.output_dir, title=f"{recipe.name}: before / after {result.global_step} GRPO steps"
+        )
+        if recipe.lora is not None:
+            reports.append(save_adapter(model, tokenizer, plan.output_dir / "adapter"))
+        if merge:
+            reports.append(save_merged(model, tokenizer, plan.output_dir / "merged"))
+        gguf = gguf or plan.gguf
+        gguf_error = None
+        if gguf:
+            from grpo_kit.export import save_gguf
+
+            source = plan.output_dir / "merged" if merge else model
+            try:  # a failed GGUF export must not cost the run: run.json and the report card come first
+                reports.append(
+                    save_gguf(source, plan.output_dir / f"model-{gguf}.gguf", gguf, tokenizer=tokenizer)
+                )
+            except Exception as error:  # noqa: BLE001 - recorded in run.json, raised after it
+                gguf_error = error
+    evaluation = evaluate(plan, model, tokenizer, reward_funcs) if evaluate else built_in_evaluation
+    from grpo_kit.checkpoint import jsonable_config
+
+    rewards = [r["reward"] for r in result.log_history if r.get("reward") is not None]
+    summary = {
+        "recipe": recipe.name,
+        "loop": plan.loop,
+        "model": recipe.model,
+        "steps": result.global_step,
+        "train_seconds": round(train_seconds, 1),
+        "total_seconds": round(time.perf_counter() - started, 1),
+        "eval_seconds": round(eval_seconds, 1),
+        "reward_first_step": rewards[0] if rewards else None,
+        "reward_last_step": rewards[-1] if rewards else None,
+        "samples": len(pairs),
+        "samples_mean_reward_before": samples_mod.mean_reward(pairs, "before"),
+        "samples_mean_reward_after": samples_mod.mean_reward(pairs, "after"),
+        "exports": [
+            {"kind": r.kind, "path": str(r.path), "size_bytes": r.size_bytes, "verified": r.verified}
+            for r in reports
+        ],
+        # what the path applied (read back from its resolved config), not what was asked; credentials redacted
+        "training": jsonable_config(applied_settings(recipe.training, plan.path_config)),
+    }
+    if checks is not None:
+        summary["preflight"] = checks
+    if evaluation is not None:
+        summary["evaluation"] = evaluation
+    if gguf_error is not None:
+        summary["gguf_error"] = f"{type(gguf_error).__name__}: {' '.join(str(gguf_error).split())}"
+    RunFolder(plan.output_dir).write_summary(summary)
+    plan.phase = "done"
+    from grpo_kit.export.card import write_export_cards  # the cards read run.json: written after it
+
+    write_export_cards(
+        {r.path: r.kind for r in reports if r.kind in ("adapter", "merged")},
+        run_dir=plan.output_dir,
+        gguf_files=[r.path for r in reports if r.kind == "gguf"],
+    )
+    if gguf_error is not None:
+        raise GGUFExportError(
+            f"the run is saved in {plan.output_dir} (run.json, report card, adapter, merged model); only the "
+            f"GGUF export failed. Retry it with `grpo-kit export {plan.output_dir} --gguf {gguf}`. Cause: "
+            f"{type(gguf_error).__name__}: {gguf_error}"
+        ) from gguf_error
+    return RunOutcome(plan, result, summary, reports)
+
+
+class GGUFExportError(RuntimeError):
+    """Training finished and its run folder is complete (run.json included); only the GGUF export failed."""
