@@ -132,7 +132,8 @@ def report(step_ends: list[tuple[float, float]], warmup: int, extra: dict) -> No
 
 
 def run_ours(args) -> None:
-    from grpo_kit.loop import GRPOLoopConfig, train
+    from grpo_kit.loop import train
+    from grpo_kit.loop_config import GRPOLoopConfig
 
     model, tokenizer, dataset, reward = setup(args)
     step_ends = []
@@ -245,7 +246,8 @@ def compare(args) -> None:
 
 
 def practicum(args) -> None:
-    from grpo_kit.loop import GRPOLoopConfig, train
+    from grpo_kit.loop import train
+    from grpo_kit.loop_config import GRPOLoopConfig
 
     if args.model == "tiny":
         args.model = "smollm2-135m-instruct"

@@ -70,7 +70,7 @@ LOOP_BEHAVES_AS: dict[str, tuple[Any, ...]] = {
 @functools.lru_cache(maxsize=1)
 def loop_fields() -> frozenset[str]:
     """The standalone loop's settings: ``GRPOLoopConfig``'s fields."""
-    from grpo_kit.loop import GRPOLoopConfig
+    from grpo_kit.loop_config import GRPOLoopConfig
 
     return frozenset(f.name for f in dataclasses.fields(GRPOLoopConfig) if f.init)
 

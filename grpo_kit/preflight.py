@@ -27,6 +27,7 @@ from typing import Any
 
 from grpo_kit.evaluate import reward_info
 from grpo_kit.generation import Decoding, GeneratedCompletion, Sampler, generate, prompt_texts
+from grpo_kit.settings import GRPO_DEFAULTS, check_num_generations
 
 __all__ = ["Finding", "PreflightReport", "check", "check_recipe", "validate_inputs"]
 
@@ -153,7 +154,7 @@ def check(
     reward_funcs: Callable | Sequence[Callable],
     *,
     num_prompts: int = 8,
-    num_generations: int = 8,
+    num_generations: int = GRPO_DEFAULTS["num_generations"],
     decoding: Decoding | None = None,
     reward_weights: Sequence[float] | None = None,
     sampler: Sampler | None = None,
@@ -168,10 +169,7 @@ def check(
     from grpo_kit.scoring import score_completions
     from rewards.compose import reward_name
 
-    if num_generations < 2:
-        raise ValueError(
-            f"num_generations={num_generations}: GRPO compares completions within a group; use >= 2."
-        )
+    check_num_generations(num_generations)
     funcs = validate_inputs(dataset, reward_funcs, num_prompts=num_prompts)
     decoding = decoding or Decoding(max_new_tokens=256)
     weights = list(reward_weights) if reward_weights is not None else [1.0] * len(funcs)

@@ -5,8 +5,12 @@ Who calls what (each before any model loads):
 * ``check_grpo_settings(values, world_size=...)`` – the configuration-level rules on a mapping with
   ``GRPOConfig``'s names (missing names take GRPOConfig's defaults). ``GRPOLoopConfig.__post_init__``,
   the TRL path and the Unsloth path all call it.
-* ``check_loss_call(...)`` – the subset ``compute_loss`` enforces on every call (names, combinations,
-  numbers); ``check_grpo_settings`` runs it too.
+* ``validate_loss_settings(**values)`` / ``validate_config(config)`` – ``check_grpo_settings`` on keyword
+  arguments / on any object with GRPOConfig's field names.
+* The loss rules live with the losses (``grpo_kit.losses.validation``, no torch): ``check_loss_call`` is the
+  subset ``compute_loss`` enforces on every call (names, combinations, numbers); ``check_grpo_settings``
+  runs it, ``check_cispo_cap`` and ``warn_sequence_level_sums`` too. The loss defaults are
+  ``losses.validation.LossSettings``'; :data:`GRPO_DEFAULTS` reads them from there.
 * ``check_training_fields`` (retired and misspelled GRPOConfig names), ``check_precision`` (bf16/fp16,
   QLoRA, 8-bit optimizers, vLLM against the hardware), ``check_report_to`` and ``check_reward_funcs``
   (``rewards.check_reward_funcs``: uncalled reward factories, missing ``**kwargs``) – the TRL and Unsloth
@@ -27,18 +31,20 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from grpo_kit.losses.validation import (  # the loss rules live with the losses
+    LossSettings,
+    check_cispo_cap,
+    check_loss_call,
+    warn_sequence_level_sums,
+)
 from grpo_kit.reporting import check_report_to  # the report_to rule lives with the reporters
 
 __all__ = [
     "DEPRECATED_TRAINING_FIELDS",
     "GRPO_DEFAULTS",
-    "IMPORTANCE_SAMPLING_LEVELS",
     "RETIRED_TRAINING_FIELDS",
-    "check_cispo_cap",
     "check_grpo_settings",
-    "check_loss_call",
     "check_multi_objective_aggregation",
-    "check_non_negative",
     "check_num_generations",
     "check_numeric_settings",
     "check_precision",
@@ -48,29 +54,29 @@ __all__ = [
     "check_training_fields",
     "check_whole_groups",
     "grpo_config_field_names",
+    "validate_config",
+    "validate_loss_settings",
     "vllm_server_command",
     "warn_deprecated_fields",
-    "warn_like_trl",
 ]
 
-IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence")
 VLLM_MODES = ("colocate", "server")
 
-#: GRPOConfig's defaults (TRL 1.15) for the names the rules read; ``tests/grpo_kit/test_settings.py``
-#: compares them with the installed GRPOConfig.
+#: GRPOConfig's defaults (TRL 1.15) for the names the rules read, the loss ones as ``LossSettings`` has
+#: them; ``tests/grpo_kit/test_settings.py`` compares them with the installed GRPOConfig.
 GRPO_DEFAULTS: dict[str, Any] = {
     "num_generations": 8,
     "per_device_train_batch_size": 8,
-    "gradient_accumulation_steps": 1,
+    "gradient_accumulation_steps": LossSettings.gradient_accumulation_steps,
     "generation_batch_size": None,
     "steps_per_generation": None,
-    "loss_type": "dapo",
-    "importance_sampling_level": "token",
-    "beta": 0.0,
-    "epsilon": 0.2,
-    "epsilon_high": None,
-    "delta": None,
-    "max_completion_length": 512,
+    "loss_type": LossSettings.loss_type,
+    "importance_sampling_level": LossSettings.importance_sampling_level,
+    "beta": LossSettings.beta,
+    "epsilon": LossSettings.epsilon,
+    "epsilon_high": LossSettings.epsilon_high,
+    "delta": LossSettings.delta,
+    "max_completion_length": 512,  # LossSettings: None (compute_loss assumes no generation limit)
     "scale_rewards": "group",
     "multi_objective_aggregation": "sum_then_normalize",
 }
@@ -105,17 +111,6 @@ DEPRECATED_TRAINING_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "use_liger_kernel": (bool, "model_init_kwargs={'use_kernels': True} (the Hub kernels)"),
 }
 
-# TRL 1.15's warnings (GRPOTrainer.__init__), word for word, so a reader can search for them.
-TRL_LUSPO_ADVICE = (
-    "When using `'luspo'` loss, `importance_sampling_level` should be set to `'sequence'` to mirror "
-    "the paper's setup."
-)
-TRL_VESPO_ADVICE = (
-    "VESPO computes sequence-level importance weights internally. `importance_sampling_level` "
-    "should be set to `'token'` (the default)."
-)
-
-
 # --- group and batch ------------------------------------------------------------------------------
 
 
@@ -124,7 +119,8 @@ def check_num_generations(num_generations: Any) -> None:
     if isinstance(num_generations, bool) or not isinstance(num_generations, int) or num_generations < 2:
         raise ValueError(
             f"num_generations={num_generations}: GRPO compares each completion with the others of its group, "
-            "so it needs at least 2 completions per prompt; set num_generations>=2 (8 is TRL's default)."
+            "so it needs at least 2 completions per prompt; set num_generations>=2 "
+            f"({GRPO_DEFAULTS['num_generations']} is TRL's default)."
         )
 
 
@@ -194,90 +190,12 @@ def check_multi_objective_aggregation(multi_objective_aggregation: str) -> str:
     return check(multi_objective_aggregation)
 
 
-# --- the loss --------------------------------------------------------------------------------------
-
-
-def check_non_negative(*, beta: float = 0.0, epsilon: float = 0.2, epsilon_high: float | None = None) -> None:
-    """β and the clip ranges are magnitudes."""
-    if beta < 0:
-        raise ValueError(
-            f"beta={beta} is negative; the KL coefficient must be >= 0 (0 disables the KL term)."
-        )
-    if epsilon < 0 or (epsilon_high is not None and epsilon_high < 0):
-        raise ValueError(f"epsilon={epsilon} and epsilon_high={epsilon_high} must be >= 0.")
-
-
-def warn_like_trl(loss_type: str, importance_sampling_level: str) -> None:
-    """The combinations TRL 1.15 accepts with a warning (its advice text); the loss is still TRL's."""
-    if loss_type == "luspo" and importance_sampling_level != "sequence":
-        warnings.warn(TRL_LUSPO_ADVICE, UserWarning, stacklevel=3)
-    if loss_type == "vespo" and importance_sampling_level != "token":
-        warnings.warn(TRL_VESPO_ADVICE, UserWarning, stacklevel=3)
-
-
-def check_loss_call(
-    *,
-    loss_type: str,
-    importance_sampling_level: str = "token",
-    beta: float = 0.0,
-    epsilon: float = 0.2,
-    epsilon_high: float | None = None,
-    delta: float | None = None,
-    max_completion_length: int | None = None,
-) -> None:
-    """The rules ``compute_loss`` enforces on every call: known names, sane numbers; TRL's warnings."""
-    from grpo_kit.losses.registry import LOSS_TYPES
-
-    if loss_type not in LOSS_TYPES:
-        raise ValueError(f"unknown loss_type={loss_type!r}; choose one of {sorted(LOSS_TYPES)}.")
-    if importance_sampling_level not in IMPORTANCE_SAMPLING_LEVELS:
-        raise ValueError(
-            f"unknown importance_sampling_level={importance_sampling_level!r}; use 'token' or 'sequence'."
-        )
-    warn_like_trl(loss_type, importance_sampling_level)
-    check_non_negative(beta=beta, epsilon=epsilon, epsilon_high=epsilon_high)
-    if delta is not None and delta <= 1:
-        raise ValueError(
-            f"delta={delta} caps the importance ratio from above and must be > 1 (INTELLECT-2 recommends > 1 + "
-            "epsilon_high); use delta=None to disable two-sided clipping."
-        )
-    if loss_type == "dr_grpo" and (max_completion_length is None or max_completion_length < 1):
-        raise ValueError(
-            "loss_type='dr_grpo' divides by batch size × max_completion_length; pass "
-            "max_completion_length=<the generation limit> (a positive int)."
-        )
-
-
-def check_cispo_cap(loss_type: str, epsilon: float, epsilon_high: float | None) -> None:
-    """cispo's ``epsilon_high`` is an absolute cap on the IS weight; TRL falls back to ``epsilon`` (0.2) when
-    it is unset, which scales every on-policy token down. ``compute_loss`` reproduces that trap (parity);
-    a configuration refuses it."""
-    if loss_type != "cispo":
-        return
-    if epsilon_high is None:
-        raise ValueError(
-            "loss_type='cispo' caps the importance ratio at epsilon_high, and TRL falls back to epsilon "
-            f"(={epsilon}) when it is unset, which clips even on-policy tokens (ratio 1); set epsilon_high, "
-            "e.g. 5.0 as recommended by ScaleRL."
-        )
-    if epsilon_high < 1:
-        raise ValueError(
-            f"loss_type='cispo' uses epsilon_high={epsilon_high} as an absolute cap on the ratio (not 1 + ε "
-            "as in the clipped losses); a cap below 1 clips on-policy tokens. Set epsilon_high >= 1, e.g. 5.0."
-        )
-
-
-def _warn_sequence_level_sums(loss_type: str, importance_sampling_level: str) -> None:
-    if importance_sampling_level == "sequence" and loss_type in ("bnpo", "dr_grpo", "dapo", "cispo"):
-        warnings.warn(
-            f"loss_type={loss_type!r} sums per-token terms, so with importance_sampling_level='sequence' each "
-            "sequence is weighted by its length; use loss_type='grpo' for GSPO's per-sequence objective.",
-            UserWarning,
-            stacklevel=3,
-        )
-
-
 # --- numbers -----------------------------------------------------------------------------------------
+
+
+def _is_the_default(name: str) -> str:
+    return f"{getattr(LossSettings, name)} is the default"
+
 
 #: Numeric settings every path reads: name -> (lowest, highest, lowest allowed, highest allowed, the fix);
 #: ``-inf, inf``: only "a finite number" here, the range has its own rule with its own message (β, ε, δ).
@@ -304,16 +222,16 @@ NUMERIC_RANGES: dict[str, tuple[float, float, bool, bool, str]] = {
     "min_p": (0.0, 1.0, True, True, "None turns it off"),
     "repetition_penalty": (0.0, math.inf, False, False, "1.0 turns it off"),
     "top_entropy_quantile": (0.0, 1.0, True, True, "1.0 keeps every token"),
-    "beta": (-math.inf, math.inf, False, False, "0.0 (the default) turns the KL term off"),
-    "epsilon": (-math.inf, math.inf, False, False, "0.2 is the default"),
+    "beta": (-math.inf, math.inf, False, False, f"{LossSettings.beta} (the default) turns the KL term off"),
+    "epsilon": (-math.inf, math.inf, False, False, _is_the_default("epsilon")),
     "epsilon_high": (-math.inf, math.inf, False, False, "None uses epsilon; DAPO uses 0.28"),
     "delta": (-math.inf, math.inf, False, False, "None turns two-sided clipping off"),
-    "sapo_temperature_pos": (0.0, math.inf, False, False, "1.0 is the default"),
-    "sapo_temperature_neg": (0.0, math.inf, False, False, "1.05 is the default"),
-    "vespo_k_pos": (0.0, math.inf, True, False, "2.0 is the default"),
-    "vespo_lambda_pos": (0.0, math.inf, True, False, "3.0 is the default"),
-    "vespo_k_neg": (0.0, math.inf, True, False, "3.0 is the default"),
-    "vespo_lambda_neg": (0.0, math.inf, True, False, "2.0 is the default"),
+    "sapo_temperature_pos": (0.0, math.inf, False, False, _is_the_default("sapo_temperature_pos")),
+    "sapo_temperature_neg": (0.0, math.inf, False, False, _is_the_default("sapo_temperature_neg")),
+    "vespo_k_pos": (0.0, math.inf, True, False, _is_the_default("vespo_k_pos")),
+    "vespo_lambda_pos": (0.0, math.inf, True, False, _is_the_default("vespo_lambda_pos")),
+    "vespo_k_neg": (0.0, math.inf, True, False, _is_the_default("vespo_k_neg")),
+    "vespo_lambda_neg": (0.0, math.inf, True, False, _is_the_default("vespo_lambda_neg")),
 }
 
 #: ``seed`` seeds python, numpy and torch; numpy takes 0 … 2**32 - 1 only.
@@ -392,7 +310,27 @@ def check_grpo_settings(values: Mapping[str, Any], *, world_size: int = 1) -> No
         max_completion_length=max_completion_length,
     )
     check_cispo_cap(s["loss_type"], s["epsilon"], s["epsilon_high"])
-    _warn_sequence_level_sums(s["loss_type"], s["importance_sampling_level"])
+    warn_sequence_level_sums(s["loss_type"], s["importance_sampling_level"])
+
+
+def validate_loss_settings(**settings: Any) -> None:
+    """:func:`check_grpo_settings` on keyword arguments with GRPOConfig's names and defaults;
+    ``generation_batch_size`` alone is read as a batch of that many completions."""
+    if settings.get("generation_batch_size") is not None and "per_device_train_batch_size" not in settings:
+        settings["per_device_train_batch_size"] = settings["generation_batch_size"]
+    unknown = sorted(set(settings) - set(GRPO_DEFAULTS))
+    if unknown:
+        raise TypeError(f"validate_loss_settings got unknown settings {unknown}; use GRPOConfig names.")
+    check_grpo_settings(settings)
+
+
+def validate_config(config: Any) -> None:
+    """The configuration-level rules on the fields of ``config`` that carry GRPOConfig's names. A built
+    ``GRPOConfig`` has derived ``generation_batch_size`` from ``steps_per_generation``; only the latter is read."""
+    values = {name: getattr(config, name) for name in GRPO_DEFAULTS if hasattr(config, name)}
+    if values.get("steps_per_generation") is not None:
+        values.pop("generation_batch_size", None)
+    check_grpo_settings(values)
 
 
 # --- names, hardware, reporting, reward functions -------------------------------------------------

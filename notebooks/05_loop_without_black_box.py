@@ -64,12 +64,13 @@ def _(torch):
 
     from datasets_prep import load_gsm8k, synthetic_gsm8k
     from grpo_kit import loop
+    from grpo_kit.loop_config import GRPOLoopConfig
     from grpo_kit.models import tiny_model
 
     torch.manual_seed(0)
     tiny, tiny_tokenizer = tiny_model(seed=0)
     tiny.train()  # TRL samples and trains in training mode (dropout is 0 here anyway)
-    step_config = loop.GRPOLoopConfig(
+    step_config = GRPOLoopConfig(
         num_generations=4,
         per_device_train_batch_size=8,
         max_completion_length=16,
@@ -80,7 +81,7 @@ def _(torch):
     problems = load_gsm8k("train", source=synthetic_gsm8k(2, seed=0))
     # Each prompt repeated G times, its completions side by side: the order TRL's RepeatSampler produces.
     rows = [dict(row) for row in problems for _ in range(step_config.num_generations)]
-    return loop, problems, rows, step_config, tempfile, tiny, tiny_model, tiny_tokenizer
+    return GRPOLoopConfig, loop, problems, rows, step_config, tempfile, tiny, tiny_model, tiny_tokenizer
 
 
 @app.cell

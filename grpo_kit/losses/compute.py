@@ -14,8 +14,9 @@ model's whole distribution: the loop computes them (``grpo_kit.logprobs``) and p
 
 TRL behaviours reproduced on purpose (parity first), each documented where it happens:
 
-* ``cispo`` with ``epsilon_high=None`` caps the ratio at ``epsilon`` = 0.2 (``compute_loss`` warns,
-  ``validate_loss_settings`` refuses), and ``cispo_clip_ratio`` only counts tokens with A > 0.
+* ``cispo`` with ``epsilon_high=None`` caps the ratio at ``epsilon`` = 0.2 (``compute_loss`` warns, a
+  configuration refuses it: ``validation.check_cispo_cap``), and ``cispo_clip_ratio`` only counts tokens
+  with A > 0.
 * ``clip_ratio/*`` are measured on the ratio *after* the ``delta`` cap.
 * Sequence-level metrics (``(B, 1)`` tensors, ``vespo/phi_seq_mean``) average over every row, fully masked
   ones included; a token-level tensor with T = 1 is averaged the same way (``metrics.py``).
@@ -28,10 +29,7 @@ TRL behaviours reproduced on purpose (parity first), each documented where it ha
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
-from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -41,40 +39,7 @@ from grpo_kit.losses.entropy import entropy_bonus
 from grpo_kit.losses.metrics import global_masked_mean
 from grpo_kit.losses.policy import PolicyInputs, PolicySettings, importance_log_weights
 from grpo_kit.losses.registry import LOSS_TYPES
-from grpo_kit.losses.validation import check_loss_options
-
-
-@dataclass(frozen=True)
-class LossSettings:
-    """The loss hyper-parameters of a run, built once from its config and handed to every ``compute_loss``
-    call (``compute_loss(..., settings=LossSettings.from_config(config))``). Names and defaults are
-    ``compute_loss``'s (GRPOConfig's)."""
-
-    loss_type: str = "dapo"
-    beta: float = 0.0
-    epsilon: float = 0.2
-    epsilon_high: float | None = None
-    delta: float | None = None
-    importance_sampling_level: str = "token"
-    use_bias_correction_kl: bool = True
-    max_completion_length: int | None = None
-    gradient_accumulation_steps: int = 1
-    sapo_temperature_pos: float = 1.0
-    sapo_temperature_neg: float = 1.05
-    vespo_k_pos: float = 2.0
-    vespo_lambda_pos: float = 3.0
-    vespo_k_neg: float = 3.0
-    vespo_lambda_neg: float = 2.0
-
-    @classmethod
-    def from_config(cls, config: Any) -> LossSettings:
-        """The fields of ``config`` (GRPOConfig, GRPOLoopConfig, ...) that carry these names."""
-        return cls(
-            **{f.name: getattr(config, f.name) for f in dataclasses.fields(cls) if hasattr(config, f.name)}
-        )
-
-    def kwargs(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+from grpo_kit.losses.validation import LossSettings, check_loss_options
 
 
 def _check_tensors(
@@ -128,23 +93,23 @@ def compute_loss(
     *,
     old_per_token_logps: torch.Tensor | None = None,
     ref_per_token_logps: torch.Tensor | None = None,
-    loss_type: str = "dapo",
-    beta: float = 0.0,
-    epsilon: float = 0.2,
-    epsilon_high: float | None = None,
-    delta: float | None = None,
-    importance_sampling_level: str = "token",
-    use_bias_correction_kl: bool = True,
-    max_completion_length: int | None = None,
+    loss_type: str = LossSettings.loss_type,
+    beta: float = LossSettings.beta,
+    epsilon: float = LossSettings.epsilon,
+    epsilon_high: float | None = LossSettings.epsilon_high,
+    delta: float | None = LossSettings.delta,
+    importance_sampling_level: str = LossSettings.importance_sampling_level,
+    use_bias_correction_kl: bool = LossSettings.use_bias_correction_kl,
+    max_completion_length: int | None = LossSettings.max_completion_length,
     num_items_in_batch: float | torch.Tensor | None = None,
-    gradient_accumulation_steps: int = 1,
+    gradient_accumulation_steps: int = LossSettings.gradient_accumulation_steps,
     steps_per_generation: int | None = None,
-    sapo_temperature_pos: float = 1.0,
-    sapo_temperature_neg: float = 1.05,
-    vespo_k_pos: float = 2.0,
-    vespo_lambda_pos: float = 3.0,
-    vespo_k_neg: float = 3.0,
-    vespo_lambda_neg: float = 2.0,
+    sapo_temperature_pos: float = LossSettings.sapo_temperature_pos,
+    sapo_temperature_neg: float = LossSettings.sapo_temperature_neg,
+    vespo_k_pos: float = LossSettings.vespo_k_pos,
+    vespo_lambda_pos: float = LossSettings.vespo_lambda_pos,
+    vespo_k_neg: float = LossSettings.vespo_k_neg,
+    vespo_lambda_neg: float = LossSettings.vespo_lambda_neg,
     entropies: torch.Tensor | None = None,
     entropy_mask: torch.Tensor | None = None,
     entropy_coef: float | None = None,
@@ -163,8 +128,8 @@ def compute_loss(
         beta: KL coefficient (k3 estimator); 0 disables the KL term and its metric.
         epsilon, epsilon_high: clip range [1 − ε, 1 + ε_high]; ``epsilon_high=None`` means ``epsilon``.
             For ``cispo``, ``epsilon_high`` is the absolute ratio cap ε_max – and TRL's fallback to
-            ``epsilon`` (0.2) is a trap this function reproduces for parity (``validate_loss_settings``
-            rejects it).
+            ``epsilon`` (0.2) is a trap this function reproduces for parity (a configuration refuses it:
+            ``validation.check_cispo_cap``).
         delta: optional upper cap on the ratio in the clipped losses (INTELLECT-2 two-sided clipping).
         importance_sampling_level: "token" or "sequence" (GSPO); luspo at "token" and vespo at "sequence"
             warn with TRL's advice and compute what TRL computes.
@@ -182,7 +147,8 @@ def compute_loss(
             normalisation and the metrics still count every token of ``completion_mask`` (TRL).
         entropy_coef: ``None`` = no bonus; a number c (0 included: adaptive control while it is gated off)
             subtracts ``c · H`` (``losses.entropy.entropy_bonus``) and logs ``policy_loss``, the loss before it.
-        settings: a :class:`LossSettings`; when given, it supplies every hyper-parameter above.
+        settings: a :class:`LossSettings`; when given, it supplies every hyper-parameter above (the keyword
+            defaults above are its defaults, TRL GRPOConfig's).
 
     Returns:
         ``(loss, metrics)``: a 0-dim tensor to call ``.backward()`` on, and floats under TRL's names –
@@ -190,41 +156,46 @@ def compute_loss(
         (grpo, bnpo, dr_grpo, dapo, luspo), ``cispo_clip_ratio``, ``vespo/phi_seq_mean``, ``entropy`` (when
         ``entropies`` are given), ``policy_loss`` (when ``entropy_coef`` is).
     """
-    if settings is not None:
-        return compute_loss(
-            per_token_logps,
-            advantages,
-            completion_mask,
-            old_per_token_logps=old_per_token_logps,
-            ref_per_token_logps=ref_per_token_logps,
-            num_items_in_batch=num_items_in_batch,
-            steps_per_generation=steps_per_generation,
-            entropies=entropies,
-            entropy_mask=entropy_mask,
-            entropy_coef=entropy_coef,
-            **settings.kwargs(),
+    s = settings
+    if s is None:  # the keywords above, gathered in the one carrier
+        s = LossSettings(
+            loss_type=loss_type,
+            beta=beta,
+            epsilon=epsilon,
+            epsilon_high=epsilon_high,
+            delta=delta,
+            importance_sampling_level=importance_sampling_level,
+            use_bias_correction_kl=use_bias_correction_kl,
+            max_completion_length=max_completion_length,
+            gradient_accumulation_steps=gradient_accumulation_steps,
+            sapo_temperature_pos=sapo_temperature_pos,
+            sapo_temperature_neg=sapo_temperature_neg,
+            vespo_k_pos=vespo_k_pos,
+            vespo_lambda_pos=vespo_lambda_pos,
+            vespo_k_neg=vespo_k_neg,
+            vespo_lambda_neg=vespo_lambda_neg,
         )
     _check_tensors(
-        per_token_logps, advantages, completion_mask, old_per_token_logps, ref_per_token_logps, beta
+        per_token_logps, advantages, completion_mask, old_per_token_logps, ref_per_token_logps, s.beta
     )
     _check_entropy_inputs(per_token_logps, entropies, entropy_mask, entropy_coef)
     check_loss_options(
-        loss_type=loss_type,
-        importance_sampling_level=importance_sampling_level,
-        beta=beta,
-        epsilon=epsilon,
-        epsilon_high=epsilon_high,
-        delta=delta,
-        max_completion_length=max_completion_length,
+        loss_type=s.loss_type,
+        importance_sampling_level=s.importance_sampling_level,
+        beta=s.beta,
+        epsilon=s.epsilon,
+        epsilon_high=s.epsilon_high,
+        delta=s.delta,
+        max_completion_length=s.max_completion_length,
     )
-    if max_completion_length is not None and per_token_logps.size(1) > max_completion_length:
+    if s.max_completion_length is not None and per_token_logps.size(1) > s.max_completion_length:
         raise ValueError(
             f"the completions have {per_token_logps.size(1)} token positions but max_completion_length="
-            f"{max_completion_length}; pass the max_completion_length the completions were generated with."
+            f"{s.max_completion_length}; pass the max_completion_length the completions were generated with."
         )
-    if gradient_accumulation_steps < 1 or (steps_per_generation is not None and steps_per_generation < 1):
+    if s.gradient_accumulation_steps < 1 or (steps_per_generation is not None and steps_per_generation < 1):
         raise ValueError("gradient_accumulation_steps and steps_per_generation must be positive integers.")
-    if loss_type == "cispo" and (epsilon if epsilon_high is None else epsilon_high) < 1:
+    if s.loss_type == "cispo" and (s.epsilon if s.epsilon_high is None else s.epsilon_high) < 1:
         warnings.warn(
             "loss_type='cispo' with an importance-ratio cap below 1 (epsilon_high unset falls back to epsilon) "
             "scales every on-policy token down; set epsilon_high, e.g. 5.0.",
@@ -232,44 +203,34 @@ def compute_loss(
             stacklevel=2,
         )
 
-    loss_spec = LOSS_TYPES[loss_type]
+    loss_spec = LOSS_TYPES[s.loss_type]
     # An integer mask, as TRL's: token counts stay exact integers whatever the log-probs' dtype (bf16!).
     mask = completion_mask.long()  # (B, T)
     advantages = advantages.unsqueeze(1)  # (B, 1)
     if old_per_token_logps is None:
         old_per_token_logps = per_token_logps.detach()  # on-policy: ratio 1, gradient ∇log π_θ
-    settings = PolicySettings(
-        epsilon_low=epsilon,
-        epsilon_high=epsilon if epsilon_high is None else epsilon_high,
-        delta=delta,
-        sapo_temperature_pos=sapo_temperature_pos,
-        sapo_temperature_neg=sapo_temperature_neg,
-        vespo_k_pos=vespo_k_pos,
-        vespo_lambda_pos=vespo_lambda_pos,
-        vespo_k_neg=vespo_k_neg,
-        vespo_lambda_neg=vespo_lambda_neg,
-    )
 
     # 1. importance ratio
     log_ratio = per_token_logps - old_per_token_logps  # (B, T)
-    ratio = torch.exp(importance_log_weights(log_ratio, mask, importance_sampling_level))  # (B, T) or (B, 1)
+    log_weights = importance_log_weights(log_ratio, mask, s.importance_sampling_level)  # (B, T) or (B, 1)
+    ratio = torch.exp(log_weights)  # (B, T) or (B, 1)
 
     # 2. KL to the reference model
-    if beta != 0.0:
+    if s.beta != 0.0:
         per_token_kl = k3_kl(per_token_logps, ref_per_token_logps)  # (B, T)
-        if use_bias_correction_kl:
+        if s.use_bias_correction_kl:
             per_token_kl = bias_corrected_kl(per_token_kl, ratio)  # (B, T)
 
     # 3. the loss type's per-token objective
     inputs = PolicyInputs(per_token_logps, log_ratio, ratio, advantages, mask)
-    term = loss_spec.objective(inputs, settings)
+    term = loss_spec.objective(inputs, PolicySettings.from_loss_settings(s))
     per_token_loss = term.per_token_loss  # (B, T) or (B, 1)
     if entropy_mask is not None:  # only the high-entropy "forking" tokens carry the policy gradient
         per_token_loss = per_token_loss * entropy_mask  # (B, T)
 
     # 4. KL penalty
-    if beta != 0.0:
-        per_token_loss = per_token_loss + beta * per_token_kl  # (B, T)
+    if s.beta != 0.0:
+        per_token_loss = per_token_loss + s.beta * per_token_kl  # (B, T)
 
     # 5. normalisation
     if num_items_in_batch is not None:
@@ -286,23 +247,23 @@ def compute_loss(
         per_token_loss,
         mask,
         loss_spec.normalization,
-        gradient_accumulation_steps=gradient_accumulation_steps if global_norm else 1,
-        max_completion_length=max_completion_length,
+        gradient_accumulation_steps=s.gradient_accumulation_steps if global_norm else 1,
+        max_completion_length=s.max_completion_length,
         num_items_in_batch=num_items_in_batch,
         steps_per_generation=steps_per_generation,
     )
     policy_loss = loss.detach()
     if not global_norm:
-        loss = loss / gradient_accumulation_steps
+        loss = loss / s.gradient_accumulation_steps
 
     # 6. entropy bonus: − c · mean per-token entropy over the tokens the policy loss acts on
     metrics: dict[str, float] = {}
     if entropy_coef is not None:
         effective_mask = mask if entropy_mask is None else mask * entropy_mask  # (B, T)
-        loss = loss - entropy_coef * entropy_bonus(entropies, effective_mask, gradient_accumulation_steps)
+        loss = loss - entropy_coef * entropy_bonus(entropies, effective_mask, s.gradient_accumulation_steps)
         metrics["policy_loss"] = policy_loss.item()
 
-    if beta != 0.0:
+    if s.beta != 0.0:
         metrics["kl"] = global_masked_mean(per_token_kl.detach(), mask)
     if entropies is not None:
         metrics["entropy"] = global_masked_mean(entropies.detach(), mask)

@@ -30,7 +30,8 @@ import torch
 
 __all__ = ["ENTROPY_FIELDS", "EntropyControl", "check_entropy_settings", "entropy_bonus"]
 
-#: GRPOConfig's entropy-regularization fields and their defaults (TRL 1.15).
+#: GRPOConfig's entropy-regularization fields and their defaults (TRL 1.15), written here only
+#: (``EntropyControl`` and ``GRPOLoopConfig`` read them).
 ENTROPY_FIELDS = {
     "entropy_coef": 0.0,
     "use_adaptive_entropy": False,
@@ -70,7 +71,8 @@ def check_entropy_settings(values: dict[str, Any]) -> None:
     if s["use_adaptive_entropy"]:
         if s["entropy_coef_delta"] < 0:
             raise ValueError(
-                f"entropy_coef_delta={s['entropy_coef_delta']} must be >= 0 (TRL default 0.005)."
+                f"entropy_coef_delta={s['entropy_coef_delta']} must be >= 0 "
+                f"(TRL default {ENTROPY_FIELDS['entropy_coef_delta']})."
             )
         if not s["entropy_coef_min"] <= s["entropy_coef_max"]:
             raise ValueError(
@@ -91,12 +93,12 @@ class EntropyControl:
     ``observe(entropies, effective_mask)``; after the optimizer step: ``end_step()``.
     """
 
-    entropy_coef: float = 0.0
-    use_adaptive_entropy: bool = False
-    entropy_coef_min: float = 0.0
-    entropy_coef_max: float = 1.0
-    entropy_coef_delta: float = 0.005
-    entropy_target: float = 0.2
+    entropy_coef: float = ENTROPY_FIELDS["entropy_coef"]
+    use_adaptive_entropy: bool = ENTROPY_FIELDS["use_adaptive_entropy"]
+    entropy_coef_min: float = ENTROPY_FIELDS["entropy_coef_min"]
+    entropy_coef_max: float = ENTROPY_FIELDS["entropy_coef_max"]
+    entropy_coef_delta: float = ENTROPY_FIELDS["entropy_coef_delta"]
+    entropy_target: float = ENTROPY_FIELDS["entropy_target"]
     last_world_entropy: float = math.inf  # H of the previous optimizer step; inf before the first
     enabled: bool = field(init=False)
     _window: torch.Tensor | None = field(default=None, init=False, repr=False)  # (2,) [Σ H·m, Σ m]

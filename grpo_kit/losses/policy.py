@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import torch
 
 from grpo_kit.losses.metrics import global_masked_mean, masked_seq_mean, nanmax, nanmin
+from grpo_kit.losses.validation import LossSettings
 
 
 @dataclass(frozen=True)
@@ -44,17 +45,33 @@ class PolicyInputs:
 
 @dataclass(frozen=True)
 class PolicySettings:
-    """The hyper-parameters of the objectives, with TRL's defaults already resolved."""
+    """The hyper-parameters of the objectives, TRL's fallbacks resolved. No defaults of its own: build it from
+    a :class:`LossSettings` (``PolicySettings.from_loss_settings``), where the defaults live."""
 
-    epsilon_low: float = 0.2
-    epsilon_high: float = 0.2  # TRL: epsilon_high if set, else epsilon
-    delta: float | None = None
-    sapo_temperature_pos: float = 1.0
-    sapo_temperature_neg: float = 1.05
-    vespo_k_pos: float = 2.0
-    vespo_lambda_pos: float = 3.0
-    vespo_k_neg: float = 3.0
-    vespo_lambda_neg: float = 2.0
+    epsilon_low: float
+    epsilon_high: float  # TRL: epsilon_high if set, else epsilon
+    delta: float | None
+    sapo_temperature_pos: float
+    sapo_temperature_neg: float
+    vespo_k_pos: float
+    vespo_lambda_pos: float
+    vespo_k_neg: float
+    vespo_lambda_neg: float
+
+    @classmethod
+    def from_loss_settings(cls, settings: LossSettings) -> PolicySettings:
+        """The objectives' view of ``settings``: ``epsilon_high=None`` falls back to ``epsilon``, as in TRL."""
+        return cls(
+            epsilon_low=settings.epsilon,
+            epsilon_high=settings.epsilon if settings.epsilon_high is None else settings.epsilon_high,
+            delta=settings.delta,
+            sapo_temperature_pos=settings.sapo_temperature_pos,
+            sapo_temperature_neg=settings.sapo_temperature_neg,
+            vespo_k_pos=settings.vespo_k_pos,
+            vespo_lambda_pos=settings.vespo_lambda_pos,
+            vespo_k_neg=settings.vespo_k_neg,
+            vespo_lambda_neg=settings.vespo_lambda_neg,
+        )
 
 
 @dataclass(frozen=True)
@@ -118,7 +135,7 @@ def cispo_objective(x: PolicyInputs, s: PolicySettings) -> PolicyTerm:
     (ScaleRL recommends 5.0, https://huggingface.co/papers/2510.13786).
 
     TRL traps kept for parity: ``epsilon_high=None`` falls back to ``epsilon`` (0.2), so every on-policy
-    token (r = 1) is capped at 0.2 – ``validate_loss_settings`` rejects that configuration. The metric
+    token (r = 1) is capped at 0.2 – ``validation.check_cispo_cap`` rejects that configuration. The metric
     ``cispo_clip_ratio`` counts capped tokens only where A > 0, although the cap applies to all tokens.
     """
     capped_ratio = torch.clamp(x.importance_weights, max=s.epsilon_high).detach()  # (B, T) or (B, 1)

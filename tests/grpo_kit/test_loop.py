@@ -16,7 +16,8 @@ import pytest
 import torch
 
 from grpo_kit.logprobs import per_token_logps
-from grpo_kit.loop import GRPOLoopConfig, LoopState, train
+from grpo_kit.loop import LoopState, train
+from grpo_kit.loop_config import GRPOLoopConfig
 from grpo_kit.metrics_log import read_metrics
 from grpo_kit.models import tiny_model
 

@@ -12,7 +12,8 @@ import pytest
 import torch
 from test_loop import LORA, StopAfter, even_token_share, losses, prompts, small_config
 
-from grpo_kit.loop import GRPOLoopConfig, train
+from grpo_kit.loop import train
+from grpo_kit.loop_config import GRPOLoopConfig
 from grpo_kit.metrics_log import read_metrics
 from grpo_kit.models import tiny_model
 

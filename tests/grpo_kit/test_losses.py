@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from trl_harness import configure, same_float, trl_loss, trl_trainer
 
-from grpo_kit.losses import LOSS_TYPES, compute_loss, validate_config, validate_loss_settings
+from grpo_kit.losses import LOSS_TYPES, compute_loss
+from grpo_kit.settings import validate_config, validate_loss_settings
 
 TOLERANCE = 1e-6
 LENGTHS = [7, 1, 0, 4, 7, 3]  # completion lengths: a full row, a one-token row, a fully masked row, …
@@ -331,6 +332,17 @@ def test_missing_inputs_name_the_argument():
         compute_loss(per_token_logps, advantages, mask, old_per_token_logps=per_token_logps[:, :3])
     with pytest.raises(ValueError, match="max_completion_length the completions were generated with"):
         compute_loss(per_token_logps, advantages, mask, loss_type="dr_grpo", max_completion_length=3)
+
+
+def test_every_public_name_of_losses_resolves():
+    """``grpo_kit.losses`` imports its names on first use; each is the defining submodule's."""
+    import importlib
+
+    from grpo_kit import losses
+
+    assert sorted(losses._SOURCES) == sorted(losses.__all__)
+    for name, module in losses._SOURCES.items():
+        assert getattr(losses, name) is getattr(importlib.import_module(f"grpo_kit.losses.{module}"), name)
 
 
 def test_validate_loss_settings_rules():

@@ -23,10 +23,11 @@ def test_a_completion_budget_beyond_the_context_is_refused_before_generating(tmp
     from datasets import Dataset
 
     from grpo_kit import loop
+    from grpo_kit.loop_config import GRPOLoopConfig
     from rewards import length_reward
 
     model, tokenizer = tiny_model(seed=0)  # max_position_embeddings=2048
-    config = loop.GRPOLoopConfig(
+    config = GRPOLoopConfig(
         output_dir=str(tmp_path), max_steps=1, num_generations=2, per_device_train_batch_size=2,
         max_completion_length=100_000,
     )  # fmt: skip

@@ -13,6 +13,7 @@ import torch
 
 from grpo_kit import loop, runs
 from grpo_kit.checkpoint import CheckpointError, read_checkpoint_config
+from grpo_kit.loop_config import GRPOLoopConfig
 from grpo_kit.models import tiny_model
 from grpo_kit.run_context import BadStepsError, BadStepWarning
 from grpo_kit.runs.plan import prepare_run_dir
@@ -30,7 +31,7 @@ def _plan(tmp_path, **kwargs):
     )
 
 
-def _config(tmp_path, **overrides) -> loop.GRPOLoopConfig:
+def _config(tmp_path, **overrides) -> GRPOLoopConfig:
     # Two prompts of four completions, 8 tokens each: about a second per step on the tiny model.
     values = {
         "output_dir": str(tmp_path / "loop"),
@@ -44,7 +45,7 @@ def _config(tmp_path, **overrides) -> loop.GRPOLoopConfig:
         "disable_tqdm": True,
         **overrides,
     }
-    return loop.GRPOLoopConfig(**values)
+    return GRPOLoopConfig(**values)
 
 
 def _dataset():
@@ -373,6 +374,6 @@ def test_a_stuck_reward_function_stops_the_run_at_reward_timeout_or_is_a_bad_ste
             _config(tmp_path, reward_timeout=1, on_reward_error="skip", max_bad_steps=1),
         )
     assert time.monotonic() - started < 60
-    assert loop.GRPOLoopConfig().reward_timeout == 600.0  # generous by default
+    assert GRPOLoopConfig().reward_timeout == 600.0  # generous by default
     with pytest.raises(ValueError, match="reward_timeout"):
         _config(tmp_path, reward_timeout=0)

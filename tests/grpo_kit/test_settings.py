@@ -16,7 +16,7 @@ import torch
 
 from grpo_kit import trl_path, unsloth_path
 from grpo_kit.hardware import choose_precision
-from grpo_kit.loop import GRPOLoopConfig
+from grpo_kit.loop_config import GRPOLoopConfig
 from grpo_kit.losses import compute_loss
 from grpo_kit.recipes import get_recipe
 from grpo_kit.settings import GRPO_DEFAULTS
@@ -140,6 +140,43 @@ def test_defaults_are_grpo_configs():
 
     defaults = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
     assert {name: defaults[name] for name in GRPO_DEFAULTS} == GRPO_DEFAULTS
+
+
+def test_loss_defaults_are_written_once_as_grpo_configs():
+    """LossSettings holds the loss defaults (TRL's); the loop's config, compute_loss and GRPO_DEFAULTS read them."""
+    import inspect
+
+    from trl import GRPOConfig
+
+    from grpo_kit.losses import LossSettings
+    from grpo_kit.losses.entropy import ENTROPY_FIELDS, EntropyControl
+
+    trl = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+    ours = {f.name: f.default for f in dataclasses.fields(LossSettings)}
+    assert ours.pop("max_completion_length") is None  # compute_loss assumes no generation limit
+    assert {name: trl[name] for name in ours} == ours
+    assert {name: trl[name] for name in ENTROPY_FIELDS} == ENTROPY_FIELDS
+    loop = {f.name: f.default for f in dataclasses.fields(GRPOLoopConfig)}
+    call = {name: p.default for name, p in inspect.signature(compute_loss).parameters.items()}
+    entropy = {f.name: f.default for f in dataclasses.fields(EntropyControl)}
+    assert {name: loop[name] for name in ours} == {name: call[name] for name in ours} == ours
+    assert {name: loop[name] for name in ENTROPY_FIELDS} == {name: entropy[name] for name in ENTROPY_FIELDS}
+    assert {name: loop[name] for name in GRPO_DEFAULTS if name in loop} == {
+        name: value for name, value in GRPO_DEFAULTS.items() if name in loop
+    }
+
+
+def test_the_settings_and_the_loss_rules_load_without_torch():
+    """The command line checks a configuration before torch loads (grpo_kit.losses imports lazily)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, grpo_kit.settings, grpo_kit.losses.validation, grpo_kit.recipes; "
+        "print([m for m in ('torch', 'transformers', 'trl') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_an_uncalled_reward_factory_fails_before_the_model_loads(tmp_path):

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from grpo_kit.checkpoint import NonFiniteWeightsError, non_finite_parameters, trainable_parameters
-from grpo_kit.loop import GRPOLoopConfig, train
+from grpo_kit.loop import train
+from grpo_kit.loop_config import GRPOLoopConfig
 from grpo_kit.models import tiny_model
 from grpo_kit.run_context import BadStepsError, BadStepWarning
 
