@@ -8,10 +8,10 @@ Both sides get the same recipe (default ``smoltldr-length-small``), seed, LoRA i
 ``max_steps`` (so the same learning-rate schedule) and thread count. Each side trains until its
 training clock passes the last checkpoint (or ``max_steps`` ends it). At the first step end past each
 checkpoint a callback evaluates the held-out prompts (``grpo_kit.runs.held_out_rows``: rows the run
-never trains on; greedy, ``grpo_kit.evaluate``) in-process; the evaluation's own time is taken off the
+never trains on; greedy, ``grpo_kit.evaluation``) in-process; the evaluation's own time is taken off the
 training clock. Minute 0 is the base model (the LoRA adapter starts at B = 0), evaluated once for both.
 
-The metric is the run's headline (``grpo_kit.report_card.headline_metric``: mean |length − target| in
+The metric is the run's headline (``grpo_kit.evaluation.headline_metric``: mean |length − target| in
 tokens for the length recipe). Minutes-to-target is the first checkpoint at which the metric has fallen
 by ``--target-drop`` (default 60 %, issue 10's bar) from minute 0; the table prints both sides and the
 ratio TRL / standalone (> 1: the standalone loop gets there sooner).
@@ -181,9 +181,8 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(args.threads)
     from grpo_kit.cli import parse_overrides
-    from grpo_kit.evaluate import better_direction
+    from grpo_kit.evaluation import better_direction, headline_metric
     from grpo_kit.recipes import DEFAULT_RECIPE, get_recipe
-    from grpo_kit.report_card import headline_metric
     from grpo_kit.runs import evaluate_held_out, held_out_rows, load_model
 
     checkpoints = sorted(float(c) for c in args.checkpoints.split(","))

@@ -5,10 +5,10 @@
     python benchmarks/calculator_tool_eval.py --compare before.json after.json
 
 The library's held-out evaluation (grpo_kit.runs.held_out.evaluate_held_out, what `grpo-kit train` reports):
-multi-turn tool rollouts (grpo_kit.tool_rollout) scored by grpo_kit.evaluate with the recipe's rewards:
+multi-turn tool rollouts (grpo_kit.tool_rollout) scored by grpo_kit.evaluation with the recipe's rewards:
 greedy answers plus k samples at T=1.0 per question; ``mean@k`` is then the share of sampled rollouts with a
 well-formed call AND the correct final answer (weights: success 1, call 0, answer 0). ``--compare`` prints
-the paired bootstrap 95% CIs (grpo_kit.evaluate.compare).
+the paired bootstrap 95% CIs (grpo_kit.evaluation.compare).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def run_eval(out: Path, model_dir: str | None, *, num_prompts: int, k: int, seed
 
 
 def run_compare(before: Path, after: Path) -> None:
-    from grpo_kit.evaluate import EvalReport, compare
+    from grpo_kit.evaluation import EvalReport, compare
 
     b, a = (EvalReport.from_dict(json.loads(Path(p).read_text())) for p in (before, after))
     k = b.settings["k"]

@@ -157,7 +157,7 @@ def lesson_size() -> LessonSize:
 
 
 def preflight_verdict(report: Any, *, if_no_go: str = "") -> Any:
-    """A pre-flight report (grpo_kit.preflight) as the callout a Train button sits under: the verdict, how
+    """A pre-flight report (grpo_kit.evaluation.preflight) as the callout a Train button sits under: the verdict, how
     many groups carry a learning signal, every finding with its fix, and ``if_no_go`` (what to do instead)
     when training at these settings would not learn."""
     import marimo as mo

@@ -76,10 +76,10 @@ def reward_upper_bound(
 ) -> float | None:
     """The highest total reward the recipe's functions can give (``None`` when one maximum is unknown).
 
-    A function's maximum comes from :data:`grpo_kit.evaluate.REWARD_INFO` by name, and is 0 for a length
+    A function's maximum comes from :data:`grpo_kit.evaluation.REWARD_INFO` by name, and is 0 for a length
     reward (``-|target - length|``; ``kinds[name] == "length"`` or a ``length_reward_*`` name). Without
     ``weights`` the bound is only known when every maximum is 0 (true for any non-negative weights)."""
-    from grpo_kit.evaluate import REWARD_INFO
+    from grpo_kit.evaluation import REWARD_INFO
 
     maxima = []
     for name in names:
@@ -187,7 +187,7 @@ SHARE = "share of answers (0–1)"
 
 
 def metric_label(metric: str) -> tuple[str, str]:
-    """``(readable name, y-axis label with its unit)`` of an :class:`grpo_kit.evaluate.EvalReport` metric."""
+    """``(readable name, y-axis label with its unit)`` of an :class:`grpo_kit.evaluation.EvalReport` metric."""
 
     def fn(name: str) -> str:
         return name.removesuffix("_reward").replace("_", " ")
@@ -242,10 +242,10 @@ def plot_report_card(
     then the training reward curve (band clipped at ``reward_max``) and a text panel: what the metric
     measures (the recipe's ``measures``) and a few answers before → after, next to the verdicts.
 
-    ``comparisons``: :class:`grpo_kit.evaluate.Comparison` objects or dicts with their fields, plus
+    ``comparisons``: :class:`grpo_kit.evaluation.Comparison` objects or dicts with their fields, plus
     ``before_ci`` / ``after_ci`` (``(low, high)`` of each side's mean; without them the side has no bar).
     ``answers``: ``(before, after)`` greedy answers shown as plain text (never parsed as markup or math).
-    ``hack_signs``: the collapse signs (``grpo_kit.reward_hacking``), named first in the text panel.
+    ``hack_signs``: the collapse signs (``grpo_kit.evaluation.reward_hacking``), named first in the text panel.
     """
     import matplotlib
 
@@ -254,7 +254,7 @@ def plot_report_card(
 
     items = [c if isinstance(c, dict) else dict(c.__dict__) for c in comparisons]
     if not items:
-        raise ValueError("no comparisons to plot; compare at least one metric (grpo_kit.evaluate.compare).")
+        raise ValueError("no comparisons to plot; compare at least one metric (grpo_kit.evaluation.compare).")
     records = []
     if log_history is not None:
         records = [r for r in load_log_history(log_history) if r.get("reward") is not None and "step" in r]

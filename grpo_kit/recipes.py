@@ -159,7 +159,7 @@ class Recipe:
     quantization: None, "4bit" (QLoRA, bitsandbytes NF4) or "8bit". Needs CUDA.
     unsloth: settings only the Unsloth path reads.
     training: GRPOConfig fields (TRL names). ``output_dir`` is chosen by the caller, not here.
-    eval_prompts: held-out prompts evaluated before and after every run (``grpo_kit.evaluate``, greedy,
+    eval_prompts: held-out prompts evaluated before and after every run (``grpo_kit.evaluation``, greedy,
         paired bootstrap CI); 32 is the fewest that tells learning from noise on the CPU recipes. 0: off.
     tools: a tool set from ``grpo_kit.tool_sets.TOOL_SETS`` ("calculator") passed as ``GRPOTrainer(tools=...)``.
     tool_template: a ``grpo_kit.tool_sets.TOOL_TEMPLATES`` name ("chatml") installing a tool-calling chat
@@ -583,3 +583,72 @@ def get_recipe(name: str, *, small: bool = False, **overrides: Any) -> Recipe:
             RewardSpec(r) if isinstance(r, str) else r for r in recipe_changes["rewards"]
         )
     return dataclasses.replace(recipe, training=training, **recipe_changes).validate()
+
+
+def _variant(
+    base: str, *, name: str, summary: str, description: str, training: Mapping[str, Any], **fields: Any
+) -> Recipe:
+    """A named variant of a catalogue recipe: what a lesson runs, so it is listed, planned and tested like the
+    rest (``grpo-kit train --recipe NAME`` runs exactly the lesson's configuration). ``training`` updates the
+    base's training fields; the GRPOConfig names are checked where every recipe's are, when a run is planned
+    (importing the catalogue stays free of TRL)."""
+    recipe = RECIPES[base]
+    return dataclasses.replace(
+        recipe,
+        name=name,
+        summary=summary,
+        description=description,
+        training={**recipe.training, **training},
+        **fields,
+    )
+
+
+# What the lessons run besides the recipes above (lesson 4's two CPU runs, lesson 8's GPU model and CI size).
+_LESSON_VARIANTS = [
+    _variant(
+        "smoltldr-length-small",
+        name="smoltldr-course-cpu",
+        summary="course 12.5 as taught, CPU",
+        description=(
+            "Lesson 4, part 1: course 12.5's own setting on a 2-core CPU, pitfall included: plain-text posts "
+            "(no chat prompt, so the instruct model often stops at once) and a target of 50 characters. "
+            "Synthetic posts, 4 completions of <= 48 tokens, 4 prompts a step, lr 1.5e-3 so 6 steps move the "
+            "adapter. Measured in lesson 4 (32 held-out posts, greedy): |length - 50| falls, the answers "
+            "collapse to empty ones, and the report card says 'reward hack suspected'."
+        ),
+        dataset_kwargs={},
+        rewards=RECIPES["smoltldr-length"].rewards,
+        measures=RECIPES["smoltldr-length"].measures,
+        training={
+            "learning_rate": 1.5e-3,
+            "per_device_train_batch_size": 4,
+            "max_completion_length": 48,
+            "max_steps": 6,
+        },
+    ),
+    _variant(
+        "smoltldr-length-small",
+        name="smoltldr-length-quick",
+        summary="the main job in 8 steps",
+        description=(
+            "Lesson 4, part 2: smoltldr-length-small (a chat prompt, a target of 16 tokens) in 8 steps at lr "
+            "1e-3 instead of 32 at 3e-4, so it learns within a lesson on a 2-core CPU. Measured in lesson 4's "
+            "default run (32 held-out posts, greedy): |length - 16| 20.1 -> 5.3 tokens, 95 % CI of the change "
+            "[-20.8, -9.4]."
+        ),
+        training={"learning_rate": 1e-3, "max_steps": 8},
+    ),
+    _variant(
+        "calculator-tool-cpu",
+        name="calculator-tool-smoke",
+        summary="a tool call, CI size",
+        description=(
+            "calculator-tool-cpu at the size lesson 8 runs in CI (`-- --small`): 1 prompt x 4 completions of "
+            "<= 40 tokens a step on 16 training questions. Every part runs (tools, rollouts, evaluation with "
+            "the tools); a few steps cannot move the model, so expect a held-out change of about 0."
+        ),
+        dataset_size=16,
+        training={"per_device_train_batch_size": 4, "max_completion_length": 40, "max_steps": 2},
+    ),
+]
+RECIPES.update({recipe.name: recipe for recipe in _LESSON_VARIANTS})

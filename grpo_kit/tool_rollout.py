@@ -9,7 +9,7 @@ One rollout of a prompt, per turn (at most ``max_tool_calling_iterations`` tool 
 
 The completion handed to the reward functions is the list of messages after the prompt (assistant turns and
 tool turns), exactly the shape TRL passes them (``rewards.tools``). :func:`tool_generate` plugs the loop into
-``grpo_kit.evaluate.evaluate(..., generate_fn=...)``, so scoring, pass@k / mean@k and the paired bootstrap
+``grpo_kit.evaluation.evaluate(..., generate_fn=...)``, so scoring, pass@k / mean@k and the paired bootstrap
 ``compare`` are the ones every other evaluation uses.
 
 Differences from TRL's loop, on purpose: each turn is rendered from the messages with the chat template

@@ -44,25 +44,15 @@ def _(mo):
         # The course: 8 completions of ≤ 96 tokens per prompt, lr 2e-5, one epoch of smoltldr.
         recipe = get_recipe("smoltldr-length")
     else:
-        # CPU: the embedded SmolLM2-135M, synthetic TL;DR posts, 4 completions of ≤ 48 tokens. A few steps
-        # at a higher learning rate so the change is visible in a couple of minutes. The course's own reward
-        # and prompts (plain-text posts, 50 characters): this part follows course 12.5, pitfall included.
-        recipe = get_recipe(
-            "smoltldr-length",
-            small=True,
-            dataset_kwargs={},
-            rewards=get_recipe("smoltldr-length").rewards,
-            learning_rate=float(size.args.get("learning-rate") or 1.5e-3),
-            per_device_train_batch_size=4,
-            max_completion_length=48,
-        )
-    train_steps = size.steps(gpu=200, cpu=6)
-    # Part 2: the recipe `grpo-kit train` runs (a chat prompt, a target in tokens), sized to learn in 8 steps on
-    # a CPU: measured in this lesson's default run, |length - 16| 20.1 -> 5.3 tokens on 32 held-out posts,
-    # 95 % CI of the change [-20.8, -9.4]; the whole lesson took 328 s on 2 cores.
-    token_recipe = get_recipe(
-        "smoltldr-length-small", **({} if size.gpu else {"learning_rate": 1e-3, "max_steps": 8})
-    )
+        # CPU: the course's own reward and prompts (plain-text posts, 50 characters), pitfall included, on the
+        # embedded SmolLM2-135M and synthetic posts, sized to move in 6 steps (`grpo-kit recipes smoltldr-course-cpu`).
+        _lr = size.args.get("learning-rate")
+        recipe = get_recipe("smoltldr-course-cpu", **({"learning_rate": float(_lr)} if _lr else {}))
+    train_steps = size.steps(gpu=200, cpu=recipe.training["max_steps"])
+    # Part 2: the recipe `grpo-kit train` runs (a chat prompt, a target in tokens); on a CPU its 8-step variant,
+    # measured in this lesson's default run: |length - 16| 20.1 -> 5.3 tokens on 32 held-out posts, 95 % CI of
+    # the change [-20.8, -9.4]; the whole lesson took 328 s on 2 cores.
+    token_recipe = get_recipe("smoltldr-length-small" if size.gpu else "smoltldr-length-quick")
     token_eval_prompts = size.pick(gpu=32, cpu=32, small=16)
     output_root = size.output_dir("lesson4")
     mo.callout(
@@ -155,8 +145,8 @@ def _(mo):
 
 @app.cell
 def _(measure_button, mo, recipe, should_run, train_dataset):
+    from grpo_kit.evaluation.preflight import check_recipe
     from grpo_kit.models import load_model
-    from grpo_kit.preflight import check_recipe
 
     mo.stop(not should_run(measure_button), mo.md("Press the button to measure the base model."))
     base_model, base_tokenizer = load_model(recipe.model)
@@ -174,7 +164,7 @@ def _(base_model, base_tokenizer, evaluate_held_out, held_out, mo, preflight_rep
     with mo.status.spinner(
         title="Evaluating the base model", subtitle=f"{len(held_out)} held-out posts, greedy"
     ):
-        # Greedy answers scored per prompt (grpo_kit.evaluate): the decoding is the same before and after,
+        # Greedy answers scored per prompt (grpo_kit.evaluation): the decoding is the same before and after,
         # so only the weights differ.
         before_report = evaluate_held_out(
             recipe, base_model, base_tokenizer, recipe.build_reward_funcs(base_tokenizer), held_out
@@ -184,8 +174,8 @@ def _(base_model, base_tokenizer, evaluate_held_out, held_out, mo, preflight_rep
 
 @app.cell
 def _(before_report, mo, preflight_report, run_button, train_steps):
+    from grpo_kit.evaluation import headline_metric
     from grpo_kit.lesson_helpers import preflight_verdict
-    from grpo_kit.report_card import headline_metric
 
     train_button = run_button(
         f"Train {train_steps} steps with TRL" + ("" if preflight_report.go else " (pre-flight: no-go)")
@@ -261,7 +251,7 @@ def _(mo, run):
 
 @app.cell
 def _(before_report, evaluate_held_out, held_out, recipe, run, tokenizer):
-    from grpo_kit.reward_hacking import judge_headline
+    from grpo_kit.evaluation.reward_hacking import judge_headline
 
     after_report = evaluate_held_out(
         recipe, run.trainer.model, tokenizer, recipe.build_reward_funcs(tokenizer), held_out
@@ -311,7 +301,7 @@ def _(after_report, before_report, change_line, comparison, hack_signs, mo, side
             mo.md(
                 f"## 4 · Before and after (greedy, {comparison.n} held-out posts)\n\n"
                 f"`{comparison.metric}` (distance from the 50-character target): {change_line(comparison)}. "
-                "The interval comes from resampling the prompts (paired bootstrap, `grpo_kit.evaluate.compare`): "
+                "The interval comes from resampling the prompts (paired bootstrap, `grpo_kit.evaluation.compare`): "
                 "when it excludes 0, the change is not noise of a few lucky prompts.\n\n"
                 + (
                     f"**The report card calls this a reward hack: {'; '.join(hack_signs)}.** The course's "
@@ -321,7 +311,7 @@ def _(after_report, before_report, change_line, comparison, hack_signs, mo, side
                     "was learned. Section 5 trains the recipe `grpo-kit train` uses instead.\n\n"
                     if hack_signs
                     else "The answers did not collapse (no empty, shrunken or identical answers; "
-                    "`grpo_kit.reward_hacking`): read them below.\n\n"
+                    "`grpo_kit.evaluation.reward_hacking`): read them below.\n\n"
                 )
                 + "Four of the answers (distance from the target):"
             ),
@@ -482,7 +472,7 @@ def _(output_root, token_tokenizer, trained_model):
 
 @app.cell
 def _(load_model, merged_report, mo, token_recipe):
-    from grpo_kit.samples import generate_answers
+    from grpo_kit.evaluation.samples import generate_answers
 
     reloaded_model, reloaded_tokenizer = load_model(str(merged_report.path))
     _cat = (

@@ -207,9 +207,9 @@ def _(eval_size, mo):
 @app.cell
 def _(evaluate, held_out, measure_button, mo, recipe, should_run, train_dataset, use_unsloth):
     from grpo_kit import unsloth_path
+    from grpo_kit.evaluation.preflight import check_recipe
+    from grpo_kit.evaluation.samples import generate_answers
     from grpo_kit.models import load_model
-    from grpo_kit.preflight import check_recipe
-    from grpo_kit.samples import generate_answers
 
     mo.stop(not should_run(measure_button), mo.md("Press the button to measure the base model."))
     if use_unsloth:
@@ -404,7 +404,7 @@ def _(after_answers, after_scores, before_answers, before_scores, held_out, mo):
 
 @app.cell
 def _(after_answers, before_answers, mo):
-    from grpo_kit.evaluate import bootstrap_mean_ci
+    from grpo_kit.evaluation import bootstrap_mean_ci
     from rewards import strict_format_reward
 
     def _strict(answers: list[str]) -> list[float]:

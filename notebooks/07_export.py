@@ -287,7 +287,7 @@ def _(PeftModel, adapter_report, export_recipe, gguf_reports, load_model, merged
 
 @app.cell
 def _(question_box, reloaded):
-    from grpo_kit.samples import generate_answers
+    from grpo_kit.evaluation.samples import generate_answers
 
     chat_answers = {
         name: generate_answers(m, t, [[{"role": "user", "content": question_box.value}]], max_new_tokens=32)[

@@ -73,13 +73,11 @@ def _(mo):
         recipe = get_recipe("calculator-tool-cpu", model="Qwen/Qwen2.5-0.5B-Instruct", tool_template=None)
     elif size.small:
         # The project's CI (or -- --small): 1 prompt × 4 short completions per step, 6 held-out questions.
-        recipe = get_recipe(
-            "calculator-tool-cpu", per_device_train_batch_size=4, max_completion_length=40, dataset_size=16
-        )
+        recipe = get_recipe("calculator-tool-smoke")
     else:
         # The recipe as the README measures it: 8 steps of 2 prompts × 4 completions.
         recipe = get_recipe("calculator-tool-cpu")
-    train_steps = size.steps(gpu=30, cpu=recipe.training["max_steps"], small=2)
+    train_steps = size.steps(gpu=30, cpu=recipe.training["max_steps"], small=recipe.training["max_steps"])
     num_eval, eval_k = size.pick(gpu=(32, 4), cpu=(32, 2), small=(6, 2))
     output_root = size.output_dir("lesson8")
     mo.callout(
@@ -160,7 +158,7 @@ def _(mo, num_eval):
 
 @app.cell
 def _(base_model, measure_button, mo, recipe, should_run, tokenizer, train_dataset, wrapped_text):
-    from grpo_kit.preflight import check_recipe
+    from grpo_kit.evaluation.preflight import check_recipe
 
     mo.stop(not should_run(measure_button), mo.md("Press the button to measure the base model."))
     _g = recipe.training["num_generations"]
@@ -325,7 +323,7 @@ def _(evaluate_tools, run):
 
 @app.cell
 def _(after_report, before_report, mo, wrapped_text):
-    from grpo_kit.evaluate import compare
+    from grpo_kit.evaluation import compare
 
     _k = after_report.settings["k"]
     _metrics = {
@@ -342,7 +340,7 @@ def _(after_report, before_report, mo, wrapped_text):
         [
             mo.md(
                 f"## 5 · Held-out questions, before and after\n\n{after_report.num_prompts} questions the run never saw; "
-                "paired bootstrap 95 % CI of the change (`grpo_kit.evaluate.compare`).\n\n"
+                "paired bootstrap 95 % CI of the change (`grpo_kit.evaluation.compare`).\n\n"
                 "| metric | before | after | change [95 % CI] |\n|:---|:---|:---|:---|\n"
                 + _rows
                 + "\n\nOne rollout after training:"

@@ -46,8 +46,8 @@ def _eval(args, console) -> int:
 
 def _evaluate(args, console, trained, recipe) -> int:
     """The trained model and the model before training on the recipe's held-out rows, into a report card."""
+    from grpo_kit.evaluation.report_card import write_report_card
     from grpo_kit.models import load_model
-    from grpo_kit.report_card import write_report_card
     from grpo_kit.runs import evaluate_held_out, evaluation_summary, held_out_rows
     from grpo_kit.sampling import check_fits_context
 
@@ -215,7 +215,7 @@ def cmd_generate(args, console) -> int:
 
 
 def _generate(args, console) -> int:
-    from grpo_kit import samples as samples_mod
+    from grpo_kit.evaluation import samples as samples_mod
     from grpo_kit.runs import held_out_rows
 
     source = Path(args.source)

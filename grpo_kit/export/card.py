@@ -177,7 +177,7 @@ def held_out_table(evaluation: Mapping[str, Any] | None) -> list[str]:
     """The report card's comparisons as markdown lines: metric, before, after, change, CI, verdict."""
     if not evaluation or not evaluation.get("comparisons"):
         return ["No held-out evaluation was recorded for this model (the run folder has no `eval.json`)."]
-    from grpo_kit.report_card import HEADLINE
+    from grpo_kit.evaluation.report_card import HEADLINE
 
     comparisons = evaluation["comparisons"]
     order = [

@@ -45,7 +45,6 @@ __all__ = [
 ]
 
 
-
 @dataclass
 class RunOutcome:
     """What :func:`execute` produced."""
@@ -66,7 +65,7 @@ class RunOutcome:
 def evaluation_summary(before: Any, after: Any, files: Mapping[str, Path] | None = None) -> dict[str, Any]:
     """What run.json keeps of an evaluation: the headline comparison (metric, means, CI, verdict; "reward hack
     suspected" with its signs when the answers collapsed, as in the report card)."""
-    from grpo_kit.reward_hacking import judge_headline
+    from grpo_kit.evaluation.reward_hacking import judge_headline
 
     c, signs = judge_headline(before, after)
     return {
@@ -96,7 +95,7 @@ class PreflightNoGo(RuntimeError):
 def validate_run_inputs(plan: RunPlan) -> None:
     """The checks that need no model: the dataset has a ``prompt`` column and no reward function raises
     on a probe completion (``RewardFunctionError`` names the function and row)."""
-    from grpo_kit.preflight import validate_inputs
+    from grpo_kit.evaluation.preflight import validate_inputs
 
     validate_inputs(plan.recipe.load_dataset(), plan.recipe.build_reward_funcs(None))
 
@@ -104,9 +103,9 @@ def validate_run_inputs(plan: RunPlan) -> None:
 def preflight_check(
     plan: RunPlan, model: Any, tokenizer: Any, dataset: Any, reward_funcs: list, *, num_prompts: int = 8
 ):
-    """``grpo_kit.preflight.check_recipe`` for the run's recipe (what step 1 will sample; a recipe's tools rolled
+    """``grpo_kit.evaluation.preflight.check_recipe`` for the run's recipe (what step 1 will sample; a recipe's tools rolled
     out with them)."""
-    from grpo_kit.preflight import check_recipe
+    from grpo_kit.evaluation.preflight import check_recipe
 
     return check_recipe(
         plan.recipe, model, tokenizer, dataset, num_prompts=num_prompts, reward_funcs=reward_funcs
@@ -164,7 +163,7 @@ def train_on_path(plan: RunPlan, model: Any, tokenizer: Any, dataset: Any, rewar
 def _greedy_answers(report: Any, model: Any, tokenizer: Any, prompts: list, recipe: Recipe) -> list[Any]:
     """The greedy answers to ``prompts``: the evaluation's when there is one (generate once), else the one
     decoder's (``samples.answer_completions``, the recipe's budget and chat template arguments)."""
-    from grpo_kit import samples as samples_mod
+    from grpo_kit.evaluation import samples as samples_mod
 
     if report is not None:
         return [text.strip() for text in report.completions[: len(prompts)]]
@@ -176,6 +175,24 @@ def _greedy_answers(report: Any, model: Any, tokenizer: Any, prompts: list, reci
         max_new_tokens=int(t.get("max_completion_length", 64)),
         chat_template_kwargs=t.get("chat_template_kwargs"),
     )
+
+
+def _held_out_answers(
+    when: str,
+    recipe: Recipe,
+    model: Any,
+    tokenizer: Any,
+    reward_funcs: list,
+    rows: list,
+    prompts: list,
+    status,
+) -> tuple[Any, list[Any]]:
+    """The held-out evaluation on ``rows`` (None when there are none) and the greedy answers to the samples'
+    ``prompts``, ``when`` ("before" | "after") training, behind a status line saying so."""
+    n = len(rows)
+    with status(f"evaluating {n} held-out prompts {when} training…" if n else f"answers {when} training…"):
+        report = evaluate_held_out(recipe, model, tokenizer, reward_funcs, rows) if n else None
+        return report, _greedy_answers(report, model, tokenizer, prompts, recipe)
 
 
 def _reward_or_none(value: float) -> float | None:
@@ -223,7 +240,7 @@ def execute(
     manager shown while a phase runs (the CLI passes ``console.status``). An interrupted run returns
     right after training (``outcome.result.interrupted``), without samples, exports or run.json.
     ``plan.phase`` says what was running when it stopped."""
-    from grpo_kit import samples as samples_mod
+    from grpo_kit.evaluation import samples as samples_mod
 
     recipe = plan.recipe
     if plan.loop == "unsloth":
@@ -254,13 +271,9 @@ def execute(
     prepare_run_dir(plan)  # only now: a model, data or pre-flight failure leaves no folder behind
     plan.phase = "evaluation before training"
     eval_started = time.perf_counter()
-    with status(
-        f"evaluating {n_eval} held-out prompts before training…" if n_eval else "answers before training…"
-    ):
-        eval_before = (
-            evaluate_held_out(recipe, model, tokenizer, reward_funcs, rows[:n_eval]) if n_eval else None
-        )
-        before = _greedy_answers(eval_before, model, tokenizer, prompts, recipe)
+    eval_before, before = _held_out_answers(
+        "before", recipe, model, tokenizer, reward_funcs, rows[:n_eval], prompts, status
+    )
     eval_seconds = time.perf_counter() - eval_started
 
     plan.phase = "training"
@@ -275,16 +288,12 @@ def execute(
 
     reports = []
     eval_started = time.perf_counter()
-    with status(
-        f"evaluating {n_eval} held-out prompts after training…" if n_eval else "answers after training…"
-    ):
-        eval_after = (
-            evaluate_held_out(recipe, model, tokenizer, reward_funcs, rows[:n_eval]) if n_eval else None
-        )
-        after = _greedy_answers(eval_after, model, tokenizer, prompts, recipe)
+    eval_after, after = _held_out_answers(
+        "after", recipe, model, tokenizer, reward_funcs, rows[:n_eval], prompts, status
+    )
     built_in_evaluation = None
     if eval_after is not None:
-        from grpo_kit.report_card import write_report_card
+        from grpo_kit.evaluation.report_card import write_report_card
 
         files = write_report_card(
             plan.output_dir,

@@ -145,12 +145,12 @@ def evaluate_held_out(
     k: int = 1,
     seed: int = 0,
 ):
-    """``grpo_kit.evaluate.evaluate`` on ``rows`` with the recipe's decoding (``Decoding.from_training``:
+    """``grpo_kit.evaluation.evaluate`` on ``rows`` with the recipe's decoding (``Decoding.from_training``:
     completion budget, sampling filters for the ``k`` samples, chat template arguments) and reward
     weights; greedy, so before and after differ only because the weights did. A recipe with ``tools`` is
     evaluated with them: multi-turn rollouts (``tool_rollout.tool_generate``) with the recipe's
     ``max_tool_calling_iterations``, on the recipe's tool template. ``seed``: where the k samples start."""
-    from grpo_kit.evaluate import evaluate
+    from grpo_kit.evaluation import evaluate
     from grpo_kit.generation import Decoding
     from grpo_kit.tool_rollout import recipe_generate
 

@@ -108,7 +108,7 @@ def test_printed_rows_are_text_not_markup_or_terminal_codes():
 
 
 def test_evaluate_keeps_the_log_extra_columns_of_the_greedy_answers():
-    from grpo_kit.evaluate import GeneratedCompletion, evaluate
+    from grpo_kit.evaluation import GeneratedCompletion, evaluate
 
     rows = math_rows(3)
 
@@ -125,8 +125,8 @@ def test_evaluate_keeps_the_log_extra_columns_of_the_greedy_answers():
 
 
 def test_report_md_shows_rows_of_the_first_and_last_step(tmp_path):
-    from grpo_kit.evaluate import EvalReport
-    from grpo_kit.report_card import write_report_card
+    from grpo_kit.evaluation import EvalReport
+    from grpo_kit.evaluation.report_card import write_report_card
 
     for step in (1, 5, 9):
         table = CompletionsTable()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from grpo_kit.evaluation.preflight import Finding, PreflightReport
 from grpo_kit.lesson_helpers import LessonSize, lesson_size, preflight_verdict, source_code, wrapped_text
-from grpo_kit.preflight import Finding, PreflightReport
 from rewards import course_original
 
 

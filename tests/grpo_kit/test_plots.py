@@ -8,9 +8,9 @@ import math
 
 import pytest
 
-from grpo_kit.evaluate import EvalReport, compare
+from grpo_kit.evaluation import EvalReport, compare
+from grpo_kit.evaluation.report_card import side_cis, write_report_card
 from grpo_kit.plots import _draw_reward_curve, metric_label, plot_report_card, reward_upper_bound
-from grpo_kit.report_card import side_cis, write_report_card
 
 matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 import rewards
-from grpo_kit.evaluate import GeneratedCompletion
+from grpo_kit.evaluation import GeneratedCompletion
+from grpo_kit.evaluation.preflight import check, validate_inputs
 from grpo_kit.generation import Decoding
 from grpo_kit.models import tiny_model
-from grpo_kit.preflight import check, validate_inputs
 
 GOOD = "<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>\n"
 WRONG = "<reasoning>\n3 + 4 = 8\n</reasoning>\n<answer>\n8\n</answer>\n"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import rewards
-from grpo_kit.evaluate import evaluate
-from grpo_kit.report_card import write_report_card
-from grpo_kit.reward_hacking import SUSPECTED, collapse_signs, judge_headline
+from grpo_kit.evaluation import evaluate
+from grpo_kit.evaluation.report_card import write_report_card
+from grpo_kit.evaluation.reward_hacking import SUSPECTED, collapse_signs, judge_headline
 from tests.grpo_kit.test_evaluate import GOOD, GSM8K_FUNCS, PLAIN, _dataset, canned
 
 POSTS = [f"A long comment about post number {i}, " + "with many more words in it " * 6 for i in range(8)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from grpo_kit.samples import before_after, mean_reward, score_answers
+from grpo_kit.evaluation.samples import before_after, mean_reward, score_answers
 
 
 def only_long(completions, **kwargs):
@@ -52,7 +52,7 @@ def test_no_held_out_prompts_scores_nothing_even_with_a_column_reading_reward():
 
 
 def test_samples_md_shows_the_question_of_a_long_chat_prompt(tmp_path):
-    from grpo_kit.samples import Sample, write_samples
+    from grpo_kit.evaluation.samples import Sample, write_samples
 
     example = [{"role": "user", "content": "worked example " * 40}, {"role": "assistant", "content": "ok"}]
     prompts = [[*example, {"role": "user", "content": f"question number {i}?"}] for i in range(2)]

@@ -74,7 +74,7 @@ def test_generate_prints_prompts_and_answers_as_text(adapter_folder, capsys):
 
 
 def test_files_keep_the_original_text(tmp_path):
-    from grpo_kit.samples import Sample, write_samples
+    from grpo_kit.evaluation.samples import Sample, write_samples
 
     write_samples([Sample(HOSTILE, "a", "b", None, None)], tmp_path, title="t")
     assert (

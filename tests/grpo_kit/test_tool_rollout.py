@@ -1,12 +1,12 @@
 """The evaluation tool loop: TRL's parser on real token ids, tool results like TRL's, multi-turn completions
-scored by grpo_kit.evaluate and compared with the paired bootstrap."""
+scored by grpo_kit.evaluation and compared with the paired bootstrap."""
 
 from __future__ import annotations
 
 import pytest
 
 from datasets_prep.tool_tasks import CALCULATOR_TOOLS, load_tool_task_split
-from grpo_kit.evaluate import compare, evaluate
+from grpo_kit.evaluation import compare, evaluate
 from grpo_kit.generation import Decoding, GeneratedCompletion
 from grpo_kit.models import tiny_model
 from grpo_kit.models.embedded import smollm2_tokenizer
@@ -156,7 +156,7 @@ def test_zero_tool_iterations_is_refused(tok, rows):
 
 
 def test_preflight_scores_multi_turn_rollouts_and_sees_the_zero_variance_groups(rows):
-    from grpo_kit import preflight
+    from grpo_kit.evaluation import preflight
 
     def rollout(answer):
         messages = [

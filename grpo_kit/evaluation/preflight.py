@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from grpo_kit.evaluate import reward_info
+from grpo_kit.evaluation.eval_report import reward_info
 from grpo_kit.generation import Decoding, GeneratedCompletion, Sampler, generate, prompt_texts
 from grpo_kit.settings import GRPO_DEFAULTS, check_num_generations
 

@@ -37,7 +37,7 @@ def test_a_completion_budget_beyond_the_context_is_refused_before_generating(tmp
 
 
 def test_a_huge_prompt_is_prompt_longer_than_the_context_not_an_allocation():
-    from grpo_kit.samples import generate_answers
+    from grpo_kit.evaluation.samples import generate_answers
 
     model, tokenizer = tiny_model(seed=0)
     with pytest.raises(ValueError, match="prompt longer than the context"):

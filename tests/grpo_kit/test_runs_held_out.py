@@ -92,7 +92,7 @@ def test_fewer_rows_than_asked_is_said_and_fewer_are_used():
 
 
 def test_a_recipe_with_tools_is_evaluated_with_its_tools():
-    from grpo_kit.evaluate import evaluate
+    from grpo_kit.evaluation import evaluate
     from grpo_kit.generation import Decoding
     from grpo_kit.models import tiny_model
     from grpo_kit.tool_rollout import tool_generate

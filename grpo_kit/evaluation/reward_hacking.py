@@ -79,11 +79,10 @@ def flag_reward_hacking(
 
 
 def judge_headline(before: Any, after: Any) -> tuple[Any, list[str]]:
-    """The headline metric's paired comparison of two ``EvalReport``\\ s (grpo_kit.evaluate.compare, the metric
-    ``report_card.headline_metric`` leads with), its verdict read against the answers, and the collapse signs:
+    """The headline metric's paired comparison of two ``EvalReport``\\ s (grpo_kit.evaluation.compare, the metric
+    ``comparison.headline_metric`` leads with), its verdict read against the answers, and the collapse signs:
     what a run's summary and a lesson's before/after state."""
-    from grpo_kit.evaluate import compare
-    from grpo_kit.report_card import headline_metric
+    from grpo_kit.evaluation.comparison import compare, headline_metric
 
     metric = headline_metric(before.per_prompt)
     flagged, signs = flag_reward_hacking({metric: compare(before, after, metric=metric)}, before, after)

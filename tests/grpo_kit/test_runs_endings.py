@@ -261,10 +261,10 @@ def test_run_folder_files_honour_the_umask(tmp_path, umask_022):
     import torch
 
     from grpo_kit.checkpoint import capture_rng_state, save_checkpoint
+    from grpo_kit.evaluation.report_card import _temp_in
     from grpo_kit.export import save_adapter
     from grpo_kit.models import tiny_model
     from grpo_kit.paths import write_atomic
-    from grpo_kit.report_card import _temp_in
 
     assert _mode(write_atomic(tmp_path / "run.json", "{}")) == 0o644
     assert _mode(_temp_in(tmp_path, "report_card.png")) == 0o644

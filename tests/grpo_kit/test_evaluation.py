@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import rewards
-from grpo_kit.evaluate import (
+from grpo_kit.evaluation import (
     EvalReport,
     GeneratedCompletion,
     compare,
@@ -23,8 +23,8 @@ from grpo_kit.evaluate import (
     evaluate,
     reward_info,
 )
+from grpo_kit.evaluation.report_card import write_report_card
 from grpo_kit.models import tiny_model
-from grpo_kit.report_card import write_report_card
 
 GOOD = "<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>\n"
 WRONG = "<reasoning>\n3 + 4 = 8\n</reasoning>\n<answer>\n8\n</answer>\n"

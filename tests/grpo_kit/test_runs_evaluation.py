@@ -171,7 +171,7 @@ def test_bad_evaluation_options_fail_before_the_model_loads(argv, fix, monkeypat
 
 def test_validate_inputs_accepts_a_token_length_reward_without_a_tokenizer():
     # Trainers always pass completion_ids; the probe must too, or every token-counting reward "raises".
-    from grpo_kit.preflight import validate_inputs
+    from grpo_kit.evaluation.preflight import validate_inputs
     from rewards import length_reward
 
     funcs = validate_inputs([{"prompt": "Summarize: a post."}], [length_reward(16, unit="tokens")])
@@ -179,7 +179,7 @@ def test_validate_inputs_accepts_a_token_length_reward_without_a_tokenizer():
 
 
 def test_headline_metric_follows_what_the_recipe_teaches():
-    from grpo_kit.report_card import headline_metric
+    from grpo_kit.evaluation import headline_metric
 
     assert (
         headline_metric({"reward": 1, "length_error/length_reward": 1, "format": 1})

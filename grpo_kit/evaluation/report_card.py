@@ -16,16 +16,17 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from grpo_kit.evaluate import Comparison, EvalReport, bootstrap_mean_ci, compare_all
+from grpo_kit.evaluation.comparison import Comparison, bootstrap_mean_ci, compare_all
+from grpo_kit.evaluation.eval_report import EvalReport
+from grpo_kit.evaluation.reward_hacking import flag_reward_hacking
 from grpo_kit.markdown_text import table_cell
-from grpo_kit.reward_hacking import flag_reward_hacking
 
-__all__ = ["headline_metric", "headline_metrics", "render_report_md", "side_cis", "write_report_card"]
+__all__ = ["headline_metrics", "render_report_md", "side_cis", "write_report_card"]
 
 # Metrics a learner looks at first, in this order; prefixes match per-function metrics.
 HEADLINE = (
@@ -39,20 +40,6 @@ HEADLINE = (
     "length",
     "clipped",
 )
-
-
-# The one metric a run's summary states, by what the recipe teaches: a length target, the strict format,
-# correctness, any format, else the total reward.
-HEADLINE_ORDER = ("length_error/", "at_max/strict_format_reward", "accuracy", "format", "reward")
-
-
-def headline_metric(metrics: Mapping[str, Any]) -> str:
-    """The metric a summary leads with, chosen from the names in ``metrics`` by :data:`HEADLINE_ORDER`."""
-    for key in HEADLINE_ORDER:
-        for name in metrics:
-            if name.startswith(key) if key.endswith("/") else name == key:
-                return name
-    return "reward"
 
 
 def headline_metrics(comparisons: dict[str, Comparison], limit: int = 8) -> list[str]:
@@ -136,7 +123,7 @@ def render_report_md(
     if hack_signs:
         warning = (
             f"**Reward hack suspected.** The reward improved while the answers collapsed: {'; '.join(hack_signs)}. "
-            'Read the answers below before believing an "improved" (grpo_kit.reward_hacking: what each sign means).'
+            'Read the answers below before believing an "improved" (grpo_kit.evaluation.reward_hacking: what each sign means).'
         )
         lines += ["", warning]
     if measures:
@@ -200,7 +187,7 @@ def write_report_card(
             k: {**asdict(c), "relative_change": _json_float(c.relative_change)}
             for k, c in comparisons.items()
         },
-        "reward_hack_signs": hack_signs,  # grpo_kit.reward_hacking: [] when the answers did not collapse
+        "reward_hack_signs": hack_signs,  # grpo_kit.evaluation.reward_hacking: [] when the answers did not collapse
     }
     contents = {
         "eval.json": json.dumps(payload, indent=2, ensure_ascii=False),

@@ -1,4 +1,4 @@
-"""grpo_kit.run: a run is planned (every check) before a model loads, and the same recipe gives the same run."""
+"""grpo_kit.runs.plan: a run is planned (every check) before a model loads, and the same recipe gives the same run."""
 
 from __future__ import annotations
 
