@@ -15,7 +15,7 @@
 Every tokenizer comes back with ``padding_side="left"``, a pad token and a chat template.
 
 Modules: ``loading`` (resolution, checks, ``load_model``), ``embedded`` (the default model),
-``gguf`` (conversion), ``cache`` (the cache directory, locked atomic writes), ``tokenizer``,
+``lora`` (check_lora, add_lora), ``gguf`` (conversion), ``cache`` (the cache directory, locked atomic writes), ``tokenizer``,
 ``tiny``.
 """
 
@@ -31,14 +31,8 @@ from grpo_kit.models.embedded import (
     smollm2_tokenizer,
 )
 from grpo_kit.models.gguf import gguf_to_hf_dir, gguf_tokenizer_dir, strip_gguf_quantizer
-from grpo_kit.models.loading import (
-    TINY_MODEL,
-    add_lora,
-    check_lora,
-    check_model_source,
-    load_model,
-    resolve_model,
-)
+from grpo_kit.models.loading import TINY_MODEL, check_model_source, load_model, resolve_model
+from grpo_kit.models.lora import add_lora, check_lora
 from grpo_kit.models.tiny import tiny_model
 from grpo_kit.models.tokenizer import CHATML_TEMPLATE, prepare_tokenizer
 

@@ -15,7 +15,6 @@ Resolution, in this order:
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import os
 import re
@@ -26,6 +25,8 @@ from datasets_prep.hub import hub_available
 from grpo_kit.models.cache import cached_hub_snapshot
 from grpo_kit.models.embedded import ALIASES, DEFAULT_MODEL, EMBEDDED_HUB_ID, embedded_model_dir
 from grpo_kit.models.gguf import gguf_to_hf_dir
+from grpo_kit.models.lora import add_lora, check_lora
+from grpo_kit.models.tiny import tiny_model
 from grpo_kit.models.tokenizer import fix_token_ids, prepare_tokenizer
 
 #: The random test model's name, wherever a model is named (recipes, ``--set model=tiny``, run.json).
@@ -58,37 +59,6 @@ def _check_dtype(dtype):
     if isinstance(dtype, str) and dtype.lower() in names:
         return names[dtype.lower()]
     raise ValueError(f"dtype={dtype!r} is not understood; use a torch.dtype or one of {sorted(names)}.")
-
-
-def check_lora(lora):
-    """None, a peft ``LoraConfig``, or a small dict of LoraConfig fields -> LoraConfig | None."""
-    if lora is None:
-        return None
-    from peft import LoraConfig, PeftConfig
-
-    if isinstance(lora, PeftConfig):
-        return lora
-    if not isinstance(lora, dict):
-        raise TypeError(
-            f"lora must be None, a peft.LoraConfig or a dict of LoraConfig fields such as "
-            f'{{"r": 16, "target_modules": "all-linear"}}; got {type(lora).__name__}.'
-        )
-    fields = {f.name for f in dataclasses.fields(LoraConfig)}
-    unknown = sorted(set(lora) - fields)
-    if unknown:
-        raise TypeError(
-            f"Unknown LoRA option(s) {unknown}; LoraConfig accepts e.g. r, lora_alpha, lora_dropout, "
-            f"target_modules, bias, task_type (see peft.LoraConfig)."
-        )
-    options = {
-        "r": 16,
-        "lora_alpha": 32,
-        "lora_dropout": 0.05,
-        "target_modules": "all-linear",
-        "task_type": "CAUSAL_LM",
-    }
-    options.update(lora)
-    return LoraConfig(**options)
 
 
 def _check_quantization(quantization):
@@ -124,27 +94,6 @@ def _check_quantization(quantization):
         bnb_4bit_use_double_quant=True,
         bnb_4bit_compute_dtype=compute,
     )
-
-
-def add_lora(model, lora_config, *, seed: int | None = None):
-    """``get_peft_model(model, lora_config)`` with the adapter's random init drawn from ``seed``.
-
-    peft initialises ``lora_A`` from torch's global generator (Kaiming-uniform), so without a seed two runs
-    with the same training seed start from different adapters and differ from step 1. With ``seed`` the
-    init runs on a forked generator seeded with it: the same seed gives bit-identical adapters, and the
-    caller's random streams are left as they were. ``seed=None`` draws from the global generator.
-    """
-    import torch
-    from peft import get_peft_model
-
-    if seed is None:
-        return get_peft_model(model, lora_config)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int or None; got {seed!r}.")
-    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
-    with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(seed)
-        return get_peft_model(model, lora_config)
 
 
 # --------------------------------------------------------------------------- resolution
@@ -300,8 +249,6 @@ def load_model(
     torch_dtype = _check_dtype(dtype)
     lora_config = check_lora(lora)
     if check_model_source(name_or_path) == "tiny":
-        from grpo_kit.models.tiny import tiny_model
-
         model, tokenizer = tiny_model(seed=0)  # the same random weights wherever "tiny" is named
         return (model if lora_config is None else add_lora(model, lora_config, seed=seed)), tokenizer
     bnb_config = _check_quantization(quantization)

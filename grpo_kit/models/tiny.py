@@ -7,7 +7,7 @@ real model, while a forward/backward pass takes milliseconds and a GRPO step abo
 from __future__ import annotations
 
 from grpo_kit.models.embedded import smollm2_tokenizer
-from grpo_kit.models.loading import add_lora, check_lora
+from grpo_kit.models.lora import add_lora, check_lora
 
 
 def tiny_model(seed: int = 0, lora=None):

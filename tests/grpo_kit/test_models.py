@@ -558,3 +558,25 @@ def test_smollm2_tokenizer_takes_the_hub_where_the_wheel_is_missing(monkeypatch)
         embedded._smollm2_tokenizer_dir.cache_clear()
     assert downloads == [embedded.EMBEDDED_HUB_ID]
     assert tokenizer.chat_template and tokenizer.padding_side == "left"
+
+
+def test_tiny_is_a_model_name_like_any_other():
+    """``"tiny"`` loads the random test model through load_model (weights seed 0, LoRA seeded like any model), so no
+    caller keeps a branch of its own for it."""
+    import torch
+
+    from grpo_kit.models import TINY_MODEL, check_model_source, load_model, resolve_model, tiny_model
+
+    assert check_model_source(TINY_MODEL) == "tiny"
+    model, tokenizer = load_model(TINY_MODEL)
+    reference, _ = tiny_model(seed=0)
+    ids = torch.tensor([[1, 2, 3]])
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits, reference(ids).logits)
+    assert tokenizer.padding_side == "left" and tokenizer.pad_token_id is not None
+    first, _ = load_model(TINY_MODEL, lora={"r": 4}, seed=7)
+    second, _ = load_model(TINY_MODEL, lora={"r": 4}, seed=7)
+    a, b = (dict(m.named_parameters()) for m in (first, second))
+    assert all(torch.equal(a[name], b[name]) for name in a if "lora_A" in name)
+    with pytest.raises(ValueError, match="built in memory"):
+        resolve_model(TINY_MODEL)

@@ -1,0 +1,60 @@
+"""LoRA for any model this package loads: the adapter's settings checked (:func:`check_lora`), and the adapter
+added with its random init drawn from a seed (:func:`add_lora`)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+__all__ = ["add_lora", "check_lora"]
+
+
+def check_lora(lora):
+    """None, a peft ``LoraConfig``, or a small dict of LoraConfig fields -> LoraConfig | None."""
+    if lora is None:
+        return None
+    from peft import LoraConfig, PeftConfig
+
+    if isinstance(lora, PeftConfig):
+        return lora
+    if not isinstance(lora, dict):
+        raise TypeError(
+            f"lora must be None, a peft.LoraConfig or a dict of LoraConfig fields such as "
+            f'{{"r": 16, "target_modules": "all-linear"}}; got {type(lora).__name__}.'
+        )
+    fields = {f.name for f in dataclasses.fields(LoraConfig)}
+    unknown = sorted(set(lora) - fields)
+    if unknown:
+        raise TypeError(
+            f"Unknown LoRA option(s) {unknown}; LoraConfig accepts e.g. r, lora_alpha, lora_dropout, "
+            f"target_modules, bias, task_type (see peft.LoraConfig)."
+        )
+    options = {
+        "r": 16,
+        "lora_alpha": 32,
+        "lora_dropout": 0.05,
+        "target_modules": "all-linear",
+        "task_type": "CAUSAL_LM",
+    }
+    options.update(lora)
+    return LoraConfig(**options)
+
+
+def add_lora(model, lora_config, *, seed: int | None = None):
+    """``get_peft_model(model, lora_config)`` with the adapter's random init drawn from ``seed``.
+
+    peft initialises ``lora_A`` from torch's global generator (Kaiming-uniform), so without a seed two runs
+    with the same training seed start from different adapters and differ from step 1. With ``seed`` the
+    init runs on a forked generator seeded with it: the same seed gives bit-identical adapters, and the
+    caller's random streams are left as they were. ``seed=None`` draws from the global generator.
+    """
+    import torch
+    from peft import get_peft_model
+
+    if seed is None:
+        return get_peft_model(model, lora_config)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int or None; got {seed!r}.")
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        return get_peft_model(model, lora_config)
