@@ -16,13 +16,18 @@ The steps, with the real Unsloth API (unsloth 2026.10.9):
 3. TRL's ``GRPOConfig`` + ``GRPOTrainer``. Importing ``unsloth`` patches TRL's trainers (in this version
    ``PatchFastRL`` runs at import; older tutorials call it by hand); the patched trainer switches
    ``use_vllm`` on by itself when the model carries a vLLM engine.
-4. ``model.save_lora(dir)``; ``model.fast_generate(text, sampling_params=SamplingParams(...),
-   lora_request=model.load_lora(dir))`` — with and without the adapter, to compare.
+4. ``model.save_lora(dir)``; ``model.fast_generate(prompts, sampling_params=SamplingParams(...),
+   lora_request=model.load_lora(dir))`` — vLLM generation with the adapter (``lora_request=None``: without).
+   :func:`vllm_generate` is that call shaped as a ``generate_fn`` (``grpo_kit.generation.generate``'s
+   signature), so ``grpo_kit.evaluation.evaluate(..., generate_fn=vllm_generate(adapter_dir))`` decodes with
+   vLLM; :func:`compare_with_and_without_adapter` is two of its calls.
 
 Everything up to the GPU boundary is pure and tested on CPU: :func:`from_pretrained_kwargs`,
-:func:`get_peft_model_kwargs`, ``grpo_config_kwargs`` (``grpo_kit.trainer_builder``), :func:`sampling_params_kwargs` and
-:func:`check_settings`. Without CUDA, :func:`require_cuda` raises *before* ``unsloth`` is imported
-(importing it on a CPU machine fails deep inside Unsloth), pointing to ``--loop trl``.
+:func:`get_peft_model_kwargs`, ``grpo_config_kwargs`` (``grpo_kit.trainer_builder``),
+:func:`sampling_params_kwargs` (a ``Decoding`` as ``vllm.SamplingParams`` arguments) and
+:func:`check_settings`; :func:`vllm_generate` is tested on CPU against a stand-in for the vLLM engine
+(``vllm`` is imported only when it generates). Without CUDA, :func:`require_cuda` raises *before*
+``unsloth`` is imported (importing it on a CPU machine fails deep inside Unsloth), pointing to ``--loop trl``.
 
 Install (GPU, Linux): ``pip install torch==2.13.0 ".[unsloth]"`` — without ``-c constraints.txt``,
 whose numpy pin is for the CPU environment (see the comment on the ``unsloth`` extra in pyproject.toml).
@@ -32,10 +37,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from grpo_kit.generation import Decoding, GeneratedCompletion
 from grpo_kit.hardware import Precision, cuda_available
 from grpo_kit.recipes import Recipe, get_recipe
 from grpo_kit.result import RunResult
@@ -50,6 +56,7 @@ from grpo_kit.trainer_builder import (
 from grpo_kit.trainer_builder import build_trainer as build_grpo_trainer
 
 __all__ = [
+    "COURSE_SAMPLING",
     "backend",
     "build_trainer",
     "check_settings",
@@ -61,6 +68,7 @@ __all__ = [
     "require_cuda",
     "sampling_params_kwargs",
     "train",
+    "vllm_generate",
 ]
 
 CPU_FIX = (
@@ -108,22 +116,41 @@ def get_peft_model_kwargs(recipe: Recipe) -> dict[str, Any]:
     }
 
 
+#: The course's vLLM sampling for the adapter comparison (LLM course 12.6:
+#: ``SamplingParams(temperature=0.8, top_p=0.95, max_tokens=1024)``).
+COURSE_SAMPLING = Decoding(max_new_tokens=1024, temperature=0.8, top_p=0.95)
+
+
 def sampling_params_kwargs(
-    recipe: Recipe | None = None,
+    decoding: Decoding = COURSE_SAMPLING,
     *,
-    temperature: float = 0.8,
-    top_p: float = 0.95,
-    max_tokens: int | None = None,
+    num_generations: int = 1,
+    stop_token_ids: Sequence[int] | None = None,
 ) -> dict[str, Any]:
-    """Keyword arguments for ``vllm.SamplingParams`` (the course's 0.8 / 0.95; max_tokens defaults to the
-    recipe's max_completion_length, else 1024 as in the course)."""
-    if max_tokens is None:
-        max_tokens = (recipe.training.get("max_completion_length") if recipe is not None else None) or 1024
-    if not temperature >= 0 or not 0 < top_p <= 1 or max_tokens < 1:
+    """Keyword arguments for ``vllm.SamplingParams`` that decode as ``decoding`` says (``num_generations``
+    completions per prompt), the way ``grpo_kit.generation.generate`` reads it: greedy is vLLM's temperature 0
+    (one completion: greedy copies are identical, and older vLLM refuses n > 1 there) and keeps the repetition
+    penalty; a sampling filter that is off (top_k 0, min_p None) is left to vLLM's default, which is off too.
+    ``stop_token_ids``: the ids that end a completion besides the tokenizer's EOS."""
+    d = decoding
+    if not d.temperature >= 0 or not 0 < d.top_p <= 1 or d.max_new_tokens < 1 or num_generations < 1:
         raise ValueError(
-            f"temperature={temperature} must be >= 0, top_p={top_p} in (0, 1], max_tokens={max_tokens} >= 1."
+            f"temperature={d.temperature} must be >= 0, top_p={d.top_p} in (0, 1], "
+            f"max_new_tokens={d.max_new_tokens} >= 1 and num_generations={num_generations} >= 1."
         )
-    return {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
+    kwargs: dict[str, Any] = {"n": 1 if d.greedy else num_generations, "max_tokens": d.max_new_tokens}
+    if d.greedy:
+        kwargs.update(temperature=0.0, top_p=1.0)
+    else:
+        kwargs.update(temperature=d.temperature, top_p=d.top_p, seed=d.seed)
+        if d.top_k:
+            kwargs["top_k"] = d.top_k
+        if d.min_p is not None:
+            kwargs["min_p"] = d.min_p
+    kwargs["repetition_penalty"] = d.repetition_penalty
+    if stop_token_ids:
+        kwargs["stop_token_ids"] = list(stop_token_ids)
+    return kwargs
 
 
 def check_settings(recipe: Recipe, training: dict[str, Any]) -> None:
@@ -267,6 +294,71 @@ def train(
     return result
 
 
+def _require_vllm_engine(model: Any) -> None:
+    if not (hasattr(model, "fast_generate") and hasattr(model, "vllm_engine")):
+        raise ValueError(
+            "model has no vLLM engine (fast_generate): load it with fast_inference=True through load_model()."
+        )
+
+
+def vllm_generate(
+    lora_dir: str | os.PathLike | None = None,
+) -> Callable[[Any, Any, Sequence[Any], int, Decoding], list[list[GeneratedCompletion]]]:
+    """Generation with the model's vLLM engine, as a ``generate_fn``: the signature of
+    ``grpo_kit.generation.generate`` ``(model, tokenizer, prompts, num_generations, decoding)``, so
+    ``grpo_kit.evaluation.evaluate(..., generate_fn=vllm_generate(adapter_dir))`` evaluates with vLLM.
+
+    Each call is one ``model.fast_generate(prompts, sampling_params=SamplingParams(**sampling_params_kwargs(
+    decoding, ...)), lora_request=...)`` (Unsloth's ``fast_generate`` is vLLM's ``LLM.generate``), with the
+    adapter saved in ``lora_dir`` (``model.load_lora``) or, with ``lora_dir=None``, the base weights: vLLM
+    holds the base model, and an adapter reaches it only through a ``lora_request``. Prompts are rendered as
+    the trainers render them (``generation.prompt_texts``) and passed as token ids, tokenized as
+    ``generation.generate`` tokenizes them (a chat template brings its own BOS; vLLM would add a second one
+    to a text prompt); completions end at the same stop ids (``sampling.stop_token_ids``). Each completion
+    keeps vLLM's token ids, ``ended`` when vLLM stopped on one of them (``finish_reason == "stop"``).
+    ``decoding.seed`` seeds the sampled completions; ``batch_size`` does not apply (vLLM batches itself).
+    """
+
+    def generate_fn(
+        model: Any, tokenizer: Any, prompts: Sequence[Any], num_generations: int, decoding: Decoding
+    ) -> list[list[GeneratedCompletion]]:
+        _require_vllm_engine(model)
+        if not prompts:
+            return []
+        from vllm import SamplingParams
+
+        from datasets_prep.chat import is_conversational_prompt
+        from grpo_kit.generation import prompt_texts
+        from grpo_kit.sampling import stop_token_ids
+
+        texts = prompt_texts(tokenizer, prompts, decoding.chat_template_kwargs)
+        inputs = []  # vLLM's TokensPrompt: the ids generation.generate would feed the model
+        for prompt, text in zip(prompts, texts):
+            ids = tokenizer(text, add_special_tokens=not is_conversational_prompt(prompt))["input_ids"]
+            inputs.append({"prompt_token_ids": ids})
+        params = SamplingParams(
+            **sampling_params_kwargs(
+                decoding, num_generations=num_generations, stop_token_ids=stop_token_ids(model, tokenizer)
+            )
+        )
+        lora_request = model.load_lora(os.fspath(lora_dir)) if lora_dir is not None else None
+        outputs = model.fast_generate(inputs, sampling_params=params, lora_request=lora_request)
+        groups = []
+        for output in outputs:  # one RequestOutput per prompt, in the prompts' order
+            group = [
+                GeneratedCompletion(
+                    c.text, len(c.token_ids), c.finish_reason == "stop", [int(i) for i in c.token_ids]
+                )
+                for c in output.outputs
+            ]
+            if decoding.greedy:  # one greedy completion stands for all of them
+                group = [group[0]] * num_generations
+            groups.append(group)
+        return groups
+
+    return generate_fn
+
+
 def compare_with_and_without_adapter(
     model: Any,
     tokenizer: Any,
@@ -274,32 +366,24 @@ def compare_with_and_without_adapter(
     questions: Sequence[str],
     *,
     system_prompt: str | None = None,
-    sampling: dict[str, Any] | None = None,
+    decoding: Decoding = COURSE_SAMPLING,
 ) -> list[dict[str, str]]:
-    """Answer each question with the base model and with the trained adapter (vLLM ``fast_generate``).
+    """Answer each question with the base model and with the trained adapter (:func:`vllm_generate`, without
+    and with ``lora_dir``), decoded as ``decoding`` says (default: the course's sampling, T = 0.8, top-p 0.95,
+    1024 tokens; ``Decoding(..., greedy=True)`` for greedy).
 
     Returns ``[{"question", "without_adapter", "with_adapter"}, ...]``. ``system_prompt`` defaults to
     none; pass ``datasets_prep.SYSTEM_PROMPT`` for the GSM8K format.
     """
-    if not hasattr(model, "fast_generate"):
-        raise ValueError(
-            "model has no fast_generate: load it with fast_inference=True (vLLM) through load_model()."
-        )
-    from vllm import SamplingParams
-
-    def chat(question: str) -> str:
-        messages = ([{"role": "system", "content": system_prompt}] if system_prompt else []) + [
-            {"role": "user", "content": question}
-        ]
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-
-    texts = [chat(q) for q in questions]
-    params = SamplingParams(**(sampling or sampling_params_kwargs()))
-    without = model.fast_generate(texts, sampling_params=params, lora_request=None)
-    with_adapter = model.fast_generate(
-        texts, sampling_params=params, lora_request=model.load_lora(os.fspath(lora_dir))
-    )
+    _require_vllm_engine(model)
+    prompts = [
+        ([{"role": "system", "content": system_prompt}] if system_prompt else [])
+        + [{"role": "user", "content": q}]
+        for q in questions
+    ]
+    without = vllm_generate()(model, tokenizer, prompts, 1, decoding)
+    with_adapter = vllm_generate(lora_dir)(model, tokenizer, prompts, 1, decoding)
     return [
-        {"question": q, "without_adapter": a.outputs[0].text, "with_adapter": b.outputs[0].text}
+        {"question": q, "without_adapter": a[0].text, "with_adapter": b[0].text}
         for q, a, b in zip(questions, without, with_adapter)
     ]

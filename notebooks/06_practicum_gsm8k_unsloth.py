@@ -161,28 +161,6 @@ def _(mo, recipe):
 
 
 @app.cell
-def _(held_out, recipe):
-    def evaluate(answers: list[str], tokenizer) -> dict[str, float]:
-        """Per reward function: the mean over the held-out problems; plus accuracy (correctness > 0)."""
-        import math
-
-        from grpo_kit.scoring import score_completions
-
-        _funcs = recipe.build_reward_funcs(tokenizer)
-        _table, _ = score_completions(
-            _funcs, list(held_out), answers
-        )  # the library's scorer (grpo_kit.scoring)
-        _scores = {}
-        for _i, _fn in enumerate(_funcs):  # None (NaN) means "not scored": average the scored answers only
-            _values = [row[_i] for row in _table if not math.isnan(row[_i])]
-            _scores[_fn.__name__] = sum(_values) / len(_values) if _values else float("nan")
-        _scores["accuracy"] = _scores["correctness_reward"] / 2.0
-        return _scores
-
-    return (evaluate,)
-
-
-@app.cell
 def _(eval_size, mo):
     from grpo_kit.lesson_helpers import run_button, should_run
 
@@ -205,11 +183,11 @@ def _(eval_size, mo):
 
 
 @app.cell
-def _(evaluate, held_out, measure_button, mo, recipe, should_run, train_dataset, use_unsloth):
+def _(held_out, measure_button, mo, recipe, should_run, train_dataset, use_unsloth):
     from grpo_kit import unsloth_path
     from grpo_kit.evaluation.preflight import check_recipe
-    from grpo_kit.evaluation.samples import generate_answers
     from grpo_kit.models import load_model
+    from grpo_kit.runs.held_out import evaluate_held_out
 
     mo.stop(not should_run(measure_button), mo.md("Press the button to measure the base model."))
     if use_unsloth:
@@ -224,19 +202,20 @@ def _(evaluate, held_out, measure_button, mo, recipe, should_run, train_dataset,
     with mo.status.spinner(
         title="Evaluating the base model", subtitle=f"{len(held_out)} held-out problems, greedy"
     ):
-        before_answers = generate_answers(
+        # What `grpo-kit train` reports: the recipe's rewards, weights and completion budget, greedy.
+        before_report = evaluate_held_out(
+            recipe,
             base_model,
             base_tokenizer,
-            list(held_out["prompt"]),
-            max_new_tokens=recipe.training["max_completion_length"],
+            recipe.build_reward_funcs(base_tokenizer),
+            held_out,
+            generate_fn=unsloth_path.vllm_generate() if use_unsloth else None,  # GPU: the model's vLLM engine
         )
-    before_scores = evaluate(before_answers, base_tokenizer)
     return (
         base_model,
         base_tokenizer,
-        before_answers,
-        before_scores,
-        generate_answers,
+        before_report,
+        evaluate_held_out,
         load_model,
         preflight_report,
         unsloth_path,
@@ -276,7 +255,7 @@ def _(mo, preflight_report, recipe, run_button, train_steps, use_unsloth):
 def _(
     base_model,
     base_tokenizer,
-    before_scores,
+    before_report,
     load_model,
     mo,
     output_root,
@@ -291,7 +270,7 @@ def _(
     from grpo_kit.lesson_helpers import LiveRewardCurve
 
     mo.stop(not should_run(train_button), mo.md("Press the button to train."))
-    assert before_scores  # the base model is evaluated before any adapter exists
+    assert before_report.num_prompts  # the base model is evaluated before any adapter exists
     _curve = LiveRewardCurve(f"{recipe.name}: total reward per step")
     if use_unsloth:
         run = unsloth_path.train(
@@ -341,128 +320,145 @@ def _(mo, recipe, run):
 
 
 @app.cell
-def _(
-    evaluate,
-    generate_answers,
-    held_out,
-    recipe,
-    run,
-    trained_model,
-    trained_tokenizer,
-    use_unsloth,
-):
-    if use_unsloth:
-        from vllm import SamplingParams as _SamplingParams
+def _(evaluate_held_out, held_out, mo, recipe, run, trained_model, trained_tokenizer, use_unsloth):
+    from grpo_kit.unsloth_path import vllm_generate as _vllm_generate
 
-        from grpo_kit.unsloth_path import sampling_params_kwargs as _sampling_params_kwargs
-
-        _texts = [
-            trained_tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True)
-            for p in held_out["prompt"]
-        ]
-        _outputs = trained_model.fast_generate(
-            _texts,
-            sampling_params=_SamplingParams(**_sampling_params_kwargs(recipe, temperature=0.0)),
-            lora_request=trained_model.load_lora(str(run.adapter_dir)),
-        )
-        after_answers = [o.outputs[0].text for o in _outputs]
-    else:
-        after_answers = generate_answers(
+    with mo.status.spinner(
+        title="Evaluating the trained model", subtitle=f"{len(held_out)} held-out problems, greedy"
+    ):
+        # the same problems, rewards and decoding as before training: only the weights differ (on a GPU, vLLM
+        # with the saved adapter as its lora_request)
+        after_report = evaluate_held_out(
+            recipe,
             trained_model,
             trained_tokenizer,
-            list(held_out["prompt"]),
-            max_new_tokens=recipe.training["max_completion_length"],
+            recipe.build_reward_funcs(trained_tokenizer),
+            held_out,
+            generate_fn=_vllm_generate(run.adapter_dir) if use_unsloth else None,
         )
-    after_scores = evaluate(after_answers, trained_tokenizer)
-    return after_answers, after_scores
+    return (after_report,)
 
 
 @app.cell
-def _(after_answers, after_scores, before_answers, before_scores, held_out, mo):
+def _(after_report, before_report, held_out, mo, recipe):
+    from grpo_kit.evaluation import compare_all
     from grpo_kit.markdown_text import table_cell as _cell
 
+    # Paired per problem (after − before), with a seeded bootstrap 95 % CI and its verdict, for every metric.
+    held_out_comparisons = compare_all(before_report, after_report)
+    _metrics = [
+        *(f"reward/{_name}" for _name in recipe.reward_names),
+        "reward",
+        "accuracy",
+    ]
+    _labels = {"reward": "**total** (weighted sum)", "accuracy": "accuracy (correct answers)"}
+    _rows = [
+        (_labels.get(_m, f"`{_m.removeprefix('reward/')}`"), held_out_comparisons[_m])
+        for _m in _metrics
+        if _m in held_out_comparisons  # a metric undefined on every problem has no comparison
+    ]
     mo.vstack(
         [
             mo.md(
-                "## 4 · Before and after, on held-out problems (greedy)\n\n"
-                "| metric | before | after |\n|:---|:---|:---|\n"
+                f"## 4 · Before and after, on {after_report.num_prompts} held-out problems (greedy)\n\n"
+                "Both measurements are the library's held-out evaluation "
+                "(`grpo_kit.runs.held_out.evaluate_held_out`, what `grpo-kit train` reports): the recipe's rewards "
+                "and completion budget, greedy decoding, so the two differ only because the weights did. The "
+                "change is paired per problem, with a bootstrap 95 % confidence interval "
+                "(`grpo_kit.evaluation.compare`).\n\n"
+                "| metric | before | after | change [95 % CI] | verdict |\n|:---|:---|:---|:---|:---|\n"
                 + "\n".join(
-                    f"| `{k}` | {before_scores[k]:.3f} | {after_scores[k]:.3f} |" for k in before_scores
+                    f"| {_label} | {_c.before:.3f} | {_c.after:.3f} "
+                    f"| {_c.mean_diff:+.3f} [{_c.ci_low:+.3f}, {_c.ci_high:+.3f}] | {_c.verdict} |"
+                    for _label, _c in _rows
                 )
             ),
             mo.md(
                 "| question | gold | before | after |\n|:---|:---|:---|:---|\n"
                 + "\n".join(
-                    f"| {_cell(row['prompt'][-1]['content'])} | {row['answer']} | {_cell(b)} | {_cell(a)} |"
-                    for row, b, a in zip(held_out, before_answers, after_answers)
+                    f"| {_cell(row['prompt'][-1]['content'])} | {row['answer']} | {_cell(b.strip())} "
+                    f"| {_cell(a.strip())} |"
+                    for row, b, a in zip(held_out, before_report.completions, after_report.completions)
                 )
             ),
         ]
     )
-    return
+    return (held_out_comparisons,)
 
 
 @app.cell
-def _(after_answers, before_answers, mo):
-    from grpo_kit.evaluation import bootstrap_mean_ci
-    from rewards import strict_format_reward
-
-    def _strict(answers: list[str]) -> list[float]:
-        """1 when the answer has the system prompt's exact layout, else 0 (one per held-out problem)."""
-        scores = strict_format_reward([[{"role": "assistant", "content": a}] for a in answers])
-        return [1.0 if s else 0.0 for s in scores]
-
-    strict_before, strict_after = _strict(before_answers), _strict(after_answers)
-    _diffs = [a - b for a, b in zip(strict_after, strict_before)]  # paired: the same problem before and after
-    strict_ci = bootstrap_mean_ci(_diffs, seed=0)
-    _rate = lambda xs: sum(xs) / len(xs)
+def _(held_out_comparisons, mo):
+    # strict_format_reward is one of the recipe's rewards: the evaluation already says, per problem, whether
+    # each answer reached its maximum (the system prompt's exact layout).
+    strict_format = held_out_comparisons["at_max/strict_format_reward"]
     mo.md(
-        f"**Strict-format rate** (greedy, {len(_diffs)} held-out problems): {_rate(strict_before):.0%} before → "
-        f"{_rate(strict_after):.0%} after; change {_rate(_diffs):+.0%}, paired bootstrap 95 % CI "
-        f"[{strict_ci[0]:+.0%}, {strict_ci[1]:+.0%}]"
-        + (" — it excludes 0: the format was learned." if strict_ci[0] > 0 else " — it includes 0.")
+        f"**Strict-format rate** (greedy, {strict_format.n} held-out problems): {strict_format.before:.0%} "
+        f"before → {strict_format.after:.0%} after; change {strict_format.mean_diff:+.0%}, paired bootstrap "
+        f"{strict_format.level:.0%} CI [{strict_format.ci_low:+.0%}, {strict_format.ci_high:+.0%}]"
+        + (
+            " — it excludes 0: the format was learned."
+            if strict_format.verdict == "improved"
+            else f" — {strict_format.verdict}."
+        )
     )
-    return strict_after, strict_before, strict_ci
+    return (strict_format,)
 
 
 @app.cell
 def test_gsm8k_pipeline_end_to_end(
-    after_scores, before_scores, held_out, leaked, recipe, run, strict_ci, train_steps, use_unsloth
+    after_report,
+    before_report,
+    held_out,
+    held_out_comparisons,
+    leaked,
+    recipe,
+    run,
+    strict_format,
+    train_steps,
+    use_unsloth,
 ):
     assert not leaked, leaked  # held-out problems never seen in training
     assert all(answer.lstrip("-").isdigit() for answer in held_out["answer"])
     _last = [r for r in run.log_history if r.get("reward") is not None][-1]
     for _name in recipe.reward_names:  # each of the five rewards logged under TRL's name
         assert f"rewards/{_name}/mean" in _last, _name
-    for _scores in (before_scores, after_scores):
-        assert 0.0 <= _scores["accuracy"] <= 1.0
-        assert set(_scores) == {*recipe.reward_names, "accuracy"}
+    for _report in (before_report, after_report):
+        assert _report.num_prompts == len(held_out) and _report.reward_names == recipe.reward_names
+        assert 0.0 <= _report.metrics["accuracy"] <= 1.0
+    for _c in held_out_comparisons.values():  # paired over the same problems, the CI around the change
+        assert _c.n <= len(held_out) and _c.ci_low <= _c.mean_diff <= _c.ci_high
     if use_unsloth:  # the course's claim, on the GPU run: training improves the total reward
-        assert sum(after_scores[n] for n in recipe.reward_names) > sum(
-            before_scores[n] for n in recipe.reward_names
-        )
+        assert held_out_comparisons["reward"].after > held_out_comparisons["reward"].before
     elif train_steps >= recipe.training["max_steps"]:  # the CPU recipe's claim, on its full run
-        assert strict_ci[0] > 0, strict_ci
+        assert strict_format.ci_low > 0, strict_format.summary()
     return
 
 
 @app.cell
 def _(mo, run, use_unsloth):
+    from grpo_kit.lesson_helpers import wrapped_text
+
     if use_unsloth:
         from datasets_prep import SYSTEM_PROMPT as _SYSTEM_PROMPT
         from grpo_kit import unsloth_path as _up
 
+        # vLLM generation (unsloth_path.vllm_generate) without and with the adapter, the course's sampling
         _rows = _up.compare_with_and_without_adapter(
             run.model, run.tokenizer, run.adapter_dir, ["Calculate pi."], system_prompt=_SYSTEM_PROMPT
         )
-        _out = mo.md(
-            "**Calculate pi.** — without the adapter:\n\n```\n" + _rows[0]["without_adapter"] + "\n```\n\n"
-            "with the adapter:\n\n```\n" + _rows[0]["with_adapter"] + "\n```"
+        _out = mo.vstack(
+            [
+                mo.md("**Calculate pi.** — without the adapter:"),
+                wrapped_text(_rows[0]["without_adapter"]),
+                mo.md("with the adapter:"),
+                wrapped_text(_rows[0]["with_adapter"]),
+            ]
         )
     else:
         _out = mo.md(
             "On a GPU this cell asks the course's question *Calculate pi.* with and without the adapter "
-            "(`unsloth_path.compare_with_and_without_adapter`, vLLM `fast_generate` with a `lora_request`)."
+            "(`unsloth_path.compare_with_and_without_adapter`: vLLM's `fast_generate` through "
+            "`unsloth_path.vllm_generate`, with a `lora_request` for the adapter)."
         )
     _out
     return

@@ -229,12 +229,14 @@ def check_unsloth(args) -> dict:
         report["lora_reload_new_tokens"] = int(generated.shape[1] - ids["input_ids"].shape[1])
 
     def vllm_compare():
+        from grpo_kit.generation import Decoding
+
         report["compare"] = unsloth_path.compare_with_and_without_adapter(
             result.model,
             result.tokenizer,
             result.adapter_dir,
             ["Summarize: the cat sat on the mat."],
-            sampling=unsloth_path.sampling_params_kwargs(temperature=0.0, max_tokens=16),
+            decoding=Decoding(max_new_tokens=16, greedy=True),
         )
 
     for part in (merged_16bit, lora_reload) + ((vllm_compare,) if fast_inference else ()):

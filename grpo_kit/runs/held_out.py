@@ -144,12 +144,15 @@ def evaluate_held_out(
     *,
     k: int = 1,
     seed: int = 0,
+    generate_fn: Any = None,
 ):
     """``grpo_kit.evaluation.evaluate`` on ``rows`` with the recipe's decoding (``Decoding.from_training``:
     completion budget, sampling filters for the ``k`` samples, chat template arguments) and reward
     weights; greedy, so before and after differ only because the weights did. A recipe with ``tools`` is
     evaluated with them: multi-turn rollouts (``tool_rollout.tool_generate``) with the recipe's
-    ``max_tool_calling_iterations``, on the recipe's tool template. ``seed``: where the k samples start."""
+    ``max_tool_calling_iterations``, on the recipe's tool template. ``seed``: where the k samples start.
+    ``generate_fn`` replaces the recipe's own generation (``unsloth_path.vllm_generate``: the model's vLLM
+    engine), with the same decoding."""
     from grpo_kit.evaluation import evaluate
     from grpo_kit.generation import Decoding
     from grpo_kit.tool_rollout import recipe_generate
@@ -163,5 +166,5 @@ def evaluate_held_out(
         k=k,
         reward_weights=recipe.reward_weights,
         decoding=Decoding.from_training(recipe.training, seed=seed),
-        generate_fn=recipe_generate(recipe, tokenizer),
+        generate_fn=generate_fn or recipe_generate(recipe, tokenizer),
     )

@@ -116,3 +116,26 @@ def test_a_recipe_with_tools_is_evaluated_with_its_tools():
     )
     assert report.completions == by_hand.completions and report.per_prompt == by_hand.per_prompt
     assert report.num_prompts == 2 and "tool_success_reward" in report.reward_names
+
+
+def test_another_generator_evaluates_with_the_recipe_s_decoding():
+    """``generate_fn`` (lesson 6 on a GPU: the model's vLLM engine) replaces the generation, nothing else: it gets
+    the recipe's decoding, and its completions are scored as the library's own are."""
+    from grpo_kit.generation import generate
+    from grpo_kit.models import tiny_model
+    from grpo_kit.runs.held_out import evaluate_held_out
+
+    recipe = get_recipe("smoltldr-length-small", model="tiny", max_completion_length=8)
+    model, tokenizer = tiny_model(seed=0)
+    rows = held_out_rows(recipe, 3)
+    funcs = recipe.build_reward_funcs(tokenizer)
+    seen = []
+
+    def recording(model, tokenizer, prompts, num_generations, decoding):
+        seen.append((len(prompts), num_generations, decoding.max_new_tokens, decoding.greedy))
+        return generate(model, tokenizer, prompts, num_generations, decoding)
+
+    own = evaluate_held_out(recipe, model, tokenizer, funcs, rows)
+    given = evaluate_held_out(recipe, model, tokenizer, funcs, rows, generate_fn=recording)
+    assert seen == [(3, 1, 8, True)]  # the greedy answers, at the recipe's completion budget
+    assert given.completions == own.completions and given.per_prompt == own.per_prompt

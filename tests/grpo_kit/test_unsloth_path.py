@@ -4,6 +4,8 @@ The argument names are checked against Unsloth's and vLLM's real signatures: liv
 importable (a GPU machine with `.[unsloth]`), else against the parameter names recorded from their source —
 unsloth 2026.10.9 wheel: unsloth/models/loader.py ``FastLanguageModel.from_pretrained`` and
 unsloth/models/llama.py ``FastLlamaModel.get_peft_model``; vllm 0.31.0: ``SamplingParams`` fields used here.
+``vllm_generate`` runs on CPU against a stand-in for vLLM (``SamplingParams`` checked against those names, an
+engine whose ``fast_generate`` returns ``RequestOutput``-shaped objects); with vLLM itself only on a GPU.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ import importlib.abc
 import importlib.util
 import inspect
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from grpo_kit import unsloth_path
+from grpo_kit.generation import Decoding
 from grpo_kit.hardware import choose_precision
 from grpo_kit.recipes import get_recipe
 
@@ -70,7 +74,17 @@ GET_PEFT_MODEL_PARAMS = {
     "qat_scheme",
     "target_parameters",
 }
-SAMPLING_PARAMS_FIELDS = {"temperature", "top_p", "max_tokens"}
+SAMPLING_PARAMS_FIELDS = {
+    "n",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "seed",
+    "repetition_penalty",
+    "max_tokens",
+    "stop_token_ids",
+}
 
 needs_unsloth = pytest.mark.skipif(
     importlib.util.find_spec("unsloth") is None, reason="unsloth not installed"
@@ -146,13 +160,204 @@ def test_grpo_config_kwargs_build_the_courses_grpo_config():
     assert config.generation_batch_size % config.num_generations == 0
 
 
-def test_sampling_params_kwargs():
-    kwargs = unsloth_path.sampling_params_kwargs(get_recipe("gsm8k-unsloth"))
-    assert kwargs == {"temperature": 0.8, "top_p": 0.95, "max_tokens": 768}
-    assert set(kwargs) <= SAMPLING_PARAMS_FIELDS
-    assert unsloth_path.sampling_params_kwargs()["max_tokens"] == 1024  # the course's value
+def test_sampling_params_kwargs_decode_as_the_decoding_says():
+    # the course's sampling (the adapter comparison's default), seeded
+    assert unsloth_path.sampling_params_kwargs() == {
+        "n": 1,
+        "max_tokens": 1024,
+        "temperature": 0.8,
+        "top_p": 0.95,
+        "seed": 0,
+        "repetition_penalty": 1.0,
+    }
+    # greedy at the recipe's budget (held-out evaluation): vLLM's temperature 0, one completion for any G
+    greedy = Decoding.from_training(get_recipe("gsm8k-unsloth").training, greedy=True)
+    assert unsloth_path.sampling_params_kwargs(greedy, num_generations=4) == {
+        "n": 1,
+        "max_tokens": 768,
+        "temperature": 0.0,
+        "top_p": 1.0,
+        "repetition_penalty": 1.0,
+    }
+    sampled = Decoding(
+        max_new_tokens=64, temperature=0.7, top_k=50, min_p=0.05, repetition_penalty=1.1, seed=3
+    )
+    kwargs = unsloth_path.sampling_params_kwargs(sampled, num_generations=6, stop_token_ids=(2, 106))
+    assert kwargs == {
+        "n": 6,
+        "max_tokens": 64,
+        "temperature": 0.7,
+        "top_p": 1.0,
+        "top_k": 50,
+        "min_p": 0.05,
+        "seed": 3,
+        "repetition_penalty": 1.1,
+        "stop_token_ids": [2, 106],
+    }
+    assert set(kwargs) <= SAMPLING_PARAMS_FIELDS  # every name is a field of vllm.SamplingParams
     with pytest.raises(ValueError, match="top_p"):
-        unsloth_path.sampling_params_kwargs(top_p=0)
+        unsloth_path.sampling_params_kwargs(Decoding(top_p=0))
+    with pytest.raises(ValueError, match="num_generations"):
+        unsloth_path.sampling_params_kwargs(num_generations=0)
+
+
+FORMATTED = "<reasoning>\n2 plus 3.\n</reasoning>\n<answer>\n5\n</answer>\n"
+
+
+class StandInEngine:
+    """An Unsloth model with a vLLM engine, as far as ``vllm_generate`` sees it: ``fast_generate`` (vLLM's
+    ``LLM.generate``) returns one ``RequestOutput``-shaped object per prompt with ``n`` completions, and
+    ``load_lora`` a request naming the folder. The adapter answers in the format, the base model does not."""
+
+    def __init__(self, eos_token_id: int):
+        self.vllm_engine = object()
+        self.generation_config = SimpleNamespace(eos_token_id=[eos_token_id, 7])
+        self.calls: list[dict] = []
+
+    def load_lora(self, path):
+        return ("lora", path)
+
+    def fast_generate(self, prompts, sampling_params=None, lora_request=None):
+        self.calls.append(
+            {"prompts": prompts, "params": sampling_params.kwargs, "lora_request": lora_request}
+        )
+        text, finish, ids = (FORMATTED, "stop", [11, 12, 7]) if lora_request else ("five", "length", [13, 14])
+        return [
+            SimpleNamespace(
+                outputs=[
+                    SimpleNamespace(index=i, text=text, token_ids=ids, finish_reason=finish)
+                    for i in range(sampling_params.kwargs.get("n", 1))
+                ]
+            )
+            for _ in prompts
+        ]
+
+
+@pytest.fixture
+def stand_in_vllm(monkeypatch):
+    """``import vllm`` gives a module whose ``SamplingParams`` accepts only vLLM's field names."""
+
+    class SamplingParams:
+        def __init__(self, **kwargs):
+            assert set(kwargs) <= SAMPLING_PARAMS_FIELDS, set(kwargs) - SAMPLING_PARAMS_FIELDS
+            self.kwargs = kwargs
+
+    monkeypatch.setitem(sys.modules, "vllm", SimpleNamespace(SamplingParams=SamplingParams))
+
+
+def _gsm8k_rows(n: int) -> list[dict]:
+    from datasets_prep import SYSTEM_PROMPT
+
+    return [
+        {
+            "prompt": [
+                {"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": f"What is 2 + 3? ({i})"},
+            ],
+            "answer": "5",
+        }
+        for i in range(n)
+    ]
+
+
+def test_vllm_generate_is_a_generate_fn_for_evaluate(tiny, stand_in_vllm, tmp_path):
+    from grpo_kit.evaluation import evaluate
+    from grpo_kit.generation import prompt_texts
+
+    _, tokenizer = tiny
+    engine = StandInEngine(tokenizer.eos_token_id)
+    rows = _gsm8k_rows(3)
+    funcs = get_recipe("gsm8k-cpu").build_reward_funcs(tokenizer)
+    decoding = Decoding(max_new_tokens=32, temperature=0.9, seed=5)
+    adapter_fn = unsloth_path.vllm_generate(tmp_path / "adapter")
+    after = evaluate(
+        engine, tokenizer, rows, funcs, num_prompts=3, k=2, decoding=decoding, generate_fn=adapter_fn
+    )
+    greedy_call, sampled_call = engine.calls
+    # the prompts as the trainers render them, as token ids (the template's own BOS, no second one)
+    texts = prompt_texts(tokenizer, [r["prompt"] for r in rows])
+    assert greedy_call["prompts"] == [
+        {"prompt_token_ids": tokenizer(t, add_special_tokens=False)["input_ids"]} for t in texts
+    ]
+    assert greedy_call["params"] == {
+        "n": 1,
+        "max_tokens": 32,
+        "temperature": 0.0,
+        "top_p": 1.0,
+        "repetition_penalty": 1.0,
+        "stop_token_ids": [tokenizer.eos_token_id, 7],
+    }
+    assert sampled_call["params"]["n"] == 2 and sampled_call["params"]["seed"] == 5
+    assert greedy_call["lora_request"] == ("lora", str(tmp_path / "adapter"))
+    # vLLM's outputs scored by the library: every answer in the format and right
+    assert after.completions == [FORMATTED] * 3
+    assert after.metrics["accuracy"] == 1.0 and after.metrics["at_max/strict_format_reward"] == 1.0
+    assert after.metrics["length"] == 3.0 and after.metrics["eos"] == 1.0
+    assert after.metrics["mean@2"] == after.metrics["reward"]
+
+    before = evaluate(
+        engine,
+        tokenizer,
+        rows,
+        funcs,
+        num_prompts=3,
+        decoding=decoding,
+        generate_fn=unsloth_path.vllm_generate(),
+    )
+    assert engine.calls[-1]["lora_request"] is None  # the base weights
+    assert before.metrics["clipped"] == 1.0 and before.metrics["accuracy"] == 0.0
+
+
+def test_vllm_generate_returns_one_group_per_prompt(tiny, stand_in_vllm):
+    _, tokenizer = tiny
+    engine = StandInEngine(tokenizer.eos_token_id)
+    generate_fn = unsloth_path.vllm_generate("adapter")
+    prompts = [r["prompt"] for r in _gsm8k_rows(2)]
+    groups = generate_fn(engine, tokenizer, prompts, 3, Decoding(greedy=True))
+    assert [len(g) for g in groups] == [3, 3] and engine.calls[-1]["params"]["n"] == 1  # greedy: one, copied
+    completion = groups[0][0]
+    assert (completion.text, completion.num_tokens, completion.ended, completion.ids) == (
+        FORMATTED,
+        3,
+        True,
+        [11, 12, 7],
+    )
+    groups = generate_fn(engine, tokenizer, prompts, 3, Decoding())
+    assert [len(g) for g in groups] == [3, 3] and engine.calls[-1]["params"]["n"] == 3
+    assert generate_fn(engine, tokenizer, [], 3, Decoding()) == []
+    # a plain-text prompt is tokenized with the tokenizer's special tokens, as generation.generate does
+    generate_fn(engine, tokenizer, ["2 + 3 ="], 1, Decoding(greedy=True))
+    assert engine.calls[-1]["prompts"] == [{"prompt_token_ids": tokenizer("2 + 3 =")["input_ids"]}]
+
+
+def test_compare_with_and_without_adapter_on_a_stand_in_engine(tiny, stand_in_vllm, tmp_path):
+    from datasets_prep import SYSTEM_PROMPT
+
+    _, tokenizer = tiny
+    engine = StandInEngine(tokenizer.eos_token_id)
+    rows = unsloth_path.compare_with_and_without_adapter(
+        engine, tokenizer, tmp_path, ["What is 2 + 3?"], system_prompt=SYSTEM_PROMPT
+    )
+    assert rows == [{"question": "What is 2 + 3?", "without_adapter": "five", "with_adapter": FORMATTED}]
+    without, with_adapter = engine.calls
+    assert (without["lora_request"], with_adapter["lora_request"]) == (None, ("lora", str(tmp_path)))
+    assert without["prompts"] == with_adapter["prompts"]
+    # the course's sampling by default, seeded
+    assert {k: without["params"][k] for k in ("temperature", "top_p", "max_tokens", "seed")} == {
+        "temperature": 0.8,
+        "top_p": 0.95,
+        "max_tokens": 1024,
+        "seed": 0,
+    }
+
+
+def test_vllm_generate_needs_a_vllm_engine_before_importing_vllm(tiny, monkeypatch):
+    monkeypatch.setitem(sys.modules, "vllm", None)  # importing vllm would raise ImportError
+    model = SimpleNamespace(fast_generate=lambda *a, **k: None)  # Unsloth without fast_inference: HF generate
+    with pytest.raises(ValueError, match="fast_inference=True"):
+        unsloth_path.vllm_generate()(model, tiny[1], ["2 + 3 ="], 1, Decoding())
+    with pytest.raises(ValueError, match="fast_inference=True"):
+        unsloth_path.compare_with_and_without_adapter(model, tiny[1], "adapter", ["2 + 3 ="])
 
 
 @pytest.mark.parametrize(
@@ -229,6 +434,9 @@ def test_sampling_params_match_the_installed_vllm():
     from vllm import SamplingParams
 
     SamplingParams(**unsloth_path.sampling_params_kwargs())
+    SamplingParams(**unsloth_path.sampling_params_kwargs(Decoding(greedy=True), num_generations=4))
+    sampled = Decoding(temperature=0.7, top_k=50, min_p=0.05, repetition_penalty=1.1)
+    SamplingParams(**unsloth_path.sampling_params_kwargs(sampled, num_generations=6, stop_token_ids=[1, 106]))
 
 
 @pytest.mark.gpu
@@ -280,6 +488,19 @@ def test_unsloth_grpo_steps_save_lora_and_compare(tmp_path):
         result.adapter_dir,
         ["What is 2 + 3?"],
         system_prompt=SYSTEM_PROMPT,
-        sampling=unsloth_path.sampling_params_kwargs(temperature=0.0, max_tokens=32),
+        decoding=Decoding(max_new_tokens=32, greedy=True),
     )
     assert rows[0]["question"] == "What is 2 + 3?" and isinstance(rows[0]["with_adapter"], str)
+    # held-out evaluation decoded by vLLM with the adapter (the generate_fn lesson 6 would pass)
+    from grpo_kit.evaluation import evaluate
+
+    report = evaluate(
+        result.model,
+        result.tokenizer,
+        recipe.load_dataset(),
+        recipe.build_reward_funcs(result.tokenizer),
+        num_prompts=2,
+        decoding=Decoding.from_training(recipe.training),
+        generate_fn=unsloth_path.vllm_generate(result.adapter_dir),
+    )
+    assert report.num_prompts == 2 and all(1 <= n <= 64 for n in report.per_prompt["length"])
