@@ -13,11 +13,11 @@ import sys
 
 import pytest
 import torch
+from shared import GOOD, GSM8K_FUNCS, PLAIN, WRONG, canned, gsm8k_rows
 
 import rewards
 from grpo_kit.evaluation import (
     EvalReport,
-    GeneratedCompletion,
     compare,
     compare_all,
     evaluate,
@@ -25,45 +25,6 @@ from grpo_kit.evaluation import (
 )
 from grpo_kit.evaluation.report_card import write_report_card
 from grpo_kit.models import tiny_model
-
-GOOD = "<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>\n"
-WRONG = "<reasoning>\n3 + 4 = 8\n</reasoning>\n<answer>\n8\n</answer>\n"
-PLAIN = "The answer is 7"
-GSM8K_FUNCS = [
-    rewards.xmlcount_reward,
-    rewards.soft_format_reward,
-    rewards.strict_format_reward,
-    rewards.int_reward,
-    rewards.correctness_reward,
-]
-
-
-def _dataset(n: int) -> list[dict]:
-    return [
-        {"prompt": [{"role": "user", "content": f"What is 3 + 4? (#{i})"}], "answer": "7"} for i in range(n)
-    ]
-
-
-def canned(greedy: list[str], samples: list[list[str]] | None = None, *, clipped: set[int] = frozenset()):
-    """A sampler answering prompt i with greedy[i] (num_generations=1) or samples[i] (k > 1)."""
-
-    def sampler(prompts, num_generations):
-        source = [[g] for g in greedy] if num_generations == 1 else samples
-        assert len(source) == len(prompts)
-        return [
-            [
-                GeneratedCompletion(
-                    t,
-                    len(t.split()) + 1,
-                    ended=(i not in clipped or num_generations > 1),
-                    ids=list(range(len(t.split()) + 1)),
-                )
-                for t in group[:num_generations]
-            ]
-            for i, group in enumerate(source)
-        ]
-
-    return sampler
 
 
 def _report(values: dict[str, list[float]], prompts: list[str] | None = None) -> EvalReport:
@@ -86,7 +47,7 @@ def test_rates_from_canned_completions():
     report = evaluate(
         None,
         None,
-        _dataset(4),
+        gsm8k_rows(4),
         GSM8K_FUNCS,
         num_prompts=4,
         sampler=canned([GOOD, WRONG, PLAIN, GOOD], clipped={2}),
@@ -107,7 +68,7 @@ def test_pass_at_k_and_mean_at_k():
     report = evaluate(
         None,
         None,
-        _dataset(3),
+        gsm8k_rows(3),
         GSM8K_FUNCS,
         num_prompts=3,
         k=3,
@@ -119,7 +80,7 @@ def test_pass_at_k_and_mean_at_k():
 
 
 def test_none_rewards_are_nan_and_skipped_in_means():
-    rows = _dataset(2)
+    rows = gsm8k_rows(2)
     rows[1]["answer"] = None  # correctness_reward skips a row without gold answer
     report = evaluate(None, None, rows, GSM8K_FUNCS, num_prompts=2, sampler=canned([GOOD, GOOD]))
     assert math.isnan(report.per_prompt["accuracy"][1])
@@ -130,11 +91,11 @@ def test_length_reward_gives_a_length_error_that_falls_when_it_improves():
     fn = rewards.length_reward(4, unit="tokens")
     assert reward_info(fn).kind == "length"
     before = evaluate(
-        None, None, _dataset(2), [fn], num_prompts=2, sampler=canned(["a b c d e f g h i", "a"])
+        None, None, gsm8k_rows(2), [fn], num_prompts=2, sampler=canned(["a b c d e f g h i", "a"])
     )
     # canned ids: one per word plus EOS -> 10 and 2 tokens
     assert before.per_prompt["length_error/length_reward_4_tokens"] == [6.0, 2.0]
-    after = evaluate(None, None, _dataset(2), [fn], num_prompts=2, sampler=canned(["a b c", "a b c"]))
+    after = evaluate(None, None, gsm8k_rows(2), [fn], num_prompts=2, sampler=canned(["a b c", "a b c"]))
     assert compare(before, after, metric="length_error/length_reward_4_tokens", n_boot=1000).mean_diff == -4.0
 
 
@@ -145,7 +106,7 @@ def test_reward_function_attributes_override_the_table():
     my_reward.max_reward = 1.0
     my_reward.reward_kind = "accuracy"
     report = evaluate(
-        None, None, _dataset(2), [my_reward], num_prompts=2, sampler=canned([GOOD, PLAIN + "x"])
+        None, None, gsm8k_rows(2), [my_reward], num_prompts=2, sampler=canned([GOOD, PLAIN + "x"])
     )
     assert report.per_prompt["accuracy"] == [1.0, 1.0]
     assert report.per_prompt["at_max/my_reward"] == [1.0, 1.0]
@@ -156,21 +117,21 @@ def test_reward_function_error_names_function_and_row():
         return [1 / len(c[-1]["content"]) for c in completions]  # ZeroDivisionError on an empty answer
 
     with pytest.raises(rewards.RewardFunctionError, match=r"broken.*row 1"):
-        evaluate(None, None, _dataset(2), [broken], num_prompts=2, sampler=canned(["x", ""]))
+        evaluate(None, None, gsm8k_rows(2), [broken], num_prompts=2, sampler=canned(["x", ""]))
 
 
 def test_bad_dataset_and_arguments():
     with pytest.raises(ValueError, match="'prompt' column"):
         evaluate(None, None, [{"question": "?"}], GSM8K_FUNCS, sampler=canned(["x"]))
     with pytest.raises(ValueError, match="k must be"):
-        evaluate(None, None, _dataset(1), GSM8K_FUNCS, k=0, sampler=canned(["x"]))
+        evaluate(None, None, gsm8k_rows(1), GSM8K_FUNCS, k=0, sampler=canned(["x"]))
     with pytest.raises(TypeError, match="factory"):
-        evaluate(None, None, _dataset(1), [rewards.length_reward], sampler=canned(["x"]))
+        evaluate(None, None, gsm8k_rows(1), [rewards.length_reward], sampler=canned(["x"]))
 
 
 def test_greedy_decoding_on_tiny_model_is_deterministic_and_json_round_trips():
     model, tokenizer = tiny_model(seed=0)
-    data = _dataset(3)
+    data = gsm8k_rows(3)
     kwargs = {"num_prompts": 3, "k": 2, "max_new_tokens": 6, "temperature": 1.0, "seed": 1, "batch_size": 2}
     first = evaluate(model, tokenizer, data, GSM8K_FUNCS, **kwargs)
     torch.manual_seed(123)  # the caller's RNG state must not matter
@@ -259,9 +220,9 @@ def test_nan_pairs_are_dropped_and_mismatches_refused():
 
 
 def test_report_card_writes_three_files(tmp_path):
-    before = evaluate(None, None, _dataset(6), GSM8K_FUNCS, num_prompts=6, sampler=canned([PLAIN] * 6))
+    before = evaluate(None, None, gsm8k_rows(6), GSM8K_FUNCS, num_prompts=6, sampler=canned([PLAIN] * 6))
     after = evaluate(
-        None, None, _dataset(6), GSM8K_FUNCS, num_prompts=6, sampler=canned([GOOD] * 5 + [WRONG])
+        None, None, gsm8k_rows(6), GSM8K_FUNCS, num_prompts=6, sampler=canned([GOOD] * 5 + [WRONG])
     )
     log = tmp_path / "metrics.jsonl"
     log.write_text("\n".join(json.dumps({"step": s, "reward": s / 10}) for s in range(1, 5)))
@@ -285,8 +246,8 @@ def test_report_card_without_matplotlib_writes_the_data_and_says_the_png_was_ski
     tmp_path, monkeypatch, capsys
 ):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as on a box whose wheelhouse leaves it out
-    before = evaluate(None, None, _dataset(4), GSM8K_FUNCS, num_prompts=4, sampler=canned([PLAIN] * 4))
-    after = evaluate(None, None, _dataset(4), GSM8K_FUNCS, num_prompts=4, sampler=canned([GOOD] * 4))
+    before = evaluate(None, None, gsm8k_rows(4), GSM8K_FUNCS, num_prompts=4, sampler=canned([PLAIN] * 4))
+    after = evaluate(None, None, gsm8k_rows(4), GSM8K_FUNCS, num_prompts=4, sampler=canned([GOOD] * 4))
     paths = write_report_card(tmp_path, before, after, n_boot=500)
     assert sorted(paths) == ["eval.json", "report.md"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["eval.json", "report.md"]
@@ -295,7 +256,7 @@ def test_report_card_without_matplotlib_writes_the_data_and_says_the_png_was_ski
 
 
 def test_interrupted_report_card_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
-    before = evaluate(None, None, _dataset(3), GSM8K_FUNCS, num_prompts=3, sampler=canned([PLAIN] * 3))
+    before = evaluate(None, None, gsm8k_rows(3), GSM8K_FUNCS, num_prompts=3, sampler=canned([PLAIN] * 3))
     (tmp_path / "eval.json").write_text("old")
     import grpo_kit.plots
 

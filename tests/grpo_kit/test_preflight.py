@@ -4,23 +4,13 @@ and a real sampling run on ``tiny_model()``."""
 from __future__ import annotations
 
 import pytest
+from shared import GOOD, GSM8K_FUNCS, PLAIN, WRONG
 
 import rewards
 from grpo_kit.evaluation import GeneratedCompletion
 from grpo_kit.evaluation.preflight import check, validate_inputs
 from grpo_kit.generation import Decoding
 from grpo_kit.models import tiny_model
-
-GOOD = "<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>\n"
-WRONG = "<reasoning>\n3 + 4 = 8\n</reasoning>\n<answer>\n8\n</answer>\n"
-PLAIN = "The answer is 7"
-GSM8K_FUNCS = [
-    rewards.xmlcount_reward,
-    rewards.soft_format_reward,
-    rewards.strict_format_reward,
-    rewards.int_reward,
-    rewards.correctness_reward,
-]
 
 
 def _dataset(n: int, answer: str | None = "7") -> list[dict]:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 
+from shared import GOOD, GSM8K_FUNCS, PLAIN, canned, gsm8k_rows
+
 import rewards
 from grpo_kit.evaluation import evaluate
 from grpo_kit.evaluation.report_card import write_report_card
 from grpo_kit.evaluation.reward_hacking import SUSPECTED, collapse_signs, judge_headline
-from tests.grpo_kit.test_evaluate import GOOD, GSM8K_FUNCS, PLAIN, _dataset, canned
 
 POSTS = [f"A long comment about post number {i}, " + "with many more words in it " * 6 for i in range(8)]
 
@@ -44,15 +45,15 @@ def test_lesson_4s_collapse_to_empty_answers_is_flagged_not_improved(tmp_path):
 def test_one_template_for_every_prompt_is_flagged():
     template = "<reasoning>\n...\n</reasoning>\n<answer>\n7\n</answer>\n"
     varied = [f"The answer is {i}, since {i} apples" for i in range(8)]
-    before = evaluate(None, None, _dataset(8), GSM8K_FUNCS, num_prompts=8, sampler=canned(varied))
-    after = evaluate(None, None, _dataset(8), GSM8K_FUNCS, num_prompts=8, sampler=canned([template] * 8))
+    before = evaluate(None, None, gsm8k_rows(8), GSM8K_FUNCS, num_prompts=8, sampler=canned(varied))
+    after = evaluate(None, None, gsm8k_rows(8), GSM8K_FUNCS, num_prompts=8, sampler=canned([template] * 8))
     assert collapse_signs(before, after) == ["identical answers 12% -> 100%"]
 
 
 def test_an_honest_win_keeps_its_verdict(tmp_path):
     good = [GOOD.replace("3 + 4", f"3 + 4 (#{i})") for i in range(4)]  # right, and not one template
-    before = evaluate(None, None, _dataset(4), GSM8K_FUNCS, num_prompts=4, sampler=canned([PLAIN] * 4))
-    after = evaluate(None, None, _dataset(4), GSM8K_FUNCS, num_prompts=4, sampler=canned(good))
+    before = evaluate(None, None, gsm8k_rows(4), GSM8K_FUNCS, num_prompts=4, sampler=canned([PLAIN] * 4))
+    after = evaluate(None, None, gsm8k_rows(4), GSM8K_FUNCS, num_prompts=4, sampler=canned(good))
     assert collapse_signs(before, after) == []
     data = json.loads(write_report_card(tmp_path, before, after, n_boot=500)["eval.json"].read_text())
     assert data["reward_hack_signs"] == [] and data["comparisons"]["format"]["verdict"] == "improved"

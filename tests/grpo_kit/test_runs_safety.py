@@ -10,6 +10,7 @@ import warnings
 
 import pytest
 import torch
+from shared import tiny_loop_config
 
 from grpo_kit import loop, runs
 from grpo_kit.checkpoint import CheckpointError, read_checkpoint_config
@@ -32,20 +33,7 @@ def _plan(tmp_path, **kwargs):
 
 
 def _config(tmp_path, **overrides) -> GRPOLoopConfig:
-    # Two prompts of four completions, 8 tokens each: about a second per step on the tiny model.
-    values = {
-        "output_dir": str(tmp_path / "loop"),
-        "max_steps": 2,
-        "num_generations": 4,
-        "per_device_train_batch_size": 8,
-        "max_completion_length": 8,
-        "learning_rate": 1e-3,
-        "logging_steps": 1,
-        "save_steps": 1,
-        "disable_tqdm": True,
-        **overrides,
-    }
-    return GRPOLoopConfig(**values)
+    return tiny_loop_config(tmp_path / "loop", **overrides)
 
 
 def _dataset():

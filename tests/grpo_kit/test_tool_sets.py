@@ -7,7 +7,6 @@ import pytest
 
 from datasets_prep.tool_tasks import CALCULATOR_TOOLS, multiply
 from grpo_kit import trl_path
-from grpo_kit.models import tiny_model
 from grpo_kit.models.embedded import smollm2_tokenizer
 from grpo_kit.recipes import get_recipe
 from grpo_kit.tool_sets import TOOL_SETS, check_tool_setup, resolve_tools
@@ -15,15 +14,7 @@ from grpo_kit.tool_sets import TOOL_SETS, check_tool_setup, resolve_tools
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
-class RecordingLoader:
-    """A real model loader (the tiny model) that records whether it was called."""
-
-    def __init__(self):
-        self.calls = []
-
-    def __call__(self, name, **kwargs):
-        self.calls.append(name)
-        return tiny_model(seed=0)
+from shared import RecordingLoader
 
 
 def tool_recipe(**overrides):
@@ -129,7 +120,7 @@ def test_one_real_grpo_step_with_the_calculator_tools(tmp_path):
         tool_recipe(), model_loader=loader, output_dir=tmp_path, device="cpu", plot=False, save_final=False
     )
     trainer = result.trainer
-    assert loader.calls == ["smollm2-135m-instruct"]
+    assert loader.names == ["smollm2-135m-instruct"]
     assert [t.__name__ for t in trainer.tools] == [f.__name__ for f in CALCULATOR_TOOLS]
     assert "CALL" in trainer.processing_class.chat_template  # the recipe's tool_template was installed
     logged = result.log_history[0]

@@ -17,26 +17,7 @@ from grpo_kit.recipes import get_recipe
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
-class RecordingLoader:
-    """A real model loader (the tiny model) that records whether it was called."""
-
-    def __init__(self):
-        self.calls = []
-
-    def __call__(self, name, **kwargs):
-        self.calls.append((name, kwargs))
-        return tiny_model(seed=0)
-
-
-def tiny_recipe(**overrides):
-    # Two prompts of four completions per step, 8 tokens each: a GRPO step takes about a second.
-    defaults = {
-        "per_device_train_batch_size": 4,
-        "num_generations": 4,
-        "max_completion_length": 8,
-        "save_steps": 1000,
-    }
-    return get_recipe("smoltldr-length-small", **{**defaults, **overrides})
+from shared import RecordingLoader, tiny_recipe
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import re
 
 import pytest
 import torch
+from shared import tiny_loop_config
 
 from grpo_kit.checkpoint import NonFiniteWeightsError, non_finite_parameters, trainable_parameters
 from grpo_kit.loop import train
@@ -28,20 +29,14 @@ def _tied_reward(completions, **kwargs):
 
 
 def _config(tmp_path, **overrides) -> GRPOLoopConfig:
-    settings = {
-        "output_dir": str(tmp_path),
-        "max_steps": 2,
+    # groups of 2, 3 tokens, a large learning rate: a bad step is easy to provoke
+    small = {
         "num_generations": 2,
         "per_device_train_batch_size": 4,
         "max_completion_length": 3,
         "learning_rate": 1e-2,
-        "logging_steps": 1,
-        "save_steps": 1,
-        "disable_tqdm": True,
-        "max_bad_steps": 2,
     }
-    settings.update(overrides)
-    return GRPOLoopConfig(**settings)
+    return tiny_loop_config(tmp_path, **{**small, "max_bad_steps": 2, **overrides})
 
 
 # --- refused before a model loads --------------------------------------------------------------------

@@ -1,0 +1,101 @@
+"""What several test files of tests/grpo_kit use, written once (imported like trl_harness: pytest puts this folder
+on the path): GSM8K-style completions and their reward functions, a recording model loader, a tiny recipe and a
+tiny loop config, each sized so a GRPO step on the tiny model takes about a second."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import rewards
+from grpo_kit.generation import GeneratedCompletion
+
+# --- GSM8K-style completions: the course's format, right and wrong, and plain text --------------------------
+GOOD = "<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>\n"
+WRONG = "<reasoning>\n3 + 4 = 8\n</reasoning>\n<answer>\n8\n</answer>\n"
+PLAIN = "The answer is 7"
+GSM8K_FUNCS = [
+    rewards.xmlcount_reward,
+    rewards.soft_format_reward,
+    rewards.strict_format_reward,
+    rewards.int_reward,
+    rewards.correctness_reward,
+]
+
+
+def gsm8k_rows(n: int) -> list[dict]:
+    """``n`` conversational "What is 3 + 4?" rows with their gold answer."""
+    return [
+        {"prompt": [{"role": "user", "content": f"What is 3 + 4? (#{i})"}], "answer": "7"} for i in range(n)
+    ]
+
+
+def canned(greedy: list[str], samples: list[list[str]] | None = None, *, clipped: set[int] = frozenset()):
+    """A sampler answering prompt i with greedy[i] (num_generations=1) or samples[i] (k > 1)."""
+
+    def sampler(prompts, num_generations):
+        source = [[g] for g in greedy] if num_generations == 1 else samples
+        assert len(source) == len(prompts)
+        return [
+            [
+                GeneratedCompletion(
+                    t,
+                    len(t.split()) + 1,
+                    ended=(i not in clipped or num_generations > 1),
+                    ids=list(range(len(t.split()) + 1)),
+                )
+                for t in group[:num_generations]
+            ]
+            for i, group in enumerate(source)
+        ]
+
+    return sampler
+
+
+class RecordingLoader:
+    """A real model loader (the tiny model) that records each call: ``calls`` holds ``(name, kwargs)``."""
+
+    def __init__(self):
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def __call__(self, name, **kwargs):
+        from grpo_kit.models import tiny_model
+
+        self.calls.append((name, kwargs))
+        return tiny_model(seed=0)
+
+    @property
+    def names(self) -> list[str]:
+        return [name for name, _ in self.calls]
+
+
+def tiny_recipe(name: str = "smoltldr-length-small", **overrides: Any):
+    """``name`` with two prompts of four completions per step, 8 tokens each."""
+    from grpo_kit.recipes import get_recipe
+
+    defaults = {
+        "per_device_train_batch_size": 4,
+        "num_generations": 4,
+        "max_completion_length": 8,
+        "save_steps": 1000,
+    }
+    return get_recipe(name, **{**defaults, **overrides})
+
+
+def tiny_loop_config(output_dir: str | Path, **overrides: Any):
+    """A GRPOLoopConfig of 2 steps: two prompts of four completions, 8 tokens each, a checkpoint every step."""
+    from grpo_kit.loop_config import GRPOLoopConfig
+
+    values = {
+        "output_dir": str(output_dir),
+        "max_steps": 2,
+        "num_generations": 4,
+        "per_device_train_batch_size": 8,
+        "max_completion_length": 8,
+        "learning_rate": 1e-3,
+        "logging_steps": 1,
+        "save_steps": 1,
+        "disable_tqdm": True,
+        **overrides,
+    }
+    return GRPOLoopConfig(**values)
