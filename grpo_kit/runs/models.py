@@ -1,0 +1,22 @@
+"""The model a run trains: the recipe's model (a name, path or alias, ``"tiny"`` included: see
+``grpo_kit.models``) with the recipe's LoRA adapter, seeded by the run's seed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grpo_kit.recipes import Recipe
+
+__all__ = ["load_model"]
+
+
+def load_model(recipe: Recipe) -> tuple[Any, Any]:
+    """The recipe's model and tokenizer, with its LoRA adapter."""
+    from grpo_kit import models
+
+    # quantization="4bit" (QLoRA) fails here, before loading, when there is no CUDA.
+    model, tokenizer = models.load_model(recipe.model, quantization=recipe.quantization)
+    if recipe.lora is not None:
+        # LoRA's A matrices start random: seed them, or the same recipe and seed give another run each time.
+        model = models.add_lora(model, recipe.lora.to_peft_config(), seed=int(recipe.training.get("seed", 42)))
+    return model, tokenizer

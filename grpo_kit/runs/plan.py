@@ -1,0 +1,395 @@
+"""A run, planned: the recipe with its overrides, the run folder and the path's config, every check made
+before a model loads and nothing written (:func:`plan_run` -> :class:`RunPlan`).
+
+    plan = plan_run("smoltldr-length-small", overrides={"model": "tiny"}, max_steps=3)   # every check, no model
+
+Run folders cannot be mixed: a folder that already holds a run is refused unless the plan resumes it (with the
+configuration its checkpoint stored) or moves it aside (``--overwrite``). :func:`resume_command` is the
+``grpo-kit train`` command that continues a run exactly. The path's config built here (``GRPOLoopConfig`` for the
+standalone loop, TRL's ``GRPOConfig``) is the one that trains.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shlex
+import time
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from grpo_kit.models import TINY_MODEL
+from grpo_kit.paths import check_output_dir
+from grpo_kit.recipes import Recipe, get_recipe
+from grpo_kit.runs.folder import RunFolder, check_not_in_use, lock_run_folder
+
+__all__ = [
+    "DEFAULT_LOOP",
+    "LOOPS",
+    "RunPlan",
+    "default_output_dir",
+    "plan_run",
+    "prepare_run_dir",
+    "resolve_run_dir",
+    "resume_command",
+    "to_loop_config",
+]
+
+LOOPS = ("standalone", "trl", "unsloth")
+#: The loop a run uses unless told otherwise: the readable loop, proven equal to TRL.
+DEFAULT_LOOP = "standalone"
+
+
+@dataclass
+class RunPlan:
+    """Everything decided (and checked) before a model loads."""
+
+    recipe: Recipe
+    loop: str  # standalone | trl | unsloth
+    output_dir: Path
+    resume: Any = None  # None | True | a checkpoint folder
+    path_config: Any = None  # GRPOLoopConfig (standalone) or GRPOConfig (trl); None for unsloth
+    invocation: dict[str, Any] = field(default_factory=dict)  # recipe name, small, overrides, loop, max_steps
+    set_aside: Path | None = None  # --overwrite: where execute() moves the run already in output_dir
+    gguf: str | None = None  # the GGUF type to export, checked available before training
+    # The CLI flags that change what the run does or writes besides the plan (samples, no_merge,
+    # eval_prompts, preflight, force): replayed by resume_command().
+    flags: dict[str, Any] = field(default_factory=dict)
+    # What execute() is doing now ("loading", "training", "evaluation after training", "export", ...):
+    # an interruption outside training is reported with it.
+    phase: str = "planned"
+    folder_lock: Any = None  # execute(): the ExitStack holding the run folder's lock (grpo_kit.runs.folder)
+
+    def run_config(self) -> dict[str, Any]:
+        """What identifies this run, stored in ``run_config.json`` and every checkpoint: the arguments it was
+        planned with (``invocation``) and the resolved recipe and loop, which a resume must match."""
+        from grpo_kit.checkpoint import jsonable_config
+
+        return {
+            "invocation": jsonable_config(self.invocation),
+            "recipe": jsonable_config(self.recipe),
+            "loop": self.loop,
+        }
+
+    def resume_command(self) -> str:
+        """The ``grpo-kit train`` command that continues this run exactly (every flag it was planned with)."""
+        flags = {**self.flags, "gguf": self.gguf} if self.gguf else self.flags
+        return resume_command(self.invocation, self.output_dir, flags)
+
+
+# --- before the model loads -------------------------------------------------------------------------
+
+
+def to_loop_config(recipe: Recipe | str, **overrides: Any):
+    """A ``grpo_kit.loop_config.GRPOLoopConfig`` from the recipe's training fields with the same names.
+
+    GRPOConfig fields the standalone loop has no counterpart for (``optim``, ...) are left out with a
+    warning that names them; ``overrides`` are applied last and must be GRPOLoopConfig fields.
+    """
+    from grpo_kit.loop_config import GRPOLoopConfig
+
+    recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
+    loop_fields = {f.name for f in dataclasses.fields(GRPOLoopConfig) if f.init}
+    unknown = sorted(set(overrides) - loop_fields)
+    if unknown:
+        raise ValueError(
+            f"{', '.join(unknown)} are not GRPOLoopConfig fields; choose from {', '.join(sorted(loop_fields))}"
+        )
+    values = recipe.grpo_training()
+    kept = {k: v for k, v in values.items() if k in loop_fields}
+    dropped = sorted(k for k in values if k not in loop_fields)
+    if dropped:
+        warnings.warn(
+            f"recipe {recipe.name!r}: the standalone loop has no {', '.join(dropped)}; they are ignored "
+            "(use --loop trl for the full GRPOConfig).",
+            UserWarning,
+            stacklevel=2,
+        )
+    kept.update(overrides)
+    return GRPOLoopConfig(**kept)
+
+
+def default_output_dir(recipe_name: str) -> Path:
+    return Path("outputs") / f"{recipe_name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def _newest_run_with_checkpoint(recipe_name: str) -> Path | None:
+    runs = sorted(Path("outputs").glob(f"{recipe_name}-*"), key=lambda p: p.stat().st_mtime, reverse=True)
+    return next((r for r in runs if RunFolder(r).latest_checkpoint() is not None), None)
+
+
+def resolve_run_dir(recipe_name: str, output_dir: str | Path | None, resume: Any) -> tuple[Path, Any]:
+    """(output folder, resume value for the trainer: None | True | checkpoint path)."""
+    if resume is None:
+        return Path(output_dir) if output_dir else default_output_dir(recipe_name), None
+    if resume is not True:
+        checkpoint = Path(resume)
+        if not checkpoint.is_dir():
+            raise FileNotFoundError(
+                f"resume {resume}: no such checkpoint folder; pass a checkpoint-N folder or "
+                "resume the latest one (--resume without a value)."
+            )
+        return (Path(output_dir) if output_dir else checkpoint.parent), checkpoint
+    if output_dir:
+        if RunFolder(Path(output_dir)).latest_checkpoint() is None:
+            raise FileNotFoundError(
+                f"resume: {output_dir} has no checkpoint-N folder; train without resuming first, "
+                "or pass a checkpoint folder."
+            )
+        return Path(output_dir), True
+    run = _newest_run_with_checkpoint(recipe_name)
+    if run is None:
+        raise FileNotFoundError(
+            f"resume: no outputs/{recipe_name}-*/checkpoint-N found; pass an output folder "
+            "(--output-dir RUN) or a checkpoint."
+        )
+    return run, True
+
+
+def _path_config(recipe: Recipe, loop: str, output_dir: Path, resume: Any):
+    """Every check the chosen path makes before a model is loaded. Returns the path's config."""
+    from grpo_kit.path_settings import check_path_settings
+
+    if loop == "standalone":
+        if recipe.quantization:
+            raise ValueError(
+                f"recipe {recipe.name!r} uses {recipe.quantization} quantization, which the standalone "
+                "loop does not do; use --loop trl (QLoRA) or --loop unsloth on a GPU."
+            )
+        if recipe.tools:
+            raise ValueError(
+                f"recipe {recipe.name!r} trains with tools ({recipe.tools!r}); the standalone loop has "
+                "no tool loop. Use --loop trl (TRL's GRPOTrainer runs the tools)."
+            )
+    # A setting the path would drop is refused here, naming the path that applies it (path_settings).
+    check_path_settings(recipe.training, loop, where=f"recipe {recipe.name!r}")
+    if loop == "standalone":
+        with warnings.catch_warnings():
+            # what is left of the fields only TRL has is what the loop does anyway (path_settings.LOOP_BEHAVES_AS)
+            warnings.simplefilter("ignore", UserWarning)
+            return to_loop_config(recipe, output_dir=str(output_dir), resume_from_checkpoint=resume)
+    if loop == "trl":
+        from grpo_kit import trl_path
+        from grpo_kit.hardware import detect_precision
+
+        precision = detect_precision()
+        training = trl_path.resolve_training(recipe, output_dir=output_dir, precision=precision)
+        trl_path.check_settings(recipe, training, precision=precision)
+        return trl_path.build_grpo_config(training)
+    from grpo_kit.hardware import require_cuda
+
+    require_cuda("--loop unsloth", "Use --loop trl (or standalone) on this machine.")
+    return None
+
+
+def plan_run(
+    recipe: Recipe | str | None = None,
+    *,
+    small: bool = False,
+    overrides: Mapping[str, Any] | None = None,
+    loop: str | None = None,
+    max_steps: int | None = None,
+    output_dir: str | Path | None = None,
+    resume: Any = None,
+    overwrite: bool = False,
+    gguf: str | None = None,
+) -> RunPlan:
+    """The recipe with its overrides (``loop`` may also come from ``overrides["loop"]``), the run folder and
+    the path's config: every configuration mistake raises here (ValueError, TypeError, FileNotFoundError,
+    FileExistsError, PermissionError, ImportError, RuntimeError, CheckpointError naming the fix), before a
+    model is loaded, and nothing is written.
+
+    Run folders cannot be mixed: a folder that already holds a run is refused unless ``resume`` (continue
+    it: the configuration must be the one stored in its checkpoint, and with ``recipe=None`` and no
+    overrides that stored configuration is taken) or ``overwrite`` (:func:`execute` first moves the old run
+    aside to ``<folder>.old-<timestamp>``). Also checked: the folder is writable and not a file, the model
+    path is a model, and the ``gguf`` type can be written (before training, not after it).
+    """
+    if resume is not None and overwrite:
+        raise ValueError(
+            "--resume continues the run in the folder and --overwrite moves it aside; choose one."
+        )
+    given = {
+        "recipe": recipe,
+        "small": small,
+        "overrides": dict(overrides or {}),
+        "loop": loop,
+        "max_steps": max_steps,
+    }
+    if resume is not None and recipe is None and not (small or overrides or loop or max_steps):
+        given = _stored_invocation(output_dir, resume) or given  # --resume alone: the run as it was started
+    invocation = _resolve_invocation(**given)
+    overrides = dict(invocation["overrides"])
+    if invocation["max_steps"] is not None:  # None: the recipe's own length (or its epochs), never None
+        overrides["max_steps"] = invocation["max_steps"]
+    recipe = get_recipe(invocation["recipe"], small=invocation["small"], **overrides).validate()
+    loop = invocation["loop"]
+    run_dir, resume = resolve_run_dir(recipe.name, output_dir, resume)
+    run_dir = check_output_dir(run_dir)
+    check_not_in_use(run_dir)  # another process trains there now: refused before anything loads
+    path_config = _path_config(recipe, loop, run_dir, resume)  # the path's own rules first (CUDA, QLoRA, ...)
+    if recipe.model != TINY_MODEL:
+        from grpo_kit.models import check_model_source
+
+        check_model_source(recipe.model)
+    if gguf:
+        from grpo_kit.export import check_gguf_quantization_available
+
+        gguf = check_gguf_quantization_available(gguf, unsloth=loop == "unsloth")
+    plan = RunPlan(recipe, loop, run_dir, resume, path_config, invocation, gguf=gguf)
+    if resume is not None:
+        _check_resumes_the_same_run(plan)
+    elif RunFolder(run_dir).holds_a_run():
+        if not overwrite:
+            raise FileExistsError(
+                f"{run_dir} already holds a run ({RunFolder(run_dir).contents()}); training into it "
+                "would mix two runs. Continue it with --resume, pass --overwrite to move it "
+                f"aside to {run_dir}.old-<timestamp>, or choose another --output-dir."
+            )
+        if Path.cwd().resolve().is_relative_to(run_dir.resolve()):
+            raise ValueError(
+                f"--overwrite moves the run in {run_dir} aside, and that is the folder you are in "
+                f"({run_dir.resolve().name}); run from its parent folder with --output-dir "
+                f"{run_dir.resolve().name} --overwrite, or choose another --output-dir."
+            )
+        plan.set_aside = run_dir.with_name(f"{run_dir.name}.old-{time.strftime('%Y%m%d-%H%M%S')}")
+    return plan
+
+
+def _resolve_invocation(
+    recipe: Recipe | str | None,
+    small: bool,
+    overrides: Mapping[str, Any],
+    loop: str | None,
+    max_steps: int | None,
+) -> dict[str, Any]:
+    """The arguments a run is planned with, every default filled in, so they can be stored and replayed."""
+    from grpo_kit.recipes import DEFAULT_RECIPE
+
+    overrides = dict(overrides)
+    loop = loop or overrides.pop("loop", None) or DEFAULT_LOOP
+    if loop not in LOOPS:
+        raise ValueError(f"loop {loop!r}: choose one of {', '.join(LOOPS)}.")
+    if max_steps is not None and (
+        isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1
+    ):
+        raise ValueError(f"max_steps must be at least 1, got {max_steps}.")
+    recipe = recipe if recipe is not None else DEFAULT_RECIPE
+    if max_steps is None:  # the recipe's own length, written out so a replay does not depend on the default
+        max_steps = get_recipe(recipe, small=small, **overrides).training.get("max_steps")
+    return {
+        "recipe": recipe.name if isinstance(recipe, Recipe) else recipe,
+        "small": bool(small),
+        "overrides": overrides,
+        "loop": loop,
+        "max_steps": max_steps,
+    }
+
+
+def _stored_invocation(output_dir: str | Path | None, resume: Any) -> dict[str, Any] | None:
+    if output_dir is None and resume in (None, True):
+        return None  # the newest run of the default recipe is found by resolve_run_dir
+    folder = Path(output_dir) if output_dir else Path(resume).parent
+    stored = RunFolder(folder).stored_run_config(resume)
+    if not stored or "invocation" not in stored:
+        return None
+    from grpo_kit.checkpoint import CREDENTIAL_PLACEHOLDER
+
+    invocation = dict(stored["invocation"])
+    # A credential was stored redacted: the replay goes without it (HF_TOKEN, or --set it again).
+    invocation["overrides"] = {
+        k: v for k, v in dict(invocation.get("overrides") or {}).items() if v != CREDENTIAL_PLACEHOLDER
+    }
+    return invocation
+
+
+def _check_resumes_the_same_run(plan: RunPlan) -> None:
+    """Resuming with another configuration would continue one run with another's settings: refuse it."""
+    from grpo_kit.checkpoint import CheckpointError, config_diff
+    from grpo_kit.run_context import BOOKKEEPING_FIELDS
+
+    stored = RunFolder(plan.output_dir).stored_run_config(plan.resume)
+    if stored is None:
+        return  # a run from before run folders stored their configuration
+    current = plan.run_config()
+    diff = config_diff(
+        {"recipe": stored["recipe"], "loop": stored["loop"]},
+        {"recipe": current["recipe"], "loop": current["loop"]},
+    )
+    bookkeeping = {f"recipe.training.{name}" for name in BOOKKEEPING_FIELDS} | {"recipe.description"}
+    diff = {name: values for name, values in diff.items() if name not in bookkeeping}
+    if diff:
+        listed = "; ".join(f"{name}: {old!r} (stored) -> {new!r} (now)" for name, (old, new) in diff.items())
+        raise CheckpointError(
+            f"--resume: {plan.output_dir} was trained with another configuration ({listed}). "
+            "Resume with `--output-dir DIR --resume` alone to take the stored configuration, "
+            "or start a new run in another --output-dir."
+        )
+
+
+#: How :func:`resume_command` spells the CLI flags a run was started with (``RunPlan.flags``).
+_FLAG_WORDS = {
+    "samples": "--samples",
+    "eval_prompts": "--eval-prompts",
+    "gguf": "--gguf",
+    "no_merge": "--no-merge",
+    "preflight": "--preflight",
+    "force": "--force",
+}
+
+
+def resume_command(
+    invocation: Mapping[str, Any], output_dir: Path, flags: Mapping[str, Any] | None = None
+) -> str:
+    """``grpo-kit train … --resume`` with every flag of ``invocation`` spelled out, shell-quoted, then the
+    ``flags`` that change what the run does or writes (``{"samples": 0, "no_merge": True, "gguf": "f16"}``):
+    a value of None or False is a flag that was not given. Credential settings (``hub_token``) are left out,
+    since the command is printed."""
+    from grpo_kit.checkpoint import is_credential_field
+
+    words = ["grpo-kit", "train", "--recipe", str(invocation["recipe"])]
+    if invocation.get("small"):
+        words.append("--small")
+    words += ["--loop", invocation["loop"]]
+    if invocation.get("max_steps") is not None:
+        words += ["--max-steps", str(invocation["max_steps"])]
+    words += ["--output-dir", os.fspath(output_dir), "--resume"]
+    for key, value in invocation.get("overrides", {}).items():
+        if is_credential_field(key):  # never printed: pass it again with --set, or set HF_TOKEN
+            continue
+        items = (
+            value.items() if key in ("lora", "unsloth") and isinstance(value, Mapping) else [(None, value)]
+        )
+        for sub, v in items:
+            name = f"{key}.{sub}" if sub else key
+            words += ["--set", f"{name}={v if isinstance(v, str) else json.dumps(v)}"]
+    for name, value in (flags or {}).items():
+        if value is None or value is False:
+            continue
+        words += [_FLAG_WORDS[name]] if value is True else [_FLAG_WORDS[name], str(value)]
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def prepare_run_dir(plan: RunPlan) -> None:
+    """Create the run folder (moving an old run aside first when the plan says so) and its run_config.json.
+
+    Inside :func:`execute` the folder is then locked for the rest of the run (``grpo_kit.runs.folder``): a
+    second process is refused naming this one's PID, and a run that appeared there since the plan was made
+    is not overwritten."""
+    if plan.set_aside is not None:
+        check_not_in_use(plan.output_dir)  # never move a running run aside
+        plan.output_dir.rename(plan.set_aside)
+    plan.output_dir.mkdir(parents=True, exist_ok=True)
+    if plan.folder_lock is not None:
+        plan.folder_lock.enter_context(lock_run_folder(plan.output_dir))
+        if plan.resume is None and RunFolder(plan.output_dir).holds_a_run():
+            raise FileExistsError(
+                f"{plan.output_dir} received a run from another process after this one was planned "
+                f"({RunFolder(plan.output_dir).contents()}); choose another --output-dir, or --resume it."
+            )
+    if plan.resume is None:
+        RunFolder(plan.output_dir).write_run_config(plan.run_config())
