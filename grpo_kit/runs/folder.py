@@ -209,7 +209,9 @@ class RunFolder:
         from grpo_kit.checkpoint import config_hash, jsonable_config
 
         stored = jsonable_config(dict(config))
-        self.run_config_path.write_text(json.dumps({"config": stored, "sha256": config_hash(stored)}, indent=2))
+        self.run_config_path.write_text(
+            json.dumps({"config": stored, "sha256": config_hash(stored)}, indent=2)
+        )
         return self.run_config_path
 
     def latest_checkpoint(self) -> Path | None:

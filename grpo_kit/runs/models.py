@@ -18,5 +18,7 @@ def load_model(recipe: Recipe) -> tuple[Any, Any]:
     model, tokenizer = models.load_model(recipe.model, quantization=recipe.quantization)
     if recipe.lora is not None:
         # LoRA's A matrices start random: seed them, or the same recipe and seed give another run each time.
-        model = models.add_lora(model, recipe.lora.to_peft_config(), seed=int(recipe.training.get("seed", 42)))
+        model = models.add_lora(
+            model, recipe.lora.to_peft_config(), seed=int(recipe.training.get("seed", 42))
+        )
     return model, tokenizer
