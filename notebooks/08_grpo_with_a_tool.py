@@ -101,7 +101,7 @@ def _(mo):
 
 @app.cell
 def _(num_eval, recipe):
-    from grpo_kit.models import load_model
+    from grpo_kit.models import load_tokenizer
     from grpo_kit.runs.held_out import held_out_rows
     from grpo_kit.tool_sets import prepare_tool_tokenizer, resolve_tools
 
@@ -109,10 +109,9 @@ def _(num_eval, recipe):
     train_dataset = recipe.load_dataset()
     # the recipe's held-out questions: its test split, generated apart from the training ones
     held_out = held_out_rows(recipe, num_eval, training=train_dataset)
-    base_model, _plain_tokenizer = load_model(recipe.model)
-    # installs the CALL/RESULT template and checks it the way TRL will
-    tokenizer = prepare_tool_tokenizer(_plain_tokenizer, recipe.tool_template)
-    return base_model, held_out, load_model, tokenizer, tools, train_dataset
+    # installs the CALL/RESULT template and checks it the way TRL will (the weights load behind the button)
+    tokenizer = prepare_tool_tokenizer(load_tokenizer(recipe.model), recipe.tool_template)
+    return held_out, tokenizer, tools, train_dataset
 
 
 @app.cell
@@ -157,10 +156,12 @@ def _(mo, num_eval):
 
 
 @app.cell
-def _(base_model, measure_button, mo, recipe, should_run, tokenizer, train_dataset, wrapped_text):
+def _(measure_button, mo, recipe, should_run, tokenizer, train_dataset, wrapped_text):
     from grpo_kit.evaluation.preflight import check_recipe
+    from grpo_kit.models import load_model
 
     mo.stop(not should_run(measure_button), mo.md("Press the button to measure the base model."))
+    base_model, _ = load_model(recipe.model)  # the tool-prepared tokenizer above is the one used
     _g = recipe.training["num_generations"]
     with mo.status.spinner(
         title="Pre-flight", subtitle=f"4 training questions × {_g} rollouts with the tools"
@@ -186,7 +187,7 @@ def _(base_model, measure_button, mo, recipe, should_run, tokenizer, train_datas
     """
     )
     mo.vstack([_text, wrapped_text(preflight_report.examples[0] if preflight_report.examples else "")])
-    return (preflight_report,)
+    return base_model, load_model, preflight_report
 
 
 @app.cell

@@ -4,6 +4,7 @@
   default), a ``.gguf`` file, a local directory or a Hub id; LoRA (peft) and 4-bit QLoRA
   (bitsandbytes, CUDA only) options; every argument checked before any weights are read;
   ``seed=`` makes the LoRA init reproducible (:func:`add_lora`).
+* :func:`load_tokenizer` -- the tokenizer ``load_model`` returns, without reading the weights.
 * :func:`check_model_source` -- the cheap pre-load check (path exists, is a model folder or a GGUF
   file with the GGUF magic bytes; aliases and Hub ids pass), for callers that check before creating
   folders.
@@ -31,7 +32,7 @@ from grpo_kit.models.embedded import (
     smollm2_tokenizer,
 )
 from grpo_kit.models.gguf import gguf_to_hf_dir, gguf_tokenizer_dir, strip_gguf_quantizer
-from grpo_kit.models.loading import TINY_MODEL, check_model_source, load_model, resolve_model
+from grpo_kit.models.loading import TINY_MODEL, check_model_source, load_model, load_tokenizer, resolve_model
 from grpo_kit.models.lora import add_lora, check_lora
 from grpo_kit.models.tiny import tiny_model
 from grpo_kit.models.tokenizer import CHATML_TEMPLATE, prepare_tokenizer
@@ -54,6 +55,7 @@ __all__ = [
     "gguf_tokenizer_dir",
     "hub_available",
     "load_model",
+    "load_tokenizer",
     "prepare_tokenizer",
     "resolve_model",
     "smollm2_tokenizer",

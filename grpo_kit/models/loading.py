@@ -1,4 +1,5 @@
 """``load_model``: a name, path or alias -> ``(model, tokenizer)``; arguments checked before any load.
+``load_tokenizer``: the same tokenizer without the weights.
 
 Resolution, in this order:
 
@@ -23,7 +24,13 @@ from typing import Any
 
 from datasets_prep.hub import hub_available
 from grpo_kit.models.cache import cached_hub_snapshot
-from grpo_kit.models.embedded import ALIASES, DEFAULT_MODEL, EMBEDDED_HUB_ID, embedded_model_dir
+from grpo_kit.models.embedded import (
+    ALIASES,
+    DEFAULT_MODEL,
+    EMBEDDED_HUB_ID,
+    embedded_model_dir,
+    smollm2_tokenizer,
+)
 from grpo_kit.models.gguf import gguf_to_hf_dir
 from grpo_kit.models.lora import add_lora, check_lora
 from grpo_kit.models.tiny import tiny_model
@@ -220,6 +227,23 @@ def _resolve_hub_id(repo_id: str) -> tuple[str, bool]:
 # --------------------------------------------------------------------------- public loaders
 
 
+def _tokenizer_at(source: str, local_only: bool):
+    from transformers import AutoTokenizer
+
+    return prepare_tokenizer(AutoTokenizer.from_pretrained(source, local_files_only=local_only))
+
+
+def load_tokenizer(name_or_path: str | os.PathLike = DEFAULT_MODEL):
+    """The tokenizer :func:`load_model` returns for ``name_or_path``, without reading the weights.
+
+    For a page that shows rendered prompts at once and loads the model only when asked (lesson 8). A ``.gguf``
+    is still converted (and cached) on first use, as :func:`resolve_model` does.
+    """
+    if check_model_source(name_or_path) == "tiny":
+        return smollm2_tokenizer()  # tiny_model's tokenizer
+    return _tokenizer_at(*resolve_model(name_or_path))
+
+
 def load_model(
     name_or_path: str | os.PathLike = DEFAULT_MODEL,
     *,
@@ -254,9 +278,9 @@ def load_model(
     bnb_config = _check_quantization(quantization)
     source, local_only = resolve_model(name_or_path)
 
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
-    tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(source, local_files_only=local_only))
+    tokenizer = _tokenizer_at(source, local_only)
     kwargs: dict[str, Any] = {"local_files_only": local_only}
     if bnb_config is not None:
         kwargs["quantization_config"] = bnb_config

@@ -580,3 +580,25 @@ def test_tiny_is_a_model_name_like_any_other():
     assert all(torch.equal(a[name], b[name]) for name in a if "lora_A" in name)
     with pytest.raises(ValueError, match="built in memory"):
         resolve_model(TINY_MODEL)
+
+
+@pytest.mark.parametrize("name", ["gguf", "tiny"])
+def test_load_tokenizer_is_load_models_tokenizer_without_the_weights(name, tiny_gguf, own_cache, monkeypatch):
+    """Lesson 8 renders its prompts with load_tokenizer at open and loads the weights behind its button: the
+    two tokenizers must encode and template alike."""
+    from transformers import AutoModelForCausalLM
+
+    from grpo_kit.models import load_tokenizer
+
+    source = str(tiny_gguf[0]) if name == "gguf" else "tiny"
+    _, expected = load_model(source)
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", None)  # reading weights would fail here
+    got = load_tokenizer(source)
+    chat = [{"role": "user", "content": "What is 12 * 7?"}]
+    for tokenizer in (got, expected):
+        assert tokenizer.padding_side == "left" and tokenizer.pad_token is not None
+    assert got.apply_chat_template(chat, tokenize=False, add_generation_prompt=True) == (
+        expected.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+    )
+    assert got("the cat in the hat")["input_ids"] == expected("the cat in the hat")["input_ids"]
+    assert (got.eos_token, got.pad_token) == (expected.eos_token, expected.pad_token)
