@@ -32,7 +32,8 @@ What this loop simplifies compared with TRL's GRPOTrainer:
   runs through the model once per micro-batch (``per_token_logps_grouped``); the summed gradient is TRL's
   for every loss type except ``bnpo`` (its token count depends on the split);
 * sampling: one prefill per prompt, LoRA merged into the weights, no dropout: the same distribution as
-  ``generate`` up to float rounding, other random numbers;
+  ``generate`` up to float rounding, other random numbers (tests/grpo_kit/test_sampling.py, a chi-square test);
+  on the same completions two optimizer steps give TRL's weights to 1e-5 (tests/grpo_kit/test_step_parity.py);
 * ``top_entropy_quantile < 1`` drops low-entropy tokens from the policy loss, exactly as TRL
   (``compute_loss(entropy_mask=...)``: the normalisation still counts every token);
 * the entropy bonus (``entropy_coef``, ``use_adaptive_entropy``: ``grpo_kit.losses.entropy``) is TRL's; the

@@ -35,6 +35,20 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(skip_gpu)
 
 
+def pytest_configure(config):
+    """``make test`` runs ``--dist loadgroup`` so that the tests marked ``xdist_group`` (the browser, the CLI runs,
+    the exports) share one worker. Under pytest 9.2 pytest-xdist 3.8 no longer tags them ("--dist=loadgroup silently
+    stops grouping", pytest-xdist issue 1386): both workers would open browsers side by side and the lessons' timings
+    would measure each other. Refused here rather than left silent."""
+    from packaging.version import Version
+
+    if getattr(config.option, "dist", None) == "loadgroup" and Version(pytest.__version__) >= Version("9.2"):
+        raise pytest.UsageError(
+            f"pytest {pytest.__version__} breaks --dist loadgroup (pytest-xdist issue 1386); install the pinned "
+            "one: pip install -c constraints.txt -e '.[dev]'"
+        )
+
+
 @pytest.fixture(scope="session")
 def tiny():
     """A randomly initialised 2-layer Llama + the SmolLM2 tokenizer, built once per test session.

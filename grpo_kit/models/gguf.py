@@ -210,15 +210,15 @@ def strip_gguf_quantizer(model) -> Any:
 
 def gguf_to_hf_dir(gguf_path: str | os.PathLike) -> Path:
     """Dequantise a GGUF file to fp32 safetensors + tokenizer in a cached HF directory; return it."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     gguf_path = Path(gguf_path)
     if not gguf_path.is_file():
         raise FileNotFoundError(f"GGUF file not found: {gguf_path}")
     check_gguf_header(gguf_path)  # before transformers' GGUF reader trusts its counts
 
     def build(tmp: Path) -> None:
+        import torch  # only when converting: a cached entry is found without importing torch or transformers
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
         # Through the tokenizer's own cache entry (and its lock): a parallel worker that is
         # extracting the same tokenizer right now is waited for, not duplicated.
         tokenizer = AutoTokenizer.from_pretrained(str(_tokenizer_entry(gguf_path)))

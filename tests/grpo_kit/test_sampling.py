@@ -178,3 +178,103 @@ def test_sampling_and_generate_build_no_autograd_graph():
         handle.remove()
     assert seen and not any(seen), f"{sum(seen)} of {len(seen)} forward passes recorded a graph"
     assert torch.is_grad_enabled()  # the caller's mode is back
+
+
+def _mass_bins(probs: torch.Tensor, num_bins: int = 20) -> torch.Tensor:
+    """A bin per token (V,): tokens in order of probability, cut into bins of about 1/num_bins of the mass each (a
+    token above that is its own bin). Any partition fixed before sampling makes a valid chi-square test; this one
+    keeps the long tail of a random model's vocabulary from leaving every bin nearly empty."""
+    order = probs.argsort(descending=True)
+    cumulative = probs[order].cumsum(0)  # (V,)
+    bins = torch.empty_like(order)
+    bins[order] = torch.clamp((cumulative - probs[order]) * num_bins, max=num_bins - 1).long()
+    return bins
+
+
+def _warped_by_transformers(logits: torch.Tensor, settings: dict) -> torch.Tensor:
+    """``logits`` (B, V) through transformers' own warpers, in generate's order."""
+    from transformers import (
+        LogitsProcessorList,
+        MinPLogitsWarper,
+        TemperatureLogitsWarper,
+        TopKLogitsWarper,
+        TopPLogitsWarper,
+    )
+
+    warpers = LogitsProcessorList([TemperatureLogitsWarper(settings["temperature"])])
+    if settings["top_k"]:
+        warpers.append(TopKLogitsWarper(settings["top_k"]))
+    if settings["top_p"] < 1.0:
+        warpers.append(TopPLogitsWarper(settings["top_p"]))
+    if settings["min_p"] is not None:
+        warpers.append(MinPLogitsWarper(settings["min_p"]))
+    return warpers(torch.zeros(logits.size(0), 1, dtype=torch.long), logits.clone())
+
+
+def _two_sample_chi_square_p(a: torch.Tensor, b: torch.Tensor) -> float:
+    """p-value of "binned counts ``a`` and ``b`` (K,) come from one distribution" (a 2 × K contingency table)."""
+    rows = torch.stack([a, b]).double()
+    rows = rows[:, rows.sum(0) > 0]  # (2, K)
+    expected = rows.sum(1, keepdim=True) * rows.sum(0, keepdim=True) / rows.sum()  # (2, K)
+    assert rows.size(1) >= 4 and expected.min() >= 5, "too few or too thin bins for the test to mean anything"
+    statistic = ((rows - expected) ** 2 / expected).sum()
+    dof = rows.size(1) - 1
+    return float(torch.special.gammaincc(torch.tensor(dof / 2.0), statistic / 2))  # chi-square survival
+
+
+@pytest.mark.parametrize(
+    "warp",
+    [{"temperature": 1.0}, {"temperature": 0.6}, {"top_k": 12}, {"top_p": 0.8}, {"min_p": 0.05}],
+    ids=lambda w: ",".join(f"{k}={v}" for k, v in w.items()),
+)
+def test_first_token_frequencies_match_generate(warp):
+    """The loop's sampler draws the first completion token as ``generate(do_sample=True)`` does: 2,000 draws each
+    from the tiny model (its logits sharpened so that the warpers cut something), binned by the mass of the warped distribution (transformers' warpers), a
+    two-sample chi-square test at level 0.001. At the same level the test rejects a sampler at temperature 0.8 against generate's 1.0 (its power)."""
+    model, tokenizer = tiny_model(seed=0)
+    model.eval()
+    with torch.no_grad():
+        model.model.norm.weight.mul_(8.0)  # sharper, yet every warper below leaves 12+ bins of mass
+    prompt = tokenizer(["Hello"], return_tensors="pt")
+    n = 2000
+    settings = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": None, **warp}
+    with torch.no_grad():
+        logits = model(**prompt).logits[:, -1]  # (1, V)
+    bins = _mass_bins(_warped_by_transformers(logits, settings)[0].softmax(-1))  # (V,), fixed before sampling
+
+    def ours(**setting) -> torch.Tensor:
+        ids = sample_completions(
+            model,
+            prompt["input_ids"],
+            prompt["attention_mask"],
+            num_generations=n,
+            max_new_tokens=1,
+            eos_token_ids=[tokenizer.eos_token_id],
+            pad_token_id=tokenizer.pad_token_id,
+            **setting,
+        )  # (n, 1)
+        return torch.bincount(bins[ids[:, 0]], minlength=int(bins.max()) + 1)
+
+    def theirs(**setting) -> torch.Tensor:
+        ids = model.generate(
+            **{k: v.expand(n, -1) for k, v in prompt.items()},
+            do_sample=True,
+            max_new_tokens=1,
+            min_new_tokens=1,
+            pad_token_id=tokenizer.pad_token_id,
+            temperature=setting["temperature"],
+            top_k=setting["top_k"] or None,
+            top_p=setting["top_p"],
+            min_p=setting["min_p"],
+        )[:, -1]  # (n,)
+        return torch.bincount(bins[ids], minlength=int(bins.max()) + 1)
+
+    torch.manual_seed(1)
+    mine = ours(**settings)
+    torch.manual_seed(2)
+    reference = theirs(**settings)
+    assert _two_sample_chi_square_p(mine, reference) > 1e-3
+    if warp == {"temperature": 1.0}:
+        torch.manual_seed(3)
+        colder = ours(**{**settings, "temperature": 0.8})
+        assert _two_sample_chi_square_p(colder, reference) < 1e-3
