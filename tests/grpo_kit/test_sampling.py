@@ -9,6 +9,29 @@ from grpo_kit.models import tiny_model
 from grpo_kit.sampling import merged_lora, sample_completions, sample_next_token, warp_logits
 
 
+def _warped_by_transformers(logits: torch.Tensor, warp: dict) -> torch.Tensor:
+    """``logits`` (B, V) through transformers' own warpers for the settings named in ``warp``, in generate's order
+    (temperature, top-k, top-p, min-p); an unset or neutral setting adds no warper."""
+    from transformers import (
+        LogitsProcessorList,
+        MinPLogitsWarper,
+        TemperatureLogitsWarper,
+        TopKLogitsWarper,
+        TopPLogitsWarper,
+    )
+
+    warpers = LogitsProcessorList()
+    if warp.get("temperature", 1.0) != 1.0:
+        warpers.append(TemperatureLogitsWarper(warp["temperature"]))
+    if warp.get("top_k"):
+        warpers.append(TopKLogitsWarper(warp["top_k"]))
+    if warp.get("top_p", 1.0) < 1.0:
+        warpers.append(TopPLogitsWarper(warp["top_p"]))
+    if warp.get("min_p") is not None:
+        warpers.append(MinPLogitsWarper(warp["min_p"]))
+    return warpers(torch.zeros(logits.size(0), 1, dtype=torch.long), logits.clone())
+
+
 @pytest.mark.parametrize(
     "warp",
     [
@@ -20,26 +43,9 @@ from grpo_kit.sampling import merged_lora, sample_completions, sample_next_token
     ],
 )
 def test_warpers_match_transformers(warp):
-    from transformers import (
-        LogitsProcessorList,
-        MinPLogitsWarper,
-        TemperatureLogitsWarper,
-        TopKLogitsWarper,
-        TopPLogitsWarper,
-    )
-
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(6, 300, generator=g) * 3
-    theirs = LogitsProcessorList()  # generate's order: temperature, top-k, top-p, min-p
-    if "temperature" in warp:
-        theirs.append(TemperatureLogitsWarper(warp["temperature"]))
-    if "top_k" in warp:
-        theirs.append(TopKLogitsWarper(warp["top_k"]))
-    if "top_p" in warp:
-        theirs.append(TopPLogitsWarper(warp["top_p"]))
-    if "min_p" in warp:
-        theirs.append(MinPLogitsWarper(warp["min_p"]))
-    want = theirs(torch.zeros(6, 1, dtype=torch.long), logits.clone())
+    want = _warped_by_transformers(logits, warp)
     got = warp_logits(logits, **warp)
     assert torch.equal(torch.isinf(got), torch.isinf(want))
     torch.testing.assert_close(got[~torch.isinf(got)], want[~torch.isinf(want)])
@@ -189,26 +195,6 @@ def _mass_bins(probs: torch.Tensor, num_bins: int = 20) -> torch.Tensor:
     bins = torch.empty_like(order)
     bins[order] = torch.clamp((cumulative - probs[order]) * num_bins, max=num_bins - 1).long()
     return bins
-
-
-def _warped_by_transformers(logits: torch.Tensor, settings: dict) -> torch.Tensor:
-    """``logits`` (B, V) through transformers' own warpers, in generate's order."""
-    from transformers import (
-        LogitsProcessorList,
-        MinPLogitsWarper,
-        TemperatureLogitsWarper,
-        TopKLogitsWarper,
-        TopPLogitsWarper,
-    )
-
-    warpers = LogitsProcessorList([TemperatureLogitsWarper(settings["temperature"])])
-    if settings["top_k"]:
-        warpers.append(TopKLogitsWarper(settings["top_k"]))
-    if settings["top_p"] < 1.0:
-        warpers.append(TopPLogitsWarper(settings["top_p"]))
-    if settings["min_p"] is not None:
-        warpers.append(MinPLogitsWarper(settings["min_p"]))
-    return warpers(torch.zeros(logits.size(0), 1, dtype=torch.long), logits.clone())
 
 
 def _two_sample_chi_square_p(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -3,7 +3,7 @@
 The loss-parity tests (test_losses.py) prove ``compute_loss`` equal to TRL's on the same tensors. This checks the
 rest of a step: prompt rendering, reward calls, advantages, old and reference log-probs, micro-batches and
 gradient accumulation, clipping, the optimizer's parameter groups and the schedule. Both sides start from the same
-tiny model with the same seeded LoRA adapter (``load_model("tiny", lora=..., seed=0)``) and the same recipe:
+tiny model with the same seeded LoRA adapter (``grpo_kit.runs.models.load_model``, as a run loads it) and the same recipe:
 ``to_loop_config(recipe)`` for the loop, ``trl_path.build_trainer(recipe)`` (the TRL path users run) for TRL.
 
 Same completions: the loop samples; its completions are replayed into TRL through TRL's own ``rollout_func`` hook,
@@ -19,30 +19,29 @@ import torch
 from shared import tiny_recipe
 
 from grpo_kit import loop, trl_path
-from grpo_kit.models import load_model
 from grpo_kit.runs import to_loop_config
+from grpo_kit.runs.models import (
+    load_model,  # the recipe's model with its seeded LoRA adapter, as a run loads it
+)
 from rewards import completion_text
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*rollout_func.*:UserWarning")
 
-# name -> (recipe overrides, optimizer steps). The main job's recipe with the tiny model's sizes: 2 prompts × 4
-# completions per step; each other case changes one thing.
+# name -> recipe overrides. The main job's recipe with the tiny model's sizes: 2 prompts × 4 completions per step;
+# each other case changes one thing. Two optimizer steps each (the second reuses the rollout when num_iterations=2).
 CASES = {
-    "main job": ({}, 2),
-    "num_iterations=2": ({"num_iterations": 2}, 2),
-    "beta=0.04": ({"beta": 0.04}, 2),
-    "gradient_accumulation_steps=2": ({"gradient_accumulation_steps": 2}, 2),
+    "main job": {},
+    "num_iterations=2": {"num_iterations": 2},
+    "beta=0.04": {"beta": 0.04},
+    "gradient_accumulation_steps=2": {"gradient_accumulation_steps": 2},
 }
+STEPS = 2
 
 
 def distinct_characters(completions, **kwargs) -> list[float]:
     """The reward both sides use: the random tiny model never stops before ``max_completion_length``, so the
     recipe's length reward would give every completion the same score and every advantage 0 (nothing to compare)."""
     return [float(len(set(completion_text(c)))) for c in completions]
-
-
-def _tiny_with_adapter(recipe):
-    return load_model("tiny", lora=recipe.lora.to_peft_config(), seed=0)
 
 
 def _trainable(model) -> dict[str, torch.Tensor]:
@@ -65,7 +64,7 @@ def _train_loop(recipe, rows, steps, output_dir, monkeypatch):
         return samples
 
     monkeypatch.setattr(loop, "_sample", recording_sample)
-    model, tokenizer = _tiny_with_adapter(recipe)
+    model, tokenizer = load_model(recipe)
     config = to_loop_config(recipe, output_dir=str(output_dir), max_steps=steps, save_steps=1000)
     result = loop.train(model, tokenizer, rows, [distinct_characters], config)
     assert result.global_step == steps and not result.interrupted
@@ -91,7 +90,7 @@ def _train_trl(recipe, rows, steps, output_dir, sampled):
             "logprobs": [[0.0] * len(c) for c in completions],  # unused without vLLM
         }
 
-    model, tokenizer = _tiny_with_adapter(recipe)
+    model, tokenizer = load_model(recipe)
     trainer = trl_path.build_trainer(
         recipe,
         model=model,
@@ -113,7 +112,7 @@ def _train_trl(recipe, rows, steps, output_dir, sampled):
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_one_step_of_the_loop_equals_one_step_of_trl(case, tmp_path, monkeypatch):
-    overrides, steps = CASES[case]
+    overrides, steps = CASES[case], STEPS
     recipe = tiny_recipe(model="tiny", per_device_train_batch_size=8, **overrides)
     G = recipe.training["num_generations"]
     prompts_per_step = (
@@ -123,7 +122,7 @@ def test_one_step_of_the_loop_equals_one_step_of_trl(case, tmp_path, monkeypatch
     )
     # Exactly one generation batch of prompts: both sides see the same prompts whatever order they shuffle into.
     rows = recipe.load_dataset().select(range(prompts_per_step))
-    before = _trainable(_tiny_with_adapter(recipe)[0])
+    before = _trainable(load_model(recipe)[0])
     loop_weights, sampled, loop_result = _train_loop(recipe, rows, steps, tmp_path / "loop", monkeypatch)
     trl_weights, trainer = _train_trl(recipe, rows, steps, tmp_path / "trl", sampled)
 
