@@ -3,8 +3,8 @@
 The loss-parity tests (test_losses.py) prove ``compute_loss`` equal to TRL's on the same tensors. This checks the
 rest of a step: prompt rendering, reward calls, advantages, old and reference log-probs, micro-batches and
 gradient accumulation, clipping, the optimizer's parameter groups and the schedule. Both sides start from the same
-tiny model with the same seeded LoRA adapter (``grpo_kit.runs.models.load_model``, as a run loads it) and the same recipe:
-``to_loop_config(recipe)`` for the loop, ``trl_path.build_trainer(recipe)`` (the TRL path users run) for TRL.
+tiny model with the same seeded LoRA adapter (``grpo_kit.runs.models.load_model``, as a run loads it) and the same
+recipe: ``to_loop_config(recipe)`` for the loop, ``trl_path.build_trainer(recipe)`` (the TRL path users run) for TRL.
 
 Same completions: the loop samples; its completions are replayed into TRL through TRL's own ``rollout_func`` hook,
 looked up by the prompt ids TRL's tokenizer call produces, so a prompt TRL renders differently finds no
