@@ -82,6 +82,9 @@ class GeneratedCompletion:
     # A multi-turn completion (assistant / tool messages, grpo_kit.tool_rollout): scored as this list,
     # as TRL's tool loop passes it to reward functions. None: one assistant turn, ``text``.
     messages: list[dict[str, Any]] | None = None
+    # The environment instance the rollout played (grpo_kit.environments), after its last turn: what its
+    # get_reward reads and what reward functions get as ``environments``, as TRL passes it. None: none.
+    environment: Any = None
 
 
 #: ``sampler(prompts, num_generations)``: canned or custom decoding in place of :func:`generate`.

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from grpo_kit.environments import check_environment_names
 from grpo_kit.settings import (
     LOOP_ONLY_FIELDS,
     RETIRED_TRAINING_FIELDS,
@@ -45,6 +46,7 @@ DATASET_LOADERS = {
     "gsm8k": "load_gsm8k",
     "deepmath": "load_deepmath",
     "tool_tasks": "load_tool_task_split",
+    "environment_tasks": "load_environment_task_split",
 }
 # Raw-row generators for dataset_source="synthetic" (offline, CPU-sized runs and tests).
 SYNTHETIC_ROWS = {"smoltldr": "synthetic_tldr", "gsm8k": "synthetic_gsm8k"}
@@ -161,9 +163,18 @@ class Recipe:
     training: GRPOConfig fields (TRL names). ``output_dir`` is chosen by the caller, not here.
     eval_prompts: held-out prompts evaluated before and after every run (``grpo_kit.evaluation``, greedy,
         paired bootstrap CI); 32 is the fewest that tells learning from noise on the CPU recipes. 0: off.
+    eval_samples: also this many seeded samples per held-out prompt at the recipe's training decoding
+        (``k`` of ``grpo_kit.evaluation.evaluate``: ``mean@k``, ``pass@k/<name>``, ``accuracy@k``), the same
+        seeds before and after. Default 1: greedy answers only. A task the base model already solves greedily
+        (the environment recipe: 32/32) shows what training changed only in the samples it trains on.
     tools: a tool set from ``grpo_kit.tool_sets.TOOL_SETS`` ("calculator") passed as ``GRPOTrainer(tools=...)``.
     tool_template: a ``grpo_kit.tool_sets.TOOL_TEMPLATES`` name ("chatml") installing a tool-calling chat
         template on the tokenizer, for models whose own template has none (SmolLM2); None keeps the model's.
+    environment: a ``grpo_kit.environments.ENVIRONMENTS`` name ("counter") passed as
+        ``GRPOTrainer(environment_factory=...)``: one instance per rollout, ``reset(**row)``, its public
+        methods as tools, ``get_reward()`` summed with ``rewards`` (weight 1). A tuple of names
+        (``("counter", "lock")``) is TRL's dict of factories: each row's ``environment`` column picks one,
+        and only that environment's tools are shown. Default None: no environment. TRL path only.
     summary: a few words (at most 27 characters, so that the ``grpo-kit recipes`` table of name, model and
         summary fits 80 columns); the description stays behind ``grpo-kit recipes NAME``. Default "": the
         description's first words.
@@ -186,8 +197,10 @@ class Recipe:
     unsloth: UnslothSettings = field(default_factory=UnslothSettings)
     training: Mapping[str, Any] = field(default_factory=dict)
     eval_prompts: int = 32
+    eval_samples: int = 1
     tools: str | None = None
     tool_template: str | None = None
+    environment: str | tuple[str, ...] | None = None
     summary: str = ""
     measures: str = ""
 
@@ -224,6 +237,15 @@ class Recipe:
                 f"recipe {self.name!r}: eval_prompts must be an int >= 0 (held-out prompts evaluated "
                 f"before/after; 0 turns evaluation off), got {self.eval_prompts!r}."
             )
+        if (
+            isinstance(self.eval_samples, bool)
+            or not isinstance(self.eval_samples, int)
+            or self.eval_samples < 1
+        ):
+            raise ValueError(
+                f"recipe {self.name!r}: eval_samples must be an int >= 1 (1: greedy answers only; k > 1: also k "
+                f"seeded samples per held-out prompt), got {self.eval_samples!r}."
+            )
         if self.dataset_size is not None and (
             isinstance(self.dataset_size, bool)
             or not isinstance(self.dataset_size, int)
@@ -238,6 +260,7 @@ class Recipe:
                 f"recipe {self.name!r}: put weights on each RewardSpec(weight=...), not in training['reward_weights']."
             )
         check_tool_names(self.tools, self.tool_template, where=f"recipe {self.name!r}")
+        check_environment_names(self.environment, where=f"recipe {self.name!r}")
         # GRPOConfig field names are checked by validate() (it imports trl, which takes seconds).
 
     def validate(self) -> Recipe:
@@ -502,6 +525,55 @@ _RECIPE_LIST = [
         },
     ),
     Recipe(
+        name="counter-lock-env-cpu",
+        summary="two environments (TRL)",
+        measures=(
+            "Episode success, read from each environment's state by its get_reward: the counter ends at the "
+            "target, or the lock is open. A well-formed call (tool_call_reward) adds partial credit; the text "
+            "of the final answer is not judged."
+        ),
+        description=(
+            "GRPO in an environment (TRL's environment_factory, lesson 9): rows alternate between a counter "
+            "(increment(step) until it reads the target) and a lock (enter_code(code)), routed by the "
+            "dataset's environment column, each prompt showing only its environment's tool. One worked "
+            "exchange per prompt, 4 completions at T=1.0, up to 2 tool calls: the state keeps every call, so "
+            "a second increment overshoots. Full fine-tuning of the embedded SmolLM2-135M on CPU."
+        ),
+        model="smollm2-135m-instruct",
+        dataset="environment_tasks",
+        dataset_size=256,
+        # The held-out split (load_environment_task_split("test", ...) with the same kwargs) is drawn before
+        # the training rows and shares no target with them.
+        dataset_kwargs={"n_train": 256, "n_test": 32, "seed": 0, "environments": ["counter", "lock"]},
+        # Greedy, the base model already copies the worked example (32/32 held-out episodes succeed); the
+        # 4 samples per row at the training temperature are where it fails and where GRPO changes it.
+        eval_samples=4,
+        # Each environment's get_reward (weight 1, TRL's) is the success; tool_call_reward is the trainer-owned
+        # format reward, summed with it.
+        rewards=(RewardSpec("tool_call_reward", 0.5),),
+        # As calculator-tool-cpu (lesson 8): full fine-tuning at lr 5e-5 constant so a few CPU steps move the
+        # model; beta=0; the chatml tool template because SmolLM2's own template renders no tool calls.
+        lora=None,
+        environment=("counter", "lock"),
+        tool_template="chatml",
+        training={
+            "learning_rate": 5e-5,
+            "lr_scheduler_type": "constant",
+            "per_device_train_batch_size": 8,
+            "gradient_accumulation_steps": 1,
+            "num_generations": 4,
+            "max_completion_length": 64,
+            "max_tool_calling_iterations": 2,
+            "temperature": 1.0,
+            "max_steps": 8,
+            "optim": "adamw_torch",
+            "logging_steps": 1,
+            "save_strategy": "no",
+            "gradient_checkpointing": False,
+            "remove_unused_columns": False,
+        },
+    ),
+    Recipe(
         name="deepmath-accuracy",
         summary="TRL quick start (GPU)",
         measures=(
@@ -646,6 +718,18 @@ _LESSON_VARIANTS = [
             "calculator-tool-cpu at the size lesson 8 runs in CI (`-- --small`): 1 prompt x 4 completions of "
             "<= 40 tokens a step on 16 training questions. Every part runs (tools, rollouts, evaluation with "
             "the tools); a few steps cannot move the model, so expect a held-out change of about 0."
+        ),
+        dataset_size=16,
+        training={"per_device_train_batch_size": 4, "max_completion_length": 40, "max_steps": 2},
+    ),
+    _variant(
+        "counter-lock-env-cpu",
+        name="counter-lock-env-smoke",
+        summary="two environments, CI size",
+        description=(
+            "counter-lock-env-cpu at the size lesson 9 runs in CI (`-- --small`): 1 prompt x 4 completions of "
+            "<= 40 tokens a step on 16 training rows. Every part runs (environments, rollouts, get_reward, "
+            "evaluation replaying the episodes); two steps cannot move the model, so expect a change of about 0."
         ),
         dataset_size=16,
         training={"per_device_train_batch_size": 4, "max_completion_length": 40, "max_steps": 2},

@@ -101,6 +101,9 @@ def score_completions(
         return [], []
     prompts = [r["prompt"] for r in rows]
     columns = {k: [r[k] for r in rows] for k in rows[0] if k != "prompt"}
+    if any(getattr(c, "environment", None) is not None for c in completions):
+        # Environment rollouts: reward functions read each episode's instance, as TRL passes them.
+        columns["environments"] = [getattr(c, "environment", None) for c in completions]
     decoded = all(hasattr(c, "ids") for c in completions)  # text alone: the reward re-encodes it
     table = reward_table(
         funcs,

@@ -26,7 +26,15 @@ from typing import Any
 
 from grpo_kit.generation import Decoding, GeneratedCompletion, generate
 
-__all__ = ["completion_text", "generate_with_tools", "recipe_generate", "run_tool_calls", "tool_generate"]
+__all__ = [
+    "completion_text",
+    "generate_with_tools",
+    "recipe_generate",
+    "recipe_reward_funcs",
+    "run_tool_calls",
+    "takes_rows",
+    "tool_generate",
+]
 
 
 def run_tool_calls(message: dict[str, Any], tools: dict[str, Callable]) -> list[dict[str, Any]]:
@@ -105,8 +113,10 @@ def generate_with_tools(
     num_generations: int = 1,
     decoding: Decoding | None = None,
     *,
-    tools: Sequence[Callable],
+    tools: Sequence[Callable] = (),
     max_tool_calling_iterations: int | None = 1,
+    environment_factory: Any = None,
+    rows: Sequence[dict[str, Any]] | None = None,
 ) -> list[list[GeneratedCompletion]]:
     """``num_generations`` multi-turn completions per conversational prompt (the signature and return shape
     of :func:`grpo_kit.generation.generate`; each completion carries its ``messages``). ``decoding`` (default
@@ -114,66 +124,141 @@ def generate_with_tools(
 
     ``max_tool_calling_iterations``: tool turns per rollout (None: until a turn has no call, capped at 8).
     Turn ``t`` decodes with seed ``decoding.seed + t``, so the same arguments give the same rollouts.
+
+    ``environment_factory`` (TRL's: a class, or ``{name: class}`` routed by the rows' ``environment``
+    column) plays an episode per rollout as TRL's trainer does (``grpo_kit.environments``): a fresh instance,
+    ``reset(**row)`` (``rows``: the dataset rows of ``prompts``, required then), the instance's public methods
+    as the tools beside ``tools``; each completion carries its instance (``GeneratedCompletion.environment``)
+    for ``get_reward`` and for reward functions that read ``environments``.
     """
+    from grpo_kit.environments import environment_tools, reset_episode
     from grpo_kit.tool_template import check_max_tool_calling_iterations
 
     check_max_tool_calling_iterations(max_tool_calling_iterations)
     iterations = 8 if max_tool_calling_iterations is None else max_tool_calling_iterations
-    tools_list = list(tools)
-    by_name = {tool.__name__: tool for tool in tools_list}
     decoding = decoding or Decoding(max_new_tokens=48)
     seed = decoding.seed
-    decoding = decoding.replace(
-        chat_template_kwargs={**(decoding.chat_template_kwargs or {}), "tools": tools_list}
-    )
+    base_kwargs = dict(decoding.chat_template_kwargs or {})
 
-    conversations = [list(p) for p in prompts for _ in range(num_generations)]  # (N * G) rollouts
+    # (N * G) rollouts, each with its own conversation, tools and (optionally) environment instance.
+    conversations: list[list[dict[str, Any]]] = []
+    environments: list[Any] = []
+    if environment_factory is not None:
+        if rows is None or len(rows) != len(prompts):
+            raise ValueError("an environment rollout needs the dataset row of every prompt: pass rows=.")
+        for row in rows:
+            for _ in range(num_generations):
+                instance, prompt = reset_episode(environment_factory, row)
+                environments.append(instance)
+                conversations.append(list(prompt))
+    else:
+        conversations = [list(p) for p in prompts for _ in range(num_generations)]
+        environments = [None] * len(conversations)
+    tools_of = [list(tools) + (environment_tools(e) if e is not None else []) for e in environments]
     turns: list[list[dict[str, Any]]] = [[] for _ in conversations]
     token_counts = [0] * len(conversations)
     ended = [True] * len(conversations)
-    first = generate(model, tokenizer, list(prompts), num_generations, decoding)
-    pending = [(i, c) for i, c in enumerate(c for group in first for c in group)]
+
+    def decode(indices: list[int], turn: int) -> list[tuple[int, GeneratedCompletion]]:
+        """One turn for the rollouts ``indices``, batched by tool list (every prompt of a batch is rendered
+        with its own environment's tools, as TRL renders them)."""
+        out = []
+        by_tools: dict[tuple[str, ...], list[int]] = {}
+        for i in indices:
+            by_tools.setdefault(tuple(t.__name__ for t in tools_of[i]), []).append(i)
+        for group in by_tools.values():
+            turn_decoding = decoding.replace(
+                seed=seed + turn, chat_template_kwargs={**base_kwargs, "tools": tools_of[group[0]]}
+            )
+            answers = generate(model, tokenizer, [conversations[i] for i in group], 1, turn_decoding)
+            out += [(i, answer[0]) for i, answer in zip(group, answers)]
+        return sorted(out, key=lambda pair: pair[0])
+
+    if environment_factory is None:  # the first turn: G samples per prompt in one call, as before
+        first = generate(
+            model,
+            tokenizer,
+            list(prompts),
+            num_generations,
+            decoding.replace(chat_template_kwargs={**base_kwargs, "tools": list(tools)}),
+        )
+        pending = list(enumerate(c for group in first for c in group))
+    else:
+        pending = decode(list(range(len(conversations))), 0)
     for turn in range(iterations + 1):
         waiting = []
         for i, completion in pending:
-            message = _parse_turn(tokenizer, conversations[i], completion, tools_list)
+            message = _parse_turn(tokenizer, conversations[i], completion, tools_of[i])
             token_counts[i] += completion.num_tokens
             ended[i] = completion.ended
             new = [message]
             if message.get("tool_calls") and turn < iterations:
-                new += run_tool_calls(message, by_name)
+                new += run_tool_calls(message, {tool.__name__: tool for tool in tools_of[i]})
                 waiting.append(i)
             conversations[i].extend(new)
             turns[i].extend(new)
         if not waiting:
             break
-        answers = generate(
-            model, tokenizer, [conversations[i] for i in waiting], 1, decoding.replace(seed=seed + turn + 1)
-        )
-        pending = [(i, group[0]) for i, group in zip(waiting, answers)]
+        pending = decode(waiting, turn + 1)
     flat = [
-        GeneratedCompletion(completion_text(m), n, e, [], m) for m, n, e in zip(turns, token_counts, ended)
+        GeneratedCompletion(completion_text(m), n, e, [], m, environment=env)
+        for m, n, e, env in zip(turns, token_counts, ended, environments)
     ]
     return [flat[j : j + num_generations] for j in range(0, len(flat), num_generations)]
 
 
-def tool_generate(tools: Sequence[Callable], *, max_tool_calling_iterations: int | None = 1) -> Callable:
-    """:func:`generate_with_tools` with the tools bound: pass it as ``evaluate(..., generate_fn=...)``."""
+def tool_generate(
+    tools: Sequence[Callable] = (),
+    *,
+    max_tool_calling_iterations: int | None = 1,
+    environment_factory: Any = None,
+) -> Callable:
+    """:func:`generate_with_tools` with the tools (and environment) bound: pass it as
+    ``evaluate(..., generate_fn=...)``. With an environment it takes the prompts' rows (``rows=``), which
+    ``evaluate`` and pre-flight pass to a ``generate_fn`` that accepts them."""
     return functools.partial(
-        generate_with_tools, tools=list(tools), max_tool_calling_iterations=max_tool_calling_iterations
+        generate_with_tools,
+        tools=list(tools),
+        max_tool_calling_iterations=max_tool_calling_iterations,
+        environment_factory=environment_factory,
     )
 
 
 def recipe_generate(recipe: Any, tokenizer: Any) -> Callable | None:
     """How a recipe's rollouts are generated outside training: ``None`` (plain ``generation.generate``) for a
-    recipe without tools; else :func:`tool_generate` bound to its tools and ``max_tool_calling_iterations``
-    (default 1), with its tool template installed on ``tokenizer`` (held-out evaluation and pre-flight)."""
-    if not recipe.tools:
+    recipe without tools or environment; else :func:`tool_generate` bound to its tools, its environment
+    (``grpo_kit.environments``) and ``max_tool_calling_iterations`` (default 1), with its tool template
+    installed on ``tokenizer`` (held-out evaluation and pre-flight)."""
+    if not recipe.tools and not recipe.environment:
         return None
+    from grpo_kit.environments import resolve_environment_factory
     from grpo_kit.tool_sets import prepare_tool_tokenizer, resolve_tools
 
     prepare_tool_tokenizer(tokenizer, recipe.tool_template)
     return tool_generate(
-        resolve_tools(recipe.tools),
+        resolve_tools(recipe.tools) or [],
         max_tool_calling_iterations=recipe.training.get("max_tool_calling_iterations", 1),
+        environment_factory=resolve_environment_factory(recipe.environment),
     )
+
+
+def takes_rows(generate_fn: Callable | None) -> bool:
+    """Whether ``generate_fn`` plays environments and so needs the prompts' dataset rows (``rows=``)."""
+    return (
+        isinstance(generate_fn, functools.partial)
+        and generate_fn.keywords.get("environment_factory") is not None
+    )
+
+
+def recipe_reward_funcs(recipe: Any, reward_funcs: Sequence[Callable]) -> tuple[list[Callable], list[float]]:
+    """The reward functions and weights a recipe's rollouts are scored with outside training: its own, then
+    (for a recipe with an environment) each environment's ``get_reward`` with weight 1, as TRL's trainer
+    appends them (``grpo_kit.environments.environment_reward_funcs``)."""
+    from grpo_kit.environments import environment_reward_funcs, resolve_environment_factory
+
+    funcs, weights = list(reward_funcs), list(recipe.reward_weights)
+    factory = resolve_environment_factory(getattr(recipe, "environment", None))
+    if factory is not None:
+        extra = environment_reward_funcs(factory)
+        funcs, weights = funcs + extra, weights + [1.0] * len(extra)
+    return funcs, weights

@@ -78,23 +78,33 @@ def check_tool_setup(
     training: Mapping[str, Any],
     trainer_kwargs: Mapping[str, Any],
     tokenizer: Any = None,
+    *,
+    environment: str | Sequence[str] | None = None,
+    dataset: Any = None,
 ) -> dict[str, Any]:
-    """The ``GRPOTrainer`` keyword arguments with ``tools`` resolved, after every tool check that needs no
-    model: the tools' signatures and docstrings, ``max_tool_calling_iterations`` and, when ``tokenizer`` is
-    given, its chat template. ``trainer_kwargs["tools"]`` (functions or a tool-set name) wins over the
-    recipe's ``tools``. Runs no check when there are neither tools nor an ``environment_factory``."""
+    """The ``GRPOTrainer`` keyword arguments with ``tools`` and ``environment_factory`` resolved, after every
+    tool check that needs no model: the tools' signatures and docstrings, the environments
+    (``grpo_kit.environments.check_environments``, played on ``dataset``'s first rows), ``max_tool_calling_iterations``
+    and, when ``tokenizer`` is given, its chat template. ``trainer_kwargs["tools"]`` (functions or a tool-set
+    name) wins over the recipe's ``tools``, ``trainer_kwargs["environment_factory"]`` over its
+    ``environment``. Runs no check when there are neither tools nor an environment."""
+    from grpo_kit.environments import check_environments, resolve_environment_factory
+
     kwargs = dict(trainer_kwargs)
     tools = resolve_tools(kwargs.get("tools", recipe_tools))
-    if tools is None and kwargs.get("environment_factory") is None:
+    if kwargs.get("environment_factory") is None and environment is not None:
+        kwargs["environment_factory"] = resolve_environment_factory(environment)
+    factory = kwargs.get("environment_factory")
+    if tools is None and factory is None:
         return kwargs
     if tools is not None:
         kwargs["tools"] = check_tools(tools)
-    factory = kwargs.get("environment_factory")
-    if factory is not None and not callable(factory):
+    if factory is not None and not callable(factory) and not isinstance(factory, Mapping):
         raise TypeError(
             "environment_factory must be a class or a function returning an environment (with reset() and "
-            f"the tools as methods); got {type(factory).__name__}."
+            f"the tools as methods), or a dict of them; got {type(factory).__name__}."
         )
+    check_environments(factory, dataset)
     check_max_tool_calling_iterations(training.get("max_tool_calling_iterations"))
     if tokenizer is not None:
         prepare_tool_tokenizer(tokenizer, tool_template)

@@ -96,7 +96,9 @@ TOOL_CHAT_TEMPLATE = (
     "{%- set fn = call.function if call.function is defined else call -%}"
     "{{ 'CALL ' + fn.name + '(' }}"
     "{%- if fn.arguments is mapping -%}"
-    "{%- for key, value in fn.arguments.items() -%}"
+    # None arguments are left out: a datasets column of calls to different tools is one Arrow struct, so
+    # each call comes back with the other tools' argument names set to None.
+    "{%- for key, value in fn.arguments.items() if value is not none -%}"
     "{{ key }}={{ value | tojson }}{{ ', ' if not loop.last }}"
     "{%- endfor -%}"
     "{%- else -%}{{ fn.arguments | default('') }}{%- endif -%}"
@@ -142,9 +144,10 @@ RESPONSE_TEMPLATE: dict[str, Any] = {
 }
 
 
-def render_call(name: str, **arguments: Any) -> str:
+def render_call(name: str, /, **arguments: Any) -> str:
     """The one line the template renders for a call: ``render_call("multiply", a=37, b=48)`` ->
-    ``'CALL multiply(a=37, b=48)'`` (values as JSON, as in the template)."""
+    ``'CALL multiply(a=37, b=48)'`` (values as JSON, as in the template). ``name`` is positional only, so a
+    call the model writes with an argument called "name" renders too."""
     import json
 
     args = ", ".join(f"{key}={json.dumps(value)}" for key, value in arguments.items())

@@ -150,8 +150,16 @@ def build_trainer(
             training["reward_weights"] = overrides.get("reward_weights", [1.0] * len(reward_funcs))
     check_training(training, world_size=world_size())
     # Tools, max_tool_calling_iterations and a given tokenizer's template are checked before any weights load.
+    if recipe.environment is not None and train_dataset is None:
+        train_dataset = recipe.load_dataset()  # the environments are played on its first rows, before loading
     trainer_kwargs = check_tool_setup(
-        recipe.tools, recipe.tool_template, training, trainer_kwargs or {}, tokenizer
+        recipe.tools,
+        recipe.tool_template,
+        training,
+        trainer_kwargs or {},
+        tokenizer,
+        environment=recipe.environment,
+        dataset=train_dataset,
     )
     if training.get("use_vllm") and training.get("vllm_mode") == "server" and _is_main_process():
         print(server_mode_note(recipe.model, training), flush=True)  # before the hardware checks refuse

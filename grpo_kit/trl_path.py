@@ -99,7 +99,15 @@ def check_settings(
 
     check_training(training, world_size=trainer_builder.world_size() if world_size is None else world_size)
     _check_hardware(recipe, training, precision or detect_precision())
-    check_tool_setup(recipe.tools, recipe.tool_template, training, {})  # the tools and their iterations
+    # the tools, the environments (played on the first training rows) and the tool-call iterations
+    check_tool_setup(
+        recipe.tools,
+        recipe.tool_template,
+        training,
+        {},
+        environment=recipe.environment,
+        dataset=recipe.load_dataset() if recipe.environment is not None else None,
+    )
 
 
 def _check_hardware(recipe: Recipe, training: Mapping[str, Any], precision: Precision) -> None:

@@ -175,7 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="held-out prompts (default: the recipe's eval_prompts)",
     )
     evaluate.add_argument(
-        "--k", type=int, default=1, help="also k seeded samples per prompt for pass@k, mean@k"
+        "--k",
+        type=int,
+        default=None,
+        help="also k seeded samples per prompt for pass@k, mean@k, accuracy@k (default: the recipe's eval_samples, 1)",
     )
     evaluate.add_argument(
         "--recipe", default=None, help="recipe whose held-out prompts to use (default: the run's)"

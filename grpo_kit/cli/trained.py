@@ -21,7 +21,7 @@ def _eval(args, console) -> int:
     from grpo_kit.runs import TrainedModel
 
     source = Path(args.run)
-    if args.k < 1:
+    if args.k is not None and args.k < 1:
         raise UsageError(f"--k must be >= 1 (samples per prompt for pass@k), got {args.k}.")
     if args.num_prompts is not None and args.num_prompts < 1:
         raise UsageError(f"--num-prompts must be >= 1, got {args.num_prompts}.")
@@ -60,11 +60,13 @@ def _evaluate(args, console, trained, recipe) -> int:
         raise UsageError(f"{error} (the run's recipe: --recipe NAME evaluates with another)") from error
     funcs = recipe.build_reward_funcs(tokenizer)
     with console.status(f"evaluating {len(rows)} held-out prompts: trained…"):
-        after = evaluate_held_out(recipe, model, tokenizer, funcs, rows, k=args.k)
+        after = evaluate_held_out(recipe, model, tokenizer, funcs, rows, k=args.k or recipe.eval_samples)
     with console.status(f"evaluating {len(rows)} held-out prompts: base model…"):
         if trained.adapter_dir is not None:
             with model.disable_adapter():  # the model before training is the adapter's model without it
-                before = evaluate_held_out(recipe, model, tokenizer, funcs, rows, k=args.k)
+                before = evaluate_held_out(
+                    recipe, model, tokenizer, funcs, rows, k=args.k or recipe.eval_samples
+                )
         else:
             base = args.base or (recipe.model if trained.run is not None else None)
             if base is None:
@@ -72,7 +74,9 @@ def _evaluate(args, console, trained, recipe) -> int:
                     f"{trained.source} is a model folder without run.json: pass --base MODEL (the model before "
                     "training)."
                 )
-            before = evaluate_held_out(recipe, load_model(base)[0], tokenizer, funcs, rows, k=args.k)
+            before = evaluate_held_out(
+                recipe, load_model(base)[0], tokenizer, funcs, rows, k=args.k or recipe.eval_samples
+            )
     files = write_report_card(
         Path(args.out) if args.out else trained.source,
         before,

@@ -24,15 +24,16 @@ from grpo_kit.evaluation.eval_report import EvalReport, better_direction
 __all__ = ["HEADLINE_ORDER", "Comparison", "bootstrap_mean_ci", "compare", "compare_all", "headline_metric"]
 
 # The one metric a run's summary states, by what the recipe teaches: a length target, the strict format,
-# correctness, any format, else the total reward.
-HEADLINE_ORDER = ("length_error/", "at_max/strict_format_reward", "accuracy", "format", "reward")
+# correctness (of the k samples, when there are any: what training samples), any format, else the total reward.
+# A key ending in "/" or "@" is a prefix.
+HEADLINE_ORDER = ("length_error/", "at_max/strict_format_reward", "accuracy@", "accuracy", "format", "reward")
 
 
 def headline_metric(metrics: Mapping[str, Any]) -> str:
     """The metric a summary leads with, chosen from the names in ``metrics`` by :data:`HEADLINE_ORDER`."""
     for key in HEADLINE_ORDER:
         for name in metrics:
-            if name.startswith(key) if key.endswith("/") else name == key:
+            if name.startswith(key) if key.endswith(("/", "@")) else name == key:
                 return name
     return "reward"
 

@@ -13,8 +13,9 @@ Per-prompt metrics (greedy answer):
 * ``format`` — 1 when every *format* reward is > 0; ``accuracy`` — 1 when every *accuracy* reward
   is at its maximum; ``length_error/<name>`` — ``|length - target|`` for length rewards;
 * ``length`` (tokens, EOS included), ``clipped`` (no EOS within ``max_new_tokens``), ``eos``;
-* with ``k > 1``: ``mean@k`` (mean total reward of the k samples) and ``pass@k/<name>`` (some sample
-  reaches the function's maximum).
+* with ``k > 1``: ``mean@k`` (mean total reward of the k samples), ``pass@k/<name>`` (some sample
+  reaches the function's maximum) and ``accuracy@k`` (the share of the k samples that are accurate);
+* multi-turn rollouts (tools, environments): ``tool_calls``, ``failed_calls`` and ``turns`` per episode.
 
 What a reward function's maximum is and what kind it is (format / accuracy / length) comes from its
 ``max_reward`` / ``reward_kind`` attributes when it has them, else from :data:`REWARD_INFO` keyed by
@@ -67,8 +68,8 @@ REWARD_INFO: dict[str, RewardInfo] = {
 }
 
 # Metrics that get better when they fall; None = no better direction (a length in tokens).
-LOWER_IS_BETTER_PREFIXES = ("length_error", "clipped")
-NO_DIRECTION = ("length",)
+LOWER_IS_BETTER_PREFIXES = ("length_error", "clipped", "failed_calls")
+NO_DIRECTION = ("length", "tool_calls", "turns")
 
 
 def reward_info(fn: Callable) -> RewardInfo:
@@ -198,6 +199,7 @@ def evaluate(
     """
     from grpo_kit.reward_models import as_reward_funcs
     from grpo_kit.scoring import score_completions
+    from grpo_kit.tool_rollout import takes_rows
     from rewards.compose import reward_name
 
     funcs = as_reward_funcs(reward_funcs)  # functions, or reward model ids / paths / models as TRL takes
@@ -224,8 +226,10 @@ def evaluate(
     def sample(num_generations: int, greedy: bool) -> list[list[GeneratedCompletion]]:
         if sampler is not None:
             return sampler(prompts, num_generations)
+        # An environment rollout (tool_rollout.tool_generate(environment_factory=...)) resets on the rows.
+        extra_kwargs = {"rows": rows} if takes_rows(generate_fn) else {}
         return (generate_fn or generate)(
-            model, tokenizer, prompts, num_generations, decoding.replace(greedy=greedy)
+            model, tokenizer, prompts, num_generations, decoding.replace(greedy=greedy), **extra_kwargs
         )
 
     names = [reward_name(f) for f in funcs]
@@ -248,6 +252,8 @@ def evaluate(
         idx = [j for j, i in enumerate(infos) if i.kind == kind]
         if idx:
             per_prompt[metric] = [_all_met(s, idx, infos, kind) for s in scores]
+    if any(c.messages is not None for c in greedy):  # multi-turn rollouts: what each episode did
+        per_prompt.update(_episode_metrics(greedy))
     per_prompt["length"] = [float(c.num_tokens) for c in greedy]
     per_prompt["clipped"] = [0.0 if c.ended else 1.0 for c in greedy]
     per_prompt["eos"] = [1.0 if c.ended else 0.0 for c in greedy]
@@ -258,6 +264,10 @@ def evaluate(
         flat_rows = [r for r in rows for _ in range(k)]
         flat_scores, flat_totals = score_completions(funcs, flat_rows, flat, weights)  # (N*k, F), (N*k,)
         per_prompt[f"mean@{k}"] = [_nanmean(flat_totals[i * k : (i + 1) * k]) for i in range(len(rows))]
+        accuracy_idx = [j for j, i in enumerate(infos) if i.kind == "accuracy"]
+        if accuracy_idx:  # the share of the k samples that are right, per prompt (what training samples)
+            met = [_all_met(s, accuracy_idx, infos, "accuracy") for s in flat_scores]  # (N*k,)
+            per_prompt[f"accuracy@{k}"] = [_nanmean(met[i * k : (i + 1) * k]) for i in range(len(rows))]
         for j, (name, info) in enumerate(zip(names, infos)):
             if info.max_reward is not None:
                 per_prompt[f"pass@{k}/{name}"] = [
@@ -285,6 +295,19 @@ def evaluate(
     )
 
 
+def _episode_metrics(completions: Sequence[GeneratedCompletion]) -> dict[str, list[float]]:
+    """Per multi-turn rollout: ``tool_calls`` made, ``failed_calls`` (an error result, an unparsed call or
+    one left without result: ``rewards.tools.count_tool_calls``) and ``turns`` (assistant turns)."""
+    from rewards.tools import count_tool_calls
+
+    counts = [count_tool_calls(c.messages or []) for c in completions]
+    return {
+        "tool_calls": [float(calls) for calls, _ in counts],
+        "failed_calls": [float(failures) for _, failures in counts],
+        "turns": [float(sum(m.get("role") == "assistant" for m in c.messages or [])) for c in completions],
+    }
+
+
 def _jsonable(value: Any) -> Any:
     return value if value is None or isinstance(value, (str, int, float, bool)) else str(value)
 
@@ -304,8 +327,10 @@ def _any_at_max(values: Sequence[float], maximum: float) -> float:
 
 def _all_met(scores: Sequence[float], idx: list[int], infos: list[RewardInfo], kind: str) -> float:
     """1 when every format reward pays something (> 0) / every accuracy reward is at its maximum (> 0 when
-    its maximum is unknown); NaN when one of them skipped the row."""
-    if any(math.isnan(scores[j]) for j in idx):
+    its maximum is unknown), over the rewards that scored the row (None: not for this row, as TRL reads it;
+    two environments' get_reward each score their own rows); NaN when none of them did."""
+    idx = [j for j in idx if not math.isnan(scores[j])]
+    if not idx:
         return math.nan
     if kind == "format":
         return float(all(scores[j] > 0 for j in idx))

@@ -233,9 +233,10 @@ def check_recipe(
     """:func:`check` at a recipe's own settings: its reward functions (``reward_funcs``: already built from it)
     and weights, its group size, the decoding its first training step samples with (``Decoding.from_training``,
     the recipe's seed) and, for a recipe with ``tools``, multi-turn rollouts with them
-    (``tool_rollout.recipe_generate``, on its tool template) — what ``grpo-kit train --preflight`` and the
+    (``tool_rollout.recipe_generate``, on its tool template) and, for a recipe with an ``environment``, one
+    episode per rollout scored by its ``get_reward`` too — what ``grpo-kit train --preflight`` and the
     lessons run."""
-    from grpo_kit.tool_rollout import recipe_generate
+    from grpo_kit.tool_rollout import recipe_generate, recipe_reward_funcs, takes_rows
 
     training = recipe.training
     decoding = Decoding.from_training(training, seed=int(training.get("seed", 42)))
@@ -245,25 +246,30 @@ def check_recipe(
     )  # tools: multi-turn rollouts, as held-out evaluation runs
     if generate_fn is not None:
         turn_decoding = decoding  # each turn's budget; the prompt is rendered with the tools listed
+        rows = [dict(dataset[i]) for i in range(min(num_prompts, len(dataset)))]  # the ones check() samples
         decoding = decoding.replace(
             chat_template_kwargs={
                 **(decoding.chat_template_kwargs or {}),
-                "tools": generate_fn.keywords["tools"],
+                "tools": generate_fn.keywords["tools"] or None,
             }
         )
 
         def sampler(prompts, num_generations):
-            return generate_fn(model, tokenizer, prompts, num_generations, turn_decoding)
+            extra = {"rows": rows[: len(prompts)]} if takes_rows(generate_fn) else {}
+            return generate_fn(model, tokenizer, prompts, num_generations, turn_decoding, **extra)
 
+    funcs, weights = recipe_reward_funcs(
+        recipe, reward_funcs if reward_funcs is not None else recipe.build_reward_funcs(tokenizer)
+    )
     return check(
         model,
         tokenizer,
         dataset,
-        reward_funcs if reward_funcs is not None else recipe.build_reward_funcs(tokenizer),
+        funcs,
         num_prompts=num_prompts,
         num_generations=int(training.get("num_generations", 8)),
         decoding=decoding,
-        reward_weights=recipe.reward_weights,
+        reward_weights=weights,
         sampler=sampler,
     )
 

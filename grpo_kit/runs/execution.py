@@ -191,7 +191,11 @@ def _held_out_answers(
     ``prompts``, ``when`` ("before" | "after") training, behind a status line saying so."""
     n = len(rows)
     with status(f"evaluating {n} held-out prompts {when} training…" if n else f"answers {when} training…"):
-        report = evaluate_held_out(recipe, model, tokenizer, reward_funcs, rows) if n else None
+        report = (
+            evaluate_held_out(recipe, model, tokenizer, reward_funcs, rows, k=recipe.eval_samples)
+            if n
+            else None
+        )
         return report, _greedy_answers(report, model, tokenizer, prompts, recipe)
 
 

@@ -43,7 +43,12 @@ __all__ = [
 ]
 
 #: Loaders whose own held-out split is used when the recipe reads the dataset's Hub id (or generates it).
-HELD_OUT_SPLITS: dict[str, str] = {"tool_tasks": "test", "gsm8k": "test", "smoltldr": "test"}
+HELD_OUT_SPLITS: dict[str, str] = {
+    "tool_tasks": "test",
+    "environment_tasks": "test",
+    "gsm8k": "test",
+    "smoltldr": "test",
+}
 #: Synthetic datasets whose held-out rows are generated from a seed of their own (training rows use seed 0).
 HELD_OUT_SEEDS: dict[str, int] = {"gsm8k": 4321}
 
@@ -55,7 +60,7 @@ def prompt_key(prompt: Any) -> str:
 
 def held_out_source(recipe: Any) -> str:
     """``"test split"``, ``"generated"`` or ``"reserved"``: where the recipe's held-out rows come from."""
-    if recipe.dataset == "tool_tasks":
+    if recipe.dataset in ("tool_tasks", "environment_tasks"):  # generated: their own test split
         return "test split"
     if recipe.dataset_source == "synthetic":
         return "generated"
@@ -150,21 +155,23 @@ def evaluate_held_out(
     completion budget, sampling filters for the ``k`` samples, chat template arguments) and reward
     weights; greedy, so before and after differ only because the weights did. A recipe with ``tools`` is
     evaluated with them: multi-turn rollouts (``tool_rollout.tool_generate``) with the recipe's
-    ``max_tool_calling_iterations``, on the recipe's tool template. ``seed``: where the k samples start.
+    ``max_tool_calling_iterations``, on the recipe's tool template; a recipe with an ``environment`` plays
+    one episode per row as TRL's trainer does, scored by its ``get_reward`` (weight 1) too. ``seed``: where the k samples start.
     ``generate_fn`` replaces the recipe's own generation (``unsloth_path.vllm_generate``: the model's vLLM
     engine), with the same decoding."""
     from grpo_kit.evaluation import evaluate
     from grpo_kit.generation import Decoding
-    from grpo_kit.tool_rollout import recipe_generate
+    from grpo_kit.tool_rollout import recipe_generate, recipe_reward_funcs
 
+    funcs, weights = recipe_reward_funcs(recipe, reward_funcs)  # + each environment's get_reward
     return evaluate(
         model,
         tokenizer,
         rows,
-        reward_funcs,
+        funcs,
         num_prompts=len(rows),
         k=k,
-        reward_weights=recipe.reward_weights,
+        reward_weights=weights,
         decoding=Decoding.from_training(recipe.training, seed=seed),
         generate_fn=generate_fn or recipe_generate(recipe, tokenizer),
     )

@@ -165,6 +165,11 @@ def _path_config(recipe: Recipe, loop: str, output_dir: Path, resume: Any):
                 f"recipe {recipe.name!r} trains with tools ({recipe.tools!r}); the standalone loop has "
                 "no tool loop. Use --loop trl (TRL's GRPOTrainer runs the tools)."
             )
+        if recipe.environment:
+            raise ValueError(
+                f"recipe {recipe.name!r} trains in an environment ({recipe.environment!r}); the standalone "
+                "loop has no tool loop. Use --loop trl (TRL's GRPOTrainer plays the environments)."
+            )
     # A setting the path would drop is refused here, naming the path that applies it (path_settings).
     check_path_settings(recipe.training, loop, where=f"recipe {recipe.name!r}")
     if loop == "standalone":

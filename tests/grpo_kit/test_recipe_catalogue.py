@@ -28,6 +28,8 @@ def _refused_because(recipe, loop: str) -> str | None:
         return "quantization"
     if loop == "standalone" and recipe.tools:
         return "tools"
+    if loop == "standalone" and recipe.environment:
+        return "in an environment"
     if recipe.quantization and not torch.cuda.is_available():
         return "CUDA"
     return None

@@ -300,3 +300,8 @@ def test_grpo_trainer_accepts_tools_with_the_template_and_keeps_it(tiny, tmp_pat
     # TRL's own tool-result suffix: what gets appended (and masked) after a call.
     suffix = trainer._get_tool_suffix_ids([{"role": "tool", "name": "multiply", "content": "6"}])
     assert tok.decode(suffix) == "\n<|im_start|>tool\nRESULT 6<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_a_call_with_an_argument_called_name_renders():
+    # the model may write CALL f(name=...); rendering it must not collide with render_call's own parameter
+    assert render_call("greet", name="Ada") == 'CALL greet(name="Ada")'
