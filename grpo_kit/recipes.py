@@ -56,6 +56,11 @@ SYNTHETIC_ROWS = {"smoltldr": "synthetic_tldr", "gsm8k": "synthetic_gsm8k"}
 REWARD_MODEL_PREFIX = "model:"
 
 
+def _is_int_at_least(value: Any, minimum: int) -> bool:
+    """An int (not a bool) >= ``minimum``: the rule for a recipe's counts."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
 @dataclass(frozen=True)
 class RewardSpec:
     """One reward function of a recipe.
@@ -228,29 +233,17 @@ class Recipe:
             )
         if not self.rewards:
             raise ValueError(f"recipe {self.name!r}: give at least one reward function in rewards=")
-        if (
-            isinstance(self.eval_prompts, bool)
-            or not isinstance(self.eval_prompts, int)
-            or self.eval_prompts < 0
-        ):
+        if not _is_int_at_least(self.eval_prompts, 0):
             raise ValueError(
                 f"recipe {self.name!r}: eval_prompts must be an int >= 0 (held-out prompts evaluated "
                 f"before/after; 0 turns evaluation off), got {self.eval_prompts!r}."
             )
-        if (
-            isinstance(self.eval_samples, bool)
-            or not isinstance(self.eval_samples, int)
-            or self.eval_samples < 1
-        ):
+        if not _is_int_at_least(self.eval_samples, 1):
             raise ValueError(
                 f"recipe {self.name!r}: eval_samples must be an int >= 1 (1: greedy answers only; k > 1: also k "
                 f"seeded samples per held-out prompt), got {self.eval_samples!r}."
             )
-        if self.dataset_size is not None and (
-            isinstance(self.dataset_size, bool)
-            or not isinstance(self.dataset_size, int)
-            or self.dataset_size < 1
-        ):
+        if self.dataset_size is not None and not _is_int_at_least(self.dataset_size, 1):
             raise ValueError(
                 f"recipe {self.name!r}: dataset_size={self.dataset_size!r} must be an int >= 1 (the training "
                 "rows to keep), or None for every row."
