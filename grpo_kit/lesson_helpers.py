@@ -238,6 +238,21 @@ class LiveRewardCurve:
         mo.output.replace(self.figure())
 
 
+def train_with_live_curve(recipe: Any, **train_kwargs: Any) -> Any:
+    """``trl_path.train(recipe, **train_kwargs)`` behind a lesson's Train button: a :class:`LiveRewardCurve` on
+    TRL's log (redrawn in the editor while it trains, one line once it returns, so the page then shows the run's
+    saved curve once), no progress bar and no final save unless ``train_kwargs`` say otherwise."""
+    from grpo_kit import trl_path
+
+    curve = LiveRewardCurve(f"{recipe.name}: reward per step")
+    train_kwargs["callbacks"] = [curve.trainer_callback(), *train_kwargs.get("callbacks", [])]
+    train_kwargs.setdefault("disable_tqdm", True)
+    train_kwargs.setdefault("save_final", False)
+    run = trl_path.train(recipe, **train_kwargs)
+    curve.finish()
+    return run
+
+
 def source_code(*functions: Any) -> Any:
     """The source of ``functions`` as a Python code block, for the prose that discusses them: ``marimo run``
     sends no code, so a lesson whose subject is the code shows it with this."""

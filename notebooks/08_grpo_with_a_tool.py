@@ -249,25 +249,19 @@ def _(
     train_dataset,
     train_steps,
 ):
-    from grpo_kit import trl_path
-    from grpo_kit.lesson_helpers import LiveRewardCurve
+    from grpo_kit.lesson_helpers import train_with_live_curve
 
     mo.stop(not should_run(train_button), mo.md("Press the button to train."))
     assert before_report.num_prompts  # the base model is evaluated first
-    live_curve = LiveRewardCurve(f"{recipe.name}: reward per step")
     _model, _tokenizer = load_model(recipe.model)  # a fresh base model: pressing again starts over
-    run = trl_path.train(
+    run = train_with_live_curve(
         recipe,
         model=_model,
         tokenizer=_tokenizer,
         train_dataset=train_dataset,
         output_dir=output_root / "trl-run",
         max_steps=train_steps,
-        callbacks=[live_curve.trainer_callback()],
-        disable_tqdm=True,
-        save_final=False,
     )
-    live_curve.finish()  # the saved curve below is the one left on the page
     return (run,)
 
 

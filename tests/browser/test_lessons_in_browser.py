@@ -4,8 +4,8 @@ What a script run cannot see and these tests do: formulas that reach the page as
 errors that only happen in the app, browser console errors, and widgets that stop updating their
 outputs, content wider than its box, sliders that hide their value, and a page that takes more than a minute
 to become usable (everything heavy sits behind a button). Lesson 5's run button is pressed (on the tiny random
-model, one step) and its reward curve must appear once; every other button stays unclicked, and lessons 4, 6
-and 8 show "Press the button to measure the base model.".
+model, one step) and its reward curve must appear once; every other button stays unclicked, and lessons 4, 6,
+8 and 9 show "Press the button to measure the base model.".
 """
 
 from __future__ import annotations
@@ -42,6 +42,12 @@ KEY_OUTPUTS = {
         "The raw rendered conversation",
         "Press the button to measure the base model.",
     ),
+    "09": (
+        "Lesson 9 · GRPO in an environment",
+        "Several environments, one dataset",
+        "state after the call",
+        "Press the button to measure the base model.",
+    ),
 }
 
 # A learner waits at most this long, on 2 cores, for a lesson to be usable.
@@ -64,7 +70,7 @@ def expects_formulas(number: str) -> bool:
 
 # Lessons 1, 2, 3 and 5 are checked the same way by their interaction tests below.
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("number", ["04", "06", "07", "08"])
+@pytest.mark.parametrize("number", ["04", "06", "07", "08", "09"])
 def test_lesson_renders_cleanly(open_lesson, number):
     lesson = open_lesson(number)
     lesson.settle(KEY_OUTPUTS[number])
@@ -169,4 +175,27 @@ def test_lesson5_run_button_trains_the_tiny_model(open_lesson):
     expect(cells.filter(has_text="The run's saved reward curve is below.")).to_have_count(1)
     expect(cells.filter(has_text="The run's saved reward curve is below.").locator("img")).to_have_count(0)
     expect(cells.filter(has_text="last record — the keys are TRL's").locator("img")).to_have_count(1)
+    lesson.assert_clean()
+
+
+def test_lesson9_episode_controls_replay_the_state(open_lesson):
+    """Lesson 9's row slider and play dropdown replay a scripted episode against a fresh environment: the
+    state, not the text, decides get_reward, and the reward table follows the controls."""
+    lesson = open_lesson("09")
+    text = lesson.settle(KEY_OUTPUTS["09"])
+    assert lesson.clickable_after < CLICKABLE_WITHIN_S, f"usable after {lesson.clickable_after:.0f} s"
+    # Row 0 is a counter row; "one off, then the target" adds twice: the counter overshoots.
+    assert table_row(text, "CounterEnv")[1:] == ["1", "0.00"]
+    assert table_row(text, "LockEnv")[2].startswith("—")  # the lock's column leaves a counter episode alone
+    assert table_row(text, "total")[-1] == "0.50"  # only tool_call_reward × 0.5: both calls were well-formed
+
+    slider = lesson.page.get_by_role("slider").first  # row 1 is a lock row: a wrong code, then the right one
+    slider.focus()
+    slider.press("ArrowRight")
+    text = lesson.settle(("The lock's code is",))
+    assert table_row(text, "LockEnv")[1:] == ["1", "1.00"] and table_row(text, "total")[-1] == "1.50"
+
+    lesson.page.get_by_role("combobox").first.select_option("a wrong argument name")
+    text = lesson.settle(("error",))
+    assert table_row(text, "LockEnv")[1:] == ["1", "0.00"] and table_row(text, "total")[-1] == "0.00"
     lesson.assert_clean()
