@@ -15,6 +15,7 @@ from datasets_prep.deepmath import format_deepmath_row, load_deepmath
 from datasets_prep.environment_tasks import environment_task_rows, load_environment_task_split
 from datasets_prep.gsm8k import SYSTEM_PROMPT, XML_COT_FORMAT, check_gsm8k_row, format_gsm8k_row, load_gsm8k
 from datasets_prep.hub import hub_available
+from datasets_prep.shipped import TRANSFER_SETS, transfer_set_rows
 from datasets_prep.smoltldr import check_smoltldr_row, load_smoltldr
 from datasets_prep.sources import load_raw
 from datasets_prep.synthetic import synthetic_gsm8k, synthetic_tldr
@@ -23,6 +24,7 @@ from datasets_prep.tool_tasks import CALCULATOR_TOOLS, load_tool_task_split, loa
 __all__ = [
     "CALCULATOR_TOOLS",
     "SYSTEM_PROMPT",
+    "TRANSFER_SETS",
     "XML_COT_FORMAT",
     "check_gsm8k_row",
     "check_smoltldr_row",
@@ -42,4 +44,5 @@ __all__ = [
     "synthetic_gsm8k",
     "synthetic_tldr",
     "tool_task_rows",
+    "transfer_set_rows",
 ]

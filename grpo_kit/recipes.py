@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from datasets_prep.shipped import TRANSFER_SETS
 from grpo_kit.environments import check_environment_names
 from grpo_kit.settings import (
     LOOP_ONLY_FIELDS,
@@ -172,6 +173,14 @@ class Recipe:
         (``k`` of ``grpo_kit.evaluation.evaluate``: ``mean@k``, ``pass@k/<name>``, ``accuracy@k``), the same
         seeds before and after. Default 1: greedy answers only. A task the base model already solves greedily
         (the environment recipe: 32/32) shows what training changed only in the samples it trains on.
+    transfer_eval: a held-out set shipped with the package (``datasets_prep.shipped.TRANSFER_SETS``:
+        "tldr-handwritten") evaluated before and after as well, whole, with the same decoding and the same
+        paired bootstrap, and reported beside the held-out rows (run.json's ``transfer_evaluation``, the
+        report card's "held-out, written differently" table). Its rows are written apart from the training
+        rows' generator and rendered through the recipe's own loader (same instruction, same template), so
+        a gain there is learning that transfers, not the generator learned. Default None: no second set
+        (only a recipe whose held-out rows come from its training rows' generator needs one); off with
+        evaluation (``eval_prompts=0``).
     tools: a tool set from ``grpo_kit.tool_sets.TOOL_SETS`` ("calculator") passed as ``GRPOTrainer(tools=...)``.
     tool_template: a ``grpo_kit.tool_sets.TOOL_TEMPLATES`` name ("chatml") installing a tool-calling chat
         template on the tokenizer, for models whose own template has none (SmolLM2); None keeps the model's.
@@ -203,6 +212,7 @@ class Recipe:
     training: Mapping[str, Any] = field(default_factory=dict)
     eval_prompts: int = 32
     eval_samples: int = 1
+    transfer_eval: str | None = None
     tools: str | None = None
     tool_template: str | None = None
     environment: str | tuple[str, ...] | None = None
@@ -243,6 +253,18 @@ class Recipe:
                 f"recipe {self.name!r}: eval_samples must be an int >= 1 (1: greedy answers only; k > 1: also k "
                 f"seeded samples per held-out prompt), got {self.eval_samples!r}."
             )
+        if self.transfer_eval is not None:
+            shipped = TRANSFER_SETS.get(self.transfer_eval) if isinstance(self.transfer_eval, str) else None
+            if shipped is None:
+                raise ValueError(
+                    f"recipe {self.name!r}: transfer_eval={self.transfer_eval!r} is not a held-out set shipped "
+                    f"with grpo-kit; use one of {sorted(TRANSFER_SETS)}, or None for no second held-out set."
+                )
+            if shipped.dataset != self.dataset:
+                raise ValueError(
+                    f"recipe {self.name!r}: transfer_eval={self.transfer_eval!r} holds {shipped.dataset} rows, "
+                    f"but the recipe trains on {self.dataset}; use a set written for {self.dataset}, or None."
+                )
         if self.dataset_size is not None and not _is_int_at_least(self.dataset_size, 1):
             raise ValueError(
                 f"recipe {self.name!r}: dataset_size={self.dataset_size!r} must be an int >= 1 (the training "
@@ -370,6 +392,11 @@ _RECIPE_LIST = [
         dataset_source="synthetic",
         dataset_size=64,
         dataset_kwargs={"instruction": "Summarize this post in one short sentence."},
+        # Its held-out posts come from synthetic_tldr, as its training posts do: the hand-written set says
+        # whether a shorter answer there carries over to posts written differently. Lesson 4's two variants
+        # (_LESSON_VARIANTS) inherit it with the data. smoltldr-length has none: its held-out rows are the
+        # Hub's test split of real posts, not a generator's.
+        transfer_eval="tldr-handwritten",
         # Tokens, not characters (the course's pitfall): a truncated answer (64 tokens, -48) and an
         # empty one (-15) both score below a short sentence, so "say nothing" is not a hack here.
         rewards=(RewardSpec("length_reward", 1.0, {"ideal_length": 16, "unit": "tokens"}),),

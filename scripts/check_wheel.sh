@@ -42,6 +42,15 @@ import rewards
 for module in (rewards, datasets_prep, grpo_kit):
     assert "site-packages" in pathlib.Path(module.__file__).parts, module.__file__
 print("imported rewards, datasets_prep, grpo_kit from the installed wheel")
+
+import importlib.resources
+
+# the held-out sets a recipe's transfer_eval names are package data (pyproject.toml: package-data)
+for spec in datasets_prep.TRANSFER_SETS.values():
+    data = importlib.resources.files("datasets_prep").joinpath(spec.file)
+    assert data.is_file(), f"{spec.file} is not in the wheel"
+    assert sum(1 for line in data.read_text(encoding="utf-8").splitlines() if line.strip()) == spec.size
+print(f"the wheel ships the held-out sets {', '.join(sorted(datasets_prep.TRANSFER_SETS))}")
 PY
 if [ -n "$EXTRAS" ]; then
     "$WORK/clean/bin/grpo-kit" recipes >/dev/null

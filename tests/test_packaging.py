@@ -1,5 +1,6 @@
 """The release artefacts: `python -m build` and `twine check` pass, and the built wheel installs into a clean
-venv where `import rewards, datasets_prep, grpo_kit` works without the repository on the path.
+venv where `import rewards, datasets_prep, grpo_kit` works without the repository on the path, and ships the
+package's data files (the held-out sets of datasets_prep.TRANSFER_SETS).
 
 Runs scripts/check_wheel.sh with the base install only (its extras are torch & co., GBs; CI's .ci/run runs
 the same script with the `train` extra). Slow: two venvs, build and twine from the package index.
@@ -35,3 +36,4 @@ def test_the_wheel_builds_passes_twine_and_imports_from_a_clean_venv():
     assert out.count("PASSED") == 2
     assert "built grpo_kit-0.1.0-py3-none-any.whl and grpo_kit-0.1.0.tar.gz" in out
     assert "imported rewards, datasets_prep, grpo_kit from the installed wheel" in out
+    assert "the wheel ships the held-out sets tldr-handwritten" in out  # datasets_prep/*.jsonl, package data

@@ -182,6 +182,13 @@ def _print_summary(console, output_dir: Path, summary: dict, reports) -> None:
             f"held-out reward, samples.md ({summary.get('samples', '?')} prompts, before → after)",
             f"{fmt(summary['samples_mean_reward_before'])} → {fmt(summary['samples_mean_reward_after'])}",
         )
+    # The second held-out set (the recipe's transfer_eval, written differently), one row the same way.
+    transfer = summary.get("transfer_evaluation")
+    if transfer and "headline" in transfer:
+        table.add_row(
+            markup_safe(f"{transfer['label']}: {transfer['metric']} ({transfer['num_prompts']} prompts)"),
+            markup_safe(headline(transfer)),
+        )
     for report in reports:
         table.add_row(report.kind, markup_safe(report.summary()))
     for name in (

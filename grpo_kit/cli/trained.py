@@ -45,13 +45,15 @@ def _eval(args, console) -> int:
 
 
 def _evaluate(args, console, trained, recipe) -> int:
-    """The trained model and the model before training on the recipe's held-out rows, into a report card."""
-    from grpo_kit.evaluation.report_card import write_report_card
+    """The trained model and the model before training on the recipe's held-out rows (and its second held-out
+    set, ``transfer_eval``, whole), into a report card."""
+    from grpo_kit.evaluation.report_card import WRITTEN_DIFFERENTLY, write_report_card
     from grpo_kit.models import load_model
-    from grpo_kit.runs import evaluate_held_out, evaluation_summary, held_out_rows
+    from grpo_kit.runs import evaluate_held_out, evaluation_summary, held_out_rows, transfer_rows
     from grpo_kit.sampling import check_fits_context
 
     rows = held_out_rows(recipe, args.num_prompts or recipe.eval_prompts or 32)
+    transfer = transfer_rows(recipe)
     with console.status("loading the trained model…"):
         model, tokenizer = _load(trained, args.base)
     try:  # a shared run.json may ask for more tokens than the model has room for
@@ -59,24 +61,33 @@ def _evaluate(args, console, trained, recipe) -> int:
     except ValueError as error:
         raise UsageError(f"{error} (the run's recipe: --recipe NAME evaluates with another)") from error
     funcs = recipe.build_reward_funcs(tokenizer)
-    with console.status(f"evaluating {len(rows)} held-out prompts: trained…"):
-        after = evaluate_held_out(recipe, model, tokenizer, funcs, rows, k=args.k or recipe.eval_samples)
-    with console.status(f"evaluating {len(rows)} held-out prompts: base model…"):
-        if trained.adapter_dir is not None:
-            with model.disable_adapter():  # the model before training is the adapter's model without it
-                before = evaluate_held_out(
-                    recipe, model, tokenizer, funcs, rows, k=args.k or recipe.eval_samples
-                )
-        else:
-            base = args.base or (recipe.model if trained.run is not None else None)
-            if base is None:
-                raise UsageError(
-                    f"{trained.source} is a model folder without run.json: pass --base MODEL (the model before "
-                    "training)."
-                )
-            before = evaluate_held_out(
-                recipe, load_model(base)[0], tokenizer, funcs, rows, k=args.k or recipe.eval_samples
+    base_model = None
+    if trained.adapter_dir is None:
+        base = args.base or (recipe.model if trained.run is not None else None)
+        if base is None:
+            raise UsageError(
+                f"{trained.source} is a model folder without run.json: pass --base MODEL (the model before "
+                "training)."
             )
+        base_model = load_model(base)[0]
+
+    def before_and_after(eval_rows, what):
+        """``(before, after)`` on ``eval_rows``: the base model (the adapter's model without it) and the trained one."""
+        k = args.k or recipe.eval_samples
+        with console.status(f"evaluating {len(eval_rows)} {what}: trained…"):
+            after = evaluate_held_out(recipe, model, tokenizer, funcs, eval_rows, k=k)
+        with console.status(f"evaluating {len(eval_rows)} {what}: base model…"):
+            if base_model is None:
+                with model.disable_adapter():
+                    before = evaluate_held_out(recipe, model, tokenizer, funcs, eval_rows, k=k)
+            else:
+                before = evaluate_held_out(recipe, base_model, tokenizer, funcs, eval_rows, k=k)
+        return before, after
+
+    before, after = before_and_after(rows, "held-out prompts")
+    second = None
+    if transfer:
+        second = (recipe.transfer_eval, *before_and_after(transfer, "held-out prompts written differently"))
     files = write_report_card(
         Path(args.out) if args.out else trained.source,
         before,
@@ -84,6 +95,7 @@ def _evaluate(args, console, trained, recipe) -> int:
         log_history=trained.source / "metrics.jsonl",
         title=f"{recipe.name}: held-out base vs {trained.source.name}",
         measures=recipe.measures,
+        transfer=second,
     )
     evaluation = evaluation_summary(before, after, files)
     console.print(
@@ -91,6 +103,13 @@ def _evaluate(args, console, trained, recipe) -> int:
             f"held-out {evaluation['metric']} ({evaluation['num_prompts']} prompts): {headline(evaluation)}"
         )
     )
+    if second is not None:
+        other = evaluation_summary(second[1], second[2])
+        console.print(
+            markup_safe(
+                f"{WRITTEN_DIFFERENTLY}: {other['metric']} ({other['num_prompts']} prompts): {headline(other)}"
+            )
+        )
     for name, path in files.items():
         console.print(f"  {name}: {markup_safe(path)}")
     return 0

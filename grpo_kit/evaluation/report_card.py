@@ -6,6 +6,11 @@ verdict), what the metric measures, and a few answers side by side; ``report_car
 headline metrics (each side with its own CI, the change in its own panel), the training reward curve,
 what the metric measures and two answers next to the verdicts.
 
+A recipe's second held-out set (``transfer``: a set shipped with the package, written differently from the
+training rows) gets the same comparison of every metric, in eval.json under ``"transfer"`` and in report.md
+as its own table under the heading :data:`WRITTEN_DIFFERENTLY` (with its prompt count); report_card.png
+keeps to the first set.
+
 All three files are written to temporary files first and renamed into place only when all of them
 are ready, so an evaluation interrupted with Ctrl-C leaves the run folder as it was.
 """
@@ -26,7 +31,17 @@ from grpo_kit.evaluation.eval_report import EvalReport
 from grpo_kit.evaluation.reward_hacking import flag_reward_hacking
 from grpo_kit.markdown_text import table_cell
 
-__all__ = ["headline_metrics", "render_report_md", "side_cis", "write_report_card"]
+__all__ = [
+    "WRITTEN_DIFFERENTLY",
+    "headline_metrics",
+    "render_report_md",
+    "side_cis",
+    "transfer_section_md",
+    "write_report_card",
+]
+
+#: The name of the second held-out set's section (report.md, run.json, the CLI's summary).
+WRITTEN_DIFFERENTLY = "held-out, written differently"
 
 # Metrics a learner looks at first, in this order; prefixes match per-function metrics.
 HEADLINE = (
@@ -98,10 +113,12 @@ def render_report_md(
     measures: str = "",
     completions: Sequence[str] = (),
     hack_signs: Sequence[str] = (),
+    transfer_section: Sequence[str] = (),
 ) -> str:
     """Markdown: settings, the metric table with CIs and verdicts, what the metric measures (the recipe's
-    ``measures``), a few answers before/after, and ``completions`` (``completions_table.report_rows``:
-    training rows of the first and last logged step)."""
+    ``measures``), ``transfer_section`` (the second held-out set's lines, :func:`transfer_section_md`), a few
+    answers before/after, and ``completions`` (``completions_table.report_rows``: training rows of the first
+    and last logged step)."""
     s = before.settings
     lines = [
         f"# {title}",
@@ -112,22 +129,13 @@ def render_report_md(
             "(after − before) with a seeded percentile-bootstrap confidence interval."
         ),
         "",
-        "| metric | before | after | change | CI | verdict |",
-        "|---|---|---|---|---|---|",
+        *_metric_rows(comparisons),
     ]
-    for name, c in comparisons.items():
-        lines.append(
-            f"| {name} | {_fmt(c.before)} | {_fmt(c.after)} | {c.mean_diff:+.3g} | "
-            f"[{c.ci_low:+.3g}, {c.ci_high:+.3g}] ({c.level:.0%}) | {c.verdict} |"
-        )
     if hack_signs:
-        warning = (
-            f"**Reward hack suspected.** The reward improved while the answers collapsed: {'; '.join(hack_signs)}. "
-            'Read the answers below before believing an "improved" (grpo_kit.evaluation.reward_hacking: what each sign means).'
-        )
-        lines += ["", warning]
+        lines += ["", _hack_warning(hack_signs)]
     if measures:
         lines += ["", f"**What the metric measures.** {measures}"]
+    lines += list(transfer_section)
     if num_samples > 0:
         lines += [
             "",
@@ -148,6 +156,46 @@ def render_report_md(
     return "\n".join(lines) + "\n"
 
 
+def _metric_rows(comparisons: dict[str, Comparison]) -> list[str]:
+    lines = ["| metric | before | after | change | CI | verdict |", "|---|---|---|---|---|---|"]
+    for name, c in comparisons.items():
+        lines.append(
+            f"| {name} | {_fmt(c.before)} | {_fmt(c.after)} | {c.mean_diff:+.3g} | "
+            f"[{c.ci_low:+.3g}, {c.ci_high:+.3g}] ({c.level:.0%}) | {c.verdict} |"
+        )
+    return lines
+
+
+def _hack_warning(hack_signs: Sequence[str]) -> str:
+    return (
+        f"**Reward hack suspected.** The reward improved while the answers collapsed: {'; '.join(hack_signs)}. "
+        'Read the answers below before believing an "improved" (grpo_kit.evaluation.reward_hacking: what each sign means).'
+    )
+
+
+def transfer_section_md(
+    name: str, before: EvalReport, comparisons: dict[str, Comparison], hack_signs: Sequence[str] = ()
+) -> list[str]:
+    """The second held-out set's report.md section: its heading (:data:`WRITTEN_DIFFERENTLY`, the prompt
+    count), what the set is, and its own metric table."""
+    lines = [
+        "",
+        f"## {WRITTEN_DIFFERENTLY} ({before.num_prompts} prompts)",
+        "",
+        (
+            f"The recipe's second held-out set, `{table_cell(name)}` (`transfer_eval`): rows written apart from "
+            "the generator the training rows come from, with the same instruction, template and decoding as "
+            "above. A change here like the one above is learning that transfers; a change above alone may be "
+            "the generator learned."
+        ),
+        "",
+        *_metric_rows(comparisons),
+    ]
+    if hack_signs:
+        lines += ["", _hack_warning(hack_signs)]
+    return lines
+
+
 def write_report_card(
     out_dir: str | os.PathLike,
     before: EvalReport,
@@ -160,11 +208,16 @@ def write_report_card(
     level: float = 0.95,
     num_samples: int = 4,
     measures: str = "",
+    transfer: tuple[str, EvalReport, EvalReport] | None = None,
 ) -> dict[str, Path]:
     """Compare ``before`` and ``after`` on every metric and write the three files into ``out_dir``.
 
     ``measures``: what the metric measures, in plain words (the recipe's ``measures``), printed next to
     the verdicts in report.md and report_card.png.
+
+    ``transfer``: ``(set name, before, after)`` of the recipe's second held-out set (``transfer_eval``), compared
+    the same way (same bootstrap, same reward-hacking signs) into eval.json's ``"transfer"`` and its own
+    report.md section (module docstring).
 
     ``log_history``: the run's ``metrics.jsonl`` (or TRL log history) for the reward-curve panel; a
     missing file is skipped. Returns ``{"eval.json": path, "report.md": path, "report_card.png": path}``;
@@ -189,6 +242,24 @@ def write_report_card(
         },
         "reward_hack_signs": hack_signs,  # grpo_kit.evaluation.reward_hacking: [] when the answers did not collapse
     }
+    section: list[str] = []
+    if transfer is not None:
+        set_name, t_before, t_after = transfer
+        t_comparisons, t_signs = flag_reward_hacking(
+            compare_all(t_before, t_after, n_boot=n_boot, seed=seed, level=level), t_before, t_after
+        )
+        payload["transfer"] = {
+            "set": set_name,
+            "label": WRITTEN_DIFFERENTLY,
+            "before": t_before.to_dict(),
+            "after": t_after.to_dict(),
+            "comparisons": {
+                k: {**asdict(c), "relative_change": _json_float(c.relative_change)}
+                for k, c in t_comparisons.items()
+            },
+            "reward_hack_signs": t_signs,
+        }
+        section = transfer_section_md(set_name, t_before, t_comparisons, t_signs)
     contents = {
         "eval.json": json.dumps(payload, indent=2, ensure_ascii=False),
         "report.md": render_report_md(
@@ -199,6 +270,7 @@ def write_report_card(
             num_samples=num_samples,
             measures=measures,
             hack_signs=hack_signs,
+            transfer_section=section,
             completions=report_rows(out),  # the run's completions table, when log_completions wrote one
         ),
     }

@@ -26,7 +26,7 @@ from grpo_kit.runs.execution import (
     validate_run_inputs,
 )
 from grpo_kit.runs.folder import RunFolder, RunFolderInUse, RunJsonError, TrainedModel
-from grpo_kit.runs.held_out import evaluate_held_out, held_out_rows, training_dataset
+from grpo_kit.runs.held_out import evaluate_held_out, held_out_rows, training_dataset, transfer_rows
 from grpo_kit.runs.models import load_model
 from grpo_kit.runs.plan import DEFAULT_LOOP, LOOPS, RunPlan, plan_run, resume_command, to_loop_config
 
@@ -53,5 +53,6 @@ __all__ = [
     "to_loop_config",
     "train_on_path",
     "training_dataset",
+    "transfer_rows",
     "validate_run_inputs",
 ]

@@ -2,6 +2,11 @@
 path (standalone loop | TRL | Unsloth) -> evaluation after -> report card + samples -> exports -> ``run.json``.
 The CLI (``grpo-kit train``) and the lessons call :func:`execute` with a plan from ``grpo_kit.runs.plan``.
 
+A recipe with a second held-out set (``transfer_eval``: rows written differently from its training rows) has
+it evaluated beside the held-out rows, before and after, by the same ``evaluate_held_out``: its own table in
+the report card and ``run.json["transfer_evaluation"]`` (the same fields as ``"evaluation"``, plus ``set``
+and ``label``). Evaluation off (``eval_prompts=0``) turns it off too.
+
     outcome = execute(plan_run("smoltldr-length-small", overrides={"model": "tiny"}, max_steps=3))
 
 Two hooks are reserved for the preflight and evaluation rooms: ``execute(plan, preflight=fn, evaluate=fn)``
@@ -28,7 +33,7 @@ from grpo_kit.path_settings import applied_settings
 from grpo_kit.recipes import Recipe
 from grpo_kit.result import RunResult
 from grpo_kit.runs.folder import RunFolder
-from grpo_kit.runs.held_out import evaluate_held_out, held_out_rows, training_dataset
+from grpo_kit.runs.held_out import evaluate_held_out, held_out_rows, training_dataset, transfer_rows
 from grpo_kit.runs.models import load_model
 from grpo_kit.runs.plan import RunPlan, prepare_run_dir
 
@@ -199,6 +204,17 @@ def _held_out_answers(
         return report, _greedy_answers(report, model, tokenizer, prompts, recipe)
 
 
+def _transfer_evaluation(
+    when: str, recipe: Recipe, model: Any, tokenizer: Any, reward_funcs: list, rows: list, status
+) -> Any:
+    """The second held-out set (``recipe.transfer_eval``) evaluated ``when`` training, as the held-out rows are
+    (``evaluate_held_out``, the same decoding and ``k``); None when there are no rows."""
+    if not rows:
+        return None
+    with status(f"evaluating {len(rows)} held-out prompts written differently {when} training…"):
+        return evaluate_held_out(recipe, model, tokenizer, reward_funcs, rows, k=recipe.eval_samples)
+
+
 def _reward_or_none(value: float) -> float | None:
     """An evaluation's per-prompt reward as samples.md shows it: NaN (no function scored it) -> None."""
     return None if math.isnan(value) else value
@@ -270,6 +286,8 @@ def execute(
         n_eval = min(n_eval, len(rows))
         prompts = [r["prompt"] for r in rows[:samples]]
         columns = {k: [r[k] for r in rows[:samples]] for k in (rows[0] if rows else {}) if k != "prompt"}
+        # the second held-out set, whole, when there is an evaluation (never a training prompt either)
+        transfer = transfer_rows(recipe, training=dataset) if n_eval else []
     plan.phase = "pre-flight"
     checks = preflight(plan, model, tokenizer, dataset, reward_funcs) if preflight else None
     prepare_run_dir(plan)  # only now: a model, data or pre-flight failure leaves no folder behind
@@ -278,6 +296,7 @@ def execute(
     eval_before, before = _held_out_answers(
         "before", recipe, model, tokenizer, reward_funcs, rows[:n_eval], prompts, status
     )
+    transfer_before = _transfer_evaluation("before", recipe, model, tokenizer, reward_funcs, transfer, status)
     eval_seconds = time.perf_counter() - eval_started
 
     plan.phase = "training"
@@ -295,10 +314,14 @@ def execute(
     eval_after, after = _held_out_answers(
         "after", recipe, model, tokenizer, reward_funcs, rows[:n_eval], prompts, status
     )
-    built_in_evaluation = None
+    transfer_after = _transfer_evaluation("after", recipe, model, tokenizer, reward_funcs, transfer, status)
+    built_in_evaluation = transfer_evaluation = None
     if eval_after is not None:
-        from grpo_kit.evaluation.report_card import write_report_card
+        from grpo_kit.evaluation.report_card import WRITTEN_DIFFERENTLY, write_report_card
 
+        second = (
+            (recipe.transfer_eval, transfer_before, transfer_after) if transfer_after is not None else None
+        )
         files = write_report_card(
             plan.output_dir,
             eval_before,
@@ -306,8 +329,15 @@ def execute(
             log_history=result.log_history,
             title=f"{recipe.name}: held-out before / after {result.global_step} GRPO steps",
             measures=recipe.measures,
+            transfer=second,
         )
         built_in_evaluation = evaluation_summary(eval_before, eval_after, files)
+        if second is not None:
+            transfer_evaluation = {
+                "set": recipe.transfer_eval,
+                "label": WRITTEN_DIFFERENTLY,
+                **evaluation_summary(transfer_before, transfer_after, files),
+            }
     eval_seconds += time.perf_counter() - eval_started
     plan.phase = "export"
     with status("exports…"):
@@ -374,6 +404,8 @@ def execute(
         summary["preflight"] = checks
     if evaluation is not None:
         summary["evaluation"] = evaluation
+    if transfer_evaluation is not None:
+        summary["transfer_evaluation"] = transfer_evaluation
     if gguf_error is not None:
         summary["gguf_error"] = f"{type(gguf_error).__name__}: {' '.join(str(gguf_error).split())}"
     RunFolder(plan.output_dir).write_summary(summary)

@@ -19,6 +19,11 @@ Whatever the source, a candidate row whose prompt equals a training prompt (by c
 run never evaluates on a row it trains on. When fewer rows remain than were asked for, :func:`held_out_rows`
 says so (one ``UserWarning``) and returns fewer.
 
+A recipe with ``transfer_eval`` also has a second held-out set, :func:`transfer_rows`: a set shipped with
+the package (``datasets_prep.shipped``), written apart from the generator the training rows come from,
+rendered through the recipe's own loader (the instruction and chat template its training rows get) and held
+to the same rule (a row whose prompt is a training prompt is dropped, and said).
+
 :func:`evaluate_held_out` evaluates a model on those rows with the recipe's completion budget, chat
 template arguments and reward weights, greedy (plus ``k`` seeded samples): a recipe with tools is rolled
 out with its tools (``grpo_kit.tool_rollout``, the multi-turn loop lesson 8 uses).
@@ -40,6 +45,7 @@ __all__ = [
     "prompt_key",
     "reserved_count",
     "training_dataset",
+    "transfer_rows",
 ]
 
 #: Loaders whose own held-out split is used when the recipe reads the dataset's Hub id (or generates it).
@@ -134,6 +140,33 @@ def held_out_rows(recipe: Any, n: int, *, training: Any = None) -> list[dict[str
         warnings.warn(
             f"recipe {recipe.name!r}: {n} held-out prompts asked for, {len(rows)} exist that the run does "
             f"not train on ({held_out_source(recipe)}); evaluating on {len(rows)}.",
+            UserWarning,
+            stacklevel=2,
+        )
+    return rows
+
+
+def transfer_rows(recipe: Any, *, training: Any = None) -> list[dict[str, Any]]:
+    """The recipe's second held-out set (``transfer_eval``) as evaluation rows, every row of the shipped set
+    rendered as the training rows are (``recipe.load_dataset``), less any whose prompt is a training prompt
+    (``training``: default :func:`training_dataset`; a ``UserWarning`` names how many). ``[]`` without one."""
+    if recipe.transfer_eval is None:
+        return []
+    from datasets_prep.shipped import transfer_set_rows
+
+    raw = transfer_set_rows(recipe.transfer_eval)
+    rendered = recipe.load_dataset(source=raw, size=len(raw))
+    seen = {prompt_key(p) for p in (training if training is not None else training_dataset(recipe))["prompt"]}
+    rows = []
+    for row in rendered:
+        key = prompt_key(row["prompt"])
+        if key not in seen:
+            seen.add(key)
+            rows.append(dict(row))
+    if len(rows) < len(raw):
+        warnings.warn(
+            f"recipe {recipe.name!r}: {len(raw) - len(rows)} of the {len(raw)} rows of held-out set "
+            f"{recipe.transfer_eval!r} are training prompts (or repeat a row); evaluating on {len(rows)}.",
             UserWarning,
             stacklevel=2,
         )
