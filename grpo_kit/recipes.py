@@ -174,7 +174,8 @@ class Recipe:
         seeds before and after. Default 1: greedy answers only. A task the base model already solves greedily
         (the environment recipe: 32/32) shows what training changed only in the samples it trains on.
     transfer_eval: a held-out set shipped with the package (``datasets_prep.shipped.TRANSFER_SETS``:
-        "tldr-handwritten") evaluated before and after as well, whole, with the same decoding and the same
+        "tldr-handwritten", 40 rows) evaluated before and after as well: its first ``eval_prompts`` rows (both
+        sets weigh the same, and a quick ``--eval-prompts 4`` stays quick), the same decoding, the same
         paired bootstrap, and reported beside the held-out rows (run.json's ``transfer_evaluation``, the
         report card's "held-out, written differently" table). Its rows are written apart from the training
         rows' generator and rendered through the recipe's own loader (same instruction, same template), so

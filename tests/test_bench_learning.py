@@ -1,9 +1,14 @@
-"""benchmarks/bench_learning.py on the tiny model: both paths, a curve point per checkpoint, the table."""
+"""benchmarks/bench_learning.py: what a curve point means, and the README's command on the tiny model."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,40 +23,81 @@ def _bench():
     return module
 
 
-def test_minutes_to_target_is_the_first_checkpoint_past_the_drop():
+def _run(points, train_minutes):
+    return {
+        "train_minutes": train_minutes,
+        "points": [
+            {"step": s, "minutes": m, "minute_checkpoints": c, "metric": v, "per_prompt": [v]}
+            for s, m, c, v in points
+        ],
+    }
+
+
+RUN = _run([(3, 1.1, [1.0], 9.0), (8, 2.6, [2.0], 6.0), (9, 3.2, [3.0], 3.0), (12, 3.9, [], 2.5)], 4.0)
+
+
+def test_minutes_to_target_is_the_training_minutes_of_the_first_point_past_the_drop():
     bench = _bench()
-    curve = [
-        {"checkpoint": 2, "metric": 9.0},
-        {"checkpoint": 5, "metric": 6.0},
-        {"checkpoint": 10, "metric": 3.0},
+    assert bench.minutes_to_target(RUN, 17.0, 0.6, lower_is_better=True) == 2.6  # 6.0 <= 17 * 0.4
+    assert bench.minutes_to_target(RUN, 17.0, 0.9, lower_is_better=True) is None
+    rising = _run([(1, 0.5, [], 0.9)], 1.0)
+    assert bench.minutes_to_target(rising, 0.5, 0.6, lower_is_better=False) == 0.5
+
+
+def test_a_minute_reads_its_checkpoint_else_the_last_point_before_it_else_the_base():
+    bench = _bench()
+    assert bench.value_at_minute(RUN, 2.0, 17.0) == (6.0, 8)
+    assert bench.value_at_minute(RUN, 0.5, 17.0) == (17.0, 0)  # nothing evaluated yet: the base model
+    assert bench.value_at_minute(RUN, 5.0, 17.0) == (2.5, "12, ended")  # the run is over: its final model
+    assert bench.point_at_step(RUN, 9)["metric"] == 3.0 and bench.point_at_step(RUN, 10) is None
+
+
+def _readme_command() -> str:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    (line,) = [line for line in readme.splitlines() if line.startswith("python benchmarks/bench_learning.py")]
+    return line.split("#")[0].strip()
+
+
+@pytest.mark.timeout(600)
+def test_the_readme_command_on_the_tiny_model_writes_curves_for_every_seed_and_side(tmp_path):
+    """The README's line as written (its relative script path resolved from the repo), run from another folder
+    with the tiny model and two steps appended: two seeds on each side, in two worker processes."""
+    command = shlex.split(_readme_command())
+    assert command[:2] == ["python", "benchmarks/bench_learning.py"]
+    tiny = [
+        "--set",
+        "model=tiny",
+        "--max-steps",
+        "2",
+        "--step-every",
+        "1",
+        "--eval-prompts",
+        "2",
+        "--seeds",
+        "1,2",
     ]
-    assert bench.minutes_to_target(curve, 17.0, 0.6, lower_is_better=True) == 5  # 6.0 <= 17 * 0.4
-    assert bench.minutes_to_target(curve, 17.0, 0.9, lower_is_better=True) is None
-    assert bench.minutes_to_target([{"checkpoint": 1, "metric": 0.9}], 0.5, 0.6, lower_is_better=False) == 1
-
-
-@pytest.mark.timeout(300)
-def test_both_paths_on_the_tiny_model(tmp_path, capsys):
-    out = tmp_path / "curves.json"
-    status = _bench().main(
-        [
-            "--set",
-            "model=tiny",
-            "--checkpoints",
-            "0,0.001",
-            "--eval-prompts",
-            "2",
-            "--max-steps",
-            "2",
-            "--json",
-            str(out),
-        ]
+    argv = [sys.executable, str(ROOT / command[1]), *command[2:], *tiny, "--every", "0.01"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        argv, check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=580
     )
-    assert status == 0
-    data = json.loads(out.read_text())
-    assert data["metric"] == "length_error/length_reward_16_tokens" and data["checkpoints"] == [0.0, 0.001]
-    for side in ("standalone", "trl"):
-        (point,) = data["sides"][side]["curve"]  # one checkpoint after 0, evaluated at the first step end
-        assert point["checkpoint"] == 0.001 and point["step"] == 1 and point["metric"] >= 0
-    printed = capsys.readouterr().out
-    assert "minutes to target" in printed and "steps by minute 0.001: standalone 1, trl 1" in printed
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    data = json.loads((tmp_path / "outputs" / "bench_learning" / "curves.json").read_text())
+    assert data["metric"] == "length_error/length_reward_16_tokens" and data["max_steps"] == 2
+    assert data["jobs"] == 2 and set(data["sides"]) == {"standalone", "trl"}
+    for side in data["sides"].values():
+        assert set(side) == {"1", "2"}
+        for run in side.values():
+            assert [p["step"] for p in run["points"]] == [1, 2]  # --step-every 1: both steps evaluated
+            assert all(len(p["per_prompt"]) == 2 and p["metric"] >= 0 for p in run["points"])
+            assert 0 < run["points"][-1]["minutes"] <= run["train_minutes"]
+    png = (tmp_path / "outputs" / "bench_learning" / "curves.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+
+    out = done.stdout
+    assert re.search(
+        r"^\s+2 \| .* \| .*[+-]\d+\.\d\d \[[+-]\d+\.\d\d, [+-]\d+\.\d\d\] n=4", out, re.MULTILINE
+    ), out
+    assert "standalone: seed 1 " in out and "trl: seed 1 " in out
+    assert "steps per training minute, median: standalone" in out

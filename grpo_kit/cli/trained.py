@@ -46,14 +46,14 @@ def _eval(args, console) -> int:
 
 def _evaluate(args, console, trained, recipe) -> int:
     """The trained model and the model before training on the recipe's held-out rows (and its second held-out
-    set, ``transfer_eval``, whole), into a report card."""
+    set, ``transfer_eval``, as many of its rows), into a report card."""
     from grpo_kit.evaluation.report_card import WRITTEN_DIFFERENTLY, write_report_card
     from grpo_kit.models import load_model
     from grpo_kit.runs import evaluate_held_out, evaluation_summary, held_out_rows, transfer_rows
     from grpo_kit.sampling import check_fits_context
 
     rows = held_out_rows(recipe, args.num_prompts or recipe.eval_prompts or 32)
-    transfer = transfer_rows(recipe)
+    transfer = transfer_rows(recipe, len(rows))
     with console.status("loading the trained model…"):
         model, tokenizer = _load(trained, args.base)
     try:  # a shared run.json may ask for more tokens than the model has room for

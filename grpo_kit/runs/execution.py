@@ -3,7 +3,8 @@ path (standalone loop | TRL | Unsloth) -> evaluation after -> report card + samp
 The CLI (``grpo-kit train``) and the lessons call :func:`execute` with a plan from ``grpo_kit.runs.plan``.
 
 A recipe with a second held-out set (``transfer_eval``: rows written differently from its training rows) has
-it evaluated beside the held-out rows, before and after, by the same ``evaluate_held_out``: its own table in
+it evaluated beside the held-out rows (as many of its rows as there are held-out rows), before and after, by
+the same ``evaluate_held_out``: its own table in
 the report card and ``run.json["transfer_evaluation"]`` (the same fields as ``"evaluation"``, plus ``set``
 and ``label``). Evaluation off (``eval_prompts=0``) turns it off too.
 
@@ -286,8 +287,8 @@ def execute(
         n_eval = min(n_eval, len(rows))
         prompts = [r["prompt"] for r in rows[:samples]]
         columns = {k: [r[k] for r in rows[:samples]] for k in (rows[0] if rows else {}) if k != "prompt"}
-        # the second held-out set, whole, when there is an evaluation (never a training prompt either)
-        transfer = transfer_rows(recipe, training=dataset) if n_eval else []
+        # the second held-out set, as many rows as the first (never a training prompt either)
+        transfer = transfer_rows(recipe, n_eval, training=dataset)
     plan.phase = "pre-flight"
     checks = preflight(plan, model, tokenizer, dataset, reward_funcs) if preflight else None
     prepare_run_dir(plan)  # only now: a model, data or pre-flight failure leaves no folder behind

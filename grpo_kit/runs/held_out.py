@@ -146,15 +146,17 @@ def held_out_rows(recipe: Any, n: int, *, training: Any = None) -> list[dict[str
     return rows
 
 
-def transfer_rows(recipe: Any, *, training: Any = None) -> list[dict[str, Any]]:
-    """The recipe's second held-out set (``transfer_eval``) as evaluation rows, every row of the shipped set
-    rendered as the training rows are (``recipe.load_dataset``), less any whose prompt is a training prompt
-    (``training``: default :func:`training_dataset`; a ``UserWarning`` names how many). ``[]`` without one."""
-    if recipe.transfer_eval is None:
+def transfer_rows(recipe: Any, n: int | None = None, *, training: Any = None) -> list[dict[str, Any]]:
+    """The recipe's second held-out set (``transfer_eval``) as evaluation rows: the first ``n`` rows of the
+    shipped set (``None``: every row; a run passes the held-out count, so ``--eval-prompts 4`` stays quick and
+    both sets weigh the same), rendered as the training rows are (``recipe.load_dataset``), less any whose
+    prompt is a training prompt (``training``: default :func:`training_dataset`; a ``UserWarning`` names how
+    many). ``[]`` without one, or for ``n`` <= 0."""
+    if recipe.transfer_eval is None or (n is not None and n <= 0):
         return []
     from datasets_prep.shipped import transfer_set_rows
 
-    raw = transfer_set_rows(recipe.transfer_eval)
+    raw = transfer_set_rows(recipe.transfer_eval)[:n]
     rendered = recipe.load_dataset(source=raw, size=len(raw))
     seen = {prompt_key(p) for p in (training if training is not None else training_dataset(recipe))["prompt"]}
     rows = []

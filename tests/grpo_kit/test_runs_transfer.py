@@ -76,6 +76,7 @@ def test_rows_render_as_the_training_rows_do_and_are_never_training_prompts(name
     rows = transfer_rows(recipe, training=training)
     posts = [r["prompt"] for r in transfer_set_rows("tldr-handwritten")]
     assert len(rows) == 40
+    assert transfer_rows(recipe, 32, training=training) == rows[:32] and transfer_rows(recipe, 0) == []
     instruction = recipe.dataset_kwargs.get("instruction")
     first = training[0]["prompt"]
     for row, post in zip(rows, posts):
@@ -126,7 +127,7 @@ def test_a_set_written_for_another_dataset_is_refused(capsys):
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
-    """One step on the tiny model, 4 held-out prompts and the 40 written differently: (folder, status, stdout)."""
+    """One step on the tiny model, 4 held-out prompts and 4 of those written differently: (folder, status, stdout)."""
     folder = tmp_path_factory.mktemp("transfer") / "run"
     argv = ["train", *TINY_RUN, "--samples", "1", "--eval-prompts", "4", "--max-steps", "1", "--no-merge"]
     out = io.StringIO()
@@ -141,7 +142,7 @@ def test_a_run_reports_both_sets_in_run_json_the_report_card_and_its_summary(tin
     assert status == 0, out[-2000:]
     summary = json.loads((folder / "run.json").read_text())
     held, other = summary["evaluation"], summary["transfer_evaluation"]
-    assert held["num_prompts"] == 4 and other["num_prompts"] == 40
+    assert held["num_prompts"] == 4 and other["num_prompts"] == 4  # as many rows as the held-out set
     assert other["set"] == "tldr-handwritten" and other["label"] == "held-out, written differently"
     assert other["metric"] == held["metric"] == "length_error/length_reward_16_tokens"
     assert other["ci_low"] <= other["mean_diff"] <= other["ci_high"] and other["verdict"] in (
@@ -152,10 +153,10 @@ def test_a_run_reports_both_sets_in_run_json_the_report_card_and_its_summary(tin
     card = json.loads((folder / "eval.json").read_text())
     assert card["before"]["settings"]["num_prompts"] == 4  # the held-out section as it was
     second = card["transfer"]
-    expected = [json.dumps(r["prompt"]) for r in transfer_rows(get_recipe("smoltldr-length-small"))]
+    expected = [json.dumps(r["prompt"]) for r in transfer_rows(get_recipe("smoltldr-length-small"))[:4]]
     assert second["before"]["prompts"] == second["after"]["prompts"]  # paired
     assert [json.dumps(json.loads(p)) for p in second["before"]["prompts"]] == expected
-    assert second["before"]["settings"] == {**card["before"]["settings"], "num_prompts": 40}  # same decoding
+    assert second["before"]["settings"] == card["before"]["settings"]  # same decoding, same count
     c = second["comparisons"][other["metric"]]
     assert (c["mean_diff"], c["ci_low"], c["ci_high"]) == (
         other["mean_diff"],
@@ -163,11 +164,11 @@ def test_a_run_reports_both_sets_in_run_json_the_report_card_and_its_summary(tin
         other["ci_high"],
     )
     report = (folder / "report.md").read_text()
-    assert report.index("4 held-out prompts") < report.index("## held-out, written differently (40 prompts)")
-    assert report.index("## held-out, written differently (40 prompts)") < report.index("## Answers before")
+    assert report.index("4 held-out prompts") < report.index("## held-out, written differently (4 prompts)")
+    assert report.index("## held-out, written differently (4 prompts)") < report.index("## Answers before")
     assert "`tldr-handwritten`" in report
     line = next(x for x in out.splitlines() if "held-out, written differently" in x)
-    assert "(40 prompts)" in line and "CI [" in line and other["verdict"] in line
+    assert "(4 prompts)" in line and "CI [" in line and other["verdict"] in line
 
 
 def test_eval_of_the_run_folder_keeps_the_second_set(tiny_run, capsys):
@@ -175,13 +176,13 @@ def test_eval_of_the_run_folder_keeps_the_second_set(tiny_run, capsys):
     assert status == 0
     assert main(["eval", str(folder), "--num-prompts", "2"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "held-out, written differently: length_error/length_reward_16_tokens (40 prompts)" in out
+    assert "held-out, written differently: length_error/length_reward_16_tokens (2 prompts)" in out
     card = json.loads((folder / "eval.json").read_text())
     assert (
         card["after"]["settings"]["num_prompts"] == 2
-        and card["transfer"]["after"]["settings"]["num_prompts"] == 40
+        and card["transfer"]["after"]["settings"]["num_prompts"] == 2
     )
-    assert "## held-out, written differently (40 prompts)" in (folder / "report.md").read_text()
+    assert "## held-out, written differently (2 prompts)" in (folder / "report.md").read_text()
 
 
 def test_evaluation_off_turns_the_second_set_off(tmp_path):
