@@ -527,8 +527,7 @@ def main(argv=None) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             base_file = Path(tmp) / "base.json"
             base_file.write_text(json.dumps(base_info))
-            worker_argv = [a for a in argv]
-            sides = run_in_workers(loops, worker_argv, base_file, Path(tmp))
+            sides = run_in_workers(loops, argv, base_file, Path(tmp))
     else:
         sides = run_sides(loops, seeds, recipe, rows, transfer, metric, args)
 

@@ -121,14 +121,12 @@ def _candidates(recipe: Any, n: int):
     return rows.select(range(len(rows) - reserved, len(rows)))
 
 
-def held_out_rows(recipe: Any, n: int, *, training: Any = None) -> list[dict[str, Any]]:
-    """Up to ``n`` evaluation rows (``{"prompt": ..., <columns>...}``) that share no prompt with the
-    training rows (``training``: default :func:`training_dataset`). Fewer than ``n``: a ``UserWarning``."""
-    if n <= 0:
-        return []
+def _unseen_rows(candidates: Any, recipe: Any, training: Any, n: int) -> list[dict[str, Any]]:
+    """The first ``n`` of ``candidates`` whose prompt is no training prompt (``training``: default
+    :func:`training_dataset`) and no earlier candidate's: the rule every held-out set keeps."""
     seen = {prompt_key(p) for p in (training if training is not None else training_dataset(recipe))["prompt"]}
     rows: list[dict[str, Any]] = []
-    for row in _candidates(recipe, n):
+    for row in candidates:
         key = prompt_key(row["prompt"])
         if key in seen:
             continue  # a training prompt is never a held-out prompt
@@ -136,6 +134,15 @@ def held_out_rows(recipe: Any, n: int, *, training: Any = None) -> list[dict[str
         rows.append(dict(row))
         if len(rows) == n:
             break
+    return rows
+
+
+def held_out_rows(recipe: Any, n: int, *, training: Any = None) -> list[dict[str, Any]]:
+    """Up to ``n`` evaluation rows (``{"prompt": ..., <columns>...}``) that share no prompt with the
+    training rows (``training``: default :func:`training_dataset`). Fewer than ``n``: a ``UserWarning``."""
+    if n <= 0:
+        return []
+    rows = _unseen_rows(_candidates(recipe, n), recipe, training, n)
     if len(rows) < n:
         warnings.warn(
             f"recipe {recipe.name!r}: {n} held-out prompts asked for, {len(rows)} exist that the run does "
@@ -157,14 +164,7 @@ def transfer_rows(recipe: Any, n: int | None = None, *, training: Any = None) ->
     from datasets_prep.shipped import transfer_set_rows
 
     raw = transfer_set_rows(recipe.transfer_eval)[:n]
-    rendered = recipe.load_dataset(source=raw, size=len(raw))
-    seen = {prompt_key(p) for p in (training if training is not None else training_dataset(recipe))["prompt"]}
-    rows = []
-    for row in rendered:
-        key = prompt_key(row["prompt"])
-        if key not in seen:
-            seen.add(key)
-            rows.append(dict(row))
+    rows = _unseen_rows(recipe.load_dataset(source=raw, size=len(raw)), recipe, training, len(raw))
     if len(rows) < len(raw):
         warnings.warn(
             f"recipe {recipe.name!r}: {len(raw) - len(rows)} of the {len(raw)} rows of held-out set "
