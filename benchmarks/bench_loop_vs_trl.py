@@ -19,6 +19,7 @@ G=8, 96 new tokens, length reward with ideal 50 characters, ``synthetic_tldr`` p
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
@@ -31,6 +32,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 IDEAL_LENGTH = 50  # course 12.5: ideal completion length, in characters
+#: The phases of a loop step, as ``grpo_kit.loop`` times them (``timing/<phase>_s`` per step).
+LOOP_PHASES = ("generation", "scoring", "old_ref_logprobs", "forward", "backward", "optimizer")
 
 
 def parse_args(argv=None):
@@ -49,6 +52,11 @@ def parse_args(argv=None):
         type=int,
         default=int(os.environ.get("BENCH_THREADS", "1")),
         help="torch threads for each side (1 on a shared machine; equal on both sides)",
+    )
+    p.add_argument(
+        "--bf16",
+        action="store_true",
+        help="both sides in bf16 mixed precision (TRL's own default); needs native bf16 (AMX/AVX512-BF16 or a GPU)",
     )
     p.add_argument("--practicum", action="store_true", help="course 12.5 on our loop for --minutes")
     p.add_argument("--minutes", type=float, default=10.0)
@@ -106,11 +114,28 @@ def common_settings(args, output_dir):
         "logging_steps": 1,
         "lr_scheduler_type": "linear",
         "max_grad_norm": 1.0,
+        "bf16": args.bf16,
     }
 
 
 def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def reset_peak_rss() -> None:
+    """Start the high-water mark of resident memory again (Linux: ``/proc/self/clear_refs``), so that
+    ``training_peak_rss_mib`` measures training, not model loading (the same load on both sides)."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+
+
+def training_peak_rss_mib() -> float | None:
+    """VmHWM since :func:`reset_peak_rss`, in MiB; None where /proc has no such line."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    return None
 
 
 def clock() -> tuple[float, float]:
@@ -124,7 +149,15 @@ def report(step_ends: list[tuple[float, float]], warmup: int, extra: dict) -> No
     cpu = [b[1] - a[1] for a, b in itertools.pairwise(timed)]
     print(
         "BENCH_RESULT "
-        + json.dumps({"step_seconds": wall, "step_cpu_seconds": cpu, "peak_rss_mib": peak_rss_mib(), **extra})
+        + json.dumps(
+            {
+                "step_seconds": wall,
+                "step_cpu_seconds": cpu,
+                "peak_rss_mib": peak_rss_mib(),
+                "training_peak_rss_mib": training_peak_rss_mib(),
+                **extra,
+            }
+        )
     )
 
 
@@ -136,6 +169,7 @@ def run_ours(args) -> None:
     from grpo_kit.loop_config import GRPOLoopConfig
 
     model, tokenizer, dataset, reward = setup(args)
+    reset_peak_rss()
     step_ends = []
     with tempfile.TemporaryDirectory() as out:
         config = GRPOLoopConfig(**common_settings(args, out), save_steps=0, disable_tqdm=True)
@@ -149,7 +183,17 @@ def run_ours(args) -> None:
             callbacks=[lambda state, metrics: step_ends.append(clock())],
         )
     lengths = [r["completions/mean_length"] for r in result.log_history]
-    report(step_ends, args.warmup, {"mean_completion_tokens": sum(lengths) / len(lengths)})
+    timed = result.log_history[args.warmup :]  # one record per step (logging_steps=1)
+    profile = {
+        phase: sum(
+            (r.get(phase) if phase == "step_time" else r.get(f"timing/{phase}_s")) or 0.0 for r in timed
+        )
+        / len(timed)
+        for phase in ("step_time", *LOOP_PHASES)
+    }
+    report(
+        step_ends, args.warmup, {"mean_completion_tokens": sum(lengths) / len(lengths), "profile": profile}
+    )
 
 
 def run_trl(args) -> None:
@@ -160,6 +204,7 @@ def run_trl(args) -> None:
 
     ensure_logprob_kernel()  # CPU torch has no Triton; TRL's fused LM head needs this stand-in
     model, tokenizer, dataset, reward = setup(args)
+    reset_peak_rss()
     step_ends = [clock()]
 
     class StepClock(TrainerCallback):
@@ -171,7 +216,6 @@ def run_trl(args) -> None:
             **common_settings(args, out),
             save_strategy="no",
             report_to="none",
-            bf16=False,
             use_cpu=True,
             gradient_checkpointing=False,
             disable_tqdm=True,
@@ -236,10 +280,36 @@ def compare(args) -> None:
     table.add_row(
         "peak RSS (MiB)", f"{rss['trl']:.0f}", f"{rss['ours']:.0f}", f"{rss['ours'] / rss['trl']:.2f}×"
     )
+    training_rss = {s: r["training_peak_rss_mib"] for s, r in results.items()}
+    if None not in training_rss.values():
+        table.add_row(
+            "peak RSS, training (MiB)",
+            f"{training_rss['trl']:.0f}",
+            f"{training_rss['ours']:.0f}",
+            f"{training_rss['ours'] / training_rss['trl']:.2f}×",
+        )
     tokens = {s: r["mean_completion_tokens"] for s, r in results.items()}
     table.add_row("completion tokens", f"{tokens['trl']:.1f}", f"{tokens['ours']:.1f}", "")
     Console().print(table)
+    Console().print(profile_table(results["ours"]["profile"], args))
     print(json.dumps({"model": args.model, "results": results}))
+
+
+def profile_table(profile: dict[str, float], args):
+    """Where one loop step's time goes: each phase's mean seconds and share of ``step_time``; what the
+    phases leave out (metrics, progress, the rollout's bookkeeping) is the rest."""
+    from rich.table import Table
+
+    table = Table(title=f"one loop step, {'bf16' if args.bf16 else 'fp32'}: where the time goes (mean)")
+    for col in ("phase", "s", "share"):
+        table.add_column(col, justify="right")
+    step = profile["step_time"]
+    for phase in LOOP_PHASES:
+        table.add_row(phase, f"{profile[phase]:.3f}", f"{profile[phase] / step:.0%}")
+    rest = step - sum(profile[p] for p in LOOP_PHASES)
+    table.add_row("everything else", f"{rest:.3f}", f"{rest / step:.0%}")
+    table.add_row("step", f"{step:.3f}", "100%")
+    return table
 
 
 # ------------------------------------------------------------------------------------------------ practicum

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 __all__ = [
     "Precision",
     "choose_precision",
+    "cpu_has_native_bf16",
     "cuda_available",
     "detect_cuda_capability",
     "detect_precision",
@@ -59,6 +60,18 @@ class Precision:
         import torch
 
         return getattr(torch, self.dtype)
+
+
+def cpu_has_native_bf16() -> bool:
+    """True when this CPU multiplies bf16 in hardware (Intel AMX tiles or AVX512-BF16), so that bf16 matmuls
+    are faster than fp32 ones; elsewhere torch emulates bf16 on CPU, slower than fp32."""
+    import torch
+
+    checks = (
+        getattr(torch.cpu, "_is_amx_tile_supported", None),
+        getattr(torch.cpu, "_is_avx512_bf16_supported", None),
+    )
+    return any(check is not None and check() for check in checks)
 
 
 def supports_bf16(capability: tuple[int, int] | None) -> bool:

@@ -72,6 +72,7 @@ def per_token_logps(
     compute_entropy: bool = False,
     entropy_requires_grad: bool = False,
     batch_size: int | None = None,
+    float32_logits: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs (and optionally entropies) of the last ``logits_to_keep`` tokens of ``input_ids``.
 
@@ -85,6 +86,9 @@ def per_token_logps(
         entropy_requires_grad: keep the entropies' graph (the entropy bonus is differentiated through them,
             as TRL's fused head does); off, they are computed under ``no_grad`` (a metric and a mask only).
         batch_size: forward this many rows at a time (memory); ``None`` = all at once.
+        float32_logits: compute the log-softmax (and entropies) in float32 whatever dtype the logits come
+            in (the loop's ``bf16`` autocast gives bf16 logits); off, half-precision logits take TRL's
+            row-by-row bf16 path.
 
     Returns:
         ``(logps (B, T), entropies (B, T) | None)``. Gradients flow through ``logps`` when enabled;
@@ -113,6 +117,8 @@ def per_token_logps(
             input_ids=ids, attention_mask=mask, logits_to_keep=logits_to_keep + 1
         ).logits  # (b, T+1, V)
         logits = logits[:, :-1, :]  # (b, T, V) drop the prediction after the last token
+        if float32_logits:
+            logits = logits.float()
         if temperature != 1.0:
             logits = logits / temperature
         logps, entropies = _logps_from_logits(
@@ -170,6 +176,7 @@ def per_token_logps_grouped(
     temperature: float = 1.0,
     compute_entropy: bool = False,
     entropy_requires_grad: bool = False,
+    float32_logits: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``per_token_logps`` for groups of completions that share a prompt, running each prompt only once.
 
@@ -180,6 +187,7 @@ def per_token_logps_grouped(
     ``per_token_logps(model, cat([prompt_ids.repeat_interleave(G), completion_ids]), …)`` (same positions, same
     masks) up to float rounding, at a fraction of the cost when prompts are longer than completions.
     (One difference under LoRA dropout: the G completions of a prompt share one dropout draw on the prompt.)
+    ``float32_logits``: as in :func:`per_token_logps`.
     """
     from transformers import DynamicCache
 
@@ -213,6 +221,8 @@ def per_token_logps_grouped(
             use_cache=True,
         ).logits  # (N, T-1, V) predictions of completion tokens 1 … T-1
         logits = torch.cat([logits, rest], dim=1)  # (N, T, V)
+    if float32_logits:
+        logits = logits.float()
     if temperature != 1.0:
         logits = logits / temperature
     return _logps_from_logits(logits, completion_ids, completion_mask, compute_entropy, entropy_requires_grad)

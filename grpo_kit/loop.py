@@ -19,7 +19,8 @@ its settings are ``grpo_kit.loop_config.GRPOLoopConfig``.
 
 What this loop simplifies compared with TRL's GRPOTrainer:
 
-* one process, one device, float32; no vLLM, tools, environments or multimodal inputs;
+* one process, one device, float32 (``bf16=True``: bf16 autocast and bf16 sampling weights, where the
+  hardware has native bf16); no vLLM, tools, environments or multimodal inputs;
   ``steps_per_generation`` is always ``gradient_accumulation_steps``;
 * reward models (ids, paths, sequence-classification models) score like TRL's, through
   ``grpo_kit.reward_models`` (eval mode, no gradient, batched, logit = reward);
@@ -220,27 +221,31 @@ def train(
                     {name: rewards[:, i].tolist() for i, name in enumerate(reward_names)},
                     advantages.advantages.tolist(),
                 )
-                rollout = _rollout(model, samples, advantages.advantages, config)  # 5. old/ref log-probs
+                with run.timed("old_ref_logprobs"):  # 5. only with num_iterations > 1 or beta > 0
+                    rollout = _rollout(model, samples, advantages.advantages, config)
 
             with run.timed("training"):  # 6. one optimizer step over the micro-batches
                 step_loss = 0.0
                 for micro_batch in rollout.micro_batches:
-                    loss, metrics = _micro_batch_loss(
-                        model, micro_batch, rollout, config, loss_settings, entropy_control
-                    )
-                    loss.backward()
+                    with run.timed("forward"):  # log-probs with gradient and the loss
+                        loss, metrics = _micro_batch_loss(
+                            model, micro_batch, rollout, config, loss_settings, entropy_control
+                        )
+                    with run.timed("backward"):
+                        loss.backward()
                     step_loss += loss.item()
                     run.log(metrics)
-                grad_norm = _clip_gradients(model, config)
-                if not run.update_is_finite(step_loss, grad_norm, reward_names):  # a bad step: no update
-                    entropy_control.discard_step()
-                    rollout = None
-                    continue
-                if not run.optimizer_step_kept(optimizer.step, reward_names):  # NaN/inf weights: undone, bad
-                    entropy_control.discard_step()
-                    rollout = None
-                    continue
-                _schedule_step(optimizer, scheduler)
+                with run.timed("optimizer"):  # clipping, the update and its checks
+                    grad_norm = _clip_gradients(model, config)
+                    if not run.update_is_finite(step_loss, grad_norm, reward_names):  # a bad step: no update
+                        entropy_control.discard_step()
+                        rollout = None
+                        continue
+                    if not run.optimizer_step_kept(optimizer.step, reward_names):  # NaN/inf weights: undone
+                        entropy_control.discard_step()
+                        rollout = None
+                        continue
+                    _schedule_step(optimizer, scheduler)
                 entropy_control.end_step()  # the adaptive coefficient for the next step
                 if entropy_control.enabled:
                     run.log({"entropy_coef": entropy_control.entropy_coef})
@@ -300,7 +305,10 @@ def _sample(model, tokenizer, unique_rows, config: GRPOLoopConfig, eos_token_ids
         encoded["input_ids"].to(device),
         encoded["attention_mask"].to(device),
     )  # (N/G, P)
-    with merged_lora(model):  # one matmul per adapted layer while decoding (see grpo_kit.sampling)
+    sampling_dtype = torch.bfloat16 if config.bf16 else None  # bf16: decode with a bf16 copy of the weights
+    with merged_lora(
+        model, sampling_dtype
+    ):  # one matmul per adapted layer while decoding (grpo_kit.sampling)
         sampled = sample_completions(
             model,
             prompt_ids,
@@ -404,7 +412,16 @@ def _rollout(model, samples: Samples, advantages: torch.Tensor, config: GRPOLoop
 def _completion_logps(
     model, micro_batch: MicroBatch, config, compute_entropy=False, entropy_requires_grad=False
 ):
-    """Per-token log-probs (and entropies) of a micro-batch's completions under the current model."""
+    """Per-token log-probs (and entropies) of a micro-batch's completions under the current model; with
+    ``bf16`` the forward pass runs under bf16 autocast (Trainer's mixed precision), the log-softmax in fp32."""
+    device_type = next(model.parameters()).device.type
+    with torch.autocast(device_type, dtype=torch.bfloat16, enabled=config.bf16):
+        return _completion_logps_at_precision(
+            model, micro_batch, config, compute_entropy, entropy_requires_grad
+        )  # (mb, T), (mb, T) | None
+
+
+def _completion_logps_at_precision(model, micro_batch, config, compute_entropy, entropy_requires_grad):
     mb = micro_batch
     if mb.group_size > 1:
         return per_token_logps_grouped(
@@ -417,6 +434,7 @@ def _completion_logps(
             temperature=config.temperature,
             compute_entropy=compute_entropy,
             entropy_requires_grad=entropy_requires_grad,
+            float32_logits=config.bf16,
         )  # (mb, T), (mb, T) | None
     input_ids = torch.cat([mb.prompt_ids, mb.completion_ids], dim=1)  # (mb, P+T)
     attention_mask = torch.cat([mb.prompt_mask, mb.completion_mask], dim=1)  # (mb, P+T)
@@ -428,6 +446,7 @@ def _completion_logps(
         temperature=config.temperature,
         compute_entropy=compute_entropy,
         entropy_requires_grad=entropy_requires_grad,
+        float32_logits=config.bf16,
     )
 
 
@@ -516,11 +535,28 @@ def _check_inputs(
             "(no second model copy), but the model has no adapter. Load it with LoRA "
             "(grpo_kit.models.load_model(..., lora=...)) or set beta=0.0."
         )
+    if config.bf16:
+        _check_native_bf16(device)
     if tokenizer.pad_token_id is None:
         raise ValueError(
             "the tokenizer has no pad token; set tokenizer.pad_token (grpo_kit.models does this)."
         )
     return reward_funcs, weights
+
+
+def _check_native_bf16(device: torch.device) -> None:
+    """``bf16=True`` only where bf16 is faster than fp32 (see ``GRPOLoopConfig.bf16``)."""
+    from grpo_kit.hardware import cpu_has_native_bf16, detect_cuda_capability, supports_bf16
+
+    if device.type == "cpu" and not cpu_has_native_bf16():
+        raise ValueError(
+            "bf16=True: this CPU has neither AMX nor AVX512-BF16, so torch would emulate bf16, slower than "
+            "fp32; set bf16=False."
+        )
+    if device.type == "cuda" and not supports_bf16(detect_cuda_capability()):
+        raise ValueError("bf16=True: this GPU has no native bf16 (compute capability < 8.0); set bf16=False.")
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"bf16=True is for CPU and CUDA; the model is on {device.type}: set bf16=False.")
 
 
 def _seed_everything(seed: int) -> None:

@@ -96,6 +96,15 @@ class GRPOLoopConfig:
     """HF generate's repetition penalty; 1.0 = off."""
     chat_template_kwargs: dict[str, Any] | None = None
     """Extra keyword arguments for the chat template (e.g. ``{"enable_thinking": False}``)."""
+    bf16: bool = False
+    """bf16 mixed precision, Trainer's flag (TRL's default is True; here False: the fp32 loop is the one
+    proven equal to TRL step for step). The log-prob forward passes run under ``torch.autocast(bfloat16)``
+    as Trainer runs them (weights and gradients stay fp32, log-softmax in fp32), and sampling decodes
+    with a bf16 copy of the LoRA-merged weights (``grpo_kit.sampling.merged_lora(dtype=...)``). Only where
+    the hardware multiplies bf16 natively: a CUDA GPU with compute capability >= 8.0, or a CPU with AMX or
+    AVX512-BF16 (there ~2x faster per step, ``benchmarks/bench_loop_vs_trl.py --bf16``); anywhere else
+    ``train`` refuses it, since emulated bf16 is slower than fp32. The sampled completions then come from
+    the bf16 policy and are scored by the autocast one: a small mismatch TRL has too with vLLM."""
 
     # --- optimisation ---
     learning_rate: float = 1e-6

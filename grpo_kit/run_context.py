@@ -132,7 +132,8 @@ class RunContext:
         self.checkpoint: Path | None = None
         self.interrupted = False
         self.writer: MetricsWriter | None = None
-        self._seconds: dict[str, float] = {}
+        self._seconds: dict[str, float] = {}  # per phase, this step so far (grpo_kit.run_context.timed)
+        self._last_seconds: dict[str, float] = {}  # per phase, its latest run
         self._plain: PlainProgress | None = None
         self._snapshot: dict[str, Any] = {}
         # The entropy-bonus coefficient (grpo_kit.losses.entropy.EntropyControl): part of every checkpoint.
@@ -334,13 +335,15 @@ class RunContext:
 
     @contextlib.contextmanager
     def timed(self, phase: str) -> Iterator[None]:
-        """Measure a phase of the step; logged as ``timing/<phase>_s``."""
+        """Measure a phase of the step; logged as ``timing/<phase>_s`` when the optimizer step ends, summed
+        over the step (a phase timed once per micro-batch adds up; a skipped bad step's time goes to the next
+        step, as ``step_time`` does)."""
         start = time.perf_counter()
         try:
             yield
         finally:
-            self._seconds[phase] = time.perf_counter() - start
-            self.log({f"timing/{phase}_s": self._seconds[phase]})
+            self._last_seconds[phase] = time.perf_counter() - start
+            self._seconds[phase] = self._seconds.get(phase, 0.0) + self._last_seconds[phase]
 
     def log_samples(
         self,
@@ -365,7 +368,8 @@ class RunContext:
                 "completions/mean_terminated_length": terminated.mean().item(),
                 "completions/min_terminated_length": terminated.min().item(),
                 "completions/max_terminated_length": terminated.max().item(),
-                "timing/tokens_per_s": lengths.sum().item() / max(self._seconds.get("generation", 0.0), 1e-9),
+                "timing/tokens_per_s": lengths.sum().item()
+                / max(self._last_seconds.get("generation", 0.0), 1e-9),
             }
         )
 
@@ -393,8 +397,10 @@ class RunContext:
                 "grad_norm": grad_norm,
                 "learning_rate": self.scheduler.get_last_lr()[0],
                 "step_time": time.perf_counter() - self._step_start,
+                **{f"timing/{phase}_s": seconds for phase, seconds in self._seconds.items()},
             }
         )
+        self._seconds.clear()
         self._step_start = time.perf_counter()
         if state.global_step % config.logging_steps == 0 or state.global_step == state.max_steps:
             self.write_record(

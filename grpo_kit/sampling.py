@@ -59,29 +59,53 @@ def _mergeable_lora_layers(model: torch.nn.Module) -> list | None:
 
 
 @contextlib.contextmanager
-def merged_lora(model: torch.nn.Module) -> Iterator[bool]:
+def merged_lora(model: torch.nn.Module, dtype: torch.dtype | None = None) -> Iterator[bool]:
     """Inside the block, every plain LoRA layer computes ``x (W + ΔW)ᵀ`` in one matmul; yields whether it did.
 
+    ``dtype`` (e.g. ``torch.bfloat16``): inside the block *every* floating weight of the model (merged or
+    not, tied weights once) is a copy in that dtype, so decoding runs natively in it: on a CPU with AMX or
+    AVX512-BF16 a bf16 decode step reads half the bytes and multiplies several times faster than fp32
+    (``benchmarks/bench_loop_vs_trl.py``); the copies take half the memory of the fp32 merged matrices.
+    Buffers (rotary frequencies) stay as they are. ``None``: the weights keep their dtype.
+
     The merged matrices are new tensors: the original weights are only set aside and put back on exit
-    (even after an exception), so training never sees a merged weight. No-op for models without LoRA.
+    (even after an exception), so training never sees a merged or cast weight. No-op for models without
+    LoRA when ``dtype`` is None.
     """
     layers = _mergeable_lora_layers(model)
-    if layers is None:
+    if layers is None and dtype is None:
         yield False
         return
-    saved = []
+    saved = []  # (module, parameter name, original Parameter)
+    copies: dict[int, torch.nn.Parameter] = {}  # id(original) -> its stand-in, so tied weights stay tied
+
+    def stand_in(module: torch.nn.Module, name: str, value: torch.Tensor) -> None:
+        original = module._parameters[name]
+        saved.append((module, name, original))
+        if id(original) not in copies:
+            cast = value if dtype is None else value.to(dtype)
+            copies[id(original)] = torch.nn.Parameter(cast, requires_grad=False)
+        module._parameters[name] = copies[id(original)]
+
     try:
         with torch.no_grad():
-            for module, active in layers:
+            merged_bases = set()
+            for module, active in layers or []:
                 base = module.base_layer
-                merged = base.weight + sum(module.get_delta_weight(a) for a in active)  # (out, in)
-                saved.append((base, base.weight))
-                base.weight = torch.nn.Parameter(merged, requires_grad=False)
-        with model.disable_adapter():  # the LoRA branch is already inside W + ΔW
-            yield True
+                stand_in(base, "weight", base.weight + sum(module.get_delta_weight(a) for a in active))
+                merged_bases.add(id(base))
+            if dtype is not None:
+                for module in model.modules():
+                    for name, param in list(module._parameters.items()):
+                        is_merged = id(module) in merged_bases and name == "weight"
+                        if param is not None and param.is_floating_point() and not is_merged:
+                            stand_in(module, name, param.detach())
+        adapter_off = model.disable_adapter() if layers is not None else contextlib.nullcontext()
+        with adapter_off:  # the LoRA branch is already inside W + ΔW
+            yield layers is not None
     finally:
-        for base, original in saved:
-            base.weight = original
+        for module, name, original in reversed(saved):
+            module._parameters[name] = original
 
 
 def warp_logits(

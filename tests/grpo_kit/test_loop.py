@@ -266,9 +266,15 @@ def test_metrics_use_trls_names_and_a_reward_curve_is_drawn(tmp_path):
     source = Path(grpo_trainer_module.__file__).read_text()
     trainer_names = {"loss", "grad_norm", "learning_rate"}
     # grpo-kit's own per-step timing (issue 10), under a prefix TRL does not use.
-    timing = {"timing/generation_s", "timing/scoring_s", "timing/training_s", "timing/tokens_per_s"}
+    phases = ("generation", "scoring", "old_ref_logprobs", "training", "forward", "backward", "optimizer")
+    timing = {f"timing/{phase}_s" for phase in phases} | {"timing/tokens_per_s"}
     assert {n for n in names if n.startswith("timing/")} == timing
     assert all(records[0][n] > 0 for n in timing)
+    # forward + backward + optimizer are the training phase; with scoring and generation, no more than the step
+    for r in records:
+        inner = r["timing/forward_s"] + r["timing/backward_s"] + r["timing/optimizer_s"]
+        assert inner <= r["timing/training_s"] <= r["step_time"]
+        assert r["timing/generation_s"] + r["timing/scoring_s"] + r["timing/training_s"] <= r["step_time"]
     for name in names - trainer_names - timing:
         literal = name if not name.startswith("rewards/") else "/mean" if name.endswith("/mean") else "/std"
         assert f'"{literal}"' in source or f'/{literal.strip("/")}"' in source, name
