@@ -18,12 +18,12 @@ ending ``#### <integer>`` with GSM8K's ``<<a*b=c>>`` annotations): grade-school 
 for grpo-kit, none produced by ``synthetic_gsm8k``. They avoid its five families (a person's collection, a
 wallet, a trip in miles per hour, ages, a daily task), its names and its phrasing ("How many ... does X have
 now?"), and vary topics (a ferry, library fines, a choir, coins, a water tank, a tournament, ...), the number
-of steps (1 to 4) and the length (one sentence to four). Its ``loader_kwargs`` ask them as the course asks:
+of steps (1 to 4) and the length (two sentences to four, 54 to 261 characters). Its ``loader_kwargs`` ask them as the course asks:
 ``worked_example=False``, the system prompt alone, whatever the recipe's own prompts show; what a recipe
 learns with the worked example before the question (gsm8k-cpu) is measured where it has to hold, without it.
 
 The files are package data (``pyproject.toml``: ``*.jsonl`` in every package), read with
-``importlib.resources``, so it is there after ``pip install``.
+``importlib.resources``, so they are there after ``pip install``.
 """
 
 from __future__ import annotations
