@@ -13,7 +13,14 @@ file, or raw rows already loaded (a ``datasets.Dataset`` or ``list[dict]``)::
 from datasets_prep.chat import is_conversational_prompt, prompt_to_text
 from datasets_prep.deepmath import format_deepmath_row, load_deepmath
 from datasets_prep.environment_tasks import environment_task_rows, load_environment_task_split
-from datasets_prep.gsm8k import SYSTEM_PROMPT, XML_COT_FORMAT, check_gsm8k_row, format_gsm8k_row, load_gsm8k
+from datasets_prep.gsm8k import (
+    SYSTEM_PROMPT,
+    XML_COT_FORMAT,
+    check_gsm8k_row,
+    format_gsm8k_row,
+    load_gsm8k,
+    worked_example_rows,
+)
 from datasets_prep.hub import hub_available
 from datasets_prep.shipped import TRANSFER_SETS, transfer_set_rows
 from datasets_prep.smoltldr import check_smoltldr_row, load_smoltldr
@@ -45,4 +52,5 @@ __all__ = [
     "synthetic_tldr",
     "tool_task_rows",
     "transfer_set_rows",
+    "worked_example_rows",
 ]

@@ -7,10 +7,16 @@ The formatter turns a row into a *conversational* ``prompt`` -- the system messa
 :data:`SYSTEM_PROMPT` asking for ``<reasoning>``/``<answer>`` XML, then the question as the user
 turn -- and replaces ``answer`` with the final number after ``####`` (what the correctness reward
 compares against). The ``question`` column is kept.
+
+For small models, ``load_gsm8k(worked_example=True)`` puts one worked exchange (:data:`WORKED_EXAMPLE`)
+before each question, and ``worked_example_fade=ROWS`` fades it out over the first ``ROWS`` rows
+(:func:`worked_example_rows`): a curriculum that starts with the example and ends on the course's own prompt.
 """
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
 from typing import Any
 
 from datasets_prep.sources import load_raw
@@ -48,6 +54,8 @@ RAW_COLUMNS = ("question", "answer")
 #: held-out problems from the system prompt alone, so every GRPO group scores the same and nothing is learned
 #: (``grpo-kit preflight`` says so). With this example a few answers do use the format, and the groups differ.
 #: Its wording matches no problem of ``synthetic_gsm8k`` (a question about a garden, not a template's person).
+#: ``worked_example_fade`` takes it away again during training (:func:`load_gsm8k`, recipe ``gsm8k-cpu``), so
+#: that what the model learns holds on the course's prompt, without it.
 WORKED_EXAMPLE = {
     "question": "A garden has 4 rows of tulips with 6 tulips in each row. 5 tulips are picked. "
     "How many tulips are left in the garden?",
@@ -63,6 +71,48 @@ def worked_example_turns() -> list[dict[str, str]]:
         {"role": "user", "content": WORKED_EXAMPLE["question"]},
         {"role": "assistant", "content": answer},
     ]
+
+
+def worked_example_rows(n_rows: int, fade: int | None = None) -> list[bool]:
+    """Which of ``n_rows`` rows, in dataset order, carry :data:`WORKED_EXAMPLE` when it fades out over the
+    first ``fade`` rows (``load_gsm8k(worked_example=True, worked_example_fade=fade)``).
+
+    The share of rows that carry it falls linearly from 1 (row 0) to 0 (row ``fade``): row ``i < fade`` has
+    the share ``1 - i / fade``, rows from ``fade`` on have none. The rows are chosen so that the first ``k``
+    rows always hold ``ceil(sum of their shares)`` of them (exact fractions), which spreads them evenly,
+    keeps the first rows all with it (rows 0-9 for ``fade=48``) and makes the choice the same on every call,
+    with no random draw. A longer dataset starts with the shorter one's choices, so cutting the rows to a
+    size keeps what the first rows show. ``fade=None``: every row carries it."""
+    if fade is None:
+        return [True] * n_rows
+    shown, total = [], Fraction(0)
+    for i in range(n_rows):
+        before = math.ceil(total)
+        total += max(Fraction(0), 1 - Fraction(i, fade))
+        shown.append(math.ceil(total) > before)
+    return shown
+
+
+def check_worked_example(worked_example: Any, fade: Any, where: str = "load_gsm8k") -> None:
+    """Raise ``ValueError`` (one line, naming the fix) unless ``worked_example`` is a bool and ``fade`` is
+    None or an int >= 1 with ``worked_example=True`` (what a fade fades out)."""
+    if not isinstance(worked_example, bool):
+        raise ValueError(  # noqa: TRY004 -- one kind of error for every bad recipe value (recipes, --set)
+            f"{where}: worked_example={worked_example!r} must be True or False; to fade the example out over "
+            "the first rows, pass worked_example=True, worked_example_fade=ROWS."
+        )
+    if fade is None:
+        return
+    if isinstance(fade, bool) or not isinstance(fade, int) or fade < 1:
+        raise ValueError(
+            f"{where}: worked_example_fade={fade!r} must be an int >= 1, the rows over which the worked example "
+            "fades out (e.g. 48), or None to show it on every row."
+        )
+    if not worked_example:
+        raise ValueError(
+            f"{where}: worked_example_fade={fade!r} fades the worked example out, so it needs "
+            "worked_example=True; drop worked_example_fade for prompts without the example."
+        )
 
 
 def check_gsm8k_row(row: dict[str, Any], index: int | None = None) -> None:
@@ -105,13 +155,29 @@ def format_gsm8k_row(
     }
 
 
-def load_gsm8k(split: str = "train", source: Any = None, *, worked_example: bool = False):
+def load_gsm8k(
+    split: str = "train",
+    source: Any = None,
+    *,
+    worked_example: bool = False,
+    worked_example_fade: int | None = None,
+):
     """GSM8K formatted for GRPO -> ``datasets.Dataset`` with ``prompt`` (conversational), ``answer``.
 
     ``source``: ``None`` (``openai/gsm8k``), a Hub id, a local dir, a .jsonl/.json/.parquet/.csv
     file, or raw rows (``datasets.Dataset`` / ``list[dict]``, e.g. ``synthetic_gsm8k(200)``).
     ``worked_example``: show :data:`WORKED_EXAMPLE` before each question (for small models; see there).
+    Default False: the course's prompt, the system prompt alone.
+    ``worked_example_fade``: with ``worked_example=True``, fade the example out over the first this many rows,
+    in dataset order (:func:`worked_example_rows`: row 0 carries it, the share falls linearly to none at row
+    ``worked_example_fade``, later rows have none). Why: the embedded 135M model writes the tags from the
+    system prompt alone for no problem, so at the start of training the example is needed for any GRPO
+    signal; at the end the prompt must be the course's own, or what the model learned depends on the example
+    being there. A fade is a curriculum: it only works if the rows are trained in this order
+    (``shuffle_dataset=False``; a recipe with a fade and shuffling is refused), and a second pass over the
+    rows starts with the example again. Default None: no fade, the example on every row (or on none).
     """
+    check_worked_example(worked_example, worked_example_fade)
     raw = load_raw(
         source,
         split=split,
@@ -128,4 +194,10 @@ def load_gsm8k(split: str = "train", source: Any = None, *, worked_example: bool
             f"GSM8K: missing column(s) {missing} (columns present: {raw.column_names}). "
             "GSM8K rows need 'question' and 'answer' (a solution ending in '#### <number>')."
         )
-    return raw.map(format_gsm8k_row, with_indices=True, fn_kwargs={"worked_example": worked_example})
+    shown = worked_example_rows(len(raw), worked_example_fade) if worked_example else [False] * len(raw)
+    return raw.map(_format_row, with_indices=True, fn_kwargs={"shown": shown})
+
+
+def _format_row(row: dict[str, Any], index: int, shown: list[bool]) -> dict[str, Any]:
+    """:func:`format_gsm8k_row` with the worked example where ``shown`` (one bool per row) puts it."""
+    return format_gsm8k_row(row, index, worked_example=shown[index])

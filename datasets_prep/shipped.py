@@ -13,14 +13,24 @@ what it keeps fixed: one sentence to eight, questions, lists, rants, technical q
 and third person. A recipe renders them through its own loader (``Recipe.load_dataset(source=rows)``), so
 they get the instruction and chat template its training rows get.
 
-The file is package data (``pyproject.toml``: ``*.jsonl`` in every package), read with
-``importlib.resources``, so it is there after ``pip install``.
+``gsm8k-handwritten`` (``gsm8k_handwritten.jsonl``, 40 rows, GSM8K's raw schema: ``question``, ``answer``
+ending ``#### <integer>`` with GSM8K's ``<<a*b=c>>`` annotations): grade-school word problems written by hand
+for grpo-kit, none produced by ``synthetic_gsm8k``. They avoid its five families (a person's collection, a
+wallet, a trip in miles per hour, ages, a daily task), its names and its phrasing ("How many ... does X have
+now?"), and vary topics (a ferry, library fines, a choir, coins, a water tank, a tournament, ...), the number
+of steps (1 to 4) and the length (two sentences to four, 54 to 261 characters). Its ``loader_kwargs`` ask them as the course asks:
+``worked_example=False``, the system prompt alone, whatever the recipe's own prompts show; what a recipe
+learns with the worked example before the question (gsm8k-cpu) is measured where it has to hold, without it.
+
+The files are package data (``pyproject.toml``: ``*.jsonl`` in every package), read with
+``importlib.resources``, so they are there after ``pip install``.
 """
 
 from __future__ import annotations
 
 import importlib.resources
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from datasets_prep.files import read_data_file
@@ -31,12 +41,25 @@ __all__ = ["TRANSFER_SETS", "TransferSet", "transfer_set_rows"]
 @dataclass(frozen=True)
 class TransferSet:
     """A shipped held-out set: the ``dataset`` loader its rows are written for, its ``file`` in this
-    package, and ``size``, the rows it holds (checked when it is read)."""
+    package, ``size``, the rows it holds (checked when it is read), and ``description``, what it is and how it
+    is asked (run.json, eval.json and report.md print it beside the set's name).
+
+    ``text_columns``: the raw schema's text columns (kept as strings when the file is read).
+    ``loader_kwargs``: loader arguments that override the recipe's ``dataset_kwargs`` when the set's rows
+    are rendered (``grpo_kit.runs.held_out.transfer_rows``), for a set asked in a setting of its own:
+    gsm8k-handwritten's ``{"worked_example": False}`` is the course's prompt, the system prompt alone.
+    Default ``{}``: the rows are rendered exactly as the recipe's training rows are.
+    ``setting``: those kwargs in a few words, added to the set's label wherever it is reported (run.json,
+    eval.json, the report card's heading, the CLI's summary), so that a reader sees which set is asked how:
+    "without the worked example". Default "": asked as the held-out rows are."""
 
     dataset: str
     file: str
     size: int
     description: str
+    text_columns: tuple[str, ...] = ("prompt",)
+    loader_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    setting: str = ""
 
 
 #: The shipped sets, by the name a recipe's ``transfer_eval`` uses.
@@ -46,6 +69,18 @@ TRANSFER_SETS: dict[str, TransferSet] = {
         file="tldr_handwritten.jsonl",
         size=40,
         description="40 Reddit-style posts written by hand, apart from synthetic_tldr",
+    ),
+    "gsm8k-handwritten": TransferSet(
+        dataset="gsm8k",
+        file="gsm8k_handwritten.jsonl",
+        size=40,
+        description=(
+            "40 grade-school problems written by hand, apart from synthetic_gsm8k, asked with the course's "
+            "system prompt alone, no worked example"
+        ),
+        text_columns=("question", "answer"),
+        loader_kwargs={"worked_example": False},
+        setting="without the worked example",
     ),
 }
 
@@ -62,7 +97,7 @@ def transfer_set_rows(name: str) -> list[dict[str, Any]]:
                 f"held-out set {name!r}: {spec.file} is missing from the installed datasets_prep package "
                 f"({path}); reinstall grpo-kit (`pip install --force-reinstall grpo-kit`)."
             )
-        rows = read_data_file(path, text_columns=("prompt",)).to_list()
+        rows = read_data_file(path, text_columns=spec.text_columns).to_list()
     if len(rows) != spec.size:
         raise ValueError(
             f"held-out set {name!r}: {spec.file} holds {len(rows)} rows, not the {spec.size} it ships with; "

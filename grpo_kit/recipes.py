@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from datasets_prep.gsm8k import check_worked_example
 from datasets_prep.shipped import TRANSFER_SETS
 from grpo_kit.environments import check_environment_names
 from grpo_kit.settings import (
@@ -51,6 +52,11 @@ DATASET_LOADERS = {
 }
 # Raw-row generators for dataset_source="synthetic" (offline, CPU-sized runs and tests).
 SYNTHETIC_ROWS = {"smoltldr": "synthetic_tldr", "gsm8k": "synthetic_gsm8k"}
+#: Loader arguments that make a row's prompt depend on its place in the dataset order (a curriculum), by
+#: loader: gsm8k's ``worked_example_fade`` (the worked example fades out over the first rows). A recipe that
+#: sets one must train the rows in order (``training["shuffle_dataset"] = False``), and the rows it evaluates
+#: on are rendered without it (:attr:`Recipe.held_out_kwargs`).
+CURRICULUM_KWARGS: dict[str, tuple[str, ...]] = {"gsm8k": ("worked_example_fade",)}
 
 
 #: ``RewardSpec("model:<id or path>")`` names a reward model instead of a function of ``rewards``.
@@ -161,7 +167,11 @@ class Recipe:
         raw rows (offline; smoltldr and gsm8k only); otherwise a Hub id, a local dir or a data file.
     dataset_size: keep only this many rows (None = all). For "synthetic" it is the number generated.
     dataset_split: the split to load.
-    dataset_kwargs: extra keyword arguments for the loader (e.g. smoltldr's ``instruction``).
+    dataset_kwargs: extra keyword arguments for the loader (e.g. smoltldr's ``instruction``, gsm8k's
+        ``worked_example`` and ``worked_example_fade``, checked here). An argument of :data:`CURRICULUM_KWARGS`
+        (a fade) orders the rows, so it needs ``training["shuffle_dataset"] = False`` (TRL's RepeatSampler and
+        the standalone loop then take the rows in dataset order); a recipe that sets one and shuffles is
+        refused, since shuffling would silently undo it.
     rewards: the reward functions and their weights, in order.
     lora: the LoRA adapter, or None for full fine-tuning.
     quantization: None, "4bit" (QLoRA, bitsandbytes NF4) or "8bit". Needs CUDA.
@@ -174,14 +184,15 @@ class Recipe:
         seeds before and after. Default 1: greedy answers only. A task the base model already solves greedily
         (the environment recipe: 32/32) shows what training changed only in the samples it trains on.
     transfer_eval: a held-out set shipped with the package (``datasets_prep.shipped.TRANSFER_SETS``:
-        "tldr-handwritten", 40 rows) evaluated before and after as well: its first ``eval_prompts`` rows (both
-        sets weigh the same, and a quick ``--eval-prompts 4`` stays quick), the same decoding, the same
-        paired bootstrap, and reported beside the held-out rows (run.json's ``transfer_evaluation``, the
-        report card's "held-out, written differently" table). Its rows are written apart from the training
-        rows' generator and rendered through the recipe's own loader (same instruction, same template), so
-        a gain there is learning that transfers, not the generator learned. Default None: no second set
-        (only a recipe whose held-out rows come from its training rows' generator needs one); off with
-        evaluation (``eval_prompts=0``).
+        "tldr-handwritten", "gsm8k-handwritten", 40 rows each) evaluated before and after as well: its first
+        ``eval_prompts`` rows (both sets weigh the same, and a quick ``--eval-prompts 4`` stays quick), the
+        same decoding, the same paired bootstrap, and reported beside the held-out rows (run.json's
+        ``transfer_evaluation``, the report card's "held-out, written differently" table). Its rows are
+        written apart from the training rows' generator and rendered through the recipe's own loader (same
+        instruction, same template; a set's ``loader_kwargs`` change what it says it changes, e.g.
+        gsm8k-handwritten is asked without the worked example), so a gain there is learning that transfers,
+        not the generator learned. Default None: no second set (only a recipe whose held-out rows come from
+        its training rows' generator needs one); off with evaluation (``eval_prompts=0``).
     tools: a tool set from ``grpo_kit.tool_sets.TOOL_SETS`` ("calculator") passed as ``GRPOTrainer(tools=...)``.
     tool_template: a ``grpo_kit.tool_sets.TOOL_TEMPLATES`` name ("chatml") installing a tool-calling chat
         template on the tokenizer, for models whose own template has none (SmolLM2); None keeps the model's.
@@ -266,6 +277,13 @@ class Recipe:
                     f"recipe {self.name!r}: transfer_eval={self.transfer_eval!r} holds {shipped.dataset} rows, "
                     f"but the recipe trains on {self.dataset}; use a set written for {self.dataset}, or None."
                 )
+        if self.dataset == "gsm8k":
+            kwargs = self.dataset_kwargs
+            check_worked_example(
+                kwargs.get("worked_example", False),
+                kwargs.get("worked_example_fade"),
+                where=f"recipe {self.name!r}: dataset_kwargs",
+            )
         if self.dataset_size is not None and not _is_int_at_least(self.dataset_size, 1):
             raise ValueError(
                 f"recipe {self.name!r}: dataset_size={self.dataset_size!r} must be an int >= 1 (the training "
@@ -275,6 +293,13 @@ class Recipe:
             raise ValueError(
                 f"recipe {self.name!r}: put weights on each RewardSpec(weight=...), not in training['reward_weights']."
             )
+        if self.curriculum and self.training.get("shuffle_dataset", True) is not False:
+            names = ", ".join(f"{k}={v!r}" for k, v in self.curriculum.items())
+            raise ValueError(
+                f"recipe {self.name!r}: dataset_kwargs {names} is a curriculum in dataset order, but "
+                f"shuffle_dataset={self.training.get('shuffle_dataset', True)!r} shuffles the rows (TRL's default "
+                "True); set shuffle_dataset=False in training, or drop the fade."
+            )
         check_tool_names(self.tools, self.tool_template, where=f"recipe {self.name!r}")
         check_environment_names(self.environment, where=f"recipe {self.name!r}")
         # GRPOConfig field names are checked by validate() (it imports trl, which takes seconds).
@@ -283,6 +308,22 @@ class Recipe:
         """Check ``training`` against the installed GRPOConfig; returns self."""
         check_training_fields(self.training, where=f"recipe {self.name!r}")
         return self
+
+    @property
+    def curriculum(self) -> dict[str, Any]:
+        """The :data:`CURRICULUM_KWARGS` of ``dataset_kwargs`` that are set (not None): loader arguments that
+        make a row's prompt depend on its place in the dataset order. ``{}`` for most recipes."""
+        names = CURRICULUM_KWARGS.get(self.dataset, ())
+        return {k: self.dataset_kwargs[k] for k in names if self.dataset_kwargs.get(k) is not None}
+
+    @property
+    def held_out_kwargs(self) -> dict[str, Any]:
+        """``dataset_kwargs`` changes for the rows the recipe evaluates on (``grpo_kit.runs.held_out``): every
+        curriculum argument off, so that a held-out row's prompt never depends on where it sits in a list. With
+        a fading worked example (``worked_example_fade``), every held-out row carries the example, as the
+        first training rows do; the fade's end, the prompt without it, is what a shipped set such as
+        gsm8k-handwritten asks (its ``loader_kwargs``). ``{}`` without a curriculum."""
+        return dict.fromkeys(self.curriculum)
 
     @property
     def reward_names(self) -> list[str]:
@@ -296,10 +337,14 @@ class Recipe:
         """The reward callables, in the order of ``reward_weights``."""
         return [spec.build(tokenizer) for spec in self.rewards]
 
-    def load_dataset(self, source: Any = None, *, size: int | None = None):
+    def load_dataset(
+        self, source: Any = None, *, size: int | None = None, dataset_kwargs: Mapping[str, Any] | None = None
+    ):
         """The training prompts: a ``datasets.Dataset`` with a ``prompt`` column (datasets_prep loaders).
 
-        ``source`` overrides ``dataset_source`` (same meanings); ``size`` overrides ``dataset_size``.
+        ``source`` overrides ``dataset_source`` (same meanings); ``size`` overrides ``dataset_size``;
+        ``dataset_kwargs`` update the recipe's ``dataset_kwargs`` for this call (held-out rows:
+        :attr:`held_out_kwargs`; a shipped set: its ``loader_kwargs`` on top).
         """
         import datasets_prep
 
@@ -309,7 +354,8 @@ class Recipe:
             make_rows = getattr(datasets_prep, SYNTHETIC_ROWS[self.dataset])
             source = make_rows(size or 64, seed=0)
         loader = getattr(datasets_prep, DATASET_LOADERS[self.dataset])
-        dataset = loader(split=self.dataset_split, source=source, **dict(self.dataset_kwargs))
+        kwargs = {**self.dataset_kwargs, **(dataset_kwargs or {})}
+        dataset = loader(split=self.dataset_split, source=source, **kwargs)
         if size is not None and len(dataset) > size:
             dataset = dataset.select(range(size))
         return dataset
@@ -462,20 +508,32 @@ _RECIPE_LIST = [
         summary="course 12.6 on CPU (format)",
         measures=_GSM8K_MEASURES,
         description=(
-            "Course 12.6's five rewards on the embedded SmolLM2-135M and 128 synthetic GSM8K problems, sized for "
-            "a 2-core CPU (about 10 minutes of training): the model learns the <reasoning>/<answer> format. "
-            "What differs from the course, and why: (1) one worked exchange in the course's format before each "
-            "question (load_gsm8k(worked_example=True)): from the system prompt alone the 135M model writes "
-            "the tags for none of 40 held-out problems, every group scores the same and GRPO has no signal "
-            "(grpo-kit preflight says NO-GO); (2) learning rate 5e-4, constant, clip 1.0 instead of 5e-6 "
-            "cosine with clip 0.1: LoRA r=16 must move in 40 steps, not 250; (3) 4 completions of <= 96 tokens "
-            "at T=0.8, 2 problems per step. A 135M model rarely solves the problems: the format is the lesson."
+            "Course 12.6's five rewards on the embedded SmolLM2-135M and 80 synthetic GSM8K problems, sized for a "
+            "2-core CPU (about 10 minutes of training): the model learns the <reasoning>/<answer> format, and "
+            "is evaluated on the course's own prompt. What differs from the course, and why: (1) one worked "
+            "exchange in the course's format before the question, faded out during training "
+            "(load_gsm8k(worked_example=True, worked_example_fade=48), the rows in order: shuffle_dataset=False): "
+            "from the system prompt alone the 135M model writes the tags for none of 40 held-out problems, every "
+            "group scores the same and GRPO has no signal (grpo-kit preflight says NO-GO), so steps 1-5 show it "
+            "with both problems; but with it on every row the format learned held only with it there (issue #27: "
+            "0 % strict format on problems asked with the system prompt alone), so it thins out and steps 22-40 "
+            "never show it. Held-out rows carry it; the second set, gsm8k-handwritten, is 40 problems written by "
+            "hand, asked with the system prompt alone; (2) learning rate 5e-4, constant, clip 1.0 instead of "
+            "5e-6 cosine with clip 0.1: LoRA r=16 must move in 40 steps, not 250; (3) 4 completions of <= 96 "
+            "tokens at T=0.8, 2 problems per step, one pass over the 80 in order. A 135M model rarely solves the "
+            "problems: the format is the lesson."
         ),
         model="smollm2-135m-instruct",
         dataset="gsm8k",
         dataset_source="synthetic",
-        dataset_size=128,
-        dataset_kwargs={"worked_example": True},
+        # One pass in order: 40 steps x 2 problems = the 80 rows, row 2(s-1) and 2(s-1)+1 at step s, on both
+        # paths (TRL's RepeatSampler and the loop's _epoch_order with shuffle_dataset=False). The example fades
+        # over rows 0-47 (datasets_prep.gsm8k.worked_example_rows: 25 of them carry it, rows 0-9 all, row 41 the
+        # last), so the last 19 steps, half the run, train on the course's own prompt. Before the fade it drew
+        # 80 of 128 problems shuffled; now the first 80 of those 128 (synthetic_gsm8k is prefix-stable), once.
+        dataset_size=80,
+        dataset_kwargs={"worked_example": True, "worked_example_fade": 48},
+        transfer_eval="gsm8k-handwritten",
         rewards=_GSM8K_REWARDS,
         lora=LoraSettings(r=16, lora_alpha=32, target_modules="all-linear"),
         training={
@@ -492,6 +550,7 @@ _RECIPE_LIST = [
             "max_steps": 40,
             "save_steps": 10,
             "gradient_checkpointing": False,
+            "shuffle_dataset": False,  # the fade is a curriculum: rows in dataset order (refused otherwise)
         },
     ),
     Recipe(

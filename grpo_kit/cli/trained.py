@@ -47,7 +47,7 @@ def _eval(args, console) -> int:
 def _evaluate(args, console, trained, recipe) -> int:
     """The trained model and the model before training on the recipe's held-out rows (and its second held-out
     set, ``transfer_eval``, as many of its rows), into a report card."""
-    from grpo_kit.evaluation.report_card import WRITTEN_DIFFERENTLY, write_report_card
+    from grpo_kit.evaluation.report_card import transfer_label, write_report_card
     from grpo_kit.models import load_model
     from grpo_kit.runs import evaluate_held_out, evaluation_summary, held_out_rows, transfer_rows
     from grpo_kit.sampling import check_fits_context
@@ -107,7 +107,8 @@ def _evaluate(args, console, trained, recipe) -> int:
         other = evaluation_summary(second[1], second[2])
         console.print(
             markup_safe(
-                f"{WRITTEN_DIFFERENTLY}: {other['metric']} ({other['num_prompts']} prompts): {headline(other)}"
+                f"{transfer_label(recipe.transfer_eval)}: {other['metric']} ({other['num_prompts']} prompts): "
+                f"{headline(other)}"
             )
         )
     for name, path in files.items():

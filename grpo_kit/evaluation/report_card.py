@@ -8,8 +8,9 @@ what the metric measures and two answers next to the verdicts.
 
 A recipe's second held-out set (``transfer``: a set shipped with the package, written differently from the
 training rows) gets the same comparison of every metric, in eval.json under ``"transfer"`` and in report.md
-as its own table under the heading :data:`WRITTEN_DIFFERENTLY` (with its prompt count); report_card.png
-keeps to the first set.
+as its own table under the heading :func:`transfer_label` (:data:`WRITTEN_DIFFERENTLY`, plus how the set
+is asked where that differs from the held-out rows, with its prompt count) and the set's description;
+report_card.png keeps to the first set.
 
 All three files are written to temporary files first and renamed into place only when all of them
 are ready, so an evaluation interrupted with Ctrl-C leaves the run folder as it was.
@@ -36,12 +37,31 @@ __all__ = [
     "headline_metrics",
     "render_report_md",
     "side_cis",
+    "transfer_label",
     "transfer_section_md",
     "write_report_card",
 ]
 
 #: The name of the second held-out set's section (report.md, run.json, the CLI's summary).
 WRITTEN_DIFFERENTLY = "held-out, written differently"
+
+
+def _shipped(name: str):
+    """The shipped set ``name`` (``datasets_prep.shipped.TransferSet``), or None for a name it does not know."""
+    from datasets_prep.shipped import TRANSFER_SETS
+
+    return TRANSFER_SETS.get(name)
+
+
+def transfer_label(name: str) -> str:
+    """The second held-out set's label: :data:`WRITTEN_DIFFERENTLY`, then how the set ``name`` is asked where
+    that differs from the held-out rows (``TransferSet.setting``): "held-out, written differently, without the
+    worked example" for gsm8k-handwritten, whose held-out rows above carry the example."""
+    spec = _shipped(name)
+    return (
+        f"{WRITTEN_DIFFERENTLY}, {spec.setting}" if spec is not None and spec.setting else WRITTEN_DIFFERENTLY
+    )
+
 
 # Metrics a learner looks at first, in this order; prefixes match per-function metrics.
 HEADLINE = (
@@ -176,17 +196,29 @@ def _hack_warning(hack_signs: Sequence[str]) -> str:
 def transfer_section_md(
     name: str, before: EvalReport, comparisons: dict[str, Comparison], hack_signs: Sequence[str] = ()
 ) -> list[str]:
-    """The second held-out set's report.md section: its heading (:data:`WRITTEN_DIFFERENTLY`, the prompt
-    count), what the set is, and its own metric table."""
+    """The second held-out set's report.md section: its heading (:func:`transfer_label`, the prompt count),
+    what the set is (its description) and how it is asked, and its own metric table."""
+    spec = _shipped(name)
+    what = f" {table_cell(spec.description)}." if spec is not None else ""
+    if spec is not None and spec.loader_kwargs:  # asked in a setting of its own (gsm8k-handwritten)
+        setting = ", ".join(f"`{k}={v!r}`" for k, v in spec.loader_kwargs.items())
+        asked = (
+            f"with the same template and decoding as above, and {setting} where the rows above keep the recipe's "
+            "own. A change here like the one above is learning that transfers, to other text and to that "
+            "setting; a change above alone may be the generator learned, or hold only in the recipe's setting."
+        )
+    else:
+        asked = (
+            "with the same instruction, template and decoding as above. A change here like the one above is "
+            "learning that transfers; a change above alone may be the generator learned."
+        )
     lines = [
         "",
-        f"## {WRITTEN_DIFFERENTLY} ({before.num_prompts} prompts)",
+        f"## {transfer_label(name)} ({before.num_prompts} prompts)",
         "",
         (
-            f"The recipe's second held-out set, `{table_cell(name)}` (`transfer_eval`): rows written apart from "
-            "the generator the training rows come from, with the same instruction, template and decoding as "
-            "above. A change here like the one above is learning that transfers; a change above alone may be "
-            "the generator learned."
+            f"The recipe's second held-out set, `{table_cell(name)}` (`transfer_eval`):{what} Its rows are "
+            f"written apart from the generator the training rows come from, {asked}"
         ),
         "",
         *_metric_rows(comparisons),
@@ -248,9 +280,11 @@ def write_report_card(
         t_comparisons, t_signs = flag_reward_hacking(
             compare_all(t_before, t_after, n_boot=n_boot, seed=seed, level=level), t_before, t_after
         )
+        spec = _shipped(set_name)
         payload["transfer"] = {
             "set": set_name,
-            "label": WRITTEN_DIFFERENTLY,
+            "label": transfer_label(set_name),
+            "description": spec.description if spec is not None else "",
             "before": t_before.to_dict(),
             "after": t_after.to_dict(),
             "comparisons": {

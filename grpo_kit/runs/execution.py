@@ -5,8 +5,8 @@ The CLI (``grpo-kit train``) and the lessons call :func:`execute` with a plan fr
 A recipe with a second held-out set (``transfer_eval``: rows written differently from its training rows) has
 it evaluated beside the held-out rows (as many of its rows as there are held-out rows), before and after, by
 the same ``evaluate_held_out``: its own table in
-the report card and ``run.json["transfer_evaluation"]`` (the same fields as ``"evaluation"``, plus ``set``
-and ``label``). Evaluation off (``eval_prompts=0``) turns it off too.
+the report card and ``run.json["transfer_evaluation"]`` (the same fields as ``"evaluation"``, plus ``set``,
+``label`` and ``description``: which set, and how it is asked, e.g. without the worked example). Evaluation off (``eval_prompts=0``) turns it off too.
 
     outcome = execute(plan_run("smoltldr-length-small", overrides={"model": "tiny"}, max_steps=3))
 
@@ -318,7 +318,7 @@ def execute(
     transfer_after = _transfer_evaluation("after", recipe, model, tokenizer, reward_funcs, transfer, status)
     built_in_evaluation = transfer_evaluation = None
     if eval_after is not None:
-        from grpo_kit.evaluation.report_card import WRITTEN_DIFFERENTLY, write_report_card
+        from grpo_kit.evaluation.report_card import transfer_label, write_report_card
 
         second = (
             (recipe.transfer_eval, transfer_before, transfer_after) if transfer_after is not None else None
@@ -334,9 +334,12 @@ def execute(
         )
         built_in_evaluation = evaluation_summary(eval_before, eval_after, files)
         if second is not None:
+            from datasets_prep.shipped import TRANSFER_SETS
+
             transfer_evaluation = {
                 "set": recipe.transfer_eval,
-                "label": WRITTEN_DIFFERENTLY,
+                "label": transfer_label(recipe.transfer_eval),
+                "description": TRANSFER_SETS[recipe.transfer_eval].description,
                 **evaluation_summary(transfer_before, transfer_after, files),
             }
     eval_seconds += time.perf_counter() - eval_started

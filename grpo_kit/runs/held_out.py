@@ -15,14 +15,17 @@ Where a recipe's evaluation rows come from (:func:`held_out_source`), in this or
    :func:`reserved_count` rows of the split are set aside *before* training, and
    :func:`training_dataset` leaves them out.
 
-Whatever the source, a candidate row whose prompt equals a training prompt (by content) is dropped, so a
-run never evaluates on a row it trains on. When fewer rows remain than were asked for, :func:`held_out_rows`
+Whatever the source, held-out rows are rendered without the recipe's curriculum (``Recipe.held_out_kwargs``:
+a fading worked example is on every held-out row, as on the first training rows), so a row's prompt never
+depends on where it sits in a list. A candidate row whose prompt equals a training prompt (by content; with a
+curriculum, whose question does) is dropped, so a run never evaluates on a row it trains on. When fewer rows remain than were asked for, :func:`held_out_rows`
 says so (one ``UserWarning``) and returns fewer.
 
 A recipe with ``transfer_eval`` also has a second held-out set, :func:`transfer_rows`: a set shipped with
 the package (``datasets_prep.shipped``), written apart from the generator the training rows come from,
-rendered through the recipe's own loader (the instruction and chat template its training rows get) and held
-to the same rule (a row whose prompt is a training prompt is dropped, and said).
+rendered through the recipe's own loader (the instruction and chat template its training rows get, without
+the curriculum, then the set's own ``loader_kwargs``: gsm8k-handwritten is asked without the worked example)
+and held to the same rule (a row whose prompt is a training prompt is dropped, and said).
 
 :func:`evaluate_held_out` evaluates a model on those rows with the recipe's completion budget, chat
 template arguments and reward weights, greedy (plus ``k`` seeded samples): a recipe with tools is rolled
@@ -81,8 +84,9 @@ def reserved_count(recipe: Any) -> int:
     return recipe.eval_prompts or 32
 
 
-def _whole_split(recipe: Any):
-    return recipe.load_dataset(size=sys.maxsize)  # every row of the split (dataset_size not applied)
+def _whole_split(recipe: Any, dataset_kwargs: Any = None):
+    """Every row of the split (dataset_size not applied); ``dataset_kwargs`` as in ``Recipe.load_dataset``."""
+    return recipe.load_dataset(size=sys.maxsize, dataset_kwargs=dataset_kwargs)
 
 
 def training_dataset(recipe: Any):
@@ -110,27 +114,39 @@ def _candidates(recipe: Any, n: int):
         else:  # the stream after the rows training takes (Recipe.load_dataset: seed 0, dataset_size or 64)
             size = recipe.dataset_size or 64
             raw = make_rows(size + extra, seed=0)[size:]
-        return recipe.load_dataset(source=raw, size=len(raw))
+        return recipe.load_dataset(source=raw, size=len(raw), dataset_kwargs=recipe.held_out_kwargs)
     if source == "test split":
         from grpo_kit.recipes import DATASET_LOADERS
 
         loader = getattr(datasets_prep, DATASET_LOADERS[recipe.dataset])
-        return loader(split=HELD_OUT_SPLITS[recipe.dataset], source=None, **dict(recipe.dataset_kwargs))
-    rows = _whole_split(recipe)
+        kwargs = {**recipe.dataset_kwargs, **recipe.held_out_kwargs}
+        return loader(split=HELD_OUT_SPLITS[recipe.dataset], source=None, **kwargs)
+    rows = _whole_split(recipe, recipe.held_out_kwargs)
     reserved = min(reserved_count(recipe), len(rows))
     return rows.select(range(len(rows) - reserved, len(rows)))
+
+
+def _keys(prompt: Any, recipe: Any) -> set[str]:
+    """What a prompt is compared by: its content (:func:`prompt_key`) and, for a recipe with a curriculum
+    (``Recipe.curriculum``), its last turn too: the same question is rendered with or without a fading worked
+    example by its place in the dataset, so the whole prompt alone would not catch it."""
+    keys = {prompt_key(prompt)}
+    if recipe.curriculum and isinstance(prompt, list) and prompt:
+        keys.add(prompt_key(prompt[-1:]))
+    return keys
 
 
 def _unseen_rows(candidates: Any, recipe: Any, training: Any, n: int) -> list[dict[str, Any]]:
     """The first ``n`` of ``candidates`` whose prompt is no training prompt (``training``: default
     :func:`training_dataset`) and no earlier candidate's: the rule every held-out set keeps."""
-    seen = {prompt_key(p) for p in (training if training is not None else training_dataset(recipe))["prompt"]}
+    training = training if training is not None else training_dataset(recipe)
+    seen = set().union(*(_keys(p, recipe) for p in training["prompt"]))
     rows: list[dict[str, Any]] = []
     for row in candidates:
-        key = prompt_key(row["prompt"])
-        if key in seen:
+        keys = _keys(row["prompt"], recipe)
+        if keys & seen:
             continue  # a training prompt is never a held-out prompt
-        seen.add(key)  # nor twice a held-out prompt
+        seen |= keys  # nor twice a held-out prompt
         rows.append(dict(row))
         if len(rows) == n:
             break
@@ -156,15 +172,18 @@ def held_out_rows(recipe: Any, n: int, *, training: Any = None) -> list[dict[str
 def transfer_rows(recipe: Any, n: int | None = None, *, training: Any = None) -> list[dict[str, Any]]:
     """The recipe's second held-out set (``transfer_eval``) as evaluation rows: the first ``n`` rows of the
     shipped set (``None``: every row; a run passes the held-out count, so ``--eval-prompts 4`` stays quick and
-    both sets weigh the same), rendered as the training rows are (``recipe.load_dataset``), less any whose
-    prompt is a training prompt (``training``: default :func:`training_dataset`; a ``UserWarning`` names how
+    both sets weigh the same), rendered as the held-out rows are (``recipe.load_dataset`` without the
+    curriculum) with the set's ``loader_kwargs`` on top (``TransferSet``: gsm8k-handwritten asks its problems
+    with the system prompt alone, no worked example), less any whose prompt is a training prompt (``training``: default :func:`training_dataset`; a ``UserWarning`` names how
     many). ``[]`` without one, or for ``n`` <= 0."""
     if recipe.transfer_eval is None or (n is not None and n <= 0):
         return []
-    from datasets_prep.shipped import transfer_set_rows
+    from datasets_prep.shipped import TRANSFER_SETS, transfer_set_rows
 
     raw = transfer_set_rows(recipe.transfer_eval)[:n]
-    rows = _unseen_rows(recipe.load_dataset(source=raw, size=len(raw)), recipe, training, len(raw))
+    rendering = {**recipe.held_out_kwargs, **TRANSFER_SETS[recipe.transfer_eval].loader_kwargs}
+    candidates = recipe.load_dataset(source=raw, size=len(raw), dataset_kwargs=rendering)
+    rows = _unseen_rows(candidates, recipe, training, len(raw))
     if len(rows) < len(raw):
         warnings.warn(
             f"recipe {recipe.name!r}: {len(raw) - len(rows)} of the {len(raw)} rows of held-out set "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -141,3 +142,62 @@ def test_worked_example_sits_between_system_prompt_and_question_and_scores_full_
     # Never one of the synthetic problems it is shown before; default prompts are unchanged.
     assert WORKED_EXAMPLE["question"] not in {r["question"] for r in rows}
     assert [m["role"] for m in load_gsm8k(source=rows[:1])[0]["prompt"]] == ["system", "user"]
+
+
+# --- a fading worked example (issue 27, item 5): a curriculum that ends on the course's own prompt ------------
+
+
+def _carries_example(dataset) -> list[bool]:
+    roles = [[m["role"] for m in prompt] for prompt in dataset["prompt"]]
+    assert all(r in (["system", "user", "assistant", "user"], ["system", "user"]) for r in roles), roles
+    return [len(r) == 4 for r in roles]
+
+
+def test_a_fade_shows_the_example_on_the_first_rows_fewer_and_fewer_then_on_none():
+    import math
+    from fractions import Fraction
+
+    from datasets_prep import worked_example_rows
+
+    rows = synthetic_gsm8k(80, seed=0)
+    data = load_gsm8k(source=rows, worked_example=True, worked_example_fade=48)
+    shown = _carries_example(data)
+    assert shown == worked_example_rows(80, 48)
+    assert all(shown[:10]) and not any(shown[48:])  # the first rows all carry it, the tail none
+    # every prefix holds ceil(sum of the shares 1 - i/48) rows with it: the share falls linearly from 1 to 0
+    for k in range(1, 81):
+        assert sum(shown[:k]) == math.ceil(sum(max(Fraction(0), 1 - Fraction(i, 48)) for i in range(k)))
+    sixths = [sum(shown[i : i + 8]) for i in range(0, 48, 8)]
+    assert sixths == sorted(sixths, reverse=True) and sixths[0] == 8 and sum(shown) == 25  # monotone
+    # a row with the example is the worked_example=True row, one without is the course's own prompt
+    full, course = load_gsm8k(source=rows, worked_example=True), load_gsm8k(source=rows)
+    for i, has in enumerate(shown):
+        assert data[i]["prompt"] == (full if has else course)[i]["prompt"]
+        assert data[i]["answer"] == course[i]["answer"]
+    # the same dataset every time, and a shorter one is the longer one's start (cutting keeps the schedule)
+    assert load_gsm8k(source=rows, worked_example=True, worked_example_fade=48)["prompt"] == data["prompt"]
+    short = load_gsm8k(source=rows[:30], worked_example=True, worked_example_fade=48)
+    assert short["prompt"] == data["prompt"][:30]
+    assert worked_example_rows(5) == [True] * 5  # no fade: every row
+    assert _carries_example(load_gsm8k(source=rows[:3], worked_example=True, worked_example_fade=1)) == [
+        True,
+        False,
+        False,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fix"),
+    [
+        ({"worked_example": True, "worked_example_fade": 0.5}, "must be an int >= 1, the rows over which"),
+        ({"worked_example": True, "worked_example_fade": 0}, "must be an int >= 1"),
+        ({"worked_example": True, "worked_example_fade": True}, "must be an int >= 1"),
+        ({"worked_example": False, "worked_example_fade": 48}, "needs worked_example=True"),
+        ({"worked_example_fade": 48}, "needs worked_example=True"),
+        ({"worked_example": 0.5}, "must be True or False; to fade the example out"),
+    ],
+)
+def test_a_bad_fade_is_refused_in_one_line_naming_the_fix(kwargs, fix):
+    with pytest.raises(ValueError, match=re.escape(fix)) as info:
+        load_gsm8k(source=synthetic_gsm8k(4, seed=0), **kwargs)
+    assert "\n" not in str(info.value) and str(info.value).startswith("load_gsm8k: ")

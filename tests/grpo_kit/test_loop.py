@@ -6,6 +6,7 @@ Everything runs on ``tiny_model()`` (a random 2-layer Llama with the real SmolLM
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import math
 import re
@@ -318,6 +319,54 @@ def test_reward_functions_get_trl_kwargs_columns_and_may_be_async(tmp_path):
     assert record["rewards/async_reward/mean"] == 1.0
     assert record["reward"] == pytest.approx(0.5 + 0.5 * 1.0)
     assert record["my_metric"] == 7.0
+
+
+def test_a_curriculum_recipe_is_trained_in_dataset_order(tmp_path):
+    """gsm8k-cpu fades its worked example out over its first rows, so the loop must take them in order:
+    with the recipe's own settings (shuffle_dataset=False, 2 prompts a step) step s trains rows 2(s-1) and
+    2s-1, read back from the rows the reward functions are called with."""
+    import warnings
+
+    from grpo_kit.loop import _next_rows
+    from grpo_kit.recipes import get_recipe
+    from grpo_kit.runs import to_loop_config
+    from grpo_kit.runs.held_out import training_dataset
+
+    recipe = get_recipe("gsm8k-cpu")
+    dataset = training_dataset(recipe)
+    dataset = dataset.add_column("row", list(range(len(dataset))))
+    G = recipe.training["num_generations"]
+    trained = []
+
+    def record(completions, row, **kwargs):
+        trained.append(row[::G])  # each prompt's column repeated for its G completions
+        return [0.0] * len(completions)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the GRPOConfig fields the loop has no counterpart for
+        config = to_loop_config(
+            recipe,
+            output_dir=str(tmp_path),
+            max_steps=3,
+            max_completion_length=4,
+            save_steps=0,
+            disable_tqdm=True,
+            reward_weights=[1.0],  # one recording function instead of the recipe's five
+        )
+    assert config.shuffle_dataset is False and config.prompts_per_generation == 2
+    torch.manual_seed(0)
+    model, tokenizer = tiny_model(seed=0)
+    train(model, tokenizer, dataset, [record], config)
+    assert trained == [[0, 1], [2, 3], [4, 5]]
+    # the whole run: one pass, in order; a second pass would start over at row 0 (and its example)
+    state = LoopState()
+    steps = [
+        [r["row"] for r in _next_rows(dataset, state, config)]
+        for _ in range(recipe.training["max_steps"] + 1)
+    ]
+    assert steps[:-1] == [[2 * s, 2 * s + 1] for s in range(40)] and steps[-1] == [0, 1]
+    shuffled, state = dataclasses.replace(config, shuffle_dataset=True), LoopState()
+    assert [r["row"] for _ in range(40) for r in _next_rows(dataset, state, shuffled)] != list(range(80))
 
 
 # --- no NaN, whatever the rewards ------------------------------------------------------------------------

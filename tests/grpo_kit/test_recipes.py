@@ -93,6 +93,59 @@ def test_gsm8k_cpu_uses_the_same_rewards_on_the_embedded_model():
     assert cpu.quantization is None and "8bit" not in cpu.training["optim"]
 
 
+def test_gsm8k_cpu_fades_its_worked_example_out_and_ends_training_on_the_course_prompt():
+    """Issue 27, item 5: one pass over the rows in order, the example on every row of the first steps, on none
+    of the last third, and a second held-out set asked without it."""
+    from datasets_prep import worked_example_rows
+    from grpo_kit.runs.held_out import training_dataset
+
+    recipe = get_recipe("gsm8k-cpu")
+    t = recipe.training
+    assert t["shuffle_dataset"] is False and recipe.dataset_kwargs["worked_example"] is True
+    fade = recipe.dataset_kwargs["worked_example_fade"]
+    per_step = t["per_device_train_batch_size"] * t["gradient_accumulation_steps"] // t["num_generations"]
+    assert (t["max_steps"], per_step) == (40, 2) and recipe.dataset_size == t["max_steps"] * per_step == 80
+    assert fade <= 2 * recipe.dataset_size // 3  # the fade ends before the last third of training
+    assert recipe.curriculum == {"worked_example_fade": fade} and recipe.held_out_kwargs == {
+        "worked_example_fade": None
+    }
+    # step s trains rows 2(s-1) and 2s-1 (tests/grpo_kit/test_loop.py and test_trl_path.py: both paths)
+    shown = [len(p) == 4 for p in training_dataset(recipe)["prompt"]]
+    assert shown == worked_example_rows(80, fade)
+    by_step = [sum(shown[2 * s : 2 * s + 2]) for s in range(40)]
+    assert by_step[:5] == [2] * 5  # with both problems at first: GRPO has a signal
+    assert 0 < sum(by_step[5:21]) < 32 and by_step[20] > 0  # fewer and fewer, the last at step 21
+    assert by_step[21:] == [0] * 19  # steps 22-40: the course's own prompt only
+    assert recipe.transfer_eval == "gsm8k-handwritten"
+
+
+def test_a_fade_without_ordered_rows_is_refused_naming_the_fix():
+    fix = "set shuffle_dataset=False in training, or drop the fade"
+    with pytest.raises(ValueError, match=fix) as info:
+        get_recipe("gsm8k-cpu", shuffle_dataset=True)
+    assert "\n" not in str(info.value) and "worked_example_fade=48" in str(info.value)
+    training = {k: v for k, v in RECIPES["gsm8k-cpu"].training.items() if k != "shuffle_dataset"}
+    with pytest.raises(ValueError, match=r"shuffle_dataset=True shuffles the rows \(TRL's default True\)"):
+        dataclasses.replace(RECIPES["gsm8k-cpu"], training=training)  # unset is TRL's default: shuffled
+    # no fade, no curriculum: shuffling is fine (the example on every row, or on none)
+    for kwargs in ({"worked_example": True}, {"worked_example": False}, {"worked_example_fade": None}):
+        recipe = get_recipe("gsm8k-cpu", shuffle_dataset=True, dataset_kwargs=kwargs)
+        assert recipe.curriculum == {} and recipe.held_out_kwargs == {}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fix"),
+    [
+        ({"worked_example": True, "worked_example_fade": 0.4}, "must be an int >= 1"),
+        ({"worked_example": False, "worked_example_fade": 48}, "needs worked_example=True"),
+        ({"worked_example": "yes"}, "must be True or False"),
+    ],
+)
+def test_a_bad_fade_is_refused_when_the_recipe_is_built(kwargs, fix):
+    with pytest.raises(ValueError, match=f"recipe 'gsm8k-cpu': dataset_kwargs: .*{fix}"):
+        get_recipe("gsm8k-cpu", dataset_kwargs=kwargs)
+
+
 def test_deepmath_accuracy_is_trl_quick_start():
     r = get_recipe("deepmath-accuracy")
     assert (r.model, r.dataset, r.reward_names, r.lora) == (

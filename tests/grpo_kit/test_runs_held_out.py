@@ -85,6 +85,34 @@ def test_rows_are_reserved_before_training_when_there_is_no_test_split(tmp_path)
     assert {prompt_key(p) for p in training["prompt"]}.isdisjoint(prompt_key(r["prompt"]) for r in held)
 
 
+def test_with_a_fading_example_held_out_rows_carry_it_and_a_training_question_is_caught_without_it(tmp_path):
+    """A curriculum renders a row by its place: held-out rows are rendered without it (the example on every
+    one), and a held-out question that is a training question is dropped even when the training row, past the
+    fade, shows no example."""
+    rows = [{"question": f"What is {i} + {i}?", "answer": f"#### {2 * i}"} for i in range(40)] + [
+        {"question": "What is 30 + 30?", "answer": "#### 60"}
+    ]  # repeats training row 30, which the fade below leaves without the example
+    data = tmp_path / "gsm8k.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in rows))
+    recipe = get_recipe(
+        "gsm8k-cpu",
+        dataset_source=str(data),
+        dataset_size=None,
+        eval_prompts=8,
+        dataset_kwargs={"worked_example": True, "worked_example_fade": 20},
+    )
+    assert held_out_source(recipe) == "reserved"
+    training = training_dataset(recipe)
+    assert len(training[0]["prompt"]) == 4 and len(training[30]["prompt"]) == 2  # the fade, in order
+    with pytest.warns(UserWarning, match="8 held-out prompts asked for, 7 exist"):
+        held = held_out_rows(recipe, 8)
+    assert all(len(r["prompt"]) == 4 for r in held)  # rows 33-39, each with the example, not the fade's tail
+    assert "What is 30 + 30?" not in [r["prompt"][-1]["content"] for r in held]
+    # without a curriculum the rule stays the prompt's whole content
+    plain = recipe.replace(dataset_kwargs={"worked_example": True})
+    assert [r["prompt"] for r in held_out_rows(plain, 7)] == [r["prompt"] for r in held]
+
+
 def test_fewer_rows_than_asked_is_said_and_fewer_are_used():
     recipe = get_recipe("calculator-tool-cpu")  # 32 test questions
     with pytest.warns(UserWarning, match="40 held-out prompts asked for, 32 exist"):

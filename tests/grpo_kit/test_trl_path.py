@@ -81,6 +81,44 @@ def test_build_trainer_uses_recipe_rewards_weights_and_given_dataset(tmp_path):
     assert trainer.train_dataset is dataset
 
 
+def test_a_curriculum_recipe_is_trained_in_dataset_order(tmp_path):
+    """gsm8k-cpu fades its worked example out over its first rows, so TRL must take them in order: with the
+    recipe's own settings (shuffle_dataset=False, TRL's RepeatSampler) step s trains rows 2(s-1) and 2s-1,
+    read back from the rows the reward functions are called with, and the sampler's whole pass is in order."""
+    from grpo_kit.runs.held_out import training_dataset
+
+    recipe = get_recipe("gsm8k-cpu")
+    dataset = training_dataset(recipe)
+    dataset = dataset.add_column("row", list(range(len(dataset))))
+    G = recipe.training["num_generations"]
+    trained = []
+
+    def record(completions, row, **kwargs):
+        trained.append(row[::G])  # each prompt's column repeated for its G completions
+        return [0.0] * len(completions)
+
+    model, tokenizer = tiny_model(seed=0)
+    trainer = trl_path.build_trainer(
+        recipe,
+        model=model,
+        tokenizer=tokenizer,
+        train_dataset=dataset,
+        reward_funcs=[record],
+        output_dir=tmp_path,
+        max_steps=3,
+        device="cpu",
+        max_completion_length=4,
+        save_strategy="no",
+        report_to="none",
+    )
+    assert trainer.args.shuffle_dataset is False and trainer.args.generation_batch_size // G == 2
+    trainer.train()
+    assert trained == [[0, 1], [2, 3], [4, 5]]
+    # the sampler's whole pass: 40 steps of 2 prompts, each G times, in dataset order
+    order = list(trainer._get_train_sampler(dataset))[::G]
+    assert order == list(range(recipe.training["max_steps"] * 2)) == list(range(len(dataset)))
+
+
 @pytest.mark.parametrize(
     ("overrides", "error", "message"),
     [
