@@ -11,6 +11,26 @@ default would be bf16), no gradient checkpointing (its default is on; the loop h
 completion logging, no checkpoints. Seconds per step are measured the same way on both sides: wall
 time between consecutive optimizer-step ends, after ``--warmup`` steps. Model loading is excluded.
 
+``--bf16``: both sides in bf16 mixed precision (TRL's default; the loop's ``bf16=True``: bf16 autocast for the
+log-probs, bf16 merged weights for sampling), only on hardware with native bf16, on the same model loaded with
+its frozen base in bf16 and its LoRA adapter in fp32 (the tiny model stays fp32). The loop's step is
+also broken into its timed phases (``timing/<phase>_s``: generation, scoring, old/ref log-probs, forward,
+backward, optimizer), and peak RSS is given twice: the whole process, and from the end of model loading on
+(``/proc/self/clear_refs``; freed-but-kept heap from loading still counts).
+
+The physical limit, for the embedded SmolLM2-135M (134.5M parameters, 28.3M of them the tied embedding that is
+also the LM head) at this shape (8 rows, ~65-token prompts, 32 new tokens):
+
+* **decoding**: one decode step multiplies every weight once for the 8 rows: 2 × 134.5M × 8 = 2.15 GFLOP and
+  538 MB of fp32 weights read (269 MB in bf16). On this project's 2-core Xeon (AMX, AVX512-BF16), one core
+  copies 13.7 GB/s and multiplies 147 GFLOP/s in fp32, ~1,000 GFLOP/s in bf16 (AMX), so a step is bound by
+  reading the weights: >= 39 ms fp32, >= 20 ms bf16; the prefill and 32 steps >= 1.3 s fp32, >= 0.65 s bf16.
+* **training** (log-probs with gradient and backward): ~386 tokens through 106M non-embedding weights and
+  256 completion positions through the LM head, ~96 GFLOP forward and about as much backward (the frozen
+  base needs input gradients only): >= 1.3 s fp32, >= 0.2 s bf16.
+* so a step at the limit is ~2.6 s fp32, ~0.9 s bf16. What the loop measures, and why it is above that, is in
+  the README ("A faster step").
+
 ``--practicum``: the course 12.5 shape (SmolLM2-135M-Instruct, LoRA r=16/alpha 32 on all linear layers,
 G=8, 96 new tokens, length reward with ideal 50 characters, ``synthetic_tldr`` prompts) on our loop for
 ``--minutes`` of wall time, reporting how mean |length − 50| moves. See ``--help`` for the knobs.
@@ -90,8 +110,8 @@ def setup(args):
     torch.manual_seed(0)
     if args.model == "tiny":
         model, tokenizer = tiny_model(seed=0, lora=lora)
-    else:
-        model, tokenizer = load_model(args.model, lora=lora)
+    else:  # --bf16: the frozen base in bf16 (no cast copy per forward pass), the LoRA adapter in fp32
+        model, tokenizer = load_model(args.model, lora=lora, dtype="bfloat16" if args.bf16 else None)
     dataset = load_smoltldr("train", source=synthetic_tldr(args.prompts, seed=0))
     reward = length_reward(IDEAL_LENGTH, unit="chars")
     return model, tokenizer, dataset, reward

@@ -8,8 +8,8 @@ The formatter turns a row into a *conversational* ``prompt`` -- the system messa
 turn -- and replaces ``answer`` with the final number after ``####`` (what the correctness reward
 compares against). The ``question`` column is kept.
 
-For small models, ``load_gsm8k(worked_example=True)`` puts one worked exchange (:data:`WORKED_EXAMPLE`)
-before each question, and ``worked_example_fade=ROWS`` fades it out over the first ``ROWS`` rows
+For small models, ``load_gsm8k(worked_example=True)`` puts one worked exchange (one of :data:`WORKED_EXAMPLES`,
+in turn) before each question, and ``worked_example_fade=ROWS`` fades it out over the first ``ROWS`` rows
 (:func:`worked_example_rows`): a curriculum that starts with the example and ends on the course's own prompt.
 """
 
@@ -48,39 +48,77 @@ XML_COT_FORMAT = """\
 
 RAW_COLUMNS = ("question", "answer")
 
-#: One worked exchange shown before the question with ``load_gsm8k(worked_example=True)``: a user turn with a
-#: problem and an assistant turn answering it in :data:`XML_COT_FORMAT`. Not in the course: 12.6 prompts a 1B
-#: model that follows the system prompt alone, but the embedded SmolLM2-135M writes the tags for none of 40
-#: held-out problems from the system prompt alone, so every GRPO group scores the same and nothing is learned
-#: (``grpo-kit preflight`` says so). With this example a few answers do use the format, and the groups differ.
-#: Its wording matches no problem of ``synthetic_gsm8k`` (a question about a garden, not a template's person).
-#: ``worked_example_fade`` takes it away again during training (:func:`load_gsm8k`, recipe ``gsm8k-cpu``), so
-#: that what the model learns holds on the course's prompt, without it.
-WORKED_EXAMPLE = {
-    "question": "A garden has 4 rows of tulips with 6 tulips in each row. 5 tulips are picked. "
-    "How many tulips are left in the garden?",
-    "reasoning": "The garden has 4 * 6 = 24 tulips. After 5 are picked, 24 - 5 = 19 tulips are left.",
-    "answer": "19",
-}
+#: The worked exchanges shown before the question with ``load_gsm8k(worked_example=True)``: a user turn with a
+#: problem and an assistant turn answering it in :data:`XML_COT_FORMAT`; row ``i`` shows example ``i % 6``. Not in
+#: the course: 12.6 prompts a 1B model that follows the system prompt alone, but the embedded SmolLM2-135M writes
+#: the tags for none of 40 held-out problems from the system prompt alone, so every GRPO group scores the same and
+#: nothing is learned (``grpo-kit preflight`` says so). With an example a few answers do use the format, and the
+#: groups differ. Six, not one: with a single example on every row the model learned to repeat that example's
+#: reasoning and answer word for word, whatever the question (strict format 100 %, every answer identical), which
+#: is the format without the task; six problems of different shapes (×, −, +, ÷, one or two steps) leave the
+#: layout as the only thing they share. Their wording matches no problem of ``synthetic_gsm8k`` (objects, not a
+#: template's person) nor of ``gsm8k-handwritten``. ``worked_example_fade`` takes them away again during training
+#: (:func:`load_gsm8k`, recipe ``gsm8k-cpu``), so that what the model learns holds on the course's prompt, without.
+WORKED_EXAMPLES: tuple[dict[str, str], ...] = (
+    {
+        "question": "A garden has 4 rows of tulips with 6 tulips in each row. 5 tulips are picked. "
+        "How many tulips are left in the garden?",
+        "reasoning": "The garden has 4 * 6 = 24 tulips. After 5 are picked, 24 - 5 = 19 tulips are left.",
+        "answer": "19",
+    },
+    {
+        "question": "A jar holds 84 marbles. Half of them are blue, and 12 of the blue marbles are cracked. "
+        "How many blue marbles are not cracked?",
+        "reasoning": "Half of 84 is 84 / 2 = 42 blue marbles. Without the cracked ones, 42 - 12 = 30.",
+        "answer": "30",
+    },
+    {
+        "question": "A box holds 8 pencils. A teacher buys 7 boxes and hands out 39 pencils. "
+        "How many pencils does the teacher have left?",
+        "reasoning": "7 boxes hold 7 * 8 = 56 pencils. After handing out 39, 56 - 39 = 17 are left.",
+        "answer": "17",
+    },
+    {
+        "question": "A farm collects 26 eggs in the morning and 19 eggs in the afternoon. The eggs are packed "
+        "in cartons of 5. How many cartons are filled?",
+        "reasoning": "The farm collects 26 + 19 = 45 eggs. In cartons of 5 that is 45 / 5 = 9 cartons.",
+        "answer": "9",
+    },
+    {
+        "question": "A shelf holds 3 crates with 15 apples in each crate. 11 of the apples go bad. "
+        "How many good apples are on the shelf?",
+        "reasoning": "The crates hold 3 * 15 = 45 apples. Without the bad ones, 45 - 11 = 34 are good.",
+        "answer": "34",
+    },
+    {
+        "question": "One batch of dough makes 24 cookies. A school kitchen bakes 4 batches and 10 cookies burn. "
+        "How many cookies can be served?",
+        "reasoning": "4 batches make 4 * 24 = 96 cookies. Without the burnt ones, 96 - 10 = 86 can be served.",
+        "answer": "86",
+    },
+)
+#: The first of :data:`WORKED_EXAMPLES` (row 0 shows it).
+WORKED_EXAMPLE = WORKED_EXAMPLES[0]
 
 
-def worked_example_turns() -> list[dict[str, str]]:
-    """:data:`WORKED_EXAMPLE` as a user turn and an assistant turn (conversational messages)."""
-    answer = XML_COT_FORMAT.format(reasoning=WORKED_EXAMPLE["reasoning"], answer=WORKED_EXAMPLE["answer"])
+def worked_example_turns(index: int = 0) -> list[dict[str, str]]:
+    """:data:`WORKED_EXAMPLES` ``[index % 6]`` as a user turn and an assistant turn (conversational messages)."""
+    example = WORKED_EXAMPLES[index % len(WORKED_EXAMPLES)]
+    answer = XML_COT_FORMAT.format(reasoning=example["reasoning"], answer=example["answer"])
     return [
-        {"role": "user", "content": WORKED_EXAMPLE["question"]},
+        {"role": "user", "content": example["question"]},
         {"role": "assistant", "content": answer},
     ]
 
 
 def worked_example_rows(n_rows: int, fade: int | None = None) -> list[bool]:
-    """Which of ``n_rows`` rows, in dataset order, carry :data:`WORKED_EXAMPLE` when it fades out over the
+    """Which of ``n_rows`` rows, in dataset order, carry a worked example when it fades out over the
     first ``fade`` rows (``load_gsm8k(worked_example=True, worked_example_fade=fade)``).
 
     The share of rows that carry it falls linearly from 1 (row 0) to 0 (row ``fade``): row ``i < fade`` has
     the share ``1 - i / fade``, rows from ``fade`` on have none. The rows are chosen so that the first ``k``
     rows always hold ``ceil(sum of their shares)`` of them (exact fractions), which spreads them evenly,
-    keeps the first rows all with it (rows 0-9 for ``fade=48``) and makes the choice the same on every call,
+    keeps the first rows all with it (rows 0-9 for ``fade=48`` or ``64``) and makes the choice the same on every call,
     with no random draw. A longer dataset starts with the shorter one's choices, so cutting the rows to a
     size keeps what the first rows show. ``fade=None``: every row carries it."""
     if fade is None:
@@ -141,10 +179,10 @@ def format_gsm8k_row(
 ) -> dict[str, Any]:
     """One raw GSM8K row -> ``{"prompt": [system, user], "answer": "<final number>"}`` (course 12.6).
 
-    ``worked_example=True`` puts :data:`WORKED_EXAMPLE` (a user and an assistant turn) between the system
-    prompt and the question."""
+    ``worked_example=True`` puts one of :data:`WORKED_EXAMPLES` (a user and an assistant turn; row ``index``
+    shows example ``index % 6``, a row without an index the first) between the system prompt and the question."""
     check_gsm8k_row(row, index)
-    example = worked_example_turns() if worked_example else []
+    example = worked_example_turns(index or 0) if worked_example else []
     return {
         "prompt": [
             {"role": "system", "content": SYSTEM_PROMPT},
@@ -166,7 +204,8 @@ def load_gsm8k(
 
     ``source``: ``None`` (``openai/gsm8k``), a Hub id, a local dir, a .jsonl/.json/.parquet/.csv
     file, or raw rows (``datasets.Dataset`` / ``list[dict]``, e.g. ``synthetic_gsm8k(200)``).
-    ``worked_example``: show :data:`WORKED_EXAMPLE` before each question (for small models; see there).
+    ``worked_example``: show one of :data:`WORKED_EXAMPLES` before each question, row ``i`` example ``i % 6``
+    (for small models; see there).
     Default False: the course's prompt, the system prompt alone.
     ``worked_example_fade``: with ``worked_example=True``, fade the example out over the first this many rows,
     in dataset order (:func:`worked_example_rows`: row 0 carries it, the share falls linearly to none at row

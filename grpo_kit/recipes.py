@@ -510,29 +510,34 @@ _RECIPE_LIST = [
         description=(
             "Course 12.6's five rewards on the embedded SmolLM2-135M and 80 synthetic GSM8K problems, sized for a "
             "2-core CPU (about 10 minutes of training): the model learns the <reasoning>/<answer> format, and "
-            "is evaluated on the course's own prompt. What differs from the course, and why: (1) one worked "
-            "exchange in the course's format before the question, faded out during training "
-            "(load_gsm8k(worked_example=True, worked_example_fade=48), the rows in order: shuffle_dataset=False): "
+            "is evaluated on the course's own prompt too. What differs from the course, and why: (1) a worked "
+            "exchange in the course's format before the question, one of six in turn, faded out during training "
+            "(load_gsm8k(worked_example=True, worked_example_fade=64), the rows in order: shuffle_dataset=False): "
             "from the system prompt alone the 135M model writes the tags for none of 40 held-out problems, every "
-            "group scores the same and GRPO has no signal (grpo-kit preflight says NO-GO), so steps 1-5 show it "
-            "with both problems; but with it on every row the format learned held only with it there (issue #27: "
-            "0 % strict format on problems asked with the system prompt alone), so it thins out and steps 22-40 "
-            "never show it. Held-out rows carry it; the second set, gsm8k-handwritten, is 40 problems written by "
-            "hand, asked with the system prompt alone; (2) learning rate 5e-4, constant, clip 1.0 instead of "
-            "5e-6 cosine with clip 0.1: LoRA r=16 must move in 40 steps, not 250; (3) 4 completions of <= 96 "
-            "tokens at T=0.8, 2 problems per step, one pass over the 80 in order. A 135M model rarely solves the "
-            "problems: the format is the lesson."
+            "group scores the same and GRPO has no signal (grpo-kit preflight says NO-GO), so steps 1-5 show an "
+            "example with both problems; with one example on every row the format learned held only with it "
+            "there (issue #27: 0 % strict format on problems asked with the system prompt alone), and with one "
+            "example faded out the model learned to repeat that example word for word, so six examples thin out "
+            "and steps 30-40 show none. Held-out rows carry an example; the second set, gsm8k-handwritten, is 40 "
+            "problems written by hand, asked with the system prompt alone. Measured (seed 42): there the model "
+            "learns the layout but copies the system prompt's own template, '...' for reasoning and answer, "
+            "on every problem (the report flags it as a reward hack); (2) learning rate 5e-4, constant, clip 1.0 "
+            "instead of 5e-6 cosine with clip 0.1: LoRA r=16 must move in 40 steps, not 250; (3) 4 completions "
+            "of <= 96 tokens at T=0.8, 2 problems per step, one pass over the 80 in order. A 135M model rarely "
+            "solves the problems: the format is the lesson."
         ),
         model="smollm2-135m-instruct",
         dataset="gsm8k",
         dataset_source="synthetic",
         # One pass in order: 40 steps x 2 problems = the 80 rows, row 2(s-1) and 2(s-1)+1 at step s, on both
         # paths (TRL's RepeatSampler and the loop's _epoch_order with shuffle_dataset=False). The example fades
-        # over rows 0-47 (datasets_prep.gsm8k.worked_example_rows: 25 of them carry it, rows 0-9 all, row 41 the
-        # last), so the last 19 steps, half the run, train on the course's own prompt. Before the fade it drew
-        # 80 of 128 problems shuffled; now the first 80 of those 128 (synthetic_gsm8k is prefix-stable), once.
+        # over rows 0-63 (datasets_prep.gsm8k.worked_example_rows: 33 of them carry one, rows 0-9 all, row 56 the
+        # last), so the last 11 steps train on the course's own prompt. A shorter fade (48 rows, the last 19
+        # steps without) was measured too: the model then filled the template with '...' and a number and never
+        # stopped after </answer> (strict format 0 % without the example, 72.5 % with it). Before the fade it
+        # drew 80 of 128 problems shuffled; now the first 80 of those 128 (synthetic_gsm8k is prefix-stable), once.
         dataset_size=80,
-        dataset_kwargs={"worked_example": True, "worked_example_fade": 48},
+        dataset_kwargs={"worked_example": True, "worked_example_fade": 64},
         transfer_eval="gsm8k-handwritten",
         rewards=_GSM8K_REWARDS,
         lora=LoraSettings(r=16, lora_alpha=32, target_modules="all-linear"),

@@ -70,13 +70,15 @@ def _(mo):
     ≤ {recipe.training["max_completion_length"]} tokens, {eval_size} held-out problems.
 
     **What differs from the course, and why** (the recipe's description says it too): the first
-    prompts show one worked exchange in the course's format before the question — from the system
+    prompts show a worked exchange in the course's format before the question (one of six, in turn) — from the system
     prompt alone the 135M model writes the tags for none of 40 held-out problems, so every group of
     completions scores the same and GRPO has nothing to learn from (`grpo-kit preflight` says NO-GO) —
     and then fewer and fewer do, until the last steps train on the course's own prompt
     (`worked_example_fade`, the problems in order: `shuffle_dataset=False`): with the example on every
-    row, the format learned held only with the example there. The held-out problems below carry the
-    example; `grpo-kit train` also asks 40 problems written by hand without it (`gsm8k-handwritten`).
+    row, the format learned held only with the example there. The held-out problems below carry an
+    example; `grpo-kit train` also asks 40 problems written by hand without one (`gsm8k-handwritten`):
+    there, measured, the model writes the layout by copying the system prompt's own template (`...` for the
+    reasoning and the answer), and the report flags it as a reward hack.
     And the learning rate is 5e-4 (constant), because 40 steps must move the adapter, not 250.
     What to expect: the format is learned (strict-format rate on held-out problems, greedy, measured
     before and after with a 95 % confidence interval below); a 135M model rarely gets the answers right.
@@ -102,11 +104,12 @@ def _(mo, recipe):
     _fade = recipe.dataset_kwargs.get("worked_example_fade")
     _example = ""
     if recipe.dataset_kwargs.get("worked_example") and _fade is None:
-        _example = "one worked exchange (a problem and its answer in the format), "
+        _example = "a worked exchange (a problem and its answer in the format, one of six in turn), "
     elif recipe.dataset_kwargs.get("worked_example"):  # faded out over the first rows: a curriculum, in order
         _shown = sum(len(_prompt) == 4 for _prompt in train_dataset["prompt"])
         _example = (
-            f"on the first problems one worked exchange (a problem and its answer in the format), on fewer and "
+            f"on the first problems a worked exchange (a problem and its answer in the format, one of six in "
+            f"turn), on fewer and "
             f"fewer up to problem {_fade} and on none after ({_shown} of the {len(train_dataset)} show it; the "
             "problems are trained in this order), "
         )

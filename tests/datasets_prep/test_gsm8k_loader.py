@@ -122,25 +122,37 @@ def test_offline_hub_id_error_lists_the_options(monkeypatch, tmp_path):
         assert option in message
 
 
-def test_worked_example_sits_between_system_prompt_and_question_and_scores_full_marks():
+def test_worked_examples_sit_between_system_prompt_and_question_in_turn_and_score_full_marks():
     import rewards
-    from datasets_prep.gsm8k import WORKED_EXAMPLE
+    from datasets_prep.gsm8k import WORKED_EXAMPLES
 
     rows = synthetic_gsm8k(200, seed=0)
-    data = load_gsm8k(source=rows[:4], worked_example=True)
-    prompt = data[0]["prompt"]
-    assert [m["role"] for m in prompt] == ["system", "user", "assistant", "user"]
-    assert prompt[0]["content"] == SYSTEM_PROMPT and prompt[-1]["content"] == rows[0]["question"]
-    assert prompt[1]["content"] == WORKED_EXAMPLE["question"]
-    example_answer = [[{"role": "assistant", "content": prompt[2]["content"]}]]
-    # The example answer is exactly what the course's strictest rewards ask for.
-    assert rewards.strict_format_reward(example_answer) == [0.5]
-    assert rewards.correctness_reward(
-        example_answer, answer=[WORKED_EXAMPLE["answer"]], prompts=[prompt]
-    ) == [2.0]
-    assert rewards.xmlcount_reward(example_answer) == [0.5]
-    # Never one of the synthetic problems it is shown before; default prompts are unchanged.
-    assert WORKED_EXAMPLE["question"] not in {r["question"] for r in rows}
+    data = load_gsm8k(source=rows[:8], worked_example=True)
+    assert len(WORKED_EXAMPLES) == 6
+    for i, row in enumerate(data):
+        prompt, example = row["prompt"], WORKED_EXAMPLES[i % 6]  # row i shows example i % 6
+        assert [m["role"] for m in prompt] == ["system", "user", "assistant", "user"]
+        assert prompt[0]["content"] == SYSTEM_PROMPT and prompt[-1]["content"] == rows[i]["question"]
+        assert prompt[1]["content"] == example["question"]
+        example_answer = [[{"role": "assistant", "content": prompt[2]["content"]}]]
+        # Each example answer is exactly what the course's strictest rewards ask for.
+        assert rewards.strict_format_reward(example_answer) == [0.5]
+        assert rewards.correctness_reward(example_answer, answer=[example["answer"]], prompts=[prompt]) == [
+            2.0
+        ]
+        assert rewards.xmlcount_reward(example_answer) == [0.5]
+    # Every calculation of every example is right and ends on its answer.
+    for example in WORKED_EXAMPLES:
+        steps = re.findall(r"(\d+) ([*/+-]) (\d+) = (\d+)", example["reasoning"])
+        assert steps and steps[-1][3] == example["answer"]
+        for a, op, b, result in steps:
+            value = {"*": int(a) * int(b), "/": int(a) / int(b), "+": int(a) + int(b), "-": int(a) - int(b)}[
+                op
+            ]
+            assert value == int(result), example
+    # Six different answers; never one of the synthetic problems they are shown before; default prompts unchanged.
+    assert len({e["answer"] for e in WORKED_EXAMPLES}) == 6
+    assert not {e["question"] for e in WORKED_EXAMPLES} & {r["question"] for r in rows}
     assert [m["role"] for m in load_gsm8k(source=rows[:1])[0]["prompt"]] == ["system", "user"]
 
 

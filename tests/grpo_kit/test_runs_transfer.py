@@ -248,20 +248,34 @@ def test_the_gsm8k_set_ships_and_every_answer_checks_out():
 
 
 def test_the_gsm8k_problems_are_written_apart_from_the_generator():
-    from datasets_prep.gsm8k import WORKED_EXAMPLE
+    from datasets_prep.gsm8k import WORKED_EXAMPLES
     from datasets_prep.synthetic import NAMES
 
     questions = [r["question"] for r in transfer_set_rows("gsm8k-handwritten")]
     generated = {row["question"] for seed in (0, 1, 4321) for row in synthetic_gsm8k(2000, seed=seed)}
-    assert not generated & set(questions) and WORKED_EXAMPLE["question"] not in questions
+    assert not generated & set(questions) and not {e["question"] for e in WORKED_EXAMPLES} & set(questions)
     words = {w for q in questions for w in re.findall(r"[A-Z][a-z]+", q)}
     assert not words & {name for name, _, _ in NAMES}  # none of its people
     # none of its families' phrasing: trips in miles per hour, ages, "X has N things now", daily tasks
-    for marker in ("miles per hour", "years old", "have now", "every day for", "shares all of them", "tulip"):
+    for marker in (
+        "miles per hour",
+        "years old",
+        "have now",
+        "every day for",
+        "shares all of them",
+        "tulip",
+        "marble",
+        "pencils",
+        "cartons",
+        "crates",
+        "cookies",
+    ):
         assert not [q for q in questions if marker in q], marker
 
 
 def test_gsm8k_cpu_asks_the_set_without_the_worked_example_and_its_held_out_rows_with_it():
+    from datasets_prep.gsm8k import worked_example_turns
+
     recipe = get_recipe("gsm8k-cpu")
     training = training_dataset(recipe)
     spec = TRANSFER_SETS["gsm8k-handwritten"]
@@ -278,7 +292,9 @@ def test_gsm8k_cpu_asks_the_set_without_the_worked_example_and_its_held_out_rows
     # the held-out rows carry the example wherever they sit, as the first training rows do (not the fade's tail)
     held = held_out_rows(recipe, recipe.eval_prompts, training=training)
     assert len(held) == recipe.eval_prompts
-    assert all(r["prompt"][:3] == training[0]["prompt"][:3] for r in held)
+    examples = {tuple(m["content"] for m in worked_example_turns(i)) for i in range(6)}
+    assert all(tuple(m["content"] for m in r["prompt"][1:3]) in examples for r in held)
+    assert all(r["prompt"][0] == training[0]["prompt"][0] and len(r["prompt"]) == 4 for r in held)
     assert [m["role"] for m in training[-1]["prompt"]] == ["system", "user"]  # the last training rows: none
     keys = {prompt_key(r["prompt"]) for r in rows}
     assert not keys & {prompt_key(p) for p in training["prompt"]}
