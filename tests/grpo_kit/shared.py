@@ -99,3 +99,21 @@ def tiny_loop_config(output_dir: str | Path, **overrides: Any):
         **overrides,
     }
     return GRPOLoopConfig(**values)
+
+
+def numbered_curriculum_rows(recipe) -> tuple[Any, list[list[int]], Any]:
+    """A curriculum recipe's training rows with a ``row`` column (their index), the list a reward function
+    fills with the rows of each generation batch, and that reward function (0 for everything): what the two
+    paths' "trained in dataset order" tests read back."""
+    from grpo_kit.runs.held_out import training_dataset
+
+    dataset = training_dataset(recipe)
+    dataset = dataset.add_column("row", list(range(len(dataset))))
+    G = recipe.training["num_generations"]
+    trained: list[list[int]] = []
+
+    def record(completions, row, **kwargs):
+        trained.append(row[::G])  # each prompt's column repeated for its G completions
+        return [0.0] * len(completions)
+
+    return dataset, trained, record

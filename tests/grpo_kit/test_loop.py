@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from shared import numbered_curriculum_rows
 
 from grpo_kit.logprobs import per_token_logps
 from grpo_kit.loop import LoopState, train
@@ -330,17 +331,9 @@ def test_a_curriculum_recipe_is_trained_in_dataset_order(tmp_path):
     from grpo_kit.loop import _next_rows
     from grpo_kit.recipes import get_recipe
     from grpo_kit.runs import to_loop_config
-    from grpo_kit.runs.held_out import training_dataset
 
     recipe = get_recipe("gsm8k-cpu")
-    dataset = training_dataset(recipe)
-    dataset = dataset.add_column("row", list(range(len(dataset))))
-    G = recipe.training["num_generations"]
-    trained = []
-
-    def record(completions, row, **kwargs):
-        trained.append(row[::G])  # each prompt's column repeated for its G completions
-        return [0.0] * len(completions)
+    dataset, trained, record = numbered_curriculum_rows(recipe)
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the GRPOConfig fields the loop has no counterpart for

@@ -85,17 +85,11 @@ def test_a_curriculum_recipe_is_trained_in_dataset_order(tmp_path):
     """gsm8k-cpu fades its worked example out over its first rows, so TRL must take them in order: with the
     recipe's own settings (shuffle_dataset=False, TRL's RepeatSampler) step s trains rows 2(s-1) and 2s-1,
     read back from the rows the reward functions are called with, and the sampler's whole pass is in order."""
-    from grpo_kit.runs.held_out import training_dataset
+    from shared import numbered_curriculum_rows
 
     recipe = get_recipe("gsm8k-cpu")
-    dataset = training_dataset(recipe)
-    dataset = dataset.add_column("row", list(range(len(dataset))))
+    dataset, trained, record = numbered_curriculum_rows(recipe)
     G = recipe.training["num_generations"]
-    trained = []
-
-    def record(completions, row, **kwargs):
-        trained.append(row[::G])  # each prompt's column repeated for its G completions
-        return [0.0] * len(completions)
 
     model, tokenizer = tiny_model(seed=0)
     trainer = trl_path.build_trainer(
