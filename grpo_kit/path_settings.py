@@ -62,8 +62,7 @@ LOOP_BEHAVES_AS: dict[str, tuple[Any, ...]] = {
     "optim": ("adamw_torch",),  # torch.optim.AdamW, no fused or 8-bit variant
     "remove_unused_columns": (False,),  # every dataset column reaches the reward functions
     "gradient_checkpointing": (False,),  # the loop keeps activations
-    "bf16": (False,),  # the loop trains in the model's dtype (fp32 on CPU)
-    "fp16": (False,),
+    "fp16": (False,),  # the loop has bf16 mixed precision (GRPOLoopConfig.bf16), not fp16
 }
 
 
