@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from shared import tiny_loop_config
 
 import grpo_kit.hardware
 from grpo_kit.hardware import cpu_has_native_bf16
@@ -85,18 +86,7 @@ def test_log_probs_under_bf16_autocast_are_fp32_tensors_within_bf16_rounding():
 def test_the_loop_trains_in_bf16_with_fp32_weights_and_times_every_phase(tmp_path):
     model, tokenizer = tiny_model(seed=0, lora={"r": 8, "lora_alpha": 16, "lora_dropout": 0.0})
     trainable = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
-    config = GRPOLoopConfig(
-        output_dir=str(tmp_path),
-        max_steps=2,
-        num_generations=4,
-        per_device_train_batch_size=8,
-        max_completion_length=6,
-        learning_rate=1e-2,
-        logging_steps=1,
-        save_steps=0,
-        disable_tqdm=True,
-        bf16=True,
-    )
+    config = tiny_loop_config(tmp_path, learning_rate=1e-2, save_steps=0, bf16=True)
     rows = [{"prompt": f"Question {i}:"} for i in range(8)]
 
     def even_token_share(completion_ids, **kwargs):
