@@ -24,6 +24,7 @@ __all__ = [
     "detect_cuda_capability",
     "detect_precision",
     "require_cuda",
+    "require_native_bf16",
     "supports_bf16",
 ]
 
@@ -72,6 +73,21 @@ def cpu_has_native_bf16() -> bool:
         getattr(torch.cpu, "_is_avx512_bf16_supported", None),
     )
     return any(check is not None and check() for check in checks)
+
+
+def require_native_bf16(device_type: str) -> None:
+    """Raise a one-line ``ValueError`` naming the fix unless ``device_type`` ("cpu", "cuda", ...) multiplies
+    bf16 natively: a CPU with AMX or AVX512-BF16 (:func:`cpu_has_native_bf16`), a GPU with compute capability
+    >= 8.0. Elsewhere bf16 is emulated, slower than fp32 (the standalone loop's ``bf16=True``)."""
+    if device_type == "cpu" and not cpu_has_native_bf16():
+        raise ValueError(
+            "bf16=True: this CPU has neither AMX nor AVX512-BF16, so torch would emulate bf16, slower than "
+            "fp32; set bf16=False."
+        )
+    if device_type == "cuda" and not supports_bf16(detect_cuda_capability()):
+        raise ValueError("bf16=True: this GPU has no native bf16 (compute capability < 8.0); set bf16=False.")
+    if device_type not in ("cpu", "cuda"):
+        raise ValueError(f"bf16=True is for CPU and CUDA; the model is on {device_type}: set bf16=False.")
 
 
 def supports_bf16(capability: tuple[int, int] | None) -> bool:

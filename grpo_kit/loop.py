@@ -305,10 +305,8 @@ def _sample(model, tokenizer, unique_rows, config: GRPOLoopConfig, eos_token_ids
         encoded["input_ids"].to(device),
         encoded["attention_mask"].to(device),
     )  # (N/G, P)
-    sampling_dtype = torch.bfloat16 if config.bf16 else None  # bf16: decode with a bf16 copy of the weights
-    with merged_lora(
-        model, sampling_dtype
-    ):  # one matmul per adapted layer while decoding (grpo_kit.sampling)
+    # One matmul per adapted layer while decoding (grpo_kit.sampling); bf16: with bf16 copies of the weights.
+    with merged_lora(model, torch.bfloat16 if config.bf16 else None):
         sampled = sample_completions(
             model,
             prompt_ids,
@@ -414,40 +412,35 @@ def _completion_logps(
 ):
     """Per-token log-probs (and entropies) of a micro-batch's completions under the current model; with
     ``bf16`` the forward pass runs under bf16 autocast (Trainer's mixed precision), the log-softmax in fp32."""
-    device_type = next(model.parameters()).device.type
-    with torch.autocast(device_type, dtype=torch.bfloat16, enabled=config.bf16):
-        return _completion_logps_at_precision(
-            model, micro_batch, config, compute_entropy, entropy_requires_grad
-        )  # (mb, T), (mb, T) | None
-
-
-def _completion_logps_at_precision(model, micro_batch, config, compute_entropy, entropy_requires_grad):
     mb = micro_batch
+    autocast = torch.autocast(mb.prompt_ids.device.type, dtype=torch.bfloat16, enabled=config.bf16)
     if mb.group_size > 1:
-        return per_token_logps_grouped(
+        with autocast:
+            return per_token_logps_grouped(
+                model,
+                mb.prompt_ids,
+                mb.prompt_mask,
+                mb.completion_ids,
+                mb.completion_mask,
+                mb.group_size,
+                temperature=config.temperature,
+                compute_entropy=compute_entropy,
+                entropy_requires_grad=entropy_requires_grad,
+                float32_logits=config.bf16,
+            )  # (mb, T), (mb, T) | None
+    input_ids = torch.cat([mb.prompt_ids, mb.completion_ids], dim=1)  # (mb, P+T)
+    attention_mask = torch.cat([mb.prompt_mask, mb.completion_mask], dim=1)  # (mb, P+T)
+    with autocast:
+        return per_token_logps(
             model,
-            mb.prompt_ids,
-            mb.prompt_mask,
-            mb.completion_ids,
-            mb.completion_mask,
-            mb.group_size,
+            input_ids,
+            attention_mask,
+            mb.completion_ids.size(1),
             temperature=config.temperature,
             compute_entropy=compute_entropy,
             entropy_requires_grad=entropy_requires_grad,
             float32_logits=config.bf16,
         )  # (mb, T), (mb, T) | None
-    input_ids = torch.cat([mb.prompt_ids, mb.completion_ids], dim=1)  # (mb, P+T)
-    attention_mask = torch.cat([mb.prompt_mask, mb.completion_mask], dim=1)  # (mb, P+T)
-    return per_token_logps(
-        model,
-        input_ids,
-        attention_mask,
-        mb.completion_ids.size(1),
-        temperature=config.temperature,
-        compute_entropy=compute_entropy,
-        entropy_requires_grad=entropy_requires_grad,
-        float32_logits=config.bf16,
-    )
 
 
 def _micro_batch_loss(
@@ -536,27 +529,14 @@ def _check_inputs(
             "(grpo_kit.models.load_model(..., lora=...)) or set beta=0.0."
         )
     if config.bf16:
-        _check_native_bf16(device)
+        from grpo_kit.hardware import require_native_bf16
+
+        require_native_bf16(device.type)  # emulated bf16 would be slower than fp32
     if tokenizer.pad_token_id is None:
         raise ValueError(
             "the tokenizer has no pad token; set tokenizer.pad_token (grpo_kit.models does this)."
         )
     return reward_funcs, weights
-
-
-def _check_native_bf16(device: torch.device) -> None:
-    """``bf16=True`` only where bf16 is faster than fp32 (see ``GRPOLoopConfig.bf16``)."""
-    from grpo_kit.hardware import cpu_has_native_bf16, detect_cuda_capability, supports_bf16
-
-    if device.type == "cpu" and not cpu_has_native_bf16():
-        raise ValueError(
-            "bf16=True: this CPU has neither AMX nor AVX512-BF16, so torch would emulate bf16, slower than "
-            "fp32; set bf16=False."
-        )
-    if device.type == "cuda" and not supports_bf16(detect_cuda_capability()):
-        raise ValueError("bf16=True: this GPU has no native bf16 (compute capability < 8.0); set bf16=False.")
-    if device.type not in ("cpu", "cuda"):
-        raise ValueError(f"bf16=True is for CPU and CUDA; the model is on {device.type}: set bf16=False.")
 
 
 def _seed_everything(seed: int) -> None:
