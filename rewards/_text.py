@@ -22,6 +22,7 @@ __all__ = [
     "extract_boxed",
     "extract_hash_answer",
     "extract_xml_answer",
+    "is_blank_section",
     "numbers_equal",
     "parse_number",
     "require_column",
@@ -111,6 +112,17 @@ def require_column(value: Any, name: str, fn_name: str, n: int, hint: str = "") 
             f"`{name}` per completion (repeat each row's value num_generations times)."
         )
     return list(value)
+
+
+def is_blank_section(text: str) -> bool:
+    """True when a tag's section holds no letter or digit: empty, whitespace, or a placeholder such as the
+    ``...`` that the course's GSM8K system prompt puts inside both tags.
+
+    A section like that earns no format reward: a model that echoes the system prompt's template
+    (``<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>``) has reasoned and answered nothing,
+    exactly as with empty tags. Measured: SmolLM2-135M trained on gsm8k-cpu learned to write that echo for
+    every problem while the placeholder still paid (issue #27)."""
+    return not any(ch.isalnum() for ch in text)
 
 
 def extract_xml_answer(text: str) -> str:

@@ -17,9 +17,9 @@ What was wrong in the course and what we do instead (each has a test that fails 
 
 ``format_reward`` (``re.search(r"<think>(.*?)</think>\\s*<answer>(.*?)</answer>", c, re.DOTALL)``)
     * Empty tags ``<think></think><answer></answer>`` earn 0.5: a reward hack. → 0.0 unless both
-      sections have non-blank text.
+      sections hold a letter or digit (a ``...`` placeholder is blank too).
     * Kept from the course on purpose: the ``len(think) > 20`` tier. Reasoning of 20 characters or
-      fewer (``<think>.</think><answer>72</answer>``) earns 0.5, not the full 1.0, so that trivial
+      fewer (``<think>8*9</think><answer>72</answer>``) earns 0.5, not the full 1.0, so that trivial
       reasoning is never the best-paid way to write the format.
     * ``re.search`` accepts any text before and after the block. → the completion must be the block
       (surrounding whitespace allowed).
@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ._text import completion_texts
+from ._text import completion_texts, is_blank_section
 
 __all__ = ["format_reward", "length_reward"]
 
@@ -137,7 +137,7 @@ def _think_answer_reasoning(text: str) -> str | None:
     if not rest.startswith("<answer>"):
         return None
     answer = rest[len("<answer>") : -len("</answer>")] if len(rest) >= len("<answer></answer>") else None
-    if answer is None or not reasoning.strip() or not answer.strip():
+    if answer is None or is_blank_section(reasoning) or is_blank_section(answer):
         return None
     if any(tag in reasoning for tag in _THINK_TAGS) or any(tag in answer for tag in _TAGS):
         return None

@@ -22,8 +22,9 @@ Fixed pitfalls (each has a test that fails on the course's code, ``tests/rewards
   after ``</answer>`` (the usual case) never earns it. → the final newline is optional.
 * Reasoning that *mentions* ``<answer>`` (decided, not a course bug): the format rewards accept it —
   the layout decides, and the answer section itself may hold no tag.
-* The format rewards and ``xmlcount`` pay for empty tags (``<reasoning>\\n\\n</reasoning>…``): a reward
-  hack. → a section must contain non-blank text to earn its tags.
+* The format rewards and ``xmlcount`` pay for empty tags (``<reasoning>\\n\\n</reasoning>…``) and for the
+  system prompt's own template echoed back (``<reasoning>\\n...\\n</reasoning>\\n<answer>\\n...\\n</answer>``):
+  reward hacks. → a section must hold a letter or digit to earn its tags (:func:`~rewards._text.is_blank_section`).
 * ``count_xml``: when the completion ends right at ``</answer>`` (usual: EOS follows it) the
   ``"\\n</answer>\\n"`` split finds nothing and it subtracts 0.001 × the length of the **whole** text,
   so longer reasoning is punished; and with no trailing text it *adds* 0.001. Trailing text was also
@@ -46,7 +47,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ._text import completion_texts, extract_hash_answer, extract_xml_answer, parse_number, require_column
+from ._text import (
+    completion_texts,
+    extract_hash_answer,
+    extract_xml_answer,
+    is_blank_section,
+    parse_number,
+    require_column,
+)
 
 __all__ = [
     "correctness_reward",
@@ -70,13 +78,13 @@ def _between(text: str, start: str, end: str) -> str | None:
 def _count_xml(text: str, per_tag: float, per_trailing_char: float) -> float:
     count = 0.0
     reasoning = _between(text, "<reasoning>\n", "\n</reasoning>")
-    if reasoning is not None and not reasoning.isspace() and reasoning:
+    if reasoning is not None and not is_blank_section(reasoning):
         if text.count("<reasoning>\n") == 1:
             count += per_tag
         if text.count("\n</reasoning>\n") == 1:
             count += per_tag
     answer = _between(text, "\n<answer>\n", "\n</answer>")
-    if answer is not None and not answer.isspace() and answer:
+    if answer is not None and not is_blank_section(answer):
         if text.count("\n<answer>\n") == 1:
             count += per_tag
         if text.count("\n</answer>") == 1:
@@ -99,13 +107,14 @@ _REASONING_TAGS = ("<reasoning>", "</reasoning>")
 
 
 def _sections_ok(reasoning: str, answer: str) -> bool:
-    """Both sections non-blank; the reasoning opens and closes once, the answer holds no tag.
+    """Both sections non-blank (a letter or digit: not empty, not the prompt's ``...`` placeholder,
+    :func:`~rewards._text.is_blank_section`); the reasoning opens and closes once, the answer holds no tag.
 
     The reasoning may *mention* ``<answer>`` (e.g. "I put the total in <answer> tags"): the layout, not
     the prose, decides the format, and :func:`~rewards.extract_xml_answer` reads the last ``<answer>``,
     which is the answer section here because the answer itself may contain no tag.
     """
-    if not reasoning.strip() or not answer.strip():
+    if is_blank_section(reasoning) or is_blank_section(answer):
         return False
     return not any(tag in reasoning for tag in _REASONING_TAGS) and not any(
         tag in answer for tag in _XML_TAGS

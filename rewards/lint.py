@@ -25,8 +25,9 @@ What it checks (each finding names one ``check``):
     function does not declare ``length_unit = "chars"``: a length meant in tokens is measured in
     characters.
 ``empty-tags``
-    a completion made of empty tags (``<think></think><answer></answer>``) earns more than plain text:
-    the model can collect the format reward without reasoning or answering.
+    a completion made of empty tags (``<think></think><answer></answer>``), or of the tags around the
+    system prompt's ``...`` placeholder, earns more than plain text: the model can collect the format
+    reward without reasoning or answering.
 ``negative-number``
     an answer ``-3`` (gold ``-3``) scores lower than the same completion answering ``72`` (gold ``72``):
     ``str.isdigit()`` rejects a minus sign.
@@ -171,6 +172,9 @@ EMPTY_TAG_PROBES: list[tuple[str, str]] = [
     ("blank think/answer tags", "<think> </think>\n<answer>\n</answer>"),
     ("empty xml tags", "<reasoning>\n\n</reasoning>\n<answer>\n\n</answer>\n"),
     ("empty xml tags, no newlines", "<reasoning></reasoning><answer></answer>"),
+    # The course's GSM8K system prompt shows this template; a small model learns to echo it (issue #27).
+    ("the prompt's '...' template", "<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>\n"),
+    ("'...' think/answer tags", "<think>...</think><answer>...</answer>"),
 ]
 _GOLD_COLUMNS = ("solution", "answer", "answers", "solutions", "ground_truth", "gold", "reference")
 

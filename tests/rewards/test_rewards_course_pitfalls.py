@@ -151,6 +151,49 @@ def test_pitfall_xml_rewards_pay_for_empty_tags(original, ours):
     check_empty_xml_tags_earn_nothing(ours)
 
 
+# -- 12.6 format rewards and xmlcount pay for the system prompt's template echoed back ----------------
+def check_the_prompts_placeholder_earns_nothing(fn):
+    """The course's SYSTEM_PROMPT shows the layout with '...' in both sections; echoing it is no answer.
+
+    Measured (issue #27): SmolLM2-135M trained on gsm8k-cpu wrote exactly this for all 40 problems of
+    gsm8k-handwritten while it paid 1.5 of the 2.0 format rewards."""
+    from datasets_prep.gsm8k import SYSTEM_PROMPT
+
+    echo = SYSTEM_PROMPT.split("format:\n", 1)[1]
+    assert echo == XML.format(reasoning="...", answer="...")
+    one_line = "<reasoning>...</reasoning>\n<answer>...</answer>"
+    variants = [echo, echo.rstrip("\n"), XML.format(reasoning="…", answer="…"), one_line]
+    assert fn(conv(variants)) == [0.0, 0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("original,ours", GSM8K_PAIRS[2:], ids=lambda f: f.__name__)
+def test_pitfall_xml_rewards_pay_for_the_prompts_placeholder(original, ours):
+    fails(check_the_prompts_placeholder_earns_nothing, original)
+    check_the_prompts_placeholder_earns_nothing(ours)
+
+
+def test_a_placeholder_reasoning_earns_no_xml_format():
+    placeholder_reasoning = XML.format(reasoning="...", answer="72")
+    assert rewards.strict_format_reward([placeholder_reasoning]) == [0.0]
+    assert rewards.soft_format_reward([placeholder_reasoning]) == [0.0]
+    assert rewards.xmlcount_reward([placeholder_reasoning]) == [0.25]  # the answer's two tags only
+    assert course.strict_format_reward_func(conv([placeholder_reasoning])) == [0.5]
+
+
+def test_a_placeholder_reasoning_earns_no_think_format():
+    texts = ["<think>...</think><answer>72</answer>", "<think>…</think><answer>…</answer>"]
+    assert course.format_reward(texts) == [0.5, 0.5]
+    assert rewards.format_reward(texts) == [0.0, 0.0]
+
+
+def test_a_short_real_section_still_counts():
+    """Blank means no letter or digit: a one-character answer or a bare formula still holds content."""
+    short = XML.format(reasoning="8*9", answer="7")
+    assert rewards.strict_format_reward(conv([short])) == [0.5]
+    assert rewards.soft_format_reward(conv([short])) == [0.5]
+    assert rewards.xmlcount_reward(conv([short])) == [0.5]
+
+
 # -- 12.6 count_xml: ending at </answer> charges the whole text -------------------------------------
 def check_xmlcount_no_penalty_without_trailing_text(fn):
     short = XML.format(reasoning="72", answer="72").rstrip("\n")  # EOS right after </answer>

@@ -156,7 +156,7 @@ def test_format_reward():
 
 def test_format_reward_keeps_the_courses_tier_for_trivial_reasoning():
     """Course 12.4: reasoning of 20 characters or fewer earns 0.5, not the full 1.0 (same as the course)."""
-    trivial = "<think>.</think><answer>72</answer>"
+    trivial = "<think>8*9</think><answer>72</answer>"
     exactly_20 = "<think>" + "x" * 20 + "</think><answer>72</answer>"
     over_20 = "<think>" + "x" * 21 + "</think><answer>72</answer>"
     padded = (
