@@ -22,15 +22,18 @@ from collections.abc import Iterator
 
 __all__ = [
     "Terminated",
+    "caller_reports_stops",
     "exit_status",
     "forget_signals",
     "guard_stdout",
     "note_signal",
     "received_signal",
     "sigterm_as_interrupt",
+    "stops_reported_by_caller",
 ]
 
 _received: list[int] = []  # the signals that ended (or are ending) this process's run, in order
+_reporters: list[object] = []  # callers (the CLI) that print the ending line of an interrupted run themselves
 
 
 class Terminated(KeyboardInterrupt):
@@ -56,6 +59,23 @@ def exit_status(default: int = 130) -> int:
     """``128 + signal`` for the signal that stopped the run (143 for SIGTERM), else ``default``."""
     signum = received_signal()
     return 128 + signum if signum is not None else default
+
+
+@contextlib.contextmanager
+def caller_reports_stops() -> Iterator[None]:
+    """While inside, the caller prints the one line that ends an interrupted run (the CLI's, with the
+    exact resume command), so the training loop saves its checkpoint without a line of its own."""
+    token = object()
+    _reporters.append(token)
+    try:
+        yield
+    finally:
+        _reporters.remove(token)
+
+
+def stops_reported_by_caller() -> bool:
+    """True inside :func:`caller_reports_stops`: the loop stays quiet about an interruption."""
+    return bool(_reporters)
 
 
 def _raise_terminated(signum, frame):

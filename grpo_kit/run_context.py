@@ -46,7 +46,7 @@ from grpo_kit.checkpoint import (
     save_checkpoint,
     trainable_parameters,
 )
-from grpo_kit.interrupts import Terminated, sigterm_as_interrupt
+from grpo_kit.interrupts import Terminated, sigterm_as_interrupt, stops_reported_by_caller
 from grpo_kit.metrics_log import MetricsAccumulator, MetricsWriter
 from grpo_kit.reporting import PlainProgress, check_report_to, make_reporter, stream_is_terminal
 from grpo_kit.result import RunResult
@@ -498,6 +498,9 @@ class RunContext:
             what = "Terminated (SIGTERM)" if issubclass(exc_type, Terminated) else "Interrupted"
             if self.state.global_step > 0:
                 self.checkpoint = self._save()
+            if stops_reported_by_caller():  # the CLI prints the one line, with its resume command
+                return True
+            if self.state.global_step > 0:
                 print(
                     f"{what} after step {self.state.global_step}; checkpoint saved to {self.checkpoint}. "
                     "Resume with resume_from_checkpoint=True (CLI: --resume)."

@@ -74,11 +74,12 @@ def cmd_train(args, console) -> int:
         hook = runs.preflight_hook(
             force=args.force, on_report=lambda report: _print_preflight(console, report)
         )
-    from grpo_kit.interrupts import exit_status, forget_signals, sigterm_as_interrupt
+    from grpo_kit.interrupts import caller_reports_stops, exit_status, forget_signals, sigterm_as_interrupt
 
     forget_signals()
     try:
-        with sigterm_as_interrupt():  # SIGTERM anywhere in the run ends like Ctrl-C
+        # SIGTERM anywhere in the run ends like Ctrl-C; the ending is this command's one line, not the loop's.
+        with sigterm_as_interrupt(), caller_reports_stops():
             outcome = after_loading(
                 args,
                 lambda: runs.execute(

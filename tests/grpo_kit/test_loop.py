@@ -235,6 +235,28 @@ def test_killed_and_resumed_run_reproduces_the_losses_exactly(tmp_path):
 # --- logging --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("caller_reports", [False, True])
+def test_an_interrupted_loop_prints_its_line_unless_the_caller_prints_one(tmp_path, capsys, caller_reports):
+    """Python API: the loop says where its checkpoint is. Under the CLI (caller_reports_stops) the CLI's
+    line with the exact resume command is the only one, so the loop saves without printing."""
+    import contextlib
+
+    from grpo_kit.interrupts import caller_reports_stops
+
+    def interrupting_reward(completion_ids, trainer_state, **kwargs):
+        if trainer_state.global_step == 1:
+            raise KeyboardInterrupt
+        return even_token_share(completion_ids)
+
+    model, tokenizer = tiny_model(seed=0, lora=LORA)
+    with caller_reports_stops() if caller_reports else contextlib.nullcontext():
+        result = train(model, tokenizer, prompts(), [interrupting_reward], small_config(tmp_path))
+    assert result.interrupted and result.checkpoint.name == "checkpoint-1"
+    out = capsys.readouterr().out
+    assert ("Interrupted after step 1; checkpoint saved to" in out) != caller_reports, out
+    assert "Interrupted" not in out if caller_reports else out.count("Interrupted") == 1, out
+
+
 def test_metrics_use_trls_names_and_a_reward_curve_is_drawn(tmp_path):
     import trl.trainer.grpo_trainer as grpo_trainer_module
 

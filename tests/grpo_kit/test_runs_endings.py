@@ -62,6 +62,7 @@ def test_sigterm_saves_a_checkpoint_prints_the_full_resume_command_and_exits_143
         out
     )  # save_steps=100: SIGTERM's
     assert "SIGTERM" in out and "Traceback" not in out, out
+    assert out.count("Terminated (SIGTERM)") == 1, out  # the CLI's line only, not the loop's as well
     command = next(
         line.strip() for line in out.splitlines() if line.strip().startswith("grpo-kit train --recipe")
     )
