@@ -1,7 +1,7 @@
 """The reward curve (mean reward per logged step, ± reward_std clipped to the reward's known maximum, each
 reward function's mean) and the held-out report card (per metric: before and after each with its own CI,
-the paired change with its CI in a panel of its own; the reward curve; what the metric measures and a few
-answers next to the verdicts).
+the paired change with its CI in a panel of its own, and the same for a second held-out set's headline metric
+in a row under its label; the reward curve; what the metric measures and a few answers next to the verdicts).
 
 ``plot_reward_curve`` reads any of the three shapes a GRPO run leaves behind:
 
@@ -24,6 +24,7 @@ __all__ = [
     "metric_label",
     "plot_report_card",
     "plot_reward_curve",
+    "report_card_figure",
     "reward_curve_figure",
     "reward_upper_bound",
 ]
@@ -226,9 +227,56 @@ def _plain(text: str, limit: int) -> str:
     return (text if len(text) <= limit else text[: limit - 1] + "…") or "(empty)"
 
 
-def plot_report_card(
+def _draw_before_after(bars, change, c: dict[str, Any], *, title: str, legend: bool) -> None:
+    """One metric's pair of panels: before and after each with its own CI in ``bars`` (the metric's unit),
+    the paired change with its CI in ``change`` (0 marked), coloured by the verdict."""
+    colour = {"improved": "tab:green", "worse": "tab:red", "reward hack suspected": "tab:orange"}.get(
+        c["verdict"], "tab:blue"
+    )
+    for x, side, face in ((0, "before", "tab:gray"), (1, "after", colour)):
+        ci = c.get(f"{side}_ci")
+        err = None
+        if ci is not None:
+            err = [[max(c[side] - ci[0], 0.0)], [max(ci[1] - c[side], 0.0)]]
+        bars.bar([x], [c[side]], yerr=err, capsize=6, color=face, label=f"{side} (mean, {c['level']:.0%} CI)")
+    bars.set_xticks([0, 1], ["before", "after"])
+    bars.set_ylabel(metric_label(c["metric"])[1], fontsize="small")
+    bars.set_title(title, fontsize="small")
+    bars.axhline(0, color="black", linewidth=0.6)
+    bars.grid(axis="y", alpha=0.3)
+    change.errorbar(
+        [0],
+        [c["mean_diff"]],
+        yerr=[[max(c["mean_diff"] - c["ci_low"], 0.0)], [max(c["ci_high"] - c["mean_diff"], 0.0)]],
+        fmt="o",
+        capsize=8,
+        color=colour,
+        label=f"after − before ({c['level']:.0%} paired CI)",
+    )
+    change.axhline(0, color="black", linewidth=0.8, linestyle="--")
+    change.set_xticks([])
+    change.set_xlim(-1, 1)
+    change.set_ylabel("after − before (same unit)", fontsize="x-small")
+    change.set_title(f"change: {c['verdict']}", fontsize="small", color=colour)
+    change.grid(axis="y", alpha=0.3)
+    if legend:
+        bars.legend(fontsize="x-small")
+        change.legend(fontsize="x-small", loc="best")
+
+
+def _draw_transfer_text(ax, transfer: dict[str, Any]) -> None:
+    """Beside the second held-out set's panels: its label, what the set is, and its verdict."""
+    ax.axis("off")
+    ax.text(0.0, 1.0, transfer["label"], va="top", ha="left", fontsize="medium", weight="bold")
+    verdict = f"{metric_label(transfer['metric'])[0]}: {transfer['verdict']}"
+    if transfer.get("hack_signs"):
+        verdict += f" ({'; '.join(transfer['hack_signs'])})"
+    lines = [*textwrap.wrap(transfer.get("about", ""), 78), "", *textwrap.wrap(f"Verdict: {verdict}.", 78)]
+    ax.text(0.0, 0.88, "\n".join(lines), va="top", ha="left", fontsize="small", parse_math=False, wrap=False)
+
+
+def report_card_figure(
     comparisons: Sequence[Any],
-    png_path: str | Path,
     *,
     log_history: str | Path | Sequence[dict[str, Any]] | None = None,
     title: str = "Held-out evaluation: before / after",
@@ -236,21 +284,23 @@ def plot_report_card(
     measures: str = "",
     answers: Sequence[tuple[str, str]] = (),
     hack_signs: Sequence[str] = (),
-) -> Path:
-    """The report card: per metric, the before and after means each with its own bootstrap CI (a panel in
-    the metric's unit) and, beside it, the paired change with its CI (a panel of its own, with 0 marked);
-    then the training reward curve (band clipped at ``reward_max``) and a text panel: what the metric
-    measures (the recipe's ``measures``) and a few answers before → after, next to the verdicts.
+    transfer: dict[str, Any] | None = None,
+) -> Any:
+    """The report card as a matplotlib ``Figure`` (no pyplot state): per metric, the before and after means
+    each with its own bootstrap CI (a panel in the metric's unit) and, beside it, the paired change with its
+    CI (a panel of its own, with 0 marked); then the training reward curve (band clipped at ``reward_max``)
+    and a text panel: what the metric measures (the recipe's ``measures``) and a few answers before → after,
+    next to the verdicts.
 
     ``comparisons``: :class:`grpo_kit.evaluation.Comparison` objects or dicts with their fields, plus
     ``before_ci`` / ``after_ci`` (``(low, high)`` of each side's mean; without them the side has no bar).
     ``answers``: ``(before, after)`` greedy answers shown as plain text (never parsed as markup or math).
     ``hack_signs``: the collapse signs (``grpo_kit.evaluation.reward_hacking``), named first in the text panel.
+    ``transfer``: the second held-out set's headline comparison (a dict like those of ``comparisons``) plus
+    ``label`` (its title), ``about`` (what the set is) and ``hack_signs``: one more row of the same panels
+    under the first set's, its label above them and beside them. Without it the card has no such row.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     items = [c if isinstance(c, dict) else dict(c.__dict__) for c in comparisons]
     if not items:
@@ -260,56 +310,27 @@ def plot_report_card(
         records = [r for r in load_log_history(log_history) if r.get("reward") is not None and "step" in r]
     pairs_per_row = 2
     metric_rows = (len(items) + pairs_per_row - 1) // pairs_per_row
-    fig = plt.figure(figsize=(13, 3.1 * metric_rows + 4.2))
+    panel_rows = metric_rows + (transfer is not None)
+    fig = Figure(figsize=(13, 3.1 * panel_rows + 4.2))
     grid = fig.add_gridspec(
-        metric_rows + 1, 4, width_ratios=[3, 2, 3, 2], height_ratios=[3.1] * metric_rows + [4.2]
+        panel_rows + 1, 4, width_ratios=[3, 2, 3, 2], height_ratios=[3.1] * panel_rows + [4.2]
     )
-    colours = {"improved": "tab:green", "worse": "tab:red", "reward hack suspected": "tab:orange"}
     for i, c in enumerate(items):
         row, col = divmod(i, pairs_per_row)
-        name, unit = metric_label(c["metric"])
-        colour = colours.get(c["verdict"], "tab:blue")
-        bars = fig.add_subplot(grid[row, 2 * col])
-        for x, side, face in ((0, "before", "tab:gray"), (1, "after", colour)):
-            ci = c.get(f"{side}_ci")
-            err = None
-            if ci is not None:
-                err = [[max(c[side] - ci[0], 0.0)], [max(ci[1] - c[side], 0.0)]]
-            bars.bar(
-                [x], [c[side]], yerr=err, capsize=6, color=face, label=f"{side} (mean, {c['level']:.0%} CI)"
-            )
-        bars.set_xticks([0, 1], ["before", "after"])
-        bars.set_ylabel(unit, fontsize="small")
-        bars.set_title(name, fontsize="small")
-        bars.axhline(0, color="black", linewidth=0.6)
-        bars.grid(axis="y", alpha=0.3)
-        if i == 0:
-            bars.legend(fontsize="x-small")
-        change = fig.add_subplot(grid[row, 2 * col + 1])
-        change.errorbar(
-            [0],
-            [c["mean_diff"]],
-            yerr=[[max(c["mean_diff"] - c["ci_low"], 0.0)], [max(c["ci_high"] - c["mean_diff"], 0.0)]],
-            fmt="o",
-            capsize=8,
-            color=colour,
-            label=f"after − before ({c['level']:.0%} paired CI)",
-        )
-        change.axhline(0, color="black", linewidth=0.8, linestyle="--")
-        change.set_xticks([])
-        change.set_xlim(-1, 1)
-        change.set_ylabel("after − before (same unit)", fontsize="x-small")
-        change.set_title(f"change: {c['verdict']}", fontsize="small", color=colour)
-        change.grid(axis="y", alpha=0.3)
-        if i == 0:
-            change.legend(fontsize="x-small", loc="best")
+        bars, change = fig.add_subplot(grid[row, 2 * col]), fig.add_subplot(grid[row, 2 * col + 1])
+        _draw_before_after(bars, change, c, title=metric_label(c["metric"])[0], legend=i == 0)
     for j in range(len(items), metric_rows * pairs_per_row):  # an odd count leaves one pair empty
         row, col = divmod(j, pairs_per_row)
         for k in (0, 1):
             fig.add_subplot(grid[row, 2 * col + k]).axis("off")
-    text_ax = fig.add_subplot(grid[metric_rows, 2:] if records else grid[metric_rows, :])
+    if transfer is not None:  # the second held-out set's headline, under a title that names the set
+        heading = "\n".join([*textwrap.wrap(transfer["label"], 42), metric_label(transfer["metric"])[0]])
+        bars, change = fig.add_subplot(grid[metric_rows, 0]), fig.add_subplot(grid[metric_rows, 1])
+        _draw_before_after(bars, change, transfer, title=heading, legend=False)
+        _draw_transfer_text(fig.add_subplot(grid[metric_rows, 2:]), transfer)
+    text_ax = fig.add_subplot(grid[panel_rows, 2:] if records else grid[panel_rows, :])
     if records:
-        curve = fig.add_subplot(grid[metric_rows, :2])
+        curve = fig.add_subplot(grid[panel_rows, :2])
         _draw_reward_curve(curve, records, reward_max, per_function=False)
         curve.set_title("training reward per step", fontsize="small")
     text_ax.axis("off")
@@ -343,8 +364,13 @@ def plot_report_card(
     )
     fig.suptitle(title)
     fig.tight_layout()
+    return fig
+
+
+def plot_report_card(comparisons: Sequence[Any], png_path: str | Path, **kwargs: Any) -> Path:
+    """Draw :func:`report_card_figure` (same arguments) to ``png_path`` and return the path."""
+    figure = report_card_figure(comparisons, **kwargs)
     png_path = Path(png_path)
     png_path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(png_path, dpi=100)
-    plt.close(fig)
+    figure.savefig(png_path, dpi=100)
     return png_path

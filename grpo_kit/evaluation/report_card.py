@@ -10,7 +10,8 @@ A recipe's second held-out set (``transfer``: a set shipped with the package, wr
 training rows) gets the same comparison of every metric, in eval.json under ``"transfer"`` and in report.md
 as its own table under the heading :func:`transfer_label` (:data:`WRITTEN_DIFFERENTLY`, plus how the set
 is asked where that differs from the held-out rows, with its prompt count) and the set's description;
-report_card.png keeps to the first set.
+report_card.png adds a row under the first set's panels: the set's headline metric (the one run.json states),
+before and after with their CIs and the paired change, under that label.
 
 All three files are written to temporary files first and renamed into place only when all of them
 are ready, so an evaluation interrupted with Ctrl-C leaves the run folder as it was.
@@ -27,7 +28,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from grpo_kit.evaluation.comparison import Comparison, bootstrap_mean_ci, compare_all
+from grpo_kit.evaluation.comparison import Comparison, bootstrap_mean_ci, compare_all, headline_metric
 from grpo_kit.evaluation.eval_report import EvalReport
 from grpo_kit.evaluation.reward_hacking import flag_reward_hacking
 from grpo_kit.markdown_text import table_cell
@@ -315,11 +316,9 @@ def write_report_card(
             temps[name].write_text(text)
         if can_plot("report_card.png"):
             temps["report_card.png"] = _temp_in(out, "report_card.png")
+            boot = {"n_boot": n_boot, "seed": seed, "level": level}
             headline = [
-                {
-                    **asdict(comparisons[m]),
-                    **side_cis(before, after, m, n_boot=n_boot, seed=seed, level=level),
-                }
+                _with_side_cis(comparisons[m], before, after, **boot)
                 for m in headline_metrics(comparisons, limit=6)
             ]
             card = {
@@ -331,6 +330,10 @@ def write_report_card(
                     before.reward_names, before.settings.get("reward_weights"), kinds=before.reward_kinds
                 ),
             }
+            if transfer is not None:
+                card["transfer"] = _transfer_headline(
+                    set_name, t_before, t_after, t_comparisons, t_signs, **boot
+                )
             try:
                 plot_report_card(headline, temps["report_card.png"], log_history=log_history, **card)
             except ValueError:  # no reward records in the log: the card without its curve
@@ -341,6 +344,34 @@ def write_report_card(
         for tmp in temps.values():
             tmp.unlink(missing_ok=True)
     return {name: out / name for name in temps}
+
+
+def _with_side_cis(c: Comparison, before: EvalReport, after: EvalReport, **boot: Any) -> dict[str, Any]:
+    """A comparison's fields plus each side's own CI (:func:`side_cis`): one metric's report_card.png panels."""
+    return {**asdict(c), **side_cis(before, after, c.metric, **boot)}
+
+
+def _transfer_headline(
+    name: str,
+    before: EvalReport,
+    after: EvalReport,
+    comparisons: dict[str, Comparison],
+    hack_signs: Sequence[str],
+    **boot: Any,
+) -> dict[str, Any]:
+    """The second held-out set's row of report_card.png: its headline metric (``headline_metric``, the one
+    run.json's ``transfer_evaluation`` states) with each side's CI, its :func:`transfer_label` and what it is."""
+    spec = _shipped(name)
+    what = f": {spec.description}" if spec is not None else ""
+    return {
+        **_with_side_cis(comparisons[headline_metric(comparisons)], before, after, **boot),
+        "label": transfer_label(name),
+        "about": (
+            f"The recipe's second held-out set, {name} ({before.num_prompts} prompts){what}. The panels above "
+            "are the recipe's own held-out rows; a change here like theirs is learning that transfers."
+        ),
+        "hack_signs": list(hack_signs),
+    }
 
 
 def _temp_in(folder: Path, name: str) -> Path:

@@ -10,7 +10,9 @@ What a reader of a shared model needs, taken from the run folder the model came 
 * the recipe and the overrides it ran with (``run_config.json``), the reward functions and their weights,
   the training loop and the number of steps (``run.json``);
 * the held-out before/after table with its confidence intervals, from the run's report card (``eval.json``:
-  the same rows, never trained on, the same greedy decoding before and after);
+  the same rows, never trained on, the same greedy decoding before and after), and, where the recipe has a
+  second held-out set written differently (``eval.json["transfer"]``), that set's headline metric under its
+  label (``transfer_label``: how it was asked);
 * the reward curve (``reward_curve.png``, copied next to the card so the Hub shows it).
 
 A folder without a run around it (an adapter folder passed to ``grpo-kit export``) gets a card with what
@@ -202,19 +204,54 @@ def held_out_table(evaluation: Mapping[str, Any] | None) -> list[str]:
         f"| metric | before | after | change | {level:.0%} CI | verdict |",
         "|---|---:|---:|---:|---|---|",
     ]
-    for name in names:
-        c = comparisons[name]
-        lines.append(
-            f"| {_cell(name)} | {_num(c.get('before'))} | {_num(c.get('after'))} | {_num(c.get('mean_diff'), '+.3f')} "
-            f"| [{_num(c.get('ci_low'), '+.3f')}, {_num(c.get('ci_high'), '+.3f')}] | {_cell(c.get('verdict'))} |"
-        )
-    if evaluation.get("reward_hack_signs"):
-        signs = "; ".join(evaluation["reward_hack_signs"])
-        lines += [
-            "",
-            f"**Reward hack suspected**: the reward improved while the answers collapsed ({_cell(signs)}).",
-        ]
-    return lines
+    lines += [_comparison_row(name, comparisons[name]) for name in names]
+    return lines + _hack_line(evaluation.get("reward_hack_signs"))
+
+
+def transfer_headline(evaluation: Mapping[str, Any] | None) -> list[str]:
+    """The second held-out set's headline as markdown lines (eval.json's ``"transfer"``, ``[]`` without one):
+    its label (how it was asked), what the set is, and one row of the table above for the metric run.json
+    states (``headline_metric``): before, after, change, CI, verdict."""
+    transfer = (evaluation or {}).get("transfer")
+    if not transfer or not transfer.get("comparisons"):
+        return []
+    from grpo_kit.evaluation.comparison import headline_metric
+    from grpo_kit.evaluation.report_card import transfer_label
+
+    comparisons = transfer["comparisons"]
+    metric = headline_metric(comparisons)
+    c = comparisons[metric]
+    level = c.get("level", 0.95)
+    what = f": {_cell(transfer['description'])}" if transfer.get("description") else ""
+    about = (
+        f"The recipe's second held-out set, `{_cell(transfer['set'])}` ({c.get('n')} prompts){what}. Its rows are "
+        "written apart from the training rows, so a change here like the one above is learning that transfers. "
+        "Its headline metric:"
+    )
+    lines = [
+        f"### {_cell(transfer.get('label') or transfer_label(transfer['set']))}",
+        "",
+        about,
+        "",
+        f"| metric | before | after | change | {level:.0%} CI | verdict |",
+        "|---|---:|---:|---:|---|---|",
+        _comparison_row(metric, c),
+    ]
+    return lines + _hack_line(transfer.get("reward_hack_signs"))
+
+
+def _comparison_row(name: str, c: Mapping[str, Any]) -> str:
+    return (
+        f"| {_cell(name)} | {_num(c.get('before'))} | {_num(c.get('after'))} | {_num(c.get('mean_diff'), '+.3f')} "
+        f"| [{_num(c.get('ci_low'), '+.3f')}, {_num(c.get('ci_high'), '+.3f')}] | {_cell(c.get('verdict'))} |"
+    )
+
+
+def _hack_line(signs: Sequence[str] | None) -> list[str]:
+    if not signs:
+        return []
+    text = _cell("; ".join(signs))
+    return ["", f"**Reward hack suspected**: the reward improved while the answers collapsed ({text})."]
 
 
 def build_model_card(
@@ -274,6 +311,9 @@ def build_model_card(
     if facts.description:
         lines += ["", f"The recipe: {_cell(facts.description)}"]
     lines += ["", "## Held-out evaluation (before / after training)", "", *held_out_table(facts.evaluation)]
+    second = transfer_headline(facts.evaluation)
+    if second:
+        lines += ["", *second]
     if facts.reward_curve is not None:
         lines += ["", "## Reward during training", "", f"![reward curve]({CURVE_FILE})"]
     lines += ["", "## Use", "", *_usage(kind, repo_id or "path/to/this/folder", base, gguf_files)]

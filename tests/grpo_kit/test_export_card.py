@@ -90,6 +90,40 @@ def test_the_card_reloads_with_its_metadata_and_the_held_out_table(run):
     assert check_export_files(run / "adapter") == []  # the manifest lists the card and the curve
 
 
+def test_the_card_states_the_second_held_out_sets_headline_under_its_label(run, tmp_path):
+    from grpo_kit.evaluation.report_card import transfer_label
+
+    label = transfer_label("gsm8k-handwritten")  # "held-out, written differently, without the worked example"
+    assert label not in ModelCard.load(write_model_card(run / "adapter", run_dir=run, kind="adapter")).text
+    held = (_report([-12.0, -10.0, -8.0, -9.0]), _report([-6.0, -5.0, -7.0, -4.0]))
+    second = (
+        "gsm8k-handwritten",
+        _report([-20.0, -18.0, -30.0, -22.0]),
+        _report([-19.0, -9.0, -25.0, -11.0]),
+    )
+    write_report_card(tmp_path, *held, transfer=second, n_boot=200)
+    (tmp_path / "merged").mkdir()
+    text = ModelCard.load(write_model_card(tmp_path / "merged", run_dir=tmp_path, kind="merged")).text
+    lines = text.splitlines()
+    heading = lines.index(f"### {label}")
+    assert heading > lines.index("## Held-out evaluation (before / after training)")
+    assert "`gsm8k-handwritten` (4 prompts): 40 grade-school problems written by hand" in lines[heading + 2]
+    # the headline run.json states (length_error: the first metric of HEADLINE_ORDER it has), from eval.json
+    c = json.loads((tmp_path / "eval.json").read_text())["transfer"]["comparisons"][
+        "length_error/length_reward"
+    ]
+    row = next(line for line in lines[heading:] if line.startswith("| length_error/length_reward |"))
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[1:] == [
+        f"{c['before']:.3f}",
+        f"{c['after']:.3f}",
+        f"{c['mean_diff']:+.3f}",
+        f"[{c['ci_low']:+.3f}, {c['ci_high']:+.3f}]",
+        c["verdict"],
+    ]
+    assert (cells[1], cells[2]) == ("22.500", "16.000")  # the second set's means, not the first set's 9.750
+
+
 def test_a_hub_model_and_dataset_become_metadata(tmp_path):
     run = tmp_path / "run"
     _make_run(run, overrides={"model": "smollm2-135m-instruct", "dataset_source": None})

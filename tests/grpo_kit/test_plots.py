@@ -121,3 +121,62 @@ def test_reward_curve_ticks_are_whole_steps(tmp_path):
         figure.canvas.draw()
         ticks = [t for t in axis.get_xticks() if axis.get_xlim()[0] <= t <= axis.get_xlim()[1]]
         assert ticks and all(float(t).is_integer() for t in ticks), ticks
+
+
+def _drawn_card(tmp_path, monkeypatch, **kwargs):
+    """write_report_card's report_card.png as the Figure it drew (the real drawing, kept for inspection)."""
+    import grpo_kit.plots
+
+    figures = []
+    draw = grpo_kit.plots.report_card_figure
+
+    def keep(*args, **kw):
+        figures.append(draw(*args, **kw))
+        return figures[-1]
+
+    monkeypatch.setattr(grpo_kit.plots, "report_card_figure", keep)
+    before = _report([20.0, 30.0, 24.0, 40.0] * 4, ["a long answer about the post"] * 16)
+    after = _report([4.0, 8.0, 2.0, 6.0] * 4, ["short"] * 16)
+    write_report_card(tmp_path, before, after, n_boot=500, **kwargs)
+    (figure,) = figures
+    return figure, [" ".join(ax.get_title().split()) for ax in figure.axes]
+
+
+def test_the_second_held_out_set_has_its_headline_row_under_its_label(tmp_path, monkeypatch):
+    import json
+
+    from matplotlib.container import BarContainer
+
+    from grpo_kit.evaluation.report_card import transfer_label
+
+    t_before = _report([10.0, 14.0, 12.0, 16.0] * 4, ["another long answer"] * 16)
+    t_after = _report([9.0, 15.0, 10.0, 11.0] * 4, ["shorter answer"] * 16)
+    figure, titles = _drawn_card(tmp_path, monkeypatch, transfer=("gsm8k-handwritten", t_before, t_after))
+    label = transfer_label("gsm8k-handwritten")  # "held-out, written differently, without the worked example"
+    metric = "length_error/length_reward_16_tokens"  # the set's headline metric, the one run.json states
+    assert [t for t in titles if label in t] == [f"{label} {metric_label(metric)[0]}"]
+    bars = figure.axes[titles.index(f"{label} {metric_label(metric)[0]}")]
+    change = figure.axes[figure.axes.index(bars) + 1]
+    c = json.loads((tmp_path / "eval.json").read_text())["transfer"]["comparisons"][metric]
+    # before and after: the second set's means, each with its own CI
+    before_bar, after_bar = [b for b in bars.containers if isinstance(b, BarContainer)]
+    assert [before_bar[0].get_height(), after_bar[0].get_height()] == pytest.approx([c["before"], c["after"]])
+    cis = side_cis(t_before, t_after, metric, n_boot=500)
+    drawn = [bar.errorbar.lines[2][0].get_segments()[0] for bar in (before_bar, after_bar)]
+    assert [(s[0][1], s[1][1]) for s in drawn] == pytest.approx([cis["before_ci"], cis["after_ci"]])
+    # beside them the paired change with its CI, titled with its verdict
+    (point,) = change.containers
+    assert list(point.lines[0].get_ydata()) == pytest.approx([c["mean_diff"]])
+    ((low, high),) = [(s[0][1], s[1][1]) for s in point.lines[2][0].get_segments()]
+    assert (low, high) == pytest.approx((c["ci_low"], c["ci_high"]))
+    assert change.get_title() == f"change: {c['verdict']}"
+    texts = [t.get_text() for ax in figure.axes for t in ax.texts]
+    assert label in texts and any("gsm8k-handwritten (16 prompts)" in t for t in texts)
+
+
+def test_a_card_without_a_second_set_draws_no_such_row(tmp_path, monkeypatch):
+    figure, titles = _drawn_card(tmp_path, monkeypatch)
+    assert not [t for t in titles if "written differently" in t]
+    assert not [t for ax in figure.axes for t in ax.texts if "written differently" in t.get_text()]
+    # two metrics: one row of two pairs, the reward-curve-less text panel below
+    assert len(figure.axes) == 5 and figure.get_size_inches()[1] == pytest.approx(3.1 + 4.2)
