@@ -78,13 +78,13 @@ def _between(text: str, start: str, end: str) -> str | None:
 def _count_xml(text: str, per_tag: float, per_trailing_char: float) -> float:
     count = 0.0
     reasoning = _between(text, "<reasoning>\n", "\n</reasoning>")
-    if reasoning is not None and not is_blank_section(reasoning):
+    if reasoning is not None and _reasoning_ok(reasoning):
         if text.count("<reasoning>\n") == 1:
             count += per_tag
         if text.count("\n</reasoning>\n") == 1:
             count += per_tag
     answer = _between(text, "\n<answer>\n", "\n</answer>")
-    if answer is not None and not is_blank_section(answer):
+    if answer is not None and _answer_ok(answer):
         if text.count("\n<answer>\n") == 1:
             count += per_tag
         if text.count("\n</answer>") == 1:
@@ -98,12 +98,25 @@ def _count_xml(text: str, per_tag: float, per_trailing_char: float) -> float:
 
 def xmlcount_reward(completions: Sequence, **kwargs) -> list[float]:
     r"""0.125 for each of ``<reasoning>\n``, ``\n</reasoning>\n``, ``\n<answer>\n``, ``\n</answer>`` present
-    exactly once around a non-blank section, minus 0.001 per character after ``</answer>\n``."""
+    exactly once around a non-blank section that holds no tag of its own (the reasoning may mention
+    ``<answer>``), minus 0.001 per character after ``</answer>\n``."""
     texts = completion_texts(completions, "xmlcount_reward")
     return [_count_xml(t, 0.125, 0.001) for t in texts]
 
 
 _REASONING_TAGS = ("<reasoning>", "</reasoning>")
+
+
+def _reasoning_ok(reasoning: str) -> bool:
+    """A letter or digit in it (not empty, not the prompt's ``...``), and no reasoning tag of its own: the
+    "section" of ``<reasoning>\n</reasoning>\n<answer>\n</reasoning>`` is the tags in between, which is
+    no reasoning (a hack SmolLM2-135M found for xmlcount on gsm8k-cpu once the ``...`` stopped paying)."""
+    return not is_blank_section(reasoning) and not any(tag in reasoning for tag in _REASONING_TAGS)
+
+
+def _answer_ok(answer: str) -> bool:
+    """A letter or digit in it and no tag at all (the last ``<answer>`` is the answer)."""
+    return not is_blank_section(answer) and not any(tag in answer for tag in _XML_TAGS)
 
 
 def _sections_ok(reasoning: str, answer: str) -> bool:
@@ -114,11 +127,7 @@ def _sections_ok(reasoning: str, answer: str) -> bool:
     the prose, decides the format, and :func:`~rewards.extract_xml_answer` reads the last ``<answer>``,
     which is the answer section here because the answer itself may contain no tag.
     """
-    if is_blank_section(reasoning) or is_blank_section(answer):
-        return False
-    return not any(tag in reasoning for tag in _REASONING_TAGS) and not any(
-        tag in answer for tag in _XML_TAGS
-    )
+    return _reasoning_ok(reasoning) and _answer_ok(answer)
 
 
 def _soft_ok(text: str) -> bool:

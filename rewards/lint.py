@@ -175,6 +175,8 @@ EMPTY_TAG_PROBES: list[tuple[str, str]] = [
     # The course's GSM8K system prompt shows this template; a small model learns to echo it (issue #27).
     ("the prompt's '...' template", "<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>\n"),
     ("'...' think/answer tags", "<think>...</think><answer>...</answer>"),
+    # Tags as the only "content": what the same model found next, for xmlcount (issue #27).
+    ("tags inside the tags", "<reasoning>\n</reasoning>\n<answer>\n</reasoning>\n"),
 ]
 _GOLD_COLUMNS = ("solution", "answer", "answers", "solutions", "ground_truth", "gold", "reference")
 

@@ -172,6 +172,23 @@ def test_pitfall_xml_rewards_pay_for_the_prompts_placeholder(original, ours):
     check_the_prompts_placeholder_earns_nothing(ours)
 
 
+def check_tags_inside_the_tags_earn_nothing(fn):
+    """Measured on gsm8k-cpu (issue #27): once '...' stopped paying, the model wrote the first text for every
+    problem, and xmlcount paid 0.25 for it: its "reasoning" was the tags between the first <reasoning> and
+    the second </reasoning>."""
+    nested = [
+        "<reasoning>\n</reasoning>\n<answer>\n</reasoning>\n",
+        "<reasoning>\n</reasoning>\n<answer>\n</answer>\n",
+    ]
+    assert fn(conv(nested)) == [0.0, 0.0]
+
+
+def test_pitfall_xmlcount_pays_for_tags_inside_the_tags():
+    fails(check_tags_inside_the_tags_earn_nothing, course.xmlcount_reward_func)
+    for ours in (rewards.xmlcount_reward, rewards.soft_format_reward, rewards.strict_format_reward):
+        check_tags_inside_the_tags_earn_nothing(ours)
+
+
 def test_a_placeholder_reasoning_earns_no_xml_format():
     placeholder_reasoning = XML.format(reasoning="...", answer="72")
     assert rewards.strict_format_reward([placeholder_reasoning]) == [0.0]
