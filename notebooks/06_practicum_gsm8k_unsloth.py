@@ -77,8 +77,10 @@ def _(mo):
     (`worked_example_fade`, the problems in order: `shuffle_dataset=False`): with the example on every
     row, the format learned held only with the example there. The held-out problems below carry an
     example; `grpo-kit train` also asks 40 problems written by hand without one (`gsm8k-handwritten`):
-    there, measured, the model writes the layout by copying the system prompt's own template (`...` for the
-    reasoning and the answer), and the report flags it as a reward hack.
+    there, measured on two seeds, the layout is not learned: once the example is gone, GRPO reinforces the
+    partial credit that is left (tags around any word, a bare number in `<answer>`). An earlier run seemed to
+    learn it, but wrote the system prompt's own template (`...` for the reasoning and the answer) for every
+    problem; the format rewards no longer pay for a section with no letter or digit.
     And the learning rate is 5e-4 (constant), because 40 steps must move the adapter, not 250.
     What to expect: the format is learned (strict-format rate on held-out problems, greedy, measured
     before and after with a 95 % confidence interval below); a 135M model rarely gets the answers right.
