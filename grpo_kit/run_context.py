@@ -498,15 +498,14 @@ class RunContext:
             what = "Terminated (SIGTERM)" if issubclass(exc_type, Terminated) else "Interrupted"
             if self.state.global_step > 0:
                 self.checkpoint = self._save()
-            if stops_reported_by_caller():  # the CLI prints the one line, with its resume command
-                return True
-            if self.state.global_step > 0:
-                print(
+                ending = (
                     f"{what} after step {self.state.global_step}; checkpoint saved to {self.checkpoint}. "
                     "Resume with resume_from_checkpoint=True (CLI: --resume)."
                 )
             else:
-                print(f"{what} before the first optimizer step finished; nothing to save.")
+                ending = f"{what} before the first optimizer step finished; nothing to save."
+            if not stops_reported_by_caller():  # the CLI prints its own one line, with the resume command
+                print(ending)
             return True
         finally:
             self._sigterm.__exit__(None, None, None)

@@ -38,6 +38,7 @@ __all__ = [
     "headline_metrics",
     "render_report_md",
     "side_cis",
+    "transfer_about",
     "transfer_label",
     "transfer_section_md",
     "write_report_card",
@@ -61,6 +62,17 @@ def transfer_label(name: str) -> str:
     spec = _shipped(name)
     return (
         f"{WRITTEN_DIFFERENTLY}, {spec.setting}" if spec is not None and spec.setting else WRITTEN_DIFFERENTLY
+    )
+
+
+def transfer_about(name: str, num_prompts: Any, description: str | None) -> str:
+    """One plain sentence on the second held-out set, for report_card.png and the model card: which set, how
+    many prompts, what it is, and why a change there matters. ``name`` as the medium shows it (the card
+    puts it in backticks)."""
+    what = f": {description}" if description else ""
+    return (
+        f"The recipe's second held-out set, {name} ({num_prompts} prompts){what}. Its rows are written apart "
+        "from the training rows, so a change here like the recipe's own held-out rows' is learning that transfers."
     )
 
 
@@ -362,14 +374,10 @@ def _transfer_headline(
     """The second held-out set's row of report_card.png: its headline metric (``headline_metric``, the one
     run.json's ``transfer_evaluation`` states) with each side's CI, its :func:`transfer_label` and what it is."""
     spec = _shipped(name)
-    what = f": {spec.description}" if spec is not None else ""
     return {
         **_with_side_cis(comparisons[headline_metric(comparisons)], before, after, **boot),
         "label": transfer_label(name),
-        "about": (
-            f"The recipe's second held-out set, {name} ({before.num_prompts} prompts){what}. The panels above "
-            "are the recipe's own held-out rows; a change here like theirs is learning that transfers."
-        ),
+        "about": transfer_about(name, before.num_prompts, spec.description if spec is not None else None),
         "hack_signs": list(hack_signs),
     }
 

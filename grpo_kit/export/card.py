@@ -216,22 +216,17 @@ def transfer_headline(evaluation: Mapping[str, Any] | None) -> list[str]:
     if not transfer or not transfer.get("comparisons"):
         return []
     from grpo_kit.evaluation.comparison import headline_metric
-    from grpo_kit.evaluation.report_card import transfer_label
+    from grpo_kit.evaluation.report_card import transfer_about, transfer_label
 
     comparisons = transfer["comparisons"]
     metric = headline_metric(comparisons)
     c = comparisons[metric]
     level = c.get("level", 0.95)
-    what = f": {_cell(transfer['description'])}" if transfer.get("description") else ""
-    about = (
-        f"The recipe's second held-out set, `{_cell(transfer['set'])}` ({c.get('n')} prompts){what}. Its rows are "
-        "written apart from the training rows, so a change here like the one above is learning that transfers. "
-        "Its headline metric:"
-    )
+    about = transfer_about(f"`{transfer['set']}`", c.get("n"), transfer.get("description"))
     lines = [
         f"### {_cell(transfer.get('label') or transfer_label(transfer['set']))}",
         "",
-        about,
+        f"{_cell(about)} Its headline metric:",
         "",
         f"| metric | before | after | change | {level:.0%} CI | verdict |",
         "|---|---:|---:|---:|---|---|",
