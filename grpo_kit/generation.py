@@ -121,7 +121,7 @@ def generate(
     model.eval()
     out: list[list[GeneratedCompletion]] = []
     try:
-        with torch.random.fork_rng(devices=[]), merged_lora(model):
+        with torch.random.fork_rng(devices=[]), merged_lora(model, pack_rows=d.batch_size * num_generations):
             torch.manual_seed(d.seed)
             for start in range(0, len(texts), d.batch_size):
                 chunk = texts[start : start + d.batch_size]

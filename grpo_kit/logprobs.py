@@ -21,6 +21,7 @@ https://huggingface.co/papers/2506.01939): keep only the top-ρ quantile of toke
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -152,10 +153,12 @@ def _logps_from_logits(
         # log p(token) = z_token − logsumexp(z): selective_log_softmax's arithmetic in one call
         logsumexp = torch.logsumexp(logits, dim=-1)  # (b, T)
         logps = logits.gather(-1, completion_ids.unsqueeze(-1)).squeeze(-1) - logsumexp  # (b, T)
-        if compute_entropy:
-            with entropy_grad:
-                probs = torch.exp(logits - logsumexp.unsqueeze(-1))  # (b, T, V)
-                entropies = logsumexp - (probs * logits).sum(-1)  # (b, T) H = logsumexp(z) − Σ p·z
+        if compute_entropy and entropy_requires_grad:
+            probs = torch.exp(logits - logsumexp.unsqueeze(-1))  # (b, T, V)
+            entropies = logsumexp - (probs * logits).sum(-1)  # (b, T) H = logsumexp(z) − Σ p·z
+        elif compute_entropy:
+            with torch.no_grad():  # the same arithmetic, 128 positions at a time: no (b, T, V) temporaries
+                entropies = _entropy_in_chunks(logits, logsumexp)  # (b, T)
     else:
         logps = selective_log_softmax(logits, completion_ids)  # (b, T) bf16-safe path
         if compute_entropy:
@@ -163,6 +166,16 @@ def _logps_from_logits(
                 entropies = entropy_from_logits(logits)  # (b, T)
     logps = logps.masked_fill(~keep, 0.0)
     return logps, None if entropies is None else entropies.masked_fill(~keep, 0.0)
+
+
+def _entropy_in_chunks(logits: torch.Tensor, logsumexp: torch.Tensor, chunk_size: int = 128) -> torch.Tensor:
+    """``logsumexp(z) − Σ softmax(z)·z`` of ``(b, T, V)`` logits given their ``(b, T)`` logsumexp, in chunks."""
+    flat, flat_lse = logits.reshape(-1, logits.size(-1)), logsumexp.reshape(-1)  # (b*T, V), (b*T,)
+    chunks = [
+        lse - (torch.exp(z - lse.unsqueeze(-1)) * z).sum(-1)  # (c,)
+        for z, lse in zip(flat.split(chunk_size), flat_lse.split(chunk_size), strict=True)
+    ]
+    return torch.cat(chunks).reshape(logsumexp.shape) if chunks else logsumexp.clone()  # (b, T)
 
 
 def per_token_logps_grouped(
@@ -178,16 +191,23 @@ def per_token_logps_grouped(
     entropy_requires_grad: bool = False,
     float32_logits: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``per_token_logps`` for groups of completions that share a prompt, running each prompt only once.
+    """``per_token_logps`` for groups of completions that share a prompt: each prompt runs once, and its G
+    completions are packed into one row, without their padding.
 
     ``prompt_ids``/``prompt_mask`` ``(B, P)`` hold the B *distinct* prompts; ``completion_ids``/``completion_mask``
-    ``(B*G, T)`` their G completions each, group by group. The prompt goes through the model once, its
-    key/value cache is repeated G times (autograd flows through the repeat into every completion's loss) and
-    the completions are scored on top of it. The result equals
-    ``per_token_logps(model, cat([prompt_ids.repeat_interleave(G), completion_ids]), …)`` (same positions, same
-    masks) up to float rounding, at a fraction of the cost when prompts are longer than completions.
-    (One difference under LoRA dropout: the G completions of a prompt share one dropout draw on the prompt.)
-    ``float32_logits``: as in :func:`per_token_logps`.
+    ``(B*G, T)`` their G completions each, group by group. Two forward passes:
+
+    1. the prompts, keeping their key/value cache and the logit that predicts each group's first token;
+    2. one row per prompt holding its G completions back to back, each cut after its last masked-in token
+       (``(B, S)``, S = the longest group's total, usually far less than G·T): a 4-D attention mask lets every
+       token see its prompt and the earlier tokens of its own completion only, and position ids continue
+       each completion from the prompt's width, so every position computes what the padded
+       ``(B*G, P+T)`` batch computes for it, and padding after an EOS costs nothing.
+
+    The result equals ``per_token_logps(model, cat([prompt_ids.repeat_interleave(G), completion_ids]), …)``
+    (same positions, same masks) up to float rounding; positions whose mask is 0 get 0. (Under LoRA dropout
+    the G completions of a prompt share one dropout draw on the prompt, and the draws on the completions
+    are other random numbers.) ``float32_logits``: as in :func:`per_token_logps`.
     """
     from transformers import DynamicCache
 
@@ -199,33 +219,119 @@ def per_token_logps_grouped(
             f"{completion_ids.size(0)} completions for {prompt_ids.size(0)} prompts × num_generations={G}: pass "
             "the distinct prompts and their completions group by group, with a mask of the completions' shape."
         )
+    N, T = completion_ids.shape
     cache = DynamicCache(config=getattr(model, "config", None))
-    # The prompt pass: keys/values of every prompt position, and the logit that predicts completion token 0.
+    # 1. The prompt pass: keys/values of every prompt position, and the logit that predicts completion token 0.
     first = model(
         input_ids=prompt_ids,
         attention_mask=prompt_mask,
         past_key_values=cache,
         use_cache=True,
         logits_to_keep=1,
-    ).logits[:, -1:, :]  # (B, 1, V)
-    cache.batch_repeat_interleave(G)
-    logits = first.repeat_interleave(G, dim=0)  # (N, 1, V)
-    if completion_ids.size(1) > 1:
-        attention_mask = torch.cat(
-            [prompt_mask.repeat_interleave(G, dim=0), completion_mask], dim=1
-        )  # (N, P+T)
-        rest = model(
-            input_ids=completion_ids[:, :-1],
-            attention_mask=attention_mask[:, :-1],
+    ).logits[:, -1, :]  # (B, V)
+    packed = _pack_completions(prompt_mask, completion_ids, completion_mask, G)
+    # One logit row per completion position computed, in two parts: token 0 of each completion, then the rest.
+    parts = [(first.repeat_interleave(G, dim=0)[packed.first_rows], packed.first_target)]  # (n0, V)
+    del first
+    if packed.input_ids.size(1) > 0:
+        # 2. The completions, packed: the logits at real positions predict completion tokens 1 … L-1.
+        logits = model(
+            input_ids=packed.input_ids,
+            attention_mask=packed.attention_mask,
+            position_ids=packed.position_ids,
             past_key_values=cache,
             use_cache=True,
-        ).logits  # (N, T-1, V) predictions of completion tokens 1 … T-1
-        logits = torch.cat([logits, rest], dim=1)  # (N, T, V)
-    if float32_logits:
-        logits = logits.float()
-    if temperature != 1.0:
-        logits = logits / temperature
-    return _logps_from_logits(logits, completion_ids, completion_mask, compute_entropy, entropy_requires_grad)
+        ).logits  # (B, S, V)
+        parts.append((logits[packed.source], packed.rest_target))  # (n1, V)
+        del logits  # only the real positions' rows are kept (the peak of a training step is here)
+    logps, entropies = [], []
+    for part_logits, target in parts:
+        if float32_logits:
+            part_logits = part_logits.float()
+        if temperature != 1.0:
+            part_logits = part_logits / temperature
+        part_logps, part_entropies = _logps_from_logits(
+            part_logits.unsqueeze(0),
+            completion_ids[target].unsqueeze(0),
+            completion_mask[target].unsqueeze(0),
+            compute_entropy,
+            entropy_requires_grad,
+        )  # (1, n_i), (1, n_i) | None
+        logps.append(part_logps[0])
+        entropies.append(None if part_entropies is None else part_entropies[0])
+    del parts, part_logits
+    target = tuple(torch.cat(pair) for pair in zip(packed.first_target, packed.rest_target, strict=True))
+
+    def scatter(values: list[torch.Tensor]) -> torch.Tensor:  # -> (N, T), 0 where nothing was computed
+        flat = torch.cat(values)  # (n,)
+        return flat.new_zeros(N, T).index_put(target, flat)
+
+    return scatter(logps), scatter(entropies) if compute_entropy else None
+
+
+@dataclass
+class _PackedCompletions:
+    """The index tables of :func:`per_token_logps_grouped`'s packed pass (all long tensors)."""
+
+    input_ids: torch.Tensor  # (B, S) the G completions of prompt b back to back, each without its last token
+    attention_mask: torch.Tensor  # (B, 1, S, P+S) bool: the prompt's real tokens + own completion, causal
+    position_ids: torch.Tensor  # (B, S) P + offset within the completion (the padded batch's positions)
+    first_rows: (
+        torch.Tensor
+    )  # (n0,) completions with at least one token: their token 0 comes from the prompt pass
+    first_target: tuple[torch.Tensor, torch.Tensor]  # (n0,), (n0,) (completion, column 0) of first_rows
+    source: tuple[torch.Tensor, torch.Tensor]  # (n1,), (n1,) real packed positions (b, s) ...
+    rest_target: tuple[
+        torch.Tensor, torch.Tensor
+    ]  # (n1,), (n1,) ... and the (completion, column) each predicts
+
+
+def _pack_completions(prompt_mask, completion_ids, completion_mask, G: int) -> _PackedCompletions:
+    B, P = prompt_mask.shape
+    T = completion_ids.size(1)
+    device = completion_ids.device
+    columns = torch.arange(1, T + 1, device=device)  # (T,)
+    # A completion counts up to its last masked-in token; what follows is padding, never computed.
+    lengths = (completion_mask.ne(0).long() * columns).amax(dim=1).tolist()  # (N,) as ints
+    spans = [max(n - 1, 0) for n in lengths]  # inputs per completion: tokens 0 … L-2 predict tokens 1 … L-1
+    width = max([sum(spans[b * G : (b + 1) * G]) for b in range(B)] + [0])
+    input_ids = completion_ids.new_zeros(B, width)  # (B, S) padding: token 0, never read
+    segment = torch.full((B, width), -1, dtype=torch.long, device=device)  # (B, S) -1 = padding
+    key_in = torch.zeros(B, width, dtype=torch.bool, device=device)  # (B, S) tokens the mask lets others see
+    offset = torch.zeros(B, width, dtype=torch.long, device=device)  # (B, S)
+    source_b, source_s, target_n, target_t = [], [], [], []
+    for n, span in enumerate(spans):
+        b = n // G
+        start = sum(spans[b * G : n])
+        input_ids[b, start : start + span] = completion_ids[n, :span]
+        segment[b, start : start + span] = n
+        key_in[b, start : start + span] = completion_mask[n, :span].ne(0)
+        offset[b, start : start + span] = torch.arange(span, device=device)
+        source_b += [b] * span
+        source_s += range(start, start + span)
+        target_n += [n] * span
+        target_t += range(1, span + 1)
+    first_rows = [n for n, length in enumerate(lengths) if length > 0]
+    same_completion = segment.unsqueeze(2) == segment.unsqueeze(1)  # (B, S, S)
+    causal = torch.ones(width, width, dtype=torch.bool, device=device).tril()  # (S, S)
+    # As in the padded batch, a token sees its prompt's real tokens (so no row is empty) and the masked-in tokens
+    # of its own completion up to itself.
+    own = same_completion & causal & key_in.unsqueeze(1)  # (B, S, S)
+    prompt = prompt_mask.bool().unsqueeze(1).expand(B, width, P)  # (B, S, P)
+    attention_mask = torch.cat([prompt, own], dim=2).unsqueeze(1)  # (B, 1, S, P+S)
+
+    def longs(values) -> torch.Tensor:
+        return torch.tensor(list(values), dtype=torch.long, device=device)
+
+    return _PackedCompletions(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        position_ids=P + offset,
+        first_rows=longs(first_rows),
+        first_target=(longs(first_rows), longs([0] * len(first_rows))),
+        source=(longs(source_b), longs(source_s)),
+        rest_target=(longs(target_n), longs(target_t)),
+    )
 
 
 def entropy_mask(entropies: torch.Tensor, mask: torch.Tensor, top_entropy_quantile: float) -> torch.Tensor:

@@ -30,10 +30,12 @@ What this loop simplifies compared with TRL's GRPOTrainer:
   (``log_completions``) is TRL's parquet file per logging step (``grpo_kit.completions_table``);
 * ``torch.optim.AdamW`` (no decay on biases and norms, like ``Trainer``) + a ``transformers`` schedule;
 * when ``per_device_train_batch_size`` is a multiple of G, micro-batches hold whole groups and each prompt
-  runs through the model once per micro-batch (``per_token_logps_grouped``); the summed gradient is TRL's
-  for every loss type except ``bnpo`` (its token count depends on the split);
-* sampling: one prefill per prompt, LoRA merged into the weights, no dropout: the same distribution as
-  ``generate`` up to float rounding, other random numbers (tests/grpo_kit/test_sampling.py, a chi-square test);
+  runs through the model once per micro-batch, its G completions packed into one row without their padding
+  (``per_token_logps_grouped``); the summed gradient is TRL's for every loss type except ``bnpo`` (its token
+  count depends on the split); under LoRA dropout the draws are other random numbers than TRL's;
+* sampling: one prefill per prompt, LoRA merged into the weights (on CPU packed for oneDNN), no dropout: the
+  same distribution as ``generate`` up to float rounding, other random numbers (tests/grpo_kit/test_sampling.py,
+  a chi-square test);
   on the same completions two optimizer steps give TRL's weights to 1e-5 (tests/grpo_kit/test_step_parity.py);
 * ``top_entropy_quantile < 1`` drops low-entropy tokens from the policy loss, exactly as TRL
   (``compute_loss(entropy_mask=...)``: the normalisation still counts every token);
@@ -305,8 +307,9 @@ def _sample(model, tokenizer, unique_rows, config: GRPOLoopConfig, eos_token_ids
         encoded["input_ids"].to(device),
         encoded["attention_mask"].to(device),
     )  # (N/G, P)
-    # One matmul per adapted layer while decoding (grpo_kit.sampling); bf16: with bf16 copies of the weights.
-    with merged_lora(model, torch.bfloat16 if config.bf16 else None):
+    # One matmul per adapted layer while decoding, with oneDNN-packed weights on CPU (grpo_kit.sampling); bf16:
+    # with bf16 copies of the weights.
+    with merged_lora(model, torch.bfloat16 if config.bf16 else None, pack_rows=len(rows)):
         sampled = sample_completions(
             model,
             prompt_ids,

@@ -14,6 +14,12 @@ what GRPO does not need), with two savings that GRPO's batch shape makes possibl
   LoRA layer turns one of them into three plus a dropout. While sampling, each adapted layer runs with
   the single matrix ``W + ΔW`` (adapter disabled); the original weight tensors are put back afterwards,
   untouched (no merge/unmerge rounding drift). Like sampling in eval mode, the LoRA dropout is off.
+* **oneDNN-packed weights on CPU** (``packed_linears``): a decode step multiplies a handful of rows by every
+  weight matrix. PyTorch's CPU ``linear`` goes to MKL's sgemm, which at so few rows runs far below what
+  the memory allows (on an AMD EPYC: 30 GFLOP/s at 8 rows, and the LM head 3× slower than oneDNN). For
+  the duration of the sampling every ``nn.Linear`` (the LM head included) multiplies with a copy of its
+  weight reordered once for oneDNN, the library PyTorch's own compiler uses for CPU linears
+  (``benchmarks/bench_loop_vs_trl.py``: the README's "A faster step"). Same products up to float rounding.
 
 The logits are warped in the order transformers' ``generate`` uses: repetition penalty, temperature,
 top-k, top-p, min-p. Position ids follow the attention mask, as ``generate`` does for left padding.
@@ -22,6 +28,7 @@ top-k, top-p, min-p. Position ids follow the attention mask, as ``generate`` doe
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 
 import torch
@@ -31,6 +38,7 @@ __all__ = [
     "context_length",
     "mask_after_eos",
     "merged_lora",
+    "packed_linears",
     "sample_completions",
     "sample_next_token",
     "stop_token_ids",
@@ -59,7 +67,9 @@ def _mergeable_lora_layers(model: torch.nn.Module) -> list | None:
 
 
 @contextlib.contextmanager
-def merged_lora(model: torch.nn.Module, dtype: torch.dtype | None = None) -> Iterator[bool]:
+def merged_lora(
+    model: torch.nn.Module, dtype: torch.dtype | None = None, *, pack_rows: int | None = None
+) -> Iterator[bool]:
     """Inside the block, every plain LoRA layer computes ``x (W + ΔW)ᵀ`` in one matmul; yields whether it did.
 
     ``dtype`` (e.g. ``torch.bfloat16``): inside the block *every* floating weight of the model (merged or
@@ -67,6 +77,11 @@ def merged_lora(model: torch.nn.Module, dtype: torch.dtype | None = None) -> Ite
     AVX512-BF16 a bf16 decode step reads half the bytes and multiplies several times faster than fp32
     (``benchmarks/bench_loop_vs_trl.py``); the copies take half the memory of the fp32 merged matrices.
     Buffers (rotary frequencies) stay as they are. ``None``: the weights keep their dtype.
+
+    ``pack_rows`` (decoding on CPU): each merged matrix goes straight into a oneDNN copy reordered for that
+    many rows, which the base layer multiplies with (as in :func:`packed_linears`); no separate merged matrix
+    is kept, so the block holds one copy of the adapted weights, not two. The base layer's ``weight`` is
+    then the original inside the block; use the block for no-grad decoding only.
 
     The merged matrices are new tensors: the original weights are only set aside and put back on exit
     (even after an exception), so training never sees a merged or cast weight. No-op for models without
@@ -87,25 +102,91 @@ def merged_lora(model: torch.nn.Module, dtype: torch.dtype | None = None) -> Ite
             copies[id(original)] = torch.nn.Parameter(cast, requires_grad=False)
         module._parameters[name] = copies[id(original)]
 
+    packed_bases: list[torch.nn.Module] = []  # base layers whose forward multiplies with a packed W + ΔW
     try:
         with torch.no_grad():
-            merged_bases = set()
-            for module, active in layers or []:
-                base = module.base_layer
-                stand_in(base, "weight", base.weight + sum(module.get_delta_weight(a) for a in active))
-                merged_bases.add(id(base))
-            if dtype is not None:
+            merged_bases = {id(module.base_layer) for module, _ in layers or []}
+            if dtype is not None:  # first, so a packed base layer picks up its bias's stand-in
                 for module in model.modules():
                     for name, param in list(module._parameters.items()):
                         is_merged = id(module) in merged_bases and name == "weight"
                         if param is not None and param.is_floating_point() and not is_merged:
                             stand_in(module, name, param.detach())
+            for module, active in layers or []:
+                base = module.base_layer
+                merged = base.weight + sum(module.get_delta_weight(a) for a in active)
+                merged = merged if dtype is None else merged.to(dtype)
+                if pack_rows is not None and _install_packed(base, merged, pack_rows):
+                    packed_bases.append(base)
+                else:
+                    stand_in(base, "weight", merged)
+                del merged  # packed: the oneDNN copy is the only one kept
         adapter_off = model.disable_adapter() if layers is not None else contextlib.nullcontext()
         with adapter_off:  # the LoRA branch is already inside W + ΔW
             yield layers is not None
     finally:
+        for base in packed_bases:
+            vars(base).pop("forward", None)
         for module, name, original in reversed(saved):
             module._parameters[name] = original
+
+
+def _packed_linear_forward(packed: torch.Tensor, bias: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor:
+    return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+
+
+def _install_packed(module: torch.nn.Module, weight: torch.Tensor, rows: int) -> bool:
+    """``module.forward`` becomes ``x @ weightᵀ + module.bias`` with a oneDNN copy of ``weight`` reordered for
+    ``rows`` rows (an instance attribute: popping it restores the class's forward). False where oneDNN is
+    missing or refuses the weight; the module is then unchanged."""
+    if not (
+        torch.backends.mkldnn.is_available()
+        and weight.device.type == "cpu"
+        and weight.dtype in (torch.float32, torch.bfloat16)
+    ):
+        return False
+    try:
+        packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), max(rows, 1))
+    except RuntimeError:
+        return False
+    module.forward = functools.partial(_packed_linear_forward, packed, module.bias)
+    return True
+
+
+def _can_pack(module: torch.nn.Module) -> bool:
+    weight = getattr(module, "weight", None)
+    return (
+        type(module) is torch.nn.Linear  # subclasses (quantized, LoRA wrappers) keep their own forward
+        and "forward" not in vars(module)  # already replaced by someone else: leave it
+        and isinstance(weight, torch.Tensor)
+    )
+
+
+@contextlib.contextmanager
+def packed_linears(model: torch.nn.Module, rows: int) -> Iterator[int]:
+    """Inside the block, every plain CPU ``nn.Linear`` multiplies with a oneDNN copy of its weight, reordered
+    once for ``rows`` input rows (any number of rows still works); yields how many layers do.
+
+    For decoding only: the copies carry no gradient, so the block does nothing while gradients are enabled.
+    Enter it with the sampling weights in place (inside ``merged_lora``): a weight changed inside the block is
+    not seen. Outside the block each layer's ``forward`` is its class's again and the copies are freed. Where
+    this build of PyTorch has no oneDNN, or oneDNN refuses a layer, that layer keeps its own forward; LoRA
+    wrappers keep theirs and reach their base layer's, which is packed.
+    """
+    if torch.is_grad_enabled() or not torch.backends.mkldnn.is_available():
+        yield 0
+        return
+    replaced = []
+    try:
+        for name, module in model.named_modules():
+            if ".lora_" in f".{name}" or not _can_pack(module):  # a LoRA adapter's own A/B: unused here
+                continue
+            if _install_packed(module, module.weight, rows):
+                replaced.append(module)
+        yield len(replaced)
+    finally:
+        for module in replaced:
+            vars(module).pop("forward", None)
 
 
 def warp_logits(
@@ -194,9 +275,35 @@ def sample_completions(
     Returns ``(B * G, T)`` token ids, the G completions of prompt b in rows ``b*G … b*G+G-1``; after a
     row's EOS come ``pad_token_id``; ``T <= max_new_tokens`` (the loop stops once every row has ended).
     """
+    check_fits_context(model, prompt_ids.size(1), max_new_tokens)
+    with packed_linears(model, rows=prompt_ids.size(0) * num_generations):
+        return _decode(
+            model,
+            prompt_ids,
+            prompt_mask,
+            num_generations,
+            max_new_tokens,
+            eos_token_ids,
+            pad_token_id,
+            repetition_penalty,
+            {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p},
+        )
+
+
+def _decode(
+    model,
+    prompt_ids,
+    prompt_mask,
+    num_generations,
+    max_new_tokens,
+    eos_token_ids,
+    pad_token_id,
+    repetition_penalty,
+    warp,
+) -> torch.Tensor:
+    """``sample_completions``' prefill and decode loop, with the model's weights as they are."""
     from transformers import DynamicCache
 
-    check_fits_context(model, prompt_ids.size(1), max_new_tokens)
     G = num_generations
     cache = DynamicCache(config=getattr(model, "config", None))
     position_ids = (prompt_mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, P) left padding starts at 0
@@ -223,9 +330,7 @@ def sample_completions(
             from transformers import RepetitionPenaltyLogitsProcessor
 
             logits = RepetitionPenaltyLogitsProcessor(repetition_penalty)(history, logits.float())
-        token = sample_next_token(
-            logits, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p
-        )  # (N,)
+        token = sample_next_token(logits, **warp)  # (N,)
         token = token.masked_fill(finished, pad_token_id)  # rows that already ended only pad
         tokens.append(token)
         finished |= torch.isin(token, eos)

@@ -172,9 +172,18 @@ def test_bad_inputs_name_the_fix(model_and_batch):
         per_token_logps(model, input_ids, attention_mask, input_ids.size(1))
 
 
-def test_grouped_scoring_equals_scoring_each_row():
-    """per_token_logps_grouped runs each prompt once and shares its KV cache with the G completions; values,
-    entropies and gradients must equal scoring every (prompt, completion) row separately."""
+#: completion masks (6 completions × 5 tokens, two groups of 3) the grouped, packed pass must get right
+MASK_CASES = {
+    "early EOS and a one-token completion": {1: (3, 5), 4: (1, 5)},
+    "a fully masked completion (mask_truncated_completions) and a hole": {5: (0, 5), 2: (2, 3)},
+    "every completion one token (no packed pass)": {n: (1, 5) for n in range(6)},
+}
+
+
+@pytest.mark.parametrize("masked", MASK_CASES.values(), ids=MASK_CASES.keys())
+def test_grouped_scoring_equals_scoring_each_row(masked):
+    """per_token_logps_grouped runs each prompt once and packs its G completions into one row without their
+    padding; values, entropies and gradients must equal scoring every (prompt, completion) row separately."""
     torch.manual_seed(0)
     model, tokenizer = tiny_model(seed=0, lora={"r": 4, "lora_dropout": 0.0})
     with torch.no_grad():  # a non-zero adapter, so the gradient reaches both LoRA matrices
@@ -188,8 +197,8 @@ def test_grouped_scoring_equals_scoring_each_row():
     g = torch.Generator().manual_seed(0)
     completion_ids = torch.randint(0, 1000, (2 * G, T), generator=g)
     completion_mask = torch.ones(2 * G, T, dtype=torch.long)
-    completion_mask[1, 3:] = 0
-    completion_mask[4, 1:] = 0
+    for row, (start, stop) in masked.items():
+        completion_mask[row, start:stop] = 0
     completion_ids = completion_ids.masked_fill(completion_mask == 0, tokenizer.pad_token_id)
     prompt_ids, prompt_mask = (
         enc["input_ids"].repeat_interleave(G, 0),

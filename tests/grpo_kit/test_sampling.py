@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from grpo_kit.models import tiny_model
-from grpo_kit.sampling import merged_lora, sample_completions, sample_next_token, warp_logits
+from grpo_kit.sampling import merged_lora, packed_linears, sample_completions, sample_next_token, warp_logits
 
 
 def _warped_by_transformers(logits: torch.Tensor, warp: dict) -> torch.Tensor:
@@ -156,6 +156,51 @@ def test_merged_lora_samples_like_the_adapter_and_restores_the_weights():
     plain, _ = tiny_model(seed=0)
     with merged_lora(plain) as merged:
         assert not merged
+
+
+def _overridden(model) -> list[str]:
+    return [name for name, module in model.named_modules() if "forward" in vars(module)]
+
+
+needs_onednn = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="this torch has no oneDNN")
+
+
+@needs_onednn
+def test_packed_weights_compute_the_adapted_model_and_leave_nothing_behind(monkeypatch):
+    """merged_lora(pack_rows=...) multiplies every adapted layer with one oneDNN copy of W + ΔW and
+    packed_linears the other linears (the LM head): the logits are the adapter's to float rounding, and on exit
+    every forward is its class's again and every parameter the same tensor, bit for bit."""
+    model, tokenizer = tiny_model(seed=0, lora={"r": 4, "lora_dropout": 0.0})
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.2)
+    model.eval()
+    before = {name: (p, p.detach().clone()) for name, p in model.named_parameters()}
+    enc = tokenizer(["Hi", "A longer prompt"], return_tensors="pt", padding=True, padding_side="left")
+    lora_layers = [n for n, m in model.named_modules() if n.endswith(".base_layer")]
+    with torch.no_grad():
+        adapter = model(**enc).logits  # (2, P, V)
+        with model.disable_adapter():
+            base = model(**enc).logits
+        with merged_lora(model, pack_rows=4) as merged:
+            assert merged and sorted(_overridden(model)) == sorted(lora_layers)
+            with packed_linears(model, rows=4) as also_packed:
+                assert also_packed >= 1 and "lm_head" in [n.split(".")[-1] for n in _overridden(model)]
+                packed = model(**enc).logits
+            assert sorted(_overridden(model)) == sorted(lora_layers)  # the inner block undid only its own
+    torch.testing.assert_close(packed, adapter, atol=1e-5, rtol=1e-5)
+    assert (adapter - base).abs().max() > 1e-2  # the adapter matters, so the match is not the base model's
+    assert _overridden(model) == []
+    for name, p in model.named_parameters():
+        assert p is before[name][0] and torch.equal(p, before[name][1]), name
+    with packed_linears(model, rows=4) as count:  # gradients on: packed copies would carry none
+        assert count == 0 and _overridden(model) == []
+    # Without oneDNN the merged weights stand in for the originals, as before.
+    monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
+    with torch.no_grad(), merged_lora(model, pack_rows=4) as merged:
+        assert merged and _overridden(model) == []
+        torch.testing.assert_close(model(**enc).logits, adapter, atol=1e-5, rtol=1e-5)
 
 
 def test_sampling_and_generate_build_no_autograd_graph():
