@@ -275,81 +275,59 @@ def sample_completions(
     Returns ``(B * G, T)`` token ids, the G completions of prompt b in rows ``b*G … b*G+G-1``; after a
     row's EOS come ``pad_token_id``; ``T <= max_new_tokens`` (the loop stops once every row has ended).
     """
-    check_fits_context(model, prompt_ids.size(1), max_new_tokens)
-    with packed_linears(model, rows=prompt_ids.size(0) * num_generations):
-        return _decode(
-            model,
-            prompt_ids,
-            prompt_mask,
-            num_generations,
-            max_new_tokens,
-            eos_token_ids,
-            pad_token_id,
-            repetition_penalty,
-            {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p},
-        )
-
-
-def _decode(
-    model,
-    prompt_ids,
-    prompt_mask,
-    num_generations,
-    max_new_tokens,
-    eos_token_ids,
-    pad_token_id,
-    repetition_penalty,
-    warp,
-) -> torch.Tensor:
-    """``sample_completions``' prefill and decode loop, with the model's weights as they are."""
     from transformers import DynamicCache
 
-    G = num_generations
-    cache = DynamicCache(config=getattr(model, "config", None))
-    position_ids = (prompt_mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, P) left padding starts at 0
-    # Prefill each distinct prompt once; keep only the logits of its last position.
-    logits = model(
-        input_ids=prompt_ids,
-        attention_mask=prompt_mask,
-        position_ids=position_ids,
-        past_key_values=cache,
-        use_cache=True,
-        logits_to_keep=1,
-    ).logits[:, -1, :]  # (B, V)
-    cache.batch_repeat_interleave(G)  # (B*G) rows now share each prompt's keys/values
-    logits = logits.repeat_interleave(G, dim=0)  # (N, V)
-    attention_mask = prompt_mask.repeat_interleave(G, dim=0)  # (N, P)
-    next_position = position_ids[:, -1:].repeat_interleave(G, dim=0) + 1  # (N, 1)
-    history = prompt_ids.repeat_interleave(G, dim=0) if repetition_penalty != 1.0 else None  # (N, P)
-
-    eos = torch.tensor(eos_token_ids, device=prompt_ids.device)
-    finished = torch.zeros(logits.size(0), dtype=torch.bool, device=prompt_ids.device)  # (N,)
-    tokens = []
-    for step in range(max_new_tokens):
-        if history is not None:
-            from transformers import RepetitionPenaltyLogitsProcessor
-
-            logits = RepetitionPenaltyLogitsProcessor(repetition_penalty)(history, logits.float())
-        token = sample_next_token(logits, **warp)  # (N,)
-        token = token.masked_fill(finished, pad_token_id)  # rows that already ended only pad
-        tokens.append(token)
-        finished |= torch.isin(token, eos)
-        if finished.all() or step == max_new_tokens - 1:
-            break
-        if history is not None:
-            history = torch.cat([history, token[:, None]], dim=1)
-        attention_mask = torch.cat(
-            [attention_mask, attention_mask.new_ones(attention_mask.size(0), 1)], dim=1
-        )
+    check_fits_context(model, prompt_ids.size(1), max_new_tokens)
+    # Every linear multiplies with a oneDNN-packed copy of its weight while decoding (CPU).
+    with packed_linears(model, rows=prompt_ids.size(0) * num_generations):
+        G = num_generations
+        cache = DynamicCache(config=getattr(model, "config", None))
+        position_ids = (prompt_mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, P) left padding starts at 0
+        # Prefill each distinct prompt once; keep only the logits of its last position.
         logits = model(
-            input_ids=token[:, None],
-            attention_mask=attention_mask,
-            position_ids=next_position,
+            input_ids=prompt_ids,
+            attention_mask=prompt_mask,
+            position_ids=position_ids,
             past_key_values=cache,
             use_cache=True,
-        ).logits[:, -1, :]  # (N, V)
-        next_position = next_position + 1
-    return torch.stack(tokens, dim=1)  # (N, T)
+            logits_to_keep=1,
+        ).logits[:, -1, :]  # (B, V)
+        cache.batch_repeat_interleave(G)  # (B*G) rows now share each prompt's keys/values
+        logits = logits.repeat_interleave(G, dim=0)  # (N, V)
+        attention_mask = prompt_mask.repeat_interleave(G, dim=0)  # (N, P)
+        next_position = position_ids[:, -1:].repeat_interleave(G, dim=0) + 1  # (N, 1)
+        history = prompt_ids.repeat_interleave(G, dim=0) if repetition_penalty != 1.0 else None  # (N, P)
+
+        eos = torch.tensor(eos_token_ids, device=prompt_ids.device)
+        finished = torch.zeros(logits.size(0), dtype=torch.bool, device=prompt_ids.device)  # (N,)
+        tokens = []
+        for step in range(max_new_tokens):
+            if history is not None:
+                from transformers import RepetitionPenaltyLogitsProcessor
+
+                logits = RepetitionPenaltyLogitsProcessor(repetition_penalty)(history, logits.float())
+            token = sample_next_token(
+                logits, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p
+            )  # (N,)
+            token = token.masked_fill(finished, pad_token_id)  # rows that already ended only pad
+            tokens.append(token)
+            finished |= torch.isin(token, eos)
+            if finished.all() or step == max_new_tokens - 1:
+                break
+            if history is not None:
+                history = torch.cat([history, token[:, None]], dim=1)
+            attention_mask = torch.cat(
+                [attention_mask, attention_mask.new_ones(attention_mask.size(0), 1)], dim=1
+            )
+            logits = model(
+                input_ids=token[:, None],
+                attention_mask=attention_mask,
+                position_ids=next_position,
+                past_key_values=cache,
+                use_cache=True,
+            ).logits[:, -1, :]  # (N, V)
+            next_position = next_position + 1
+        return torch.stack(tokens, dim=1)  # (N, T)
 
 
 def stop_token_ids(model, tokenizer) -> list[int]:
