@@ -157,8 +157,8 @@ def _logps_from_logits(
             probs = torch.exp(logits - logsumexp.unsqueeze(-1))  # (b, T, V)
             entropies = logsumexp - (probs * logits).sum(-1)  # (b, T) H = logsumexp(z) − Σ p·z
         elif compute_entropy:
-            with torch.no_grad():  # the same arithmetic, 128 positions at a time: no (b, T, V) temporaries
-                entropies = _entropy_in_chunks(logits, logsumexp)  # (b, T)
+            with torch.no_grad():  # a metric and a mask only: in chunks, no (b, T, V) temporaries
+                entropies = entropy_from_logits(logits)  # (b, T)
     else:
         logps = selective_log_softmax(logits, completion_ids)  # (b, T) bf16-safe path
         if compute_entropy:
@@ -166,16 +166,6 @@ def _logps_from_logits(
                 entropies = entropy_from_logits(logits)  # (b, T)
     logps = logps.masked_fill(~keep, 0.0)
     return logps, None if entropies is None else entropies.masked_fill(~keep, 0.0)
-
-
-def _entropy_in_chunks(logits: torch.Tensor, logsumexp: torch.Tensor, chunk_size: int = 128) -> torch.Tensor:
-    """``logsumexp(z) − Σ softmax(z)·z`` of ``(b, T, V)`` logits given their ``(b, T)`` logsumexp, in chunks."""
-    flat, flat_lse = logits.reshape(-1, logits.size(-1)), logsumexp.reshape(-1)  # (b*T, V), (b*T,)
-    chunks = [
-        lse - (torch.exp(z - lse.unsqueeze(-1)) * z).sum(-1)  # (c,)
-        for z, lse in zip(flat.split(chunk_size), flat_lse.split(chunk_size), strict=True)
-    ]
-    return torch.cat(chunks).reshape(logsumexp.shape) if chunks else logsumexp.clone()  # (b, T)
 
 
 def per_token_logps_grouped(
@@ -230,9 +220,7 @@ def per_token_logps_grouped(
         logits_to_keep=1,
     ).logits[:, -1, :]  # (B, V)
     packed = _pack_completions(prompt_mask, completion_ids, completion_mask, G)
-    # One logit row per completion position computed, in two parts: token 0 of each completion, then the rest.
-    parts = [(first.repeat_interleave(G, dim=0)[packed.first_rows], packed.first_target)]  # (n0, V)
-    del first
+    rows = [first.repeat_interleave(G, dim=0)[packed.first_rows]]  # (n0, V) completion token 0
     if packed.input_ids.size(1) > 0:
         # 2. The completions, packed: the logits at real positions predict completion tokens 1 … L-1.
         logits = model(
@@ -242,31 +230,24 @@ def per_token_logps_grouped(
             past_key_values=cache,
             use_cache=True,
         ).logits  # (B, S, V)
-        parts.append((logits[packed.source], packed.rest_target))  # (n1, V)
-        del logits  # only the real positions' rows are kept (the peak of a training step is here)
-    logps, entropies = [], []
-    for part_logits, target in parts:
-        if float32_logits:
-            part_logits = part_logits.float()
-        if temperature != 1.0:
-            part_logits = part_logits / temperature
-        part_logps, part_entropies = _logps_from_logits(
-            part_logits.unsqueeze(0),
-            completion_ids[target].unsqueeze(0),
-            completion_mask[target].unsqueeze(0),
-            compute_entropy,
-            entropy_requires_grad,
-        )  # (1, n_i), (1, n_i) | None
-        logps.append(part_logps[0])
-        entropies.append(None if part_entropies is None else part_entropies[0])
-    del parts, part_logits
-    target = tuple(torch.cat(pair) for pair in zip(packed.first_target, packed.rest_target, strict=True))
+        rows.append(logits[packed.source])  # (n1, V)
+    flat = torch.cat(rows).unsqueeze(0)  # (1, n, V): one logit row per completion position computed
+    if float32_logits:
+        flat = flat.float()
+    if temperature != 1.0:
+        flat = flat / temperature
+    logps, entropies = _logps_from_logits(
+        flat,
+        completion_ids[packed.target].unsqueeze(0),
+        completion_mask[packed.target].unsqueeze(0),
+        compute_entropy,
+        entropy_requires_grad,
+    )  # (1, n), (1, n) | None
 
-    def scatter(values: list[torch.Tensor]) -> torch.Tensor:  # -> (N, T), 0 where nothing was computed
-        flat = torch.cat(values)  # (n,)
-        return flat.new_zeros(N, T).index_put(target, flat)
+    def scatter(values: torch.Tensor) -> torch.Tensor:  # (1, n) -> (N, T), 0 where nothing was computed
+        return values.new_zeros(N, T).index_put(packed.target, values[0])
 
-    return scatter(logps), scatter(entropies) if compute_entropy else None
+    return scatter(logps), None if entropies is None else scatter(entropies)
 
 
 @dataclass
@@ -276,14 +257,11 @@ class _PackedCompletions:
     input_ids: torch.Tensor  # (B, S) the G completions of prompt b back to back, each without its last token
     attention_mask: torch.Tensor  # (B, 1, S, P+S) bool: the prompt's real tokens + own completion, causal
     position_ids: torch.Tensor  # (B, S) P + offset within the completion (the padded batch's positions)
-    first_rows: (
-        torch.Tensor
-    )  # (n0,) completions with at least one token: their token 0 comes from the prompt pass
-    first_target: tuple[torch.Tensor, torch.Tensor]  # (n0,), (n0,) (completion, column 0) of first_rows
-    source: tuple[torch.Tensor, torch.Tensor]  # (n1,), (n1,) real packed positions (b, s) ...
-    rest_target: tuple[
-        torch.Tensor, torch.Tensor
-    ]  # (n1,), (n1,) ... and the (completion, column) each predicts
+    # (n0,) completions with at least one token: their token 0 is predicted by the prompt pass
+    first_rows: torch.Tensor
+    source: tuple[torch.Tensor, torch.Tensor]  # (n1,), (n1,) real packed positions (b, s)
+    # (n,), (n,) the (completion, column) each computed logit row predicts: first_rows' column 0, then source's
+    target: tuple[torch.Tensor, torch.Tensor]
 
 
 def _pack_completions(prompt_mask, completion_ids, completion_mask, G: int) -> _PackedCompletions:
@@ -328,9 +306,8 @@ def _pack_completions(prompt_mask, completion_ids, completion_mask, G: int) -> _
         attention_mask=attention_mask,
         position_ids=P + offset,
         first_rows=longs(first_rows),
-        first_target=(longs(first_rows), longs([0] * len(first_rows))),
         source=(longs(source_b), longs(source_s)),
-        rest_target=(longs(target_n), longs(target_t)),
+        target=(longs(first_rows + target_n), longs([0] * len(first_rows) + target_t)),
     )
 
 
