@@ -10,7 +10,12 @@ file, or raw rows already loaded (a ``datasets.Dataset`` or ``list[dict]``)::
 ``datasets`` is imported lazily, inside the loaders; importing this package is cheap.
 """
 
-from datasets_prep.chat import is_conversational_prompt, prompt_to_text
+from datasets_prep.chat import (
+    SAMPLING_PROMPT,
+    is_conversational_prompt,
+    prompt_to_sample_from,
+    prompt_to_text,
+)
 from datasets_prep.deepmath import format_deepmath_row, load_deepmath
 from datasets_prep.environment_tasks import environment_task_rows, load_environment_task_split
 from datasets_prep.gsm8k import (
@@ -30,6 +35,7 @@ from datasets_prep.tool_tasks import CALCULATOR_TOOLS, load_tool_task_split, loa
 
 __all__ = [
     "CALCULATOR_TOOLS",
+    "SAMPLING_PROMPT",
     "SYSTEM_PROMPT",
     "TRANSFER_SETS",
     "XML_COT_FORMAT",
@@ -47,6 +53,7 @@ __all__ = [
     "load_smoltldr",
     "load_tool_task_split",
     "load_tool_tasks",
+    "prompt_to_sample_from",
     "prompt_to_text",
     "synthetic_gsm8k",
     "synthetic_tldr",

@@ -17,6 +17,18 @@ from __future__ import annotations
 
 from typing import Any
 
+#: A dataset column the standalone loop samples from instead of ``prompt`` when a row has it (guided sampling:
+#: the completions are drawn from this prompt, e.g. with a worked example, and the update scores them under
+#: ``prompt``; ``grpo_kit.loop``). TRL's GRPOTrainer has no such column, so the other paths refuse it.
+SAMPLING_PROMPT = "sampling_prompt"
+
+
+def prompt_to_sample_from(row: dict[str, Any]) -> Any:
+    """The prompt a row's completions are drawn from: its :data:`SAMPLING_PROMPT` when it has one, else its
+    ``prompt``."""
+    return row[SAMPLING_PROMPT] if SAMPLING_PROMPT in row else row["prompt"]
+
+
 #: Seconds one prompt may take to render through a chat template (real templates take milliseconds).
 TEMPLATE_SECONDS = 30.0
 

@@ -19,6 +19,7 @@ import math
 from fractions import Fraction
 from typing import Any
 
+from datasets_prep.chat import SAMPLING_PROMPT
 from datasets_prep.sources import load_raw
 from rewards import extract_hash_answer
 
@@ -131,9 +132,21 @@ def worked_example_rows(n_rows: int, fade: int | None = None) -> list[bool]:
     return shown
 
 
-def check_worked_example(worked_example: Any, fade: Any, where: str = "load_gsm8k") -> None:
-    """Raise ``ValueError`` (one line, naming the fix) unless ``worked_example`` is a bool and ``fade`` is
-    None or an int >= 1 with ``worked_example=True`` (what a fade fades out)."""
+def check_worked_example(
+    worked_example: Any, fade: Any, where: str = "load_gsm8k", guides: Any = False
+) -> None:
+    """Raise ``ValueError`` (one line, naming the fix) unless ``worked_example`` is a bool, ``fade`` is
+    None or an int >= 1 with ``worked_example=True`` (what a fade fades out), and ``guides``
+    (``worked_example_guides``) is a bool, True only with ``worked_example=True``."""
+    if not isinstance(guides, bool):
+        raise ValueError(  # noqa: TRY004 -- one kind of error for every bad recipe value (recipes, --set)
+            f"{where}: worked_example_guides={guides!r} must be True or False."
+        )
+    if guides and worked_example is not True:
+        raise ValueError(
+            f"{where}: worked_example_guides=True puts the worked example in the prompt the completions are "
+            "sampled from, so it needs worked_example=True; drop worked_example_guides otherwise."
+        )
     if not isinstance(worked_example, bool):
         raise ValueError(  # noqa: TRY004 -- one kind of error for every bad recipe value (recipes, --set)
             f"{where}: worked_example={worked_example!r} must be True or False; to fade the example out over "
@@ -199,6 +212,7 @@ def load_gsm8k(
     *,
     worked_example: bool = False,
     worked_example_fade: int | None = None,
+    worked_example_guides: bool = False,
 ):
     """GSM8K formatted for GRPO -> ``datasets.Dataset`` with ``prompt`` (conversational), ``answer``.
 
@@ -216,7 +230,7 @@ def load_gsm8k(
     (``shuffle_dataset=False``; a recipe with a fade and shuffling is refused), and a second pass over the
     rows starts with the example again. Default None: no fade, the example on every row (or on none).
     """
-    check_worked_example(worked_example, worked_example_fade)
+    check_worked_example(worked_example, worked_example_fade, guides=worked_example_guides)
     raw = load_raw(
         source,
         split=split,
@@ -234,9 +248,18 @@ def load_gsm8k(
             "GSM8K rows need 'question' and 'answer' (a solution ending in '#### <number>')."
         )
     shown = worked_example_rows(len(raw), worked_example_fade) if worked_example else [False] * len(raw)
-    return raw.map(_format_row, with_indices=True, fn_kwargs={"shown": shown})
+    return raw.map(
+        _format_row, with_indices=True, fn_kwargs={"shown": shown, "guides": worked_example_guides}
+    )
 
 
-def _format_row(row: dict[str, Any], index: int, shown: list[bool]) -> dict[str, Any]:
-    """:func:`format_gsm8k_row` with the worked example where ``shown`` (one bool per row) puts it."""
-    return format_gsm8k_row(row, index, worked_example=shown[index])
+def _format_row(row: dict[str, Any], index: int, shown: list[bool], guides: bool) -> dict[str, Any]:
+    """:func:`format_gsm8k_row` with the worked example where ``shown`` (one bool per row) puts it: in
+    ``prompt``, or with ``guides`` in ``sampling_prompt`` only (``prompt`` then stays the course's)."""
+    formatted = format_gsm8k_row(row, index, worked_example=shown[index])
+    if not guides:
+        return formatted
+    return {
+        **format_gsm8k_row(row, index),
+        SAMPLING_PROMPT: formatted["prompt"],
+    }

@@ -37,6 +37,11 @@ What this loop simplifies compared with TRL's GRPOTrainer:
   same distribution as ``generate`` up to float rounding, other random numbers (tests/grpo_kit/test_sampling.py,
   a chi-square test);
   on the same completions two optimizer steps give TRL's weights to 1e-5 (tests/grpo_kit/test_step_parity.py);
+* guided sampling, which TRL does not have (its paths refuse it): a row with a ``sampling_prompt`` column
+  (``datasets_prep.SAMPLING_PROMPT``; gsm8k's ``worked_example_guides``) is sampled from that prompt and the
+  update scores the completions under ``prompt``, with no importance weight for the change of prompt. Those
+  steps are off-policy on purpose: they push up, under the course's prompt, what the model wrote well with a
+  worked example in front of it, which it would rarely write without;
 * ``top_entropy_quantile < 1`` drops low-entropy tokens from the policy loss, exactly as TRL
   (``compute_loss(entropy_mask=...)``: the normalisation still counts every token);
 * the entropy bonus (``entropy_coef``, ``use_adaptive_entropy``: ``grpo_kit.losses.entropy``) is TRL's; the
@@ -55,7 +60,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from datasets_prep import is_conversational_prompt, prompt_to_text
+from datasets_prep import SAMPLING_PROMPT, is_conversational_prompt, prompt_to_sample_from, prompt_to_text
 from grpo_kit.advantages import compute_advantages_with_metrics
 from grpo_kit.checkpoint import is_peft_model
 from grpo_kit.completions_table import CompletionsTable
@@ -291,29 +296,27 @@ def _epoch_order(n: int, seed: int, epoch: int, shuffle: bool) -> list[int]:
 
 
 def _sample(model, tokenizer, unique_rows, config: GRPOLoopConfig, eos_token_ids) -> Samples:
-    """Step 2: G completions per prompt, next to each other (TRL's RepeatSampler order)."""
+    """Step 2: G completions per prompt, next to each other (TRL's RepeatSampler order). A row with a
+    ``sampling_prompt`` column is sampled from that prompt and scored under ``prompt`` (guided sampling)."""
     G = config.num_generations
     rows = [row for row in unique_rows for _ in range(G)]
     conversational = is_conversational_prompt(unique_rows[0]["prompt"])
-    texts = [
-        prompt_to_text(r["prompt"], tokenizer, **(config.chat_template_kwargs or {})) for r in unique_rows
-    ]
-    # The chat template already wrote the special tokens; plain text gets the tokenizer's own (TRL does the same).
-    encoded = tokenizer(
-        texts, padding=True, padding_side="left", return_tensors="pt", add_special_tokens=not conversational
-    )
-    device = next(model.parameters()).device
-    prompt_ids, prompt_mask = (
-        encoded["input_ids"].to(device),
-        encoded["attention_mask"].to(device),
-    )  # (N/G, P)
+    prompt_ids, prompt_mask = _encode_prompts(
+        model, tokenizer, [r["prompt"] for r in unique_rows], config
+    )  # (N/G, P): what the update scores the completions under
+    sampling_ids, sampling_mask = prompt_ids, prompt_mask
+    if SAMPLING_PROMPT in unique_rows[0]:  # guided sampling
+        sampling_ids, sampling_mask = _encode_prompts(
+            model, tokenizer, [prompt_to_sample_from(r) for r in unique_rows], config
+        )  # (N/G, P'): what the completions are drawn from
+        check_fits_context(model, prompt_ids.size(1), config.max_completion_length)  # scored under (N/G, P)
     # One matmul per adapted layer while decoding, with oneDNN-packed weights on CPU (grpo_kit.sampling); bf16:
     # with bf16 copies of the weights.
     with merged_lora(model, torch.bfloat16 if config.bf16 else None, pack_rows=len(rows)):
         sampled = sample_completions(
             model,
-            prompt_ids,
-            prompt_mask,
+            sampling_ids,
+            sampling_mask,
             num_generations=G,
             max_new_tokens=config.max_completion_length,
             eos_token_ids=eos_token_ids,
@@ -337,6 +340,21 @@ def _sample(model, tokenizer, unique_rows, config: GRPOLoopConfig, eos_token_ids
     return Samples(
         rows, prompt_ids, prompt_mask, completion_ids, completion_mask, lengths, is_truncated, completions
     )
+
+
+def _encode_prompts(model, tokenizer, prompts: list[Any], config: GRPOLoopConfig):
+    """Prompts -> left-padded ``(ids, mask)``, each ``(n, P)``, on the model's device, as TRL renders them."""
+    texts = [prompt_to_text(p, tokenizer, **(config.chat_template_kwargs or {})) for p in prompts]
+    # The chat template already wrote the special tokens; plain text gets the tokenizer's own (TRL does the same).
+    encoded = tokenizer(
+        texts,
+        padding=True,
+        padding_side="left",
+        return_tensors="pt",
+        add_special_tokens=not is_conversational_prompt(prompts[0]),
+    )
+    device = next(model.parameters()).device
+    return encoded["input_ids"].to(device), encoded["attention_mask"].to(device)
 
 
 def _score(reward_funcs, samples: Samples, run: RunContext, log_extra: Callable) -> torch.Tensor:

@@ -57,6 +57,11 @@ SYNTHETIC_ROWS = {"smoltldr": "synthetic_tldr", "gsm8k": "synthetic_gsm8k"}
 #: sets one must train the rows in order (``training["shuffle_dataset"] = False``), and the rows it evaluates
 #: on are rendered without it (:attr:`Recipe.held_out_kwargs`).
 CURRICULUM_KWARGS: dict[str, tuple[str, ...]] = {"gsm8k": ("worked_example_fade",)}
+#: Loader arguments that give each row a ``sampling_prompt`` (``datasets_prep.SAMPLING_PROMPT``), by loader:
+#: gsm8k's ``worked_example_guides`` (the worked example only in the prompt the completions are drawn from).
+#: Only the standalone loop samples from another prompt than it trains on; the TRL and Unsloth paths refuse
+#: such a recipe (``grpo_kit.trainer_builder.refuse_guided_sampling``), and held-out rows are rendered without it.
+GUIDED_SAMPLING_KWARGS: dict[str, str] = {"gsm8k": "worked_example_guides"}
 
 
 #: ``RewardSpec("model:<id or path>")`` names a reward model instead of a function of ``rewards``.
@@ -283,6 +288,7 @@ class Recipe:
                 kwargs.get("worked_example", False),
                 kwargs.get("worked_example_fade"),
                 where=f"recipe {self.name!r}: dataset_kwargs",
+                guides=kwargs.get("worked_example_guides", False),
             )
         if self.dataset_size is not None and not _is_int_at_least(self.dataset_size, 1):
             raise ValueError(
@@ -322,8 +328,20 @@ class Recipe:
         curriculum argument off, so that a held-out row's prompt never depends on where it sits in a list. With
         a fading worked example (``worked_example_fade``), every held-out row carries the example, as the
         first training rows do; the fade's end, the prompt without it, is what a shipped set such as
-        gsm8k-handwritten asks (its ``loader_kwargs``). ``{}`` without a curriculum."""
-        return dict.fromkeys(self.curriculum)
+        gsm8k-handwritten asks (its ``loader_kwargs``). With guided sampling (:attr:`guided_sampling`) the
+        held-out rows carry the example in their ``prompt``, the one column evaluation reads. ``{}`` without
+        either."""
+        kwargs: dict[str, Any] = dict.fromkeys(self.curriculum)
+        if self.guided_sampling:  # the example goes back into the prompt: the with-example figure
+            kwargs[GUIDED_SAMPLING_KWARGS[self.dataset]] = False
+        return kwargs
+
+    @property
+    def guided_sampling(self) -> bool:
+        """True when the loader gives each row a ``sampling_prompt`` (:data:`GUIDED_SAMPLING_KWARGS`): the
+        completions are drawn from it and the update scores them under ``prompt``. Standalone loop only."""
+        name = GUIDED_SAMPLING_KWARGS.get(self.dataset)
+        return bool(name and self.dataset_kwargs.get(name))
 
     @property
     def reward_names(self) -> list[str]:

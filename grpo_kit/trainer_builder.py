@@ -43,6 +43,7 @@ __all__ = [
     "check_training",
     "grpo_config_kwargs",
     "last_checkpoint",
+    "refuse_guided_sampling",
     "resume_point",
     "run_trainer",
     "save_args_without_credentials",
@@ -107,6 +108,21 @@ def check_training(training: Mapping[str, Any], *, world_size: int = 1) -> None:
     check_report_to(training.get("report_to", "none"))
 
 
+def refuse_guided_sampling(recipe: Recipe, train_dataset: Any = None, *, path: str = "TRL") -> None:
+    """Refuse, before anything loads, a recipe or dataset that samples from a ``sampling_prompt`` (guided
+    sampling, ``Recipe.guided_sampling``): GRPOTrainer samples from and trains on one ``prompt`` and would
+    pass the column to the reward functions unread. Only the standalone loop applies it."""
+    from datasets_prep import SAMPLING_PROMPT
+
+    columns = getattr(train_dataset, "column_names", None) or []
+    if recipe.guided_sampling or SAMPLING_PROMPT in columns:
+        raise ValueError(
+            f"recipe {recipe.name!r}: the completions are drawn from a {SAMPLING_PROMPT!r} column and trained "
+            f"under 'prompt' (guided sampling), which only the standalone loop does; the {path} path would "
+            "sample from 'prompt'. Use --loop standalone, or drop worked_example_guides."
+        )
+
+
 def build_trainer(
     recipe: Recipe | str,
     backend: ModelBackend,
@@ -130,6 +146,7 @@ def build_trainer(
     from grpo_kit.reward_models import as_reward_funcs, unwrap_for_trl
 
     recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
+    refuse_guided_sampling(recipe, train_dataset, path=backend.name)
     precision = backend.precision()
     output_dir = Path(output_dir or Path("outputs") / recipe.name)
     training = grpo_config_kwargs(

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from datasets_prep.chat import prompt_to_sample_from
 from grpo_kit.evaluation.eval_report import reward_info
 from grpo_kit.generation import Decoding, GeneratedCompletion, Sampler, generate, prompt_texts
 from grpo_kit.settings import GRPO_DEFAULTS, check_num_generations
@@ -174,7 +175,7 @@ def check(
     decoding = decoding or Decoding(max_new_tokens=256)
     weights = list(reward_weights) if reward_weights is not None else [1.0] * len(funcs)
     rows = [dict(dataset[i]) for i in range(min(num_prompts, len(dataset)))]
-    prompts = [r["prompt"] for r in rows]
+    prompts = [prompt_to_sample_from(r) for r in rows]  # what training samples from (guided: sampling_prompt)
     rendered = (
         prompt_texts(tokenizer, prompts[:1], decoding.chat_template_kwargs)[0]
         if tokenizer is not None

@@ -170,6 +170,10 @@ def _path_config(recipe: Recipe, loop: str, output_dir: Path, resume: Any):
                 f"recipe {recipe.name!r} trains in an environment ({recipe.environment!r}); the standalone "
                 "loop has no tool loop. Use --loop trl (TRL's GRPOTrainer plays the environments)."
             )
+    else:
+        from grpo_kit.trainer_builder import refuse_guided_sampling
+
+        refuse_guided_sampling(recipe, path="TRL" if loop == "trl" else "Unsloth")
     # A setting the path would drop is refused here, naming the path that applies it (path_settings).
     check_path_settings(recipe.training, loop, where=f"recipe {recipe.name!r}")
     if loop == "standalone":

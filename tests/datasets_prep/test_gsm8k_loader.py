@@ -198,6 +198,26 @@ def test_a_fade_shows_the_example_on_the_first_rows_fewer_and_fewer_then_on_none
     ]
 
 
+def test_guides_put_the_example_in_the_sampling_prompt_and_keep_the_course_prompt():
+    from datasets_prep import SAMPLING_PROMPT, prompt_to_sample_from
+
+    rows = synthetic_gsm8k(80, seed=0)
+    guided = load_gsm8k(source=rows, worked_example=True, worked_example_fade=48, worked_example_guides=True)
+    faded = load_gsm8k(source=rows, worked_example=True, worked_example_fade=48)
+    course = load_gsm8k(source=rows)
+    assert guided["prompt"] == course["prompt"]  # what the update trains on: the course's prompt, every row
+    assert (
+        guided[SAMPLING_PROMPT] == faded["prompt"]
+    )  # what sampling sees: the fade's prompts, example and all
+    assert guided["answer"] == course["answer"]
+    assert sum(_carries_example(faded)) == 25 and _carries_example(course) == [False] * 80
+    assert [prompt_to_sample_from(r) for r in guided] == faded["prompt"]
+    assert [prompt_to_sample_from(r) for r in course] == course["prompt"]  # no column: the prompt itself
+    everywhere = load_gsm8k(source=rows[:6], worked_example=True, worked_example_guides=True)
+    assert [len(p) for p in everywhere[SAMPLING_PROMPT]] == [4] * 6  # no fade: the example on every row
+    assert [len(p) for p in everywhere["prompt"]] == [2] * 6
+
+
 @pytest.mark.parametrize(
     ("kwargs", "fix"),
     [
@@ -207,6 +227,11 @@ def test_a_fade_shows_the_example_on_the_first_rows_fewer_and_fewer_then_on_none
         ({"worked_example": False, "worked_example_fade": 48}, "needs worked_example=True"),
         ({"worked_example_fade": 48}, "needs worked_example=True"),
         ({"worked_example": 0.5}, "must be True or False; to fade the example out"),
+        ({"worked_example_guides": True}, "so it needs worked_example=True"),
+        (
+            {"worked_example": True, "worked_example_guides": 1},
+            "worked_example_guides=1 must be True or False",
+        ),
     ],
 )
 def test_a_bad_fade_is_refused_in_one_line_naming_the_fix(kwargs, fix):

@@ -384,6 +384,50 @@ def test_a_curriculum_recipe_is_trained_in_dataset_order(tmp_path):
     assert [r["row"] for _ in range(40) for r in _next_rows(dataset, state, shuffled)] != list(range(80))
 
 
+def test_guided_sampling_draws_from_the_sampling_prompt_and_trains_under_the_prompt(tmp_path):
+    """A row with a ``sampling_prompt`` (gsm8k's ``worked_example_guides``): the completions are the ones the
+    sampling prompt gives, with the same seed, and the update scores them under ``prompt``."""
+    from datasets_prep import SAMPLING_PROMPT
+    from grpo_kit.loop import _encode_prompts, _sample
+    from grpo_kit.sampling import stop_token_ids
+
+    model, tokenizer = tiny_model(seed=0, lora=LORA)
+    config = small_config(tmp_path, max_completion_length=8)
+    eos = stop_token_ids(model, tokenizer)
+    rows = [
+        {"prompt": [{"role": "user", "content": f"Q{i}?"}], SAMPLING_PROMPT: worked, "idx": i}
+        for i, worked in enumerate(prompts(2, conversational=True))
+    ]
+    for row in rows:  # a longer prompt to sample from: an example exchange before the question
+        row[SAMPLING_PROMPT] = [
+            {"role": "user", "content": "Example?"},
+            {"role": "assistant", "content": "Example answer."},
+            *row[SAMPLING_PROMPT]["prompt"],
+        ]
+    torch.manual_seed(0)
+    guided = _sample(model, tokenizer, rows, config, eos)
+    torch.manual_seed(0)
+    plain = _sample(model, tokenizer, [{"prompt": r[SAMPLING_PROMPT]} for r in rows], config, eos)
+    assert torch.equal(guided.completion_ids, plain.completion_ids)  # drawn from the sampling prompt
+    assert guided.completions == plain.completions
+    trained_under, _ = _encode_prompts(model, tokenizer, [r["prompt"] for r in rows], config)
+    assert torch.equal(guided.prompt_ids, trained_under)  # scored under the prompt
+    assert guided.prompt_ids.size(1) < plain.prompt_ids.size(1)
+    assert guided.prompts == [r["prompt"] for r in rows for _ in range(4)]
+
+    seen = {}
+
+    def record(prompts, completions, **kwargs):
+        seen["prompts"], seen["sampled_from"] = prompts, kwargs[SAMPLING_PROMPT]
+        return [float(len(c[0]["content"])) for c in completions]
+
+    config = small_config(tmp_path, max_steps=1, shuffle_dataset=False)
+    result = train(model, tokenizer, rows, [record], config)
+    assert result.global_step == 1 and math.isfinite(losses(result)[0])
+    assert seen["prompts"] == [r["prompt"] for r in rows for _ in range(4)]  # the reward sees the prompt
+    assert seen["sampled_from"] == [r[SAMPLING_PROMPT] for r in rows for _ in range(4)]  # and the column
+
+
 # --- no NaN, whatever the rewards ------------------------------------------------------------------------
 
 

@@ -83,6 +83,27 @@ def test_half_the_groups_with_signal_and_half_clipped_is_go_with_warnings():
     assert clipped_half.clipped_ratio == 0.5 and codes(clipped_half) == {"clipped": "warning"}
 
 
+def test_a_guided_dataset_is_sampled_from_its_sampling_prompt_as_the_loop_does():
+    """Pre-flight judges what the first training step samples: a row's ``sampling_prompt`` when it has one
+    (``load_gsm8k(worked_example_guides=True)``), while the rewards still see the row's ``prompt``."""
+    from datasets_prep import SAMPLING_PROMPT, load_gsm8k, synthetic_gsm8k
+
+    dataset = load_gsm8k(source=synthetic_gsm8k(2), worked_example=True, worked_example_guides=True)
+    seen = {}
+
+    def sampler(prompts, num_generations):
+        seen["sampled"] = prompts
+        return [[GeneratedCompletion(t, len(t.split()), True) for t in (GOOD, PLAIN)] for _ in prompts]
+
+    def record(prompts, completions, **kwargs):
+        seen["scored"] = prompts
+        return [0.0] * len(completions)
+
+    check(None, None, dataset, [record], num_prompts=2, num_generations=2, sampler=sampler)
+    assert seen["sampled"] == dataset[SAMPLING_PROMPT] and seen["sampled"] != dataset["prompt"]
+    assert seen["scored"] == [p for p in dataset["prompt"] for _ in range(2)]
+
+
 def test_no_eos_is_no_go():
     groups = [[GOOD, PLAIN], [PLAIN, GOOD]]
     report = check(

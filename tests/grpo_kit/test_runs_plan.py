@@ -51,3 +51,31 @@ def test_trained_model_located_and_its_base_model_named(tmp_path):
         runs.TrainedModel.locate(tmp_path / "adapter" / "nothing")
     with pytest.raises(FileNotFoundError, match="is not a folder"):
         runs.TrainedModel.locate(tmp_path / "missing")
+
+
+def test_guided_sampling_is_refused_off_the_standalone_loop_before_anything_loads(tmp_path):
+    """Only the standalone loop samples from a ``sampling_prompt``; GRPOTrainer would sample from ``prompt``."""
+    import dataclasses
+
+    from datasets_prep import load_gsm8k, synthetic_gsm8k
+    from grpo_kit import trl_path
+    from grpo_kit.recipes import get_recipe
+
+    recipe = get_recipe("gsm8k-cpu")
+    guided = dataclasses.replace(recipe, dataset_kwargs={**recipe.dataset_kwargs, "worked_example_guides": True})
+    assert guided.guided_sampling and not recipe.guided_sampling
+    # held-out rows carry the example in their prompt (the with-example figure), in dataset order or not
+    assert guided.held_out_kwargs == {"worked_example_fade": None, "worked_example_guides": False}
+    loaded = []
+
+    def loader(*args, **kwargs):
+        loaded.append(args)
+        raise AssertionError("the model was loaded before the refusal")
+
+    refusal = "only the standalone loop does; the TRL path would sample from 'prompt'. Use --loop standalone"
+    with pytest.raises(ValueError, match=refusal):
+        trl_path.build_trainer(guided, model_loader=loader, output_dir=tmp_path)
+    guided_rows = load_gsm8k(source=synthetic_gsm8k(4), worked_example=True, worked_example_guides=True)
+    with pytest.raises(ValueError, match=refusal):  # a dataset with the column, whatever the recipe says
+        trl_path.build_trainer(recipe, train_dataset=guided_rows, model_loader=loader, output_dir=tmp_path)
+    assert not loaded
