@@ -578,6 +578,49 @@ _RECIPE_LIST = [
         },
     ),
     Recipe(
+        name="gsm8k-cpu-guided",
+        summary="course 12.6, guided (loop)",
+        measures=_GSM8K_MEASURES,
+        description=(
+            "gsm8k-cpu with the worked example moved out of the prompt the model trains on, for the standalone "
+            "loop only (--loop standalone; the TRL and Unsloth paths refuse it): each step samples its "
+            "completions from the prompt with the example (load_gsm8k(worked_example=True, "
+            "worked_example_fade=64, worked_example_guides=True): the same fade, the example in a "
+            "sampling_prompt column) and trains on them under the course's prompt alone (guided sampling: "
+            "off-policy while the example is there, no importance weight; steps 30-40 sample from the course's "
+            "prompt, plain GRPO). The model so learns to write, from the system prompt alone, what it writes "
+            "with the example; gsm8k-cpu, which trains under the example's prompt, learned the layout only "
+            "with the example there. A sixth reward, calculation_reward (0.5: the reasoning shows a right "
+            "calculation on a number of the problem), because with the course's five the model learned to "
+            "write one number as its reasoning. Otherwise gsm8k-cpu's settings: lr 5e-4 constant, clip 1.0, "
+            "4 completions of <= 96 tokens at T=0.8, 2 problems per step, 40 steps, one pass over 80 in order."
+        ),
+        model="smollm2-135m-instruct",
+        dataset="gsm8k",
+        dataset_source="synthetic",
+        dataset_size=80,
+        dataset_kwargs={"worked_example": True, "worked_example_fade": 64, "worked_example_guides": True},
+        transfer_eval="gsm8k-handwritten",
+        rewards=(*_GSM8K_REWARDS, RewardSpec("calculation_reward", 1.0)),
+        lora=LoraSettings(r=16, lora_alpha=32, target_modules="all-linear"),
+        training={
+            "learning_rate": 5e-4,
+            "lr_scheduler_type": "constant",
+            "max_grad_norm": 1.0,
+            "optim": "adamw_torch",
+            "logging_steps": 1,
+            "per_device_train_batch_size": 8,
+            "gradient_accumulation_steps": 1,
+            "num_generations": 4,
+            "max_completion_length": 96,
+            "temperature": 0.8,
+            "max_steps": 40,
+            "save_steps": 10,
+            "gradient_checkpointing": False,
+            "shuffle_dataset": False,  # the fade is a curriculum: rows in dataset order (refused otherwise)
+        },
+    ),
+    Recipe(
         name="calculator-tool-cpu",
         summary="a tool call (TRL tools=)",
         measures=(

@@ -12,7 +12,14 @@ from ._text import completion_text, extract_boxed, extract_hash_answer, extract_
 from .calling import RewardFunctionError, call_reward_funcs, check_reward_funcs
 from .compose import combine, route
 from .course import format_reward, length_reward
-from .gsm8k import correctness_reward, int_reward, soft_format_reward, strict_format_reward, xmlcount_reward
+from .gsm8k import (
+    calculation_reward,
+    correctness_reward,
+    int_reward,
+    soft_format_reward,
+    strict_format_reward,
+    xmlcount_reward,
+)
 from .lint import lint
 from .tools import tool_answer_reward, tool_call_reward, tool_success_reward
 from .trl_compat import (
@@ -45,6 +52,7 @@ __all__ = [
     "COURSE_NAMES",
     "RewardFunctionError",
     "accuracy_reward",
+    "calculation_reward",
     "call_reward_funcs",
     "check_reward_funcs",
     "combine",

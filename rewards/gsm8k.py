@@ -45,7 +45,10 @@ Fixed pitfalls (each has a test that fails on the course's code, ``tests/rewards
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any
 
 from ._text import (
     completion_texts,
@@ -57,6 +60,7 @@ from ._text import (
 )
 
 __all__ = [
+    "calculation_reward",
     "correctness_reward",
     "int_reward",
     "soft_format_reward",
@@ -248,4 +252,63 @@ def correctness_reward(completions: Sequence, answer: Sequence | None = None, **
         else:
             correct = response != "" and response == gold
         rewards.append(2.0 if correct else 0.0)
+    return rewards
+
+
+# A number as a calculation writes it: digits, thousands commas, a decimal part, an optional money sign; at
+# most 15 digits before the point and 12 after (a longer run is no step of a grade-school problem, and would
+# cost a big-integer conversion).
+_CALC_NUMBER = r"(?<![\d.,])\$?(\d{1,3}(?:,\d{3}){1,4}(?:\.\d{1,12})?|\d{1,15}(?:\.\d{1,12})?)(?![\d,])"
+_CALCULATION = re.compile(_CALC_NUMBER + r"\s*([-+*/×÷−x])\s*" + _CALC_NUMBER + r"\s*=\s*" + _CALC_NUMBER)
+_OPERATIONS = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "−": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "×": lambda a, b: a * b,
+    "x": lambda a, b: a * b,
+    "/": lambda a, b: a / b if b else None,
+    "÷": lambda a, b: a / b if b else None,
+}
+
+
+def _value(number: str) -> Fraction:
+    return Fraction(number.replace(",", ""))
+
+
+def _problem_text(prompt: Any) -> str:
+    """The question a prompt asks: a plain string, or the last user message of a conversation (a worked
+    example before it is not the problem)."""
+    if isinstance(prompt, str):
+        return prompt
+    users = [m.get("content") for m in prompt or [] if isinstance(m, dict) and m.get("role") == "user"]
+    return users[-1] if users and isinstance(users[-1], str) else ""
+
+
+def _shows_calculation(reasoning: str, problem_numbers: set[Fraction]) -> bool:
+    """At least one ``a op b = c`` in ``reasoning`` that is right (exact arithmetic, no ``eval``) and takes
+    ``a`` or ``b`` from the problem."""
+    for match in _CALCULATION.finditer(reasoning[:2000]):
+        a, op, b, c = _value(match[1]), match[2], _value(match[3]), _value(match[4])
+        if (a in problem_numbers or b in problem_numbers) and _OPERATIONS[op](a, b) == c:
+            return True
+    return False
+
+
+def calculation_reward(prompts: Sequence, completions: Sequence, **kwargs) -> list[float]:
+    """0.5 when the ``<reasoning>`` section shows a right calculation on a number of the problem: ``a op b =
+    c`` with ``op`` one of ``+ - − * × x / ÷``, ``c`` exactly ``a op b``, and ``a`` or ``b`` a number of the
+    question (the prompt's last user message). Else 0.
+
+    Not in the course. The format rewards pay for any non-blank reasoning, and a small model trained on them
+    learns to write one number there (``<reasoning>\n22\n</reasoning>\n<answer>\n22\n</answer>``, gsm8k-cpu):
+    the layout without the reasoning it is for. This reward pays for one step of work. It cannot tell a useful
+    step from a useless one (``9 + 0 = 9``), and it reads only binary steps (``2 + 3 + 4 = 9`` holds none)."""
+    texts = completion_texts(completions, "calculation_reward")
+    problems = require_column(prompts, "prompts", "calculation_reward", len(texts))
+    rewards = []
+    for text, prompt in zip(texts, problems):
+        reasoning = _between(text, "<reasoning>", "</reasoning>")
+        numbers = {_value(m[1]) for m in re.finditer(_CALC_NUMBER, _problem_text(prompt)[:5000])}
+        rewards.append(0.5 if reasoning is not None and _shows_calculation(reasoning, numbers) else 0.0)
     return rewards

@@ -216,7 +216,7 @@ def test_real_sampling_on_tiny_model_finds_no_eos():
 
 # What each shipped recipe documents (its description, the README, the lessons). The CPU recipes learn on the
 # embedded model, so pre-flight must let them start; the GPU recipes load from the Hub (not here).
-DOCUMENTED_TO_LEARN_ON_CPU = ("smoltldr-length-small", "gsm8k-cpu", "calculator-tool-cpu")
+DOCUMENTED_TO_LEARN_ON_CPU = ("smoltldr-length-small", "gsm8k-cpu", "gsm8k-cpu-guided", "calculator-tool-cpu")
 
 
 @pytest.mark.parametrize("name", DOCUMENTED_TO_LEARN_ON_CPU)

@@ -62,7 +62,9 @@ def test_guided_sampling_is_refused_off_the_standalone_loop_before_anything_load
     from grpo_kit.recipes import get_recipe
 
     recipe = get_recipe("gsm8k-cpu")
-    guided = dataclasses.replace(recipe, dataset_kwargs={**recipe.dataset_kwargs, "worked_example_guides": True})
+    guided = dataclasses.replace(
+        recipe, dataset_kwargs={**recipe.dataset_kwargs, "worked_example_guides": True}
+    )
     assert guided.guided_sampling and not recipe.guided_sampling
     # held-out rows carry the example in their prompt (the with-example figure), in dataset order or not
     assert guided.held_out_kwargs == {"worked_example_fade": None, "worked_example_guides": False}

@@ -46,6 +46,9 @@ FRAGMENTS = [
     " ",
     "  \n",
     "72",
+    " * 3 = ",
+    " + ",
+    " × ",
     "-3",
     "\u22123",
     "1,000",
@@ -150,6 +153,7 @@ def _text_functions() -> list:
         rewards.strict_format_reward,
         rewards.int_reward,
         rewards.correctness_reward,
+        rewards.calculation_reward,
         rewards.combine(rewards.correctness_reward, rewards.xmlcount_reward, weights=[1.0, 0.5]),
         rewards.route("task", {"a": rewards.int_reward, "b": rewards.format_reward}),
     ]
@@ -179,7 +183,7 @@ def _check(fn, completions, kwargs) -> None:
 
 def _kwargs(texts, gold, ids, tasks) -> dict:
     return {
-        "prompts": [[{"role": "user", "content": "q"}]] * len(texts),
+        "prompts": [[{"role": "user", "content": "q 3 72 1,000"}]] * len(texts),
         "completion_ids": ids,
         "solution": gold,
         "answer": gold,

@@ -334,3 +334,56 @@ def test_a_completion_of_the_wrong_type_is_a_type_error():
         rewards.format_reward([42])
     with pytest.raises(TypeError, match="message dicts"):
         rewards.format_reward([["not a message"]])
+
+
+# -- calculation_reward -----------------------------------------------------------------------------
+PROBLEM = [
+    {"role": "system", "content": "Respond in the format."},
+    {"role": "user", "content": "A garden has 4 rows of 6 tulips."},  # a worked example: not the problem
+    {"role": "assistant", "content": XML.format(reasoning="4 * 6 = 24", answer="24")},
+    {
+        "role": "user",
+        "content": "Zainab has 9 postcards and gets 5 times as many. She loses 13 and buys 1,200.",
+    },
+]
+
+
+@pytest.mark.parametrize(
+    ("reasoning", "paid"),
+    [
+        ("She has 9 * 5 = 45 postcards.", True),
+        ("9 × 5 = 45, then 45 - 13 = 32", True),
+        ("9*5=45", True),  # no spaces
+        ("9 x 5 = 45", True),
+        ("32 + 1,200 = 1,232.", True),  # thousands commas, a full stop after
+        ("$9 × 5 = $45", True),  # money signs
+        ("45 / 9 = 5", True),
+        ("45 − 13 = 32", True),  # U+2212 minus
+        ("22", False),  # the hack the format rewards pay for: one number, no work
+        ("9 * 5 = 46", False),  # wrong arithmetic
+        ("4 * 6 = 24", False),  # right, but the worked example's numbers, not the problem's
+        ("7 * 8 = 56", False),  # right, no number of the problem
+        ("9 / 0 = 0", False),  # no division by zero
+        ("2 + 9 + 5 = 16", False),  # a chain: only binary steps are read (9 + 5 = 16 is wrong)
+        ("nine times five is forty-five", False),  # words: no calculation to check
+        ("...", False),
+    ],
+)
+def test_calculation_reward_pays_a_right_step_on_the_problems_numbers(reasoning, paid):
+    text = XML.format(reasoning=reasoning, answer="45")
+    expected = [0.5 if paid else 0.0]
+    assert rewards.calculation_reward([PROBLEM], [text]) == expected
+    assert rewards.calculation_reward(prompts=[PROBLEM], completions=conv([text])) == expected
+    plain_prompt = PROBLEM[-1]["content"]  # a plain-text prompt is the problem itself
+    assert rewards.calculation_reward([plain_prompt], [text]) == expected
+
+
+def test_calculation_reward_reads_only_the_reasoning_and_survives_huge_numbers():
+    outside = "9 * 5 = 45\n" + XML.format(reasoning="45", answer="9 * 5 = 45")
+    assert rewards.calculation_reward([PROBLEM], [outside]) == [0.0]
+    assert rewards.calculation_reward([PROBLEM], ["<reasoning>\n9 * 5 = 45"]) == [0.0]  # never closed
+    huge = [{"role": "user", "content": "9" * 5000}]
+    long_run = XML.format(reasoning="9" * 5000 + " * 1 = 9", answer="9")  # no number of 5,000 digits
+    assert rewards.calculation_reward(huge, [long_run]) == [0.0]
+    with pytest.raises(ValueError, match="prompts"):
+        rewards.calculation_reward(None, ["x"])
