@@ -405,6 +405,24 @@ _GSM8K_REWARDS = (
     RewardSpec("correctness_reward", 1.0),
 )
 
+# gsm8k-cpu's settings, which gsm8k-cpu-guided shares (see gsm8k-cpu's description for each value's reason).
+_GSM8K_CPU_TRAINING = {
+    "learning_rate": 5e-4,
+    "lr_scheduler_type": "constant",
+    "max_grad_norm": 1.0,
+    "optim": "adamw_torch",
+    "logging_steps": 1,
+    "per_device_train_batch_size": 8,
+    "gradient_accumulation_steps": 1,
+    "num_generations": 4,
+    "max_completion_length": 96,
+    "temperature": 0.8,
+    "max_steps": 40,
+    "save_steps": 10,
+    "gradient_checkpointing": False,
+    "shuffle_dataset": False,  # the fade is a curriculum: rows in dataset order (refused otherwise)
+}
+
 _SMOLTLDR_DESCRIPTION = (
     "Course 12.5: teach SmolLM2-135M-Instruct to write ~50-character TL;DR summaries of Reddit posts "
     "with a single length reward (-|50 - len(completion)|), LoRA r=16 on all linear layers. "
@@ -560,22 +578,7 @@ _RECIPE_LIST = [
         transfer_eval="gsm8k-handwritten",
         rewards=_GSM8K_REWARDS,
         lora=LoraSettings(r=16, lora_alpha=32, target_modules="all-linear"),
-        training={
-            "learning_rate": 5e-4,
-            "lr_scheduler_type": "constant",
-            "max_grad_norm": 1.0,
-            "optim": "adamw_torch",
-            "logging_steps": 1,
-            "per_device_train_batch_size": 8,
-            "gradient_accumulation_steps": 1,
-            "num_generations": 4,
-            "max_completion_length": 96,
-            "temperature": 0.8,
-            "max_steps": 40,
-            "save_steps": 10,
-            "gradient_checkpointing": False,
-            "shuffle_dataset": False,  # the fade is a curriculum: rows in dataset order (refused otherwise)
-        },
+        training=dict(_GSM8K_CPU_TRAINING),
     ),
     Recipe(
         name="gsm8k-cpu-guided",
@@ -591,8 +594,8 @@ _RECIPE_LIST = [
             "prompt, plain GRPO). The model so learns to write, from the system prompt alone, what it writes "
             "with the example; gsm8k-cpu, which trains under the example's prompt, learned the layout only "
             "with the example there. A sixth reward, calculation_reward (0.5: the reasoning shows a right "
-            "calculation on a number of the problem), because with the course's five the model learned to "
-            "write one number as its reasoning. Otherwise gsm8k-cpu's settings: lr 5e-4 constant, clip 1.0, "
+            "calculation on a number of the problem; 0.25: a wrong one), because with the course's five the "
+            "model learned to write one number as its reasoning. Otherwise gsm8k-cpu's settings: lr 5e-4 constant, clip 1.0, "
             "4 completions of <= 96 tokens at T=0.8, 2 problems per step, 40 steps, one pass over 80 in order."
         ),
         model="smollm2-135m-instruct",
@@ -603,22 +606,7 @@ _RECIPE_LIST = [
         transfer_eval="gsm8k-handwritten",
         rewards=(*_GSM8K_REWARDS, RewardSpec("calculation_reward", 1.0)),
         lora=LoraSettings(r=16, lora_alpha=32, target_modules="all-linear"),
-        training={
-            "learning_rate": 5e-4,
-            "lr_scheduler_type": "constant",
-            "max_grad_norm": 1.0,
-            "optim": "adamw_torch",
-            "logging_steps": 1,
-            "per_device_train_batch_size": 8,
-            "gradient_accumulation_steps": 1,
-            "num_generations": 4,
-            "max_completion_length": 96,
-            "temperature": 0.8,
-            "max_steps": 40,
-            "save_steps": 10,
-            "gradient_checkpointing": False,
-            "shuffle_dataset": False,  # the fade is a curriculum: rows in dataset order (refused otherwise)
-        },
+        training=dict(_GSM8K_CPU_TRAINING),
     ),
     Recipe(
         name="calculator-tool-cpu",

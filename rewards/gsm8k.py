@@ -285,30 +285,36 @@ def _problem_text(prompt: Any) -> str:
     return users[-1] if users and isinstance(users[-1], str) else ""
 
 
-def _shows_calculation(reasoning: str, problem_numbers: set[Fraction]) -> bool:
-    """At least one ``a op b = c`` in ``reasoning`` that is right (exact arithmetic, no ``eval``) and takes
-    ``a`` or ``b`` from the problem."""
+def _calculation_score(reasoning: str, problem_numbers: set[Fraction]) -> float:
+    """0.5 for an ``a op b = c`` in ``reasoning`` that is right (exact arithmetic, no ``eval``) and takes ``a``
+    or ``b`` from the problem; 0.25 when the best one takes a number from the problem but is wrong; else 0."""
+    best = 0.0
     for match in _CALCULATION.finditer(reasoning[:2000]):
         a, op, b, c = _value(match[1]), match[2], _value(match[3]), _value(match[4])
-        if (a in problem_numbers or b in problem_numbers) and _OPERATIONS[op](a, b) == c:
-            return True
-    return False
+        if a in problem_numbers or b in problem_numbers:
+            if _OPERATIONS[op](a, b) == c:
+                return 0.5
+            best = 0.25
+    return best
 
 
 def calculation_reward(prompts: Sequence, completions: Sequence, **kwargs) -> list[float]:
-    """0.5 when the ``<reasoning>`` section shows a right calculation on a number of the problem: ``a op b =
-    c`` with ``op`` one of ``+ - − * × x / ÷``, ``c`` exactly ``a op b``, and ``a`` or ``b`` a number of the
-    question (the prompt's last user message). Else 0.
+    """Up to 0.5 for work shown in the ``<reasoning>`` section: 0.5 when it holds a right calculation on a
+    number of the problem, ``a op b = c`` with ``op`` one of ``+ - − * × x / ÷``, ``c`` exactly ``a op b`` and
+    ``a`` or ``b`` a number of the question (the prompt's last user message); 0.25 when its calculations on
+    the problem's numbers are all wrong; else 0.
 
     Not in the course. The format rewards pay for any non-blank reasoning, and a small model trained on them
     learns to write one number there (``<reasoning>\n22\n</reasoning>\n<answer>\n22\n</answer>``, gsm8k-cpu):
-    the layout without the reasoning it is for. This reward pays for one step of work. It cannot tell a useful
-    step from a useless one (``9 + 0 = 9``), and it reads only binary steps (``2 + 3 + 4 = 9`` holds none)."""
+    the layout without the reasoning it is for. This reward pays for a step of work, and half of it for the
+    step's shape, so that a model which writes no calculation yet is paid for the first wrong one. It cannot
+    tell a useful step from a useless one (``9 + 0 = 9``), and it reads only binary steps (``2 + 3 + 4 = 9``
+    holds none)."""
     texts = completion_texts(completions, "calculation_reward")
     problems = require_column(prompts, "prompts", "calculation_reward", len(texts))
     rewards = []
     for text, prompt in zip(texts, problems):
         reasoning = _between(text, "<reasoning>", "</reasoning>")
         numbers = {_value(m[1]) for m in re.finditer(_CALC_NUMBER, _problem_text(prompt)[:5000])}
-        rewards.append(0.5 if reasoning is not None and _shows_calculation(reasoning, numbers) else 0.0)
+        rewards.append(0.0 if reasoning is None else _calculation_score(reasoning, numbers))
     return rewards

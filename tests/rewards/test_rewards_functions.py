@@ -349,7 +349,7 @@ PROBLEM = [
 
 
 @pytest.mark.parametrize(
-    ("reasoning", "paid"),
+    ("reasoning", "paid"),  # True: 0.5, a right step; 0.25: a wrong one; False: 0
     [
         ("She has 9 * 5 = 45 postcards.", True),
         ("9 × 5 = 45, then 45 - 13 = 32", True),
@@ -360,18 +360,19 @@ PROBLEM = [
         ("45 / 9 = 5", True),
         ("45 − 13 = 32", True),  # U+2212 minus
         ("22", False),  # the hack the format rewards pay for: one number, no work
-        ("9 * 5 = 46", False),  # wrong arithmetic
+        ("9 * 5 = 46", 0.25),  # wrong arithmetic on the problem's numbers: the shape only
+        ("9 * 5 = 46, then 46 - 13 = 33", 0.5),  # the second step is right
         ("4 * 6 = 24", False),  # right, but the worked example's numbers, not the problem's
         ("7 * 8 = 56", False),  # right, no number of the problem
-        ("9 / 0 = 0", False),  # no division by zero
-        ("2 + 9 + 5 = 16", False),  # a chain: only binary steps are read (9 + 5 = 16 is wrong)
+        ("9 / 0 = 0", 0.25),  # division by zero is never right
+        ("2 + 9 + 5 = 16", 0.25),  # a chain: only binary steps are read (9 + 5 = 16 is wrong)
         ("nine times five is forty-five", False),  # words: no calculation to check
         ("...", False),
     ],
 )
 def test_calculation_reward_pays_a_right_step_on_the_problems_numbers(reasoning, paid):
     text = XML.format(reasoning=reasoning, answer="45")
-    expected = [0.5 if paid else 0.0]
+    expected = [{True: 0.5, False: 0.0}.get(paid, paid)]
     assert rewards.calculation_reward([PROBLEM], [text]) == expected
     assert rewards.calculation_reward(prompts=[PROBLEM], completions=conv([text])) == expected
     plain_prompt = PROBLEM[-1]["content"]  # a plain-text prompt is the problem itself
