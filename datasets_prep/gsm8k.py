@@ -229,6 +229,12 @@ def load_gsm8k(
     being there. A fade is a curriculum: it only works if the rows are trained in this order
     (``shuffle_dataset=False``; a recipe with a fade and shuffling is refused), and a second pass over the
     rows starts with the example again. Default None: no fade, the example on every row (or on none).
+    ``worked_example_guides``: with ``worked_example=True``, put the example (where the fade shows one) in a
+    second column, ``sampling_prompt`` (:data:`datasets_prep.SAMPLING_PROMPT`), and keep ``prompt`` the
+    course's own on every row. The standalone loop draws the completions from ``sampling_prompt`` and trains
+    on them under ``prompt`` (guided sampling, ``grpo_kit.loop``), so the model learns to write from the
+    course's prompt alone what it writes with the example. Rows without an example have ``sampling_prompt ==
+    prompt``. Only the standalone loop reads the column; the TRL and Unsloth paths refuse it. Default False.
     """
     check_worked_example(worked_example, worked_example_fade, guides=worked_example_guides)
     raw = load_raw(
