@@ -47,7 +47,34 @@ def test_one_template_for_every_prompt_is_flagged():
     varied = [f"The answer is {i}, since {i} apples" for i in range(8)]
     before = evaluate(None, None, gsm8k_rows(8), GSM8K_FUNCS, num_prompts=8, sampler=canned(varied))
     after = evaluate(None, None, gsm8k_rows(8), GSM8K_FUNCS, num_prompts=8, sampler=canned([template] * 8))
-    assert collapse_signs(before, after) == ["identical answers 12% -> 100%"]
+    # the echoed template's "..." is no reasoning either
+    assert collapse_signs(before, after) == [
+        "identical answers 12% -> 100%",
+        "reasoning of 2 words or fewer 0% -> 100%",
+    ]
+
+
+def test_one_number_as_reasoning_is_flagged_though_the_answers_differ():
+    """gsm8k-cpu's hack without calculation_reward: the layout kept, one number in place of the reasoning, a
+    different number per problem (so "identical answers" stays quiet) and answers not a quarter as long."""
+    prose = [
+        f"Tom has {i} apples and buys 3 more, so he has {i + 3} apples in all. The answer is {i + 3}."
+        for i in range(8)
+    ]
+    one_number = [f"<reasoning>\n{i + 3}\n</reasoning>\n<answer>\n{i + 3}\n</answer>\n" for i in range(8)]
+    rows = gsm8k_rows(8)
+    before = evaluate(None, None, rows, GSM8K_FUNCS, num_prompts=8, sampler=canned(prose))
+    after = evaluate(None, None, rows, GSM8K_FUNCS, num_prompts=8, sampler=canned(one_number))
+    assert collapse_signs(before, after) == ["reasoning of 2 words or fewer 0% -> 100%"]
+    assert judge_headline(before, after)[0].verdict == SUSPECTED  # the format reward rose: not "improved"
+    # a calculation is a step, in either tag; half of the answers without one is flagged, 3 of 8 is not
+    steps = [f"<think>\n{i} + 3 = {i + 3}\n</think>\n<answer>\n{i + 3}\n</answer>\n" for i in range(8)]
+    after = evaluate(None, None, rows, GSM8K_FUNCS, num_prompts=8, sampler=canned(steps))
+    assert collapse_signs(before, after) == []
+    for stepless, flagged in ((4, True), (3, False)):
+        mixed = one_number[:stepless] + steps[stepless:]
+        after = evaluate(None, None, rows, GSM8K_FUNCS, num_prompts=8, sampler=canned(mixed))
+        assert bool(collapse_signs(before, after)) is flagged, stepless
 
 
 def test_an_honest_win_keeps_its_verdict(tmp_path):
