@@ -44,6 +44,20 @@ def test_minutes_to_target_is_the_training_minutes_of_the_first_point_past_the_d
     assert bench.minutes_to_target(rising, 0.5, 0.6, lower_is_better=False) == 0.5
 
 
+def test_a_side_that_never_reaches_the_target_bounds_the_ratio_by_its_whole_run():
+    bench = _bench()
+    slow = _run([(8, 5.0, [5.0], 6.0)], 8.0)  # reaches 6.0 at minute 5
+    never = _run([(8, 5.0, [5.0], 9.0)], 10.0)  # stays above the target for its 10 minutes
+    assert bench.target_ratio(RUN, slow, 17.0, 0.6, True) == ("=", 2.6 / 5.0)
+    assert bench.target_ratio(RUN, never, 17.0, 0.6, True) == ("<", 2.6 / 10.0)  # TRL would need > 10 minutes
+    assert bench.target_ratio(never, slow, 17.0, 0.6, True) == (">", 10.0 / 5.0)
+    assert bench.target_ratio(never, never, 17.0, 0.6, True) is None
+    assert bench.median_ratio([("=", 0.7), ("<", 0.2), ("=", 0.3)]) == ("<=", 0.3)
+    assert bench.median_ratio([("=", 0.7), ("=", 0.3)]) == ("=", 0.5)
+    assert bench.median_ratio([("<", 0.2), (">", 2.0), ("=", 0.3)]) is None  # bounds both ways: no median
+    assert bench.median_ratio([None]) is None
+
+
 def test_a_minute_reads_its_checkpoint_else_the_last_point_before_it_else_the_base():
     bench = _bench()
     assert bench.value_at_minute(RUN, 2.0, 17.0) == (6.0, 8)
