@@ -1,10 +1,12 @@
-"""Shared test configuration: GPU tests skip without CUDA."""
+"""Shared test configuration: GPU tests skip without CUDA; Ctrl-C reaches the runs the tests start."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import sys
+import threading
 
 import pytest
 
@@ -15,6 +17,14 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("MKL_NUM_THREADS", "1")
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(1)
+
+
+# A test run started in the background of a non-interactive shell (`make test &`, `bash -c "... &"`) inherits
+# SIGINT ignored (POSIX), and so does every `grpo-kit train` it starts: the Ctrl-C tests (test_cli,
+# test_runs_endings) would then watch a run finish instead of stopping. Give this process, and through exec its
+# children, the default Ctrl-C again; pytest's own Ctrl-C handling is unchanged.
+if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _cuda_available() -> bool:
