@@ -310,7 +310,8 @@ def _(after_report, before_report, change_line, comparison, hack_signs, mo, side
                     "vanish. The CI measured the reward, and the reward did rise; only the answers show what "
                     "was learned. Section 5 trains the recipe `grpo-kit train` uses instead.\n\n"
                     if hack_signs
-                    else "The answers did not collapse (no empty, shrunken or identical answers; "
+                    else "The answers did not collapse (none of the report card's signs: empty, shrunken or "
+                    "identical answers, answers that end at their first token, reasoning without steps; "
                     "`grpo_kit.evaluation.reward_hacking`): read them below.\n\n"
                 )
                 + "Four of the answers (distance from the target):"

@@ -23,7 +23,10 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # SIGINT ignored (POSIX), and so does every `grpo-kit train` it starts: the Ctrl-C tests (test_cli,
 # test_runs_endings) would then watch a run finish instead of stopping. Give this process, and through exec its
 # children, the default Ctrl-C again; pytest's own Ctrl-C handling is unchanged.
-if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+if (
+    threading.current_thread() is threading.main_thread()
+    and signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+):
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
