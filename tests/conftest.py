@@ -38,7 +38,17 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+def _allowed_seconds(item) -> float:
+    marker = item.get_closest_marker("timeout")
+    return float(marker.args[0]) if marker and marker.args else 0.0
+
+
 def pytest_collection_modifyitems(config, items):
+    # The tests that declare a long timeout (the lessons run end to end, the wheel and install checks: up to
+    # 5 minutes each) start first. pytest-xdist hands each worker its next test as it finishes one; a 5-minute
+    # lesson handed out last leaves the other worker idle for its length. (The xdist_group units go before all
+    # of these anyway: --dist loadgroup orders units by their number of tests.)
+    items.sort(key=lambda item: -_allowed_seconds(item))  # stable: the rest keep their collected order
     gpu_items = [item for item in items if "gpu" in item.keywords]
     # Only GPU tests need the (slow) torch import to decide whether to skip them.
     if not gpu_items or _cuda_available():
