@@ -1,9 +1,12 @@
 """The math-verify worker process (run as ``python -m rewards._verify_worker``).
 
 It speaks JSON lines on stdin/stdout: first it writes ``"ready"`` once math-verify is imported, then
-for every request ``[content, solution]`` it writes ``[reward, gold_parsed, answer_parsed]``, with
-exactly the calls TRL's ``accuracy_reward`` makes but with math-verify's own signal-based timeouts
-switched off. The parent (:mod:`rewards.math_verify_bounded`) bounds each request by wall-clock time
+for every request ``[content, solution, profile]`` it writes ``[reward, gold_parsed, answer_parsed]``,
+with exactly the calls of the reward the profile names but with math-verify's own signal-based
+timeouts switched off: ``"trl"`` TRL's ``accuracy_reward``; ``"open_r1"`` open-r1's ``accuracy_reward``
+(``equations=True``; a ``verify`` that raises gives ``None``); ``"open_r1_length"`` the correctness
+inside open-r1's ``len_reward`` and cosine reward (the gold parsed as LaTeX only, the answer normalised
+with ``boxed=True``, ``verify(answer, gold)``). The parent (:mod:`rewards.math_verify_bounded`) bounds each request by wall-clock time
 and kills this process when one runs over, which works from any thread, unlike ``signal.alarm``.
 
 Model output only reaches ``LatexExtractionConfig`` (latex2sympy's ANTLR parser), never sympy's
@@ -25,37 +28,55 @@ def main() -> None:
     for name in ("math_verify", "math_verify.parser", "math_verify.grader", "latex2sympy2_extended"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
-    # The extraction TRL's accuracy_reward uses for the model's answer.
-    answer_config = [
-        LatexExtractionConfig(
-            normalization_config=NormalizationConfig(units=True),
-            boxed_match_priority=0,
-            try_extract_without_anchor=False,
-        )
-    ]
-    gold_cache: dict[str, list] = {}  # one GRPO group shares its gold answer: parse it once
+    def answer_config(**normalization) -> list:
+        return [
+            LatexExtractionConfig(
+                normalization_config=NormalizationConfig(units=True, **normalization),
+                boxed_match_priority=0,
+                try_extract_without_anchor=False,
+            )
+        ]
+
+    # profile -> (the gold's parse arguments, the answer's extraction config, verify(answer, gold)?)
+    profiles = {
+        "trl": ({}, answer_config(), False),
+        "open_r1": ({"extraction_mode": "first_match"}, answer_config(equations=True), False),
+        "open_r1_length": (
+            {"extraction_mode": "first_match", "extraction_config": [LatexExtractionConfig()]},
+            answer_config(equations=True, boxed=True),
+            True,
+        ),
+    }
+    gold_cache: dict[tuple[str, str], list] = {}  # one GRPO group shares its gold answer: parse it once
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     stdout.write(b'"ready"\n')
     stdout.flush()
     for line in stdin:
         try:
-            content, solution = json.loads(line)
-            gold = gold_cache.get(solution)
+            content, solution, profile = json.loads(line)
+            gold_config, answer_extraction, answer_first = profiles[profile]
+            gold = gold_cache.get((profile, solution))
             if gold is None:
-                gold = parse(solution, parsing_timeout=None)
+                gold = parse(solution, parsing_timeout=None, **gold_config)
                 if len(gold_cache) > 4096:
                     gold_cache.clear()
-                gold_cache[solution] = gold
+                gold_cache[(profile, solution)] = gold
             if len(gold) == 0:
                 result = [None, "[unparseable]", "[skipped]"]
             else:
                 answer = parse(
                     content,
-                    extraction_config=answer_config,
+                    extraction_config=answer_extraction,
                     extraction_mode="first_match",
                     parsing_timeout=None,
                 )
-                reward = float(verify(gold, answer, timeout_seconds=None))
+                try:
+                    pair = (answer, gold) if answer_first else (gold, answer)
+                    reward = float(verify(*pair, timeout_seconds=None))
+                except Exception:  # open-r1 skips the row (None); TRL scores 0.0
+                    if profile != "open_r1":
+                        raise
+                    reward = None
                 result = [reward, str(gold), str(answer) if answer else "[unparseable]"]
         except Exception:  # noqa: BLE001 - math-verify swallows its own errors; anything left is a 0.0, as in TRL
             result = [0.0, "[error]", "[error]"]

@@ -124,9 +124,9 @@ class _Worker:
         self.buffer = b""
         self.ready = False
 
-    def send(self, content: str, solution: str) -> bool:
+    def send(self, content: str, solution: str, profile: str = "trl") -> bool:
         try:
-            self.proc.stdin.write(json.dumps([content, solution]).encode("ascii") + b"\n")
+            self.proc.stdin.write(json.dumps([content, solution, profile]).encode("ascii") + b"\n")
             self.proc.stdin.flush()
             return True
         except (BrokenPipeError, OSError, ValueError):
@@ -174,9 +174,9 @@ class MathVerifyPool:
         self._idle: list[_Worker] = []
         self._lock = threading.Lock()
         self._pid = os.getpid()
-        # Gold solutions math-verify could not parse: every completion against them is skipped (None),
-        # so later jobs with the same gold need no worker (TRL's own cost there is one failed parse).
-        self._unparseable: OrderedDict[str, None] = OrderedDict()
+        # Gold solutions math-verify could not parse (per profile): every completion against them is skipped
+        # (None), so later jobs with the same gold need no worker (TRL's own cost there is one failed parse).
+        self._unparseable: OrderedDict[tuple[str, str], None] = OrderedDict()
 
     # -- worker bookkeeping -------------------------------------------------------------------
     def _checkout(self, n: int) -> list[_Worker]:
@@ -200,9 +200,9 @@ class MathVerifyPool:
                 else:
                     worker.kill()
 
-    def _remember_unparseable(self, solution: str) -> None:
+    def _remember_unparseable(self, gold_key: tuple[str, str]) -> None:
         with self._lock:
-            self._unparseable[solution] = None
+            self._unparseable[gold_key] = None
             if len(self._unparseable) > _UNPARSEABLE_GOLDS:
                 self._unparseable.popitem(last=False)
 
@@ -214,8 +214,9 @@ class MathVerifyPool:
             worker.kill()
 
     # -- the scheduler ------------------------------------------------------------------------
-    def run(self, jobs: list[tuple[str, str]]) -> list[VerifyResult]:
-        """Verdicts for ``(completion_text, solution)`` pairs, each bounded by ``timeout_s``.
+    def run(self, jobs: list[tuple[str, str]], profile: str = "trl") -> list[VerifyResult]:
+        """Verdicts for ``(completion_text, solution)`` pairs, each bounded by ``timeout_s``; ``profile`` names
+        the reward whose math-verify calls the worker makes (:mod:`rewards._verify_worker`).
 
         Jobs only go to workers that are ready; a worker still importing math-verify joins in when
         it is, so a cold start never counts against a job's time bound.
@@ -223,7 +224,7 @@ class MathVerifyPool:
         results: list[VerifyResult | None] = [None] * len(jobs)
         pending = deque()
         for index, (_, solution) in enumerate(jobs):
-            if solution in self._unparseable:
+            if (profile, solution) in self._unparseable:
                 results[index] = _SKIPPED
             else:
                 pending.append(index)
@@ -249,12 +250,12 @@ class MathVerifyPool:
             while pending or busy:
                 while free and pending:
                     index = pending.popleft()
-                    if jobs[index][1] in self._unparseable:
+                    if (profile, jobs[index][1]) in self._unparseable:
                         results[index] = _SKIPPED
                         continue
                     worker = free.pop()
                     attempts[index] += 1
-                    if worker.send(*jobs[index]):
+                    if worker.send(*jobs[index], profile):
                         busy[worker.fd] = (worker, index, time.monotonic() + self.timeout_s)
                         continue
                     worker.kill()  # died while idle (killed from outside): retry the job once
@@ -297,7 +298,7 @@ class MathVerifyPool:
                             _, index, _ = busy.pop(fd)
                             results[index] = VerifyResult(*message)
                             if message[0] is None:
-                                self._remember_unparseable(jobs[index][1])
+                                self._remember_unparseable((profile, jobs[index][1]))
                             free.append(worker)
                 now = time.monotonic()
                 for fd, (worker, index, deadline) in list(busy.items()):
@@ -364,11 +365,11 @@ def configure(timeout_s: float | None = None, max_workers: int | None = None) ->
 # completion (low temperature, short answers). Timeouts are not cached: they depend on the machine.
 _CACHE_SIZE = 8192
 _CACHE_MAX_CHARS = 4096
-_cache: OrderedDict[tuple[str, str], VerifyResult] = OrderedDict()
+_cache: OrderedDict[tuple[str, str, str], VerifyResult] = OrderedDict()  # (content, solution, profile)
 _cache_lock = threading.Lock()
 
 
-def _cached(key: tuple[str, str]) -> VerifyResult | None:
+def _cached(key: tuple[str, str, str]) -> VerifyResult | None:
     with _cache_lock:
         result = _cache.get(key)
         if result is not None:
@@ -376,7 +377,7 @@ def _cached(key: tuple[str, str]) -> VerifyResult | None:
         return result
 
 
-def _remember(key: tuple[str, str], result: VerifyResult) -> None:
+def _remember(key: tuple[str, str, str], result: VerifyResult) -> None:
     if result is _TIMED_OUT or len(key[0]) + len(key[1]) > _CACHE_MAX_CHARS:
         return
     with _cache_lock:
@@ -399,12 +400,21 @@ def clear_cache() -> None:
         pool._unparseable.clear()
 
 
+PROFILES = ("trl", "open_r1", "open_r1_length")
+
+
 def verify_batch(
-    contents: list[str], solutions: list, pool: MathVerifyPool | None = None
+    contents: list[str], solutions: list, pool: MathVerifyPool | None = None, profile: str = "trl"
 ) -> list[VerifyResult]:
-    """TRL ``accuracy_reward`` verdicts for each (completion text, gold solution) pair, bounded in time."""
+    """Verdicts for each (completion text, gold solution) pair, bounded in time: TRL's ``accuracy_reward``
+    (``profile="trl"``), open-r1's (``"open_r1"``), or the correctness inside open-r1's ``len_reward`` and
+    cosine reward (``"open_r1_length"``). The fast path decides the same answers for all three: it reads
+    only plain numbers, which none of their normalisation differences (``equations``, ``boxed=True``)
+    touch, against golds every profile parses alike (``tests/rewards/test_rewards_open_r1.py``)."""
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
     results: list[VerifyResult | None] = [None] * len(contents)
-    slow: dict[tuple[str, str], list[int]] = {}  # each distinct pair goes to math-verify once
+    slow: dict[tuple[str, str, str], list[int]] = {}  # each distinct pair goes to math-verify once
     golds: dict[str, Gold | None] = {}
     for i, (content, solution) in enumerate(zip(contents, solutions)):
         if solution is None:
@@ -413,18 +423,22 @@ def verify_batch(
         gold = golds.get(solution, _UNSEEN)
         if gold is _UNSEEN:  # one GRPO group shares its gold answer: read it once
             gold = golds[solution] = parse_gold(solution)
+        if gold is not None and profile == "open_r1_length" and isinstance(gold.value, int):
+            results[i] = _SKIPPED  # LaTeX-only extraction finds nothing in a bare integer: parse("72") == []
+            continue
         decided = fast.fast_verdict(content, gold) if gold is not None else None
         if decided is not None:
             results[i] = VerifyResult(decided[0], gold.parsed, decided[1])
             continue
-        remembered = _cached((content, solution))
+        remembered = _cached((content, solution, profile))
         if remembered is None:
-            slow.setdefault((content, solution), []).append(i)
+            slow.setdefault((content, solution, profile), []).append(i)
         else:
             results[i] = remembered
     if slow:
         keys = list(slow)
-        for key, result in zip(keys, (pool or _pool()).run(keys)):
+        jobs = [(content, solution) for content, solution, _ in keys]
+        for key, result in zip(keys, (pool or _pool()).run(jobs, profile)):
             _remember(key, result)
             for i in slow[key]:
                 results[i] = result
