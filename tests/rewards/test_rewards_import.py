@@ -14,9 +14,10 @@ HEAVY = ("torch", "transformers", "trl", "sympy", "math_verify")
 
 def test_import_rewards_imports_no_heavy_library():
     code = (
-        "import sys, rewards\n"
+        "import sys, rewards, rewards.open_r1\n"
         "from rewards import *\n"
         "rewards.format_reward(['x']); rewards.length_reward(5, unit='chars')(['abc'])\n"
+        "rewards.open_r1.format_reward(['x']); rewards.open_r1.get_repetition_penalty_reward(2, -1.0)(['a a'])\n"
         f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
     )
     result = subprocess.run(
