@@ -731,7 +731,8 @@ def _built(fn: Any, target: str) -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``grpo-kit-reward-lint module:function [...]`` — exit status 0 when every function is clean."""
+    """``grpo-kit-reward-lint module:function [...]`` — exit status 0 when every function is clean, 1 when one
+    has findings or is not a reward function at all (``os:system``: one line naming the fix, no traceback)."""
     parser = argparse.ArgumentParser(
         prog="grpo-kit-reward-lint",
         description="Run reward functions over tricky completions and report problems in plain words.",
@@ -756,7 +757,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         columns[key] = value
     status = 0
     for target in args.targets:
-        report = lint(_built(_resolve(target), target), columns=columns or None, slow_s=args.slow_s)
+        fn = _built(_resolve(target), target)
+        try:
+            check_reward_funcs(fn, where=target)  # not a reward function: the one line that names the fix
+        except (TypeError, ValueError) as error:
+            print(f"grpo-kit-reward-lint: {error}", file=sys.stderr)
+            status = 1
+            continue
+        report = lint(fn, columns=columns or None, slow_s=args.slow_s)
         status = status or (0 if report.ok else 1)
     return status
 

@@ -140,6 +140,23 @@ def test_console_script_runs():
     assert "chars-vs-tokens" in result.stdout and "reward lint: int_reward — clean" in result.stdout
 
 
+@pytest.mark.parametrize("target", ["os:system", "rewards.lint:lint"])
+def test_cli_names_a_target_that_is_not_a_reward_function_in_one_line(target):
+    """Not a reward function at all (wrong signature): the one line that names the fix, exit 1, no traceback."""
+    result = subprocess.run(
+        [sys.executable, "-m", "grpo_kit.cli", "rewards", "lint", target],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr + result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "takes no `completions` argument" in lines[0], result.stderr
+    assert "give it the signature def" in lines[0]
+
+
 def _text(completion):
     return completion if isinstance(completion, str) else completion[-1]["content"]
 
