@@ -23,8 +23,9 @@ line (``(?:\\[$]|[^\n$])``). So a GSM8K money sign opens an environment only whe
    "final answer" (its ``\s+is\s*`` runs are unbounded). The verdict is 0.0. This covers plain trailing
    numbers ("… so the answer is 72."), "The answer is $18.", no answer at all, unanchored ``$72$`` and
    money ``$…$`` spans far from the anchor.
-2. **One boxed number** — exactly one ``\boxed{``, no "I hope", no ``\[``, ``\(`` or ``$$`` anywhere, no
-   ``[`` on its line, no ``}`` after it, and no inline ``$…$`` that could enclose it (an unescaped ``$``
+2. **One boxed number** — exactly one ``\boxed{``, no "I hope", no ``\[`` or ``\(`` anywhere, no ``$$``
+   after it (``$$…$$`` content holds no ``$$``, so a display environment around it needs one there;
+   GSM8K's ``= $$<<16+27=43.00>>43.00`` lies before it), no ``[`` on its line, no ``}`` after it, and no inline ``$…$`` that could enclose it (an unescaped ``$``
    before it *and* after it on its line) unless that is exactly ``$\boxed{…}$`` with no percent after:
    the match is that ``\boxed{…}``, whatever "answer" anchors exist (they have lower priority). Money
    signs on other lines or on one side only do not matter; ``\boxed{\$18}`` reads ``\$18``, which
@@ -39,7 +40,8 @@ The extracted LaTeX must be a number this module reads exactly as latex2sympy do
 (``72``, ``-3``, ``007``), thousands commas (``1,234``), a decimal with at most 6 fractional digits
 (``72.0``, ``1,234.5``; math-verify compares floats rounded to 6 places, so exact comparison gives the
 same verdict), or a simple fraction (``\frac{3}{4}``, ``-\frac{1}{2}``). The gold must be a canonical
-integer or a simple fraction. Anything else returns ``None`` and goes to math-verify.
+integer (also with thousands commas, ``2,125``) or a simple fraction. Anything else returns ``None`` and
+goes to math-verify.
 
 Proven against ``trl.rewards.accuracy_reward`` (verdicts *and* the logged ``gold_parsed`` /
 ``answer_parsed`` strings) on generated cases of every answer style in ``tests/rewards`` (GSM8K-style
@@ -103,11 +105,16 @@ def _fraction(text: str) -> Fraction | None:
 
 
 def parse_gold(solution: str) -> Gold | None:
-    """The gold answer when it is a canonical integer (``72``, ``-3``) or a simple ``\\frac{p}{q}``."""
+    """The gold answer when it is a canonical integer (``72``, ``-3``), one with thousands commas
+    (``2,125``: 14 of GSM8K's 1,319 test answers; math-verify logs it without them, ``[2125, '2125']``)
+    or a simple ``\\frac{p}{q}``."""
     if not isinstance(solution, str):
         return None
     if _GOLD_INT.fullmatch(solution):
         return Gold(int(solution), _parsed(str(int(solution)), solution))
+    if _THOUSANDS.fullmatch(solution):
+        value = int(solution.replace(",", ""))
+        return Gold(value, _parsed(str(value), str(value)))
     value = _fraction(solution)
     if value is not None:
         return Gold(value, _parsed(_rational_str(value), solution))
@@ -153,8 +160,10 @@ def _boxed_latex(content: str) -> str | None:
     start = content.find("\\boxed{")
     if content.find("\\boxed{", start + 1) != -1 or "I hope" in content:
         return None
-    if "\\[" in content or "\\(" in content or "$$" in content:
+    if "\\[" in content or "\\(" in content or content.find("$$", start) != -1:
         return None  # a display environment could enclose it from another line
+    # A "$$" only before it (GSM8K's "= $$<<16+27=43.00>>43.00", a money sign before an annotation) opens
+    # no display environment around it: ``$$…$$`` needs a closing "$$" after the boxed, and there is none.
     line_start = content.rfind("\n", 0, start) + 1
     line_end = content.find("\n", start)
     line_end = len(content) if line_end == -1 else line_end

@@ -5,8 +5,10 @@ Each style returns ``(completions, solutions)`` as plain strings; about half the
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable
+from pathlib import Path
 
 
 def _steps(rng: random.Random) -> str:
@@ -201,3 +203,26 @@ def realistic_mix(n: int, seed: int = 0) -> tuple[list[str], list[str]]:
     styles = rng.choices(list(weights), weights=list(weights.values()), k=n)
     pairs = [STYLES[style](rng) for style in styles]
     return [c for c, _ in pairs], [s for _, s in pairs]
+
+
+GSM8K_TEST_SPLIT = Path(__file__).resolve().parents[1] / "fixtures" / "gsm8k_openai_test" / "test.jsonl"
+
+
+def gsm8k_test_split(ending: str = "boxed") -> tuple[list[str], list[str]]:
+    r"""OpenAI's 1,319 GSM8K test solutions (grade-school-math, MIT licence: tests/fixtures/gsm8k_openai_test)
+    as completions, with the gold after ``####`` as written (``2,125`` keeps its comma) as the solution.
+
+    ``ending="boxed"``: the ``#### N`` line becomes ``The answer is \boxed{M}.``, M = N on even rows and
+    N + 1 on odd ones (a wrong answer), so both verdicts occur; ``"raw"``: the solution as written.
+    """
+    completions, solutions = [], []
+    for i, line in enumerate(GSM8K_TEST_SPLIT.read_text(encoding="utf-8").splitlines()):
+        solution_text = json.loads(line)["answer"]
+        reasoning, gold = solution_text.rsplit("\n#### ", 1)
+        if ending == "raw":
+            completions.append(solution_text)
+        else:
+            answer = gold if i % 2 == 0 else str(int(gold.replace(",", "")) + 1)
+            completions.append(f"{reasoning}\nThe answer is \\boxed{{{answer}}}.")
+        solutions.append(gold)
+    return completions, solutions

@@ -92,6 +92,9 @@ def test_every_realistic_style_is_decided_without_math_verify(style):
         ("answer" + " " * 51 + "$72$", "72"),  # farther than the 50-character anchor window
         ("The answer is $1 000$", "1000"),  # latex2sympy reads 1*0
         ("\\boxed{72}", "72.0"),  # a decimal gold: math-verify parses it
+        ("$$<<1+1=2>>2\n\\boxed{2} then $$", "2"),  # a "$$" after the boxed: $$…$$ could enclose it
+        ("\\boxed{2} $$", "2"),
+        ("\\boxed{72}", "1,23"),  # not a thousands-comma gold
     ],
 )
 def test_what_the_fast_path_leaves_to_math_verify_still_matches_trl(content, gold):
@@ -124,6 +127,17 @@ def test_what_the_fast_path_leaves_to_math_verify_still_matches_trl(content, gol
         ("She earns $5 a day. The answer is $18$.", "18"),  # "$5 a day. The answer is $" is not anchored
         ("The answer is $18$, so she saves.", "18"),
         ("The answer is $\\$18$.", "18"),
+        # GSM8K's test split: "$$" (a money sign before an annotation) only before the boxed, "$<<…>>"
+        ("It will cost her 4*4 = $$<<4*4=16.00>>16.00\nThe answer is \\boxed{16}.", "16"),
+        ("In all 16+27 = $$<<16+27=43.00>>43.00\nThe answer is \\boxed{44}.", "43"),
+        ("she pays $$<<2*3=6>>6 so \\boxed{6}", "6"),  # on the boxed's own line
+        ("$$<<2*3=6.00>>6.00 and $$<<1+1=2>>2\nThe answer is \\boxed{6}.", "6"),  # two "$$", both before
+        ("He paid 3*5 = $<<3*5=15>>15.\nThe answer is \\boxed{15}.", "15"),
+        ("The answer is \\boxed{2125}.", "2,125"),  # a gold with thousands commas (14 of GSM8K's test golds)
+        ("The answer is \\boxed{2,125}.", "2,125"),
+        ("The answer is \\boxed{2,124}.", "2,125"),
+        ("The answer is 2,125.", "2,125"),
+        ("The answer is $1,450,000$.", "-1,450,000"),
     ],
 )
 def test_money_signs_the_fast_path_decides_match_trl(content, gold):
@@ -143,7 +157,10 @@ _PIECES = [
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(pieces=st.lists(st.sampled_from(_PIECES), min_size=1, max_size=14), gold=st.sampled_from(["18", "72"]))
+@given(
+    pieces=st.lists(st.sampled_from(_PIECES), min_size=1, max_size=14),
+    gold=st.sampled_from(["18", "72", "1,234"]),
+)
 def test_whatever_the_fast_path_decides_trl_decides_the_same(pieces, gold):
     """Random texts of those pieces: where the fast path answers, TRL gives the same verdict and string."""
     content = "".join(pieces)
@@ -156,13 +173,33 @@ def test_whatever_the_fast_path_decides_trl_decides_the_same(pieces, gold):
         assert decided == (reward[0], log["answer_parsed"][0])
 
 
+@pytest.mark.parametrize("ending", ["boxed", "raw"])
+def test_gsm8k_test_split_matches_trl(ending):
+    """OpenAI's 1,319 GSM8K test solutions (real text: "$$<<16+27=43.00>>43.00", "$<<…>>", golds like
+    "2,125"): TRL's verdicts and logged strings on every row. Ending ``\\boxed{N}``, every row is decided
+    without math-verify; as written (``#### N``), all but one ("the answer from the previous step to find
+    the total: $4.00 + $2.00", an anchored ``$4.00 + $`` that only math-verify reads)."""
+    completions, solutions = answer_styles.gsm8k_test_split(ending)
+    assert len(completions) == 1_319 and sum("$$" in c for c in completions) == 1
+    theirs, theirs_log = _logged(trl_rewards.accuracy_reward, conv(completions), solutions)
+    ours, ours_log = _logged(rewards.accuracy_reward, conv(completions), solutions)
+    assert (ours, ours_log) == (theirs, theirs_log)
+    undecided = [c for c, s in zip(completions, solutions) if fast_verdict(c, parse_gold(s)) is None]
+    if ending == "boxed":
+        assert theirs.count(1.0) == 660 and theirs.count(0.0) == 659
+        assert undecided == []
+    else:
+        assert len(undecided) == 1 and "the answer from the previous step" in undecided[0]
+
+
 @pytest.mark.parametrize(
     "make",
     [
+        lambda: answer_styles.gsm8k_test_split(),
         lambda: answer_styles.realistic_mix(64, seed=3),
         lambda: answer_styles.make("GSM8K-style solution with money signs", 200, seed=3),
     ],
-    ids=["realistic mix", "GSM8K money signs"],
+    ids=["GSM8K test split", "realistic mix", "GSM8K money signs"],
 )
 def test_a_cold_first_call_on_fast_styles_starts_no_worker(make):
     """The first call of a fresh process must not pay for a math-verify worker (sympy import, ~1-3 s)."""
