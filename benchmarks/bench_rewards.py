@@ -5,12 +5,14 @@
 
 Prints three tables: accuracy_reward per answer style (boxed, boxed with thousands separators or
 decimals, inline ``$…$``, plain trailing number, LaTeX fractions, no answer, GSM8K-style solutions
-with ``$`` money signs, a realistic mix) side by side with TRL's; a cold first call in a fresh process
-(16 completions of the mix, and 1,319 GSM8K-style money-sign solutions: the size of GSM8K's test
-split); and every reward function against its reference. Asserts that our verdicts equal TRL's
-wherever TRL has the function, and checks the targets: accuracy_reward never slower than TRL on any
-style, ≥ 5× on the mix, ≥ 30× warm and ≥ 10× cold on the money-sign solutions; format and length
-rewards ≥ 100k completions/s. Exit status 1 when a target is missed.
+with ``$`` money signs, a realistic mix, and OpenAI's 1,319 real GSM8K test solutions ending
+``The answer is \boxed{N}.``: tests/fixtures/gsm8k_openai_test, MIT) side by side with TRL's; a cold
+first call in a fresh process (16 completions of the mix, 1,319 generated money-sign solutions, the
+1,319 real ones); and every reward function against its reference. Asserts that our verdicts equal
+TRL's wherever TRL has the function (and the logged strings on the real solutions), and checks the
+targets: accuracy_reward never slower than TRL on any style, ≥ 5× on the mix, ≥ 30× warm and ≥ 10×
+cold on the money-sign solutions and on the real GSM8K test solutions; format and length rewards
+≥ 100k completions/s. Exit status 1 when a target is missed.
 Completions are conversational one-message lists (what TRL's functions read) and are scored in
 batches of ``--batch-size`` (a GRPO step's generation batch).
 """
@@ -105,6 +107,7 @@ def accuracy_by_style(trl_rewards, per_style: int, batch_size: int, failures: li
 
     cases = {style: answer_styles.make(style, per_style) for style in answer_styles.STYLES}
     cases["realistic mix"] = answer_styles.realistic_mix(per_style * 2)
+    cases[REAL] = answer_styles.gsm8k_test_split()
     for style in answer_styles.MATH_VERIFY_STYLES:  # math-verify decides: our workers vs TRL in-process
         cases[style] = answer_styles.make(style, max(20, per_style // 5))
     header = (
@@ -129,6 +132,21 @@ def accuracy_by_style(trl_rewards, per_style: int, batch_size: int, failures: li
     return ratios
 
 
+def same_logs_on_real_text(trl_rewards, failures: list) -> None:
+    """The real GSM8K test solutions: our verdicts *and* logged strings (solution, gold_parsed,
+    answer_parsed) equal TRL's on every row."""
+    texts, golds = answer_styles.gsm8k_test_split()
+    logs = ({}, {})
+    for log, fn in zip(logs, (rewards.accuracy_reward, trl_rewards.accuracy_reward)):
+        log["reward"] = fn(
+            conv(texts), golds, log_extra=lambda key, values, log=log: log.__setitem__(key, values)
+        )
+    same = logs[0] == logs[1]
+    print(f"{REAL}: verdicts and logged strings equal TRL's: {'yes' if same else 'NO'}")
+    if not same:
+        failures.append(f"accuracy_reward's logged strings differ from TRL's on the {REAL}")
+
+
 _COLD = """
 import json, logging, sys, time
 logging.disable(logging.CRITICAL)
@@ -146,8 +164,10 @@ print(json.dumps([imported - start, time.perf_counter() - imported]))
 
 
 MONEY = "GSM8K-style solution with money signs"
+REAL = "GSM8K test split, 1,319 real solutions"
 GSM8K_COLD_N = 1_319  # the size of GSM8K's test split
 COLD_MONEY = f"GSM8K-style with money signs, {GSM8K_COLD_N:,}"
+COLD_REAL = "GSM8K test split (real), 1,319"
 
 
 def cold_first_call(batch: int) -> dict[str, tuple[float, float, float]]:
@@ -155,6 +175,7 @@ def cold_first_call(batch: int) -> dict[str, tuple[float, float, float]]:
     workloads = {
         f"realistic mix, {batch} completions": answer_styles.realistic_mix(batch, seed=7),
         COLD_MONEY: answer_styles.make(MONEY, GSM8K_COLD_N, seed=7),
+        COLD_REAL: answer_styles.gsm8k_test_split(),
         "one completion only math-verify reads": (["The answer is \\boxed{\\sqrt{2} + 1}."], ["1+\\sqrt{2}"]),
     }
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -313,6 +334,7 @@ def main(argv=None) -> int:
     failures = []
     print(f"{os.cpu_count()} CPUs, {workers} math-verify workers, batches of {args.batch_size}\n")
     ratios = accuracy_by_style(trl_rewards, args.per_style, args.batch_size, failures)
+    same_logs_on_real_text(trl_rewards, failures)
     print()
     cold = cold_first_call(16)
     print(f"{args.n} GSM8K-style completions (mostly boxed/XML answers), every reward function\n")
@@ -359,6 +381,11 @@ def main(argv=None) -> int:
         (
             f"accuracy_reward ≥ 10× TRL on a cold first call there ({cold[COLD_MONEY][2]:.1f}x)",
             cold[COLD_MONEY][2] >= 10,
+        ),
+        (f"accuracy_reward ≥ 30× TRL on the real GSM8K test split ({ratios[REAL]:.1f}x)", ratios[REAL] >= 30),
+        (
+            f"accuracy_reward ≥ 10× TRL on a cold first call there ({cold[COLD_REAL][2]:.1f}x)",
+            cold[COLD_REAL][2] >= 10,
         ),
         ("format_reward ≥ 100k/s", results["format_reward"][0] >= 100_000),
         ("think_format_reward ≥ 100k/s", results["think_format_reward"][0] >= 100_000),

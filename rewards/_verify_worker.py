@@ -6,7 +6,8 @@ with exactly the calls of the reward the profile names but with math-verify's ow
 timeouts switched off: ``"trl"`` TRL's ``accuracy_reward``; ``"open_r1"`` open-r1's ``accuracy_reward``
 (``equations=True``; a ``verify`` that raises gives ``None``); ``"open_r1_length"`` the correctness
 inside open-r1's ``len_reward`` and cosine reward (the gold parsed as LaTeX only, the answer normalised
-with ``boxed=True``, ``verify(answer, gold)``). The parent (:mod:`rewards.math_verify_bounded`) bounds each request by wall-clock time
+with ``boxed=True``, ``verify(answer, gold)``); ``"open_r1_length_plain_gold"`` the same with the gold
+parsed by math-verify's defaults (the fix behind ``plain_gold=True``). The parent (:mod:`rewards.math_verify_bounded`) bounds each request by wall-clock time
 and kills this process when one runs over, which works from any thread, unlike ``signal.alarm``.
 
 Model output only reaches ``LatexExtractionConfig`` (latex2sympy's ANTLR parser), never sympy's
@@ -43,6 +44,12 @@ def main() -> None:
         "open_r1": ({"extraction_mode": "first_match"}, answer_config(equations=True), False),
         "open_r1_length": (
             {"extraction_mode": "first_match", "extraction_config": [LatexExtractionConfig()]},
+            answer_config(equations=True, boxed=True),
+            True,
+        ),
+        # the same with the gold read as accuracy_reward reads it (a plain "72" parses): the cosine fix
+        "open_r1_length_plain_gold": (
+            {"extraction_mode": "first_match"},
             answer_config(equations=True, boxed=True),
             True,
         ),

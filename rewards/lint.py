@@ -138,6 +138,16 @@ PROBES: list[tuple[str, str]] = [
     ),
     ("xml soft one-line", "<reasoning>Adding 30 and 42 gives 72.</reasoning> <answer>72</answer>"),
     ("xml soft multi-line", "<reasoning>Adding 30 and 42\ngives 72.</reasoning> <answer>72</answer>"),
+    # open-r1's layout (rewards.open_r1: format_reward, tag_count_reward, code_format_reward): tags on lines
+    ("think/answer lines", "<think>\nAdding 30 and 42 gives 72.\n</think>\n<answer>\n72\n</answer>"),
+    (
+        "think/answer lines multi-line",
+        "<think>\nAdding 30 and 42\ngives 72.\n</think>\n<answer>\n72\n</answer>",
+    ),
+    (
+        "think/answer code",
+        "<think>\nAdd 30 and 42.\n</think>\n<answer>\n```python\nprint(30 + 42)\n```\n</answer>",
+    ),
     ("boxed", "Adding 30 and 42 gives \\boxed{72}."),
     ("think then boxed", "<think>Adding 30 and 42 gives 72.</think> The answer is \\boxed{72}."),
     ("latex inline", "The final answer is $72$."),
@@ -165,11 +175,19 @@ DOTALL_PAIRS = [
     ("think one-line", "think multi-line"),
     ("xml one-line", "xml multi-line"),
     ("xml soft one-line", "xml soft multi-line"),
+    ("think/answer lines", "think/answer lines multi-line"),
 ]
-WELL_FORMED = ["think one-line", "xml one-line", "xml soft one-line", "xml ends at </answer>"]
+WELL_FORMED = [
+    "think one-line",
+    "xml one-line",
+    "xml soft one-line",
+    "xml ends at </answer>",
+    "think/answer lines",
+]
 EMPTY_TAG_PROBES: list[tuple[str, str]] = [
     ("empty think/answer tags", "<think></think><answer></answer>"),
     ("blank think/answer tags", "<think> </think>\n<answer>\n</answer>"),
+    ("empty think/answer lines", "<think>\n\n</think>\n<answer>\n\n</answer>"),  # open-r1's layout, empty
     ("empty xml tags", "<reasoning>\n\n</reasoning>\n<answer>\n\n</answer>\n"),
     ("empty xml tags, no newlines", "<reasoning></reasoning><answer></answer>"),
     # The course's GSM8K system prompt shows this template; a small model learns to echo it (issue #27).

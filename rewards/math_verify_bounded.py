@@ -400,7 +400,7 @@ def clear_cache() -> None:
         pool._unparseable.clear()
 
 
-PROFILES = ("trl", "open_r1", "open_r1_length")
+PROFILES = ("trl", "open_r1", "open_r1_length", "open_r1_length_plain_gold")
 
 
 def verify_batch(
@@ -408,7 +408,8 @@ def verify_batch(
 ) -> list[VerifyResult]:
     """Verdicts for each (completion text, gold solution) pair, bounded in time: TRL's ``accuracy_reward``
     (``profile="trl"``), open-r1's (``"open_r1"``), or the correctness inside open-r1's ``len_reward`` and
-    cosine reward (``"open_r1_length"``). The fast path decides the same answers for all three: it reads
+    cosine reward (``"open_r1_length"``; ``"open_r1_length_plain_gold"``: with the gold read by math-verify's
+    defaults, the cosine reward's ``plain_gold=True``). The fast path decides the same answers for all three: it reads
     only plain numbers, which none of their normalisation differences (``equations``, ``boxed=True``)
     touch, against golds every profile parses alike (``tests/rewards/test_rewards_open_r1.py``)."""
     if profile not in PROFILES:

@@ -20,7 +20,8 @@ Each function does what open-r1's does; the differences, all deliberate:
   answers math-verify's own rules decide are decided without it (:mod:`rewards.math_verify_fast`).
 * Known open-r1 bugs keep open-r1's behaviour by default; the fix is one argument away and each
   docstring names it: the cosine reward counts characters while its docstring says tokens
-  (``length_unit="tokens"``) and climbs back up past ``max_len`` (``clamp=True``).
+  (``length_unit="tokens"``), climbs back up past ``max_len`` (``clamp=True``) and never parses a plain
+  gold such as ``72`` (``plain_gold=True``).
 * Calls that would crash in open-r1 score instead: ``len_reward([])`` is ``[]``; a weighted reward
   passes ``None`` through; ``ngram_size < 1`` is refused when the factory is called.
 * Code *execution* rewards (``code_reward``, ``binary_code_reward``, ``ioi_code_reward``,
@@ -78,11 +79,15 @@ def accuracy_reward(
     return [r.reward for r in verify_batch(texts, golds, profile="open_r1")]
 
 
-def _length_correctness(texts: list[str], solution: Any, fn_name: str) -> list[float | None]:
-    """open-r1's correctness inside ``len_reward`` and the cosine reward: the gold parsed as LaTeX only,
-    the answer normalised with ``boxed=True``, ``verify(answer, gold)``; ``None`` for an unparseable gold."""
+def _length_correctness(
+    texts: list[str], solution: Any, fn_name: str, plain_gold: bool = False
+) -> list[float | None]:
+    """open-r1's correctness inside ``len_reward`` and the cosine reward: the gold parsed as LaTeX only
+    (``plain_gold=True``: by math-verify's defaults, as accuracy_reward does), the answer normalised with
+    ``boxed=True``, ``verify(answer, gold)``; ``None`` for an unparseable gold."""
     golds = _solutions(solution, fn_name, len(texts))
-    return [r.reward for r in verify_batch(texts, golds, profile="open_r1_length")]
+    profile = "open_r1_length_plain_gold" if plain_gold else "open_r1_length"
+    return [r.reward for r in verify_batch(texts, golds, profile=profile)]
 
 
 _THINK_ANSWER = re.compile(r"^<think>\n.*?\n</think>\n<answer>\n.*?\n</answer>$", re.DOTALL | re.MULTILINE)
@@ -100,12 +105,22 @@ def format_reward(completions: Sequence, **kwargs) -> list[float]:
     return [1.0 if _THINK_ANSWER.match(text) else 0.0 for text in texts]
 
 
+format_reward.lint_acknowledged = {  # type: ignore[attr-defined]
+    "empty-tags": "open-r1 parity: its `.*?` accepts empty <think>/<answer> lines; pair it with accuracy_reward.",
+}
+
+
 def tag_count_reward(completions: Sequence, **kwargs) -> list[float]:
     r"""0.25 for each of ``<think>\n``, ``\n</think>\n``, ``\n<answer>\n``, ``\n</answer>`` found exactly once
     (the partial credit that leads to :func:`format_reward`; after willccbb's GRPO demo)."""
     texts = completion_texts(completions, "tag_count_reward")
     markers = ("<think>\n", "\n</think>\n", "\n<answer>\n", "\n</answer>")
     return [sum(0.25 for marker in markers if text.count(marker) == 1) for text in texts]
+
+
+tag_count_reward.lint_acknowledged = {  # type: ignore[attr-defined]
+    "empty-tags": "open-r1 parity: it counts the tags, not what they hold (partial credit toward format_reward).",
+}
 
 
 _STEP = re.compile(r"(Step \d+:|^\d+\.|\n-|\n\*|First,|Second,|Next,|Finally,)")
@@ -144,6 +159,11 @@ def len_reward(completions: Sequence, solution: Sequence[str] | None = None, **k
     return rewards
 
 
+len_reward.lint_acknowledged = {  # type: ignore[attr-defined]
+    "constant": "batch-relative (Kimi k1.5): lengths are compared within one call, so one completion scores 0.0.",
+}
+
+
 class _CosineScaledReward:
     r"""Correctness scaled by length on a cosine schedule (Appendix C.1, https://huggingface.co/papers/2502.03373).
 
@@ -155,12 +175,18 @@ class _CosineScaledReward:
     __name__ = "cosine_scaled_reward"
 
     def __init__(
-        self, values: tuple[float, float, float, float], max_len: float, length_unit: str, clamp: bool
+        self,
+        values: tuple[float, float, float, float],
+        max_len: float,
+        length_unit: str,
+        clamp: bool,
+        plain_gold: bool,
     ):
         self.min_value_wrong, self.max_value_wrong, self.min_value_correct, self.max_value_correct = values
         self.max_len = max_len
         self.length_unit = length_unit
         self.clamp = clamp
+        self.plain_gold = plain_gold
 
     def __call__(
         self,
@@ -178,7 +204,9 @@ class _CosineScaledReward:
         else:
             lengths = [len(text) for text in texts]
         rewards = []
-        for verdict, length in zip(_length_correctness(texts, solution, self.__name__), lengths):
+        for verdict, length in zip(
+            _length_correctness(texts, solution, self.__name__, self.plain_gold), lengths
+        ):
             if verdict is None:
                 rewards.append(1.0)  # open-r1: "Skip unparseable examples"
                 continue
@@ -201,20 +229,24 @@ def get_cosine_scaled_reward(
     *,
     length_unit: str = "chars",
     clamp: bool = False,
+    plain_gold: bool = False,
 ) -> Callable:
     """open-r1's cosine-scaled reward factory (its argument order; TRL's takes ``max_len`` first).
 
     open-r1's bugs, kept by default: its docstring speaks of tokens but it counts characters
     (``length_unit="tokens"`` counts ``completion_ids``, as TRL's does), and past ``max_len`` the cosine
     climbs back, so a wrong completion twice ``max_len`` long is penalised as hard as an empty one
-    (``clamp=True`` stops the schedule at ``max_len``, as TRL's does).
+    (``clamp=True`` stops the schedule at ``max_len``, as TRL's does); and it parses the gold as LaTeX
+    only, so a plain gold such as GSM8K's ``72`` never parses and every completion scores 1.0 (open-r1's
+    "skip"); ``plain_gold=True`` reads the gold as its ``accuracy_reward`` does. ``rewards lint`` reports
+    the default as constant on its probes (gold ``72``); with the three fixes it is clean.
     """
     if length_unit not in ("chars", "tokens"):
         raise ValueError(f'length_unit must be "chars" (open-r1) or "tokens", got {length_unit!r}')
     if not isinstance(max_len, (int, float)) or not max_len > 0:
         raise ValueError(f"max_len must be a positive length, got {max_len!r}")
     values = (min_value_wrong, max_value_wrong, min_value_correct, max_value_correct)
-    return _CosineScaledReward(values, max_len, length_unit, bool(clamp))
+    return _CosineScaledReward(values, max_len, length_unit, bool(clamp), bool(plain_gold))
 
 
 get_cosine_scaled_reward.is_reward_factory = True  # type: ignore[attr-defined]

@@ -14,6 +14,7 @@ import pytest
 
 import rewards
 from rewards import course_original as course
+from rewards import open_r1
 from rewards.lint import Finding, LintReport, main
 
 HERE = Path(__file__).resolve().parent
@@ -36,6 +37,17 @@ def ours():
         rewards.int_reward,
         rewards.correctness_reward,
         rewards.combine(rewards.correctness_reward, rewards.int_reward, rewards.xmlcount_reward),
+        # open-r1's family (rewards.open_r1): clean, its documented quirks acknowledged (see below)
+        open_r1.accuracy_reward,
+        open_r1.format_reward,
+        open_r1.tag_count_reward,
+        open_r1.reasoning_steps_reward,
+        open_r1.len_reward,
+        open_r1.get_cosine_scaled_reward(length_unit="tokens", clamp=True, plain_gold=True),
+        open_r1.get_repetition_penalty_reward(3, -1.0),
+        open_r1.code_format_reward,
+        open_r1.get_soft_overlong_punishment(256, 64),
+        open_r1.create_weighted_reward(open_r1.reasoning_steps_reward, 0.5),
     ]
 
 
@@ -51,6 +63,18 @@ def test_think_format_reward_empty_tags_are_acknowledged_not_hidden():
     assert report.ok
     assert [f.check for f, _ in report.acknowledged] == ["empty-tags"]
     assert "acknowledged" in str(report)
+
+
+def test_lint_knows_open_r1s_layout_and_names_its_quirks():
+    """open-r1's think/answer-on-lines layout is probed: its format and tag-count rewards score it, and the
+    empty-tag hack they share is reported, acknowledged as open-r1's behaviour, not hidden."""
+    for fn in (open_r1.format_reward, open_r1.tag_count_reward):
+        report = rewards.lint(fn, verbose=False)
+        assert report.ok and [f.check for f, _ in report.acknowledged] == ["empty-tags"]
+        assert "empty think/answer lines" in report.acknowledged[0][0].probes
+    assert [f.check for f, _ in rewards.lint(open_r1.len_reward, verbose=False).acknowledged] == ["constant"]
+    # open-r1's cosine reward as written: a plain gold (lint's "72") never parses, every completion scores 1.0
+    assert rewards.lint(open_r1.get_cosine_scaled_reward(), verbose=False).checks() == {"constant"}
 
 
 def test_lint_route_needs_its_column_and_is_clean_with_it():

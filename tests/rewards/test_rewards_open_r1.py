@@ -47,11 +47,13 @@ def reference_accuracy(content: str, solution: str) -> float | None:
         return None
 
 
-def reference_length_correct(content: str, solution: str) -> bool | None:
-    """The correctness open-r1's len_reward and cosine reward compute (None: unparseable gold)."""
+def reference_length_correct(content: str, solution: str, plain_gold: bool = False) -> bool | None:
+    """The correctness open-r1's len_reward and cosine reward compute (None: unparseable gold);
+    ``plain_gold``: the gold read by math-verify's defaults (our fix)."""
     from math_verify import LatexExtractionConfig, parse, verify
 
-    gold = parse(solution, extraction_mode="first_match", extraction_config=[LatexExtractionConfig()])
+    gold_config = {} if plain_gold else {"extraction_config": [LatexExtractionConfig()]}
+    gold = parse(solution, extraction_mode="first_match", **gold_config)
     if not gold:
         return None
     answer = parse(content, extraction_config=_answer_config(True), extraction_mode="first_match")
@@ -90,6 +92,17 @@ def test_length_correctness_equals_open_r1_calls():
         expected = reference_length_correct(content, solution)
         rewards = open_r1.len_reward([content, "#" * (len(content) + 10)], [solution, solution])
         assert rewards[0] == (0.5 if expected is None or expected else 0.0), (content, solution, expected)
+
+
+def test_cosine_plain_gold_equals_the_reference_with_the_gold_read_by_default():
+    cosine = open_r1.get_cosine_scaled_reward(max_len=1, clamp=True, plain_gold=True)  # every length: cos(pi)
+    ours = cosine([c for c, _ in CASES], [s for _, s in CASES])
+    expected = []
+    for content, solution in CASES:
+        verdict = reference_length_correct(content, solution, plain_gold=True)
+        expected.append(1.0 if verdict is None else (0.5 if verdict else -0.5))  # the correct/wrong minimum
+    assert ours == pytest.approx(expected)
+    assert ours[2] == pytest.approx(0.5)  # "72" parses: \boxed{72} is correct, not skipped
 
 
 def test_integer_gold_is_unparseable_for_open_r1s_length_rewards():
