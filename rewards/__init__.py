@@ -4,6 +4,10 @@ Every reward function follows TRL's contract ``fn(completions, **kwargs) -> list
 ``completions`` is ``list[str]`` or conversational ``list[list[dict]]`` (the last assistant message
 is scored), dataset columns arrive as keyword arguments, ``None`` means "skip this row".
 
+Where TRL has a name, the top level follows TRL's contract; elsewhere the HF course's (fixed).
+open-r1's reward set, under open-r1's text-based contract and with its own tests passing, is
+``rewards.open_r1`` (``from rewards.open_r1 import get_cosine_scaled_reward, len_reward, …``).
+
 Pure Python + math-verify (imported only inside worker processes): importing this package never
 imports torch, transformers or trl.
 """

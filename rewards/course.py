@@ -151,6 +151,9 @@ def format_reward(completions: Sequence, **kwargs) -> list[float]:
     Multi-line reasoning and answers are accepted (the course's regex lacked ``re.DOTALL``); whitespace
     around and between the blocks is allowed; anything else around them, repeated or nested tags, or
     an empty section gives 0.0. The reasoning may mention ``<answer>``.
+
+    The course's (LLM Course 12.4). open-r1's ``format_reward`` (``<think>\\n…\\n</think>\\n<answer>\\n…\\n</answer>``,
+    1.0 or 0.0) is ``from rewards.open_r1 import format_reward``.
     """
     texts = completion_texts(completions, "format_reward")
     return [_think_answer_score(text) for text in texts]

@@ -65,6 +65,8 @@ def accuracy_reward(
 
     The completion's answer must be LaTeX (``\boxed{}`` first, then ``$…$``-style environments after
     an "answer" anchor): a plain "the answer is 72" scores 0.0, exactly as in TRL.
+
+    TRL's. open-r1's (``equations=True``, no ``log_extra``) is ``from rewards.open_r1 import accuracy_reward``.
     """
     texts = completion_texts(completions, "accuracy_reward")
     golds = _solutions(solution, "accuracy_reward", len(texts))
@@ -260,7 +262,10 @@ class _RepetitionPenalty:
 
 
 def get_repetition_penalty_reward(ngram_size: int = 3, max_penalty: float = -1.0) -> Callable:
-    """TRL's ``get_repetition_penalty_reward``: penalise repeated token n-grams, down to ``max_penalty``."""
+    """TRL's ``get_repetition_penalty_reward``: penalise repeated token n-grams, down to ``max_penalty``.
+
+    open-r1's, which counts n-grams of *words* of the text (``fn(completions)``, ``language="en"|"zh"``), is
+    ``from rewards.open_r1 import get_repetition_penalty_reward``."""
     if max_penalty > 0:
         raise ValueError(f"max_penalty {max_penalty} should not be positive")
     if not isinstance(ngram_size, int) or ngram_size < 1:
@@ -324,7 +329,10 @@ def get_cosine_scaled_reward(
     min_value_correct: float = 0.5,
     max_value_correct: float = 1.0,
 ) -> Callable:
-    """TRL's ``get_cosine_scaled_reward``: favour short correct and long wrong completions."""
+    """TRL's ``get_cosine_scaled_reward``: favour short correct and long wrong completions (length in tokens).
+
+    open-r1's, which takes ``max_len`` last and counts characters, is
+    ``from rewards.open_r1 import get_cosine_scaled_reward``."""
     if not isinstance(max_len, (int, float)) or not max_len > 0:
         raise ValueError(f"max_len must be a positive number of tokens, got {max_len!r}")
     return _CosineScaledReward(

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import pickle
+import re
+from pathlib import Path
 
 import pytest
 
@@ -162,3 +164,44 @@ def test_what_open_r1_would_crash_on_scores():
     text = "<think>\nx\n</think>\n<answer>\n```c++\nint main(){}\n```\n</answer>"
     assert code([text], language=["c++"]) == [1.0]  # matched as text, not as a pattern
     assert code([text], language=[".*"]) == [0.0]  # open-r1's pattern would match any fence
+
+
+def _readme_contract_rows() -> list[tuple[list[str], str, str]]:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    table = readme.split("| name | `from rewards import` follows |", 1)[1].split("\n\n", 1)[0]
+    rows = []
+    for line in table.splitlines()[2:]:
+        names_cell, top_cell, open_r1_cell = [cell.strip() for cell in line.strip("|").split(" | ")]
+        rows.append((re.findall(r"`(\w+)`", names_cell), top_cell, open_r1_cell))
+    return rows
+
+
+def test_readme_contract_table_is_true():
+    """The README's "Same names, three contracts" table: each name is where it says, under the contract it
+    names (TRL: trl.rewards has the name; the course: TRL does not), and every public name is listed."""
+    trl_rewards = pytest.importorskip("trl.rewards")
+    import rewards
+
+    listed_top, listed_open_r1 = set(), set()
+    for names, top, in_open_r1 in _readme_contract_rows():
+        for name in names:
+            if top == "—":
+                assert name not in rewards.__all__, name
+            else:
+                listed_top.add(name)
+                assert hasattr(trl_rewards, name) == top.startswith("TRL"), name
+                assert top.startswith(("TRL", "the course")), top
+            if in_open_r1 == "—":
+                assert name not in open_r1.__all__, name
+            else:
+                listed_open_r1.add(name)
+                assert (getattr(open_r1, name) is getattr(rewards, name, None)) == (
+                    in_open_r1 == "the same function"
+                )
+    assert listed_open_r1 == set(open_r1.__all__)
+    assert {n for n in rewards.__all__ if n.endswith("_reward") or n.startswith("get_")} <= listed_top | {
+        "calculation_reward",
+        "tool_answer_reward",
+        "tool_call_reward",
+        "tool_success_reward",
+    }
