@@ -37,9 +37,9 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._text import completion_texts, require_column
+from ._text import completion_texts
 from .math_verify_bounded import verify_batch
-from .trl_compat import _ids_column, get_soft_overlong_punishment
+from .trl_compat import _ids_column, _solutions, get_soft_overlong_punishment
 
 __all__ = [
     "accuracy_reward",
@@ -55,13 +55,6 @@ __all__ = [
     "tag_count_reward",
 ]
 
-OPEN_R1_COMMIT = "1416fa0cf21595d2083b399a2a0bbddd7f6e9563"
-
-
-def _solutions(solution: Any, fn_name: str, n: int) -> list[str | None]:
-    values = require_column(solution, "solution", fn_name, n, hint="(open-r1 compares against `solution`.)")
-    return [v if isinstance(v, str) or v is None else str(v) for v in values]
-
 
 def accuracy_reward(
     completions: Sequence, solution: Sequence[str] | None = None, **kwargs
@@ -71,8 +64,8 @@ def accuracy_reward(
 
     open-r1's calls: the gold with math-verify's defaults (``first_match``), the answer with
     ``LatexExtractionConfig(boxed_match_priority=0, try_extract_without_anchor=False)`` normalised with
-    ``units=True, equations=True`` (TRL's differs only by ``equations``), ``verify(gold, answer)``. So a
-    plain "the answer is 72" scores 0.0, as in open-r1 and TRL.
+    ``units=True, equations=True``, ``verify(gold, answer)`` (TRL's: no ``equations``, the gold parsed in
+    math-verify's default mode). So a plain "the answer is 72" scores 0.0, as in open-r1 and TRL.
     """
     texts = completion_texts(completions, "accuracy_reward")
     golds = _solutions(solution, "accuracy_reward", len(texts))

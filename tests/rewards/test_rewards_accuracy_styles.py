@@ -152,7 +152,8 @@ def test_money_signs_the_fast_path_decides_match_trl(content, gold):
 _PIECES = [
     "$", "\\$", "$$", "\\boxed{", "}", "{", "answer", "Answer", "final answer is", " is ", "18", "1,234",
     "18.5", "72", " ", "\n", "[", "]", "%", " percent", "\\frac{1}{2}", "\\(", "\\)", "x", " and ", ", ",
-    ".", "I hope", "<<4*2=8>>", "-", "5$", " dollars", "$18$", "The answer is ",
+    ".", "I hope", "<<4*2=8>>", "-", "5$", " dollars", "$18$", "The answer is ", "$$<<16+2=18.00>>18.00",
+    "$<<9*2=18>>18", "\\boxed{18}",
 ]  # fmt: skip
 
 
