@@ -75,6 +75,9 @@ def test_lint_knows_open_r1s_layout_and_names_its_quirks():
     assert [f.check for f, _ in rewards.lint(open_r1.len_reward, verbose=False).acknowledged] == ["constant"]
     # open-r1's cosine reward as written: a plain gold (lint's "72") never parses, every completion scores 1.0
     assert rewards.lint(open_r1.get_cosine_scaled_reward(), verbose=False).checks() == {"constant"}
+    # ... and, with a gold it parses, it counts characters: shown as acknowledged, not silenced
+    report = rewards.lint(open_r1.get_cosine_scaled_reward(clamp=True, plain_gold=True), verbose=False)
+    assert "chars-vs-tokens" in [f.check for f, _ in report.acknowledged]
 
 
 def test_lint_route_needs_its_column_and_is_clean_with_it():
