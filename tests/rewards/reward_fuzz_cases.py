@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rewards
-from rewards import math_verify_bounded
+from rewards import math_verify_bounded, open_r1
 
 MAX_EXAMPLES = int(os.environ.get("REWARDS_FUZZ_EXAMPLES", "1000"))
 settings.register_profile(
@@ -156,6 +156,12 @@ def _text_functions() -> list:
         rewards.calculation_reward,
         rewards.combine(rewards.correctness_reward, rewards.xmlcount_reward, weights=[1.0, 0.5]),
         rewards.route("task", {"a": rewards.int_reward, "b": rewards.format_reward}),
+        open_r1.format_reward,
+        open_r1.tag_count_reward,
+        open_r1.reasoning_steps_reward,
+        open_r1.get_repetition_penalty_reward(ngram_size=3, max_penalty=-1.0),
+        open_r1.code_format_reward,
+        open_r1.create_weighted_reward(open_r1.tag_count_reward, 2.0),
     ]
 
 
@@ -164,6 +170,10 @@ def _math_functions() -> list:
         rewards.accuracy_reward,
         rewards.reasoning_accuracy_reward,
         rewards.get_cosine_scaled_reward(max_len=200),
+        open_r1.accuracy_reward,
+        open_r1.len_reward,
+        open_r1.get_cosine_scaled_reward(max_len=200),
+        open_r1.get_cosine_scaled_reward(max_len=200, length_unit="tokens", clamp=True, plain_gold=True),
     ]
 
 
