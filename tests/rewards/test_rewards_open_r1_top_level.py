@@ -108,6 +108,8 @@ EXPECTED_FAILURES: dict[str, tuple[str, type]] = {
     "TestRepetitionPenaltyReward::test_three_word_completion": REPETITION,
     "TestRepetitionPenaltyReward::test_three_word_repetition_completion": REPETITION,
     "TestRepetitionPenaltyReward::test_two_word_completion": REPETITION,
+    # skipped without jieba (in both runs); with it, TRL's factory takes no `language`
+    "TestRepetitionPenaltyReward::test_full_repetition_with_language": REPETITION,
     "TestCodeFormat::test_correct_python_format": CODE,
     "TestCodeFormat::test_different_languages": CODE,
     "TestCodeFormat::test_incorrect_formats": CODE,
