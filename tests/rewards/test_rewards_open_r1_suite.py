@@ -5,8 +5,8 @@
 # `from open_r1.configs import GRPOScriptArguments` removed, the two names bound to None below;
 # `test_get_reward_funcs` skipped (it builds open-r1's code-execution rewards: e2b, Morph, Piston sandboxes
 # and open-r1's script config, none of which rewards.open_r1 ships); `test_full_repetition_with_language`
-# skipped when jieba (open-r1's optional Chinese word splitter) is not installed. Two skip decorators
-# added; every test body and assertion is untouched. tests/rewards/test_rewards_open_r1_top_level.py runs
+# skipped when jieba (open-r1's optional Chinese word splitter) is not installed (`import importlib.util`
+# added for that check). Two skip decorators added; every test body and assertion is untouched. tests/rewards/test_rewards_open_r1_top_level.py runs
 # these same tests against top-level `rewards` (TRL's contract) and keeps the list of those that differ.
 #
 # Original copyright and license:
