@@ -69,6 +69,8 @@ CASES = [
     (r"The answer is \boxed{72}.", "72"),
     (r"The answer is \boxed{72.0}.", "72"),
     (r"The answer is \boxed{1,234}.", "1234"),
+    (r"The answer is \boxed{2125}.", "2,125"),  # a GSM8K gold with a thousands comma
+    (r"The answer is \boxed{-5}.", "-5,000"),
     ("The answer is $18$.", "18"),
     ("So the answer is 18.", "18"),
     ("She makes 9 * 2 = $<<9*2=18>>18 every day.\nThe answer is \\boxed{18}.", "18"),
