@@ -4,9 +4,10 @@
   with its run buttons passed through (grpo_kit.lesson_helpers.should_run) — the ``test_*`` cells
   execute as ordinary cells there, so a failed claim fails the run;
 * ``marimo check --strict`` is clean;
-* the Colab exports in notebooks/ipynb/ match the lessons (``make notebooks`` regenerates them), and each
-  runs top to bottom in a Jupyter kernel (nbclient + ipykernel), offline, CPU settings, its install cell
-  skipped through GRPO_KIT_SKIP_INSTALL=1 (the cell honours it).
+* the Colab exports in notebooks/ipynb/ match the lessons (``make notebooks`` regenerates them), and those of
+  lessons 1-3 and 5 (``JUPYTER_RUNS`` says why not all nine) run top to bottom in a Jupyter kernel
+  (nbclient + ipykernel), offline, CPU settings, the install cell skipped through GRPO_KIT_SKIP_INSTALL=1
+  (the cell honours it).
 
 pytest also collects the lessons' own ``test_*`` cells directly (pyproject's ``testpaths`` and
 ``python_files`` include ``notebooks/``).
@@ -86,10 +87,23 @@ def test_colab_exports_match_the_lessons():
 
 
 EXPORTS = sorted((ROOT / "notebooks" / "ipynb").glob("[0-9][0-9]_*.ipynb"))
+# Which exports run top to bottom in Jupyter. An export is its lesson's cells in topological order with its
+# test_* cells dropped, so running a training lesson's export repeats the training its script run already did
+# (and checks less: no claims). What Jupyter adds is the plumbing outside marimo (the UI elements' values,
+# lesson_helpers' pass-through, images reaching the kernel's outputs): the three lessons that do not train and
+# lesson 5, one that trains (the tiny model, its Train button passed through), cover it. The other training
+# lessons' exports are held equal to their lessons by test_colab_exports_match_the_lessons, and the lessons run
+# whole as scripts above. Running all nine cost about 10 minutes of CI on 2 cores (#41's cut).
+JUPYTER_RUNS = [e for e in EXPORTS if e.stem[:2] in ("01", "02", "03", "05")]
+
+
+def test_every_lesson_has_an_export_and_a_training_lesson_runs_in_jupyter():
+    assert [e.stem for e in EXPORTS] == [lesson.stem for lesson in LESSONS]
+    assert "05_loop_without_black_box" in [e.stem for e in JUPYTER_RUNS]  # it trains (notebooks/conftest.py)
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("export", EXPORTS, ids=[p.stem for p in EXPORTS])
+@pytest.mark.parametrize("export", JUPYTER_RUNS, ids=[p.stem for p in JUPYTER_RUNS])
 def test_export_runs_in_jupyter(export: Path, tmp_path: Path, monkeypatch):
     import nbformat
     from nbclient import NotebookClient
