@@ -336,8 +336,16 @@ class TrainedModel:
         if name != info.get("recipe"):
             return get_recipe(name)
         try:
+            base = name
+            copy = self.run.root / "recipe.yaml" if self.run is not None else None
+            if (
+                copy is not None and copy.is_file()
+            ):  # a recipe file's run: the copy it wrote (runs.plan.RECIPE_FILE)
+                from grpo_kit.recipe_files import load_recipe_file
+
+                base = load_recipe_file(copy)
             model = {"model": info["model"]} if "model" in info else {}
-            recipe = get_recipe(name, **model, **info.get("training", {})).validate()
+            recipe = get_recipe(base, **model, **info.get("training", {})).validate()
             with warnings.catch_warnings():  # fields only TRL has are fine here; their values are not checked
                 warnings.simplefilter("ignore", UserWarning)
                 to_loop_config(recipe)
