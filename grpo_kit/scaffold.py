@@ -6,16 +6,15 @@
     NAME/NAME.jsonl             20 rows: a question and its answer
     NAME/README.md              three commands: preflight, train, eval
 
-The task: answer a sum of two small numbers with the number alone. The reward is 1.0 for the right number as
-the answer's first number, else 0.0 (``None`` for nothing to score is not needed: every row has an answer). The
-recipe is small on purpose (2 steps, 4 completions of <= 16 tokens, 4 held-out rows carved by a seeded
-fraction), so the first run is a check that everything is wired, in about a minute on a CPU; raise
-``max_steps`` and the rows when it is.
+The task: name a country's capital in a short answer. The reward is 1.0 when the answer names the capital
+and has at most 8 words, 0.5 when it names it in more words, else 0.0, so the embedded model's samples differ
+in reward from the start (an arithmetic task scored 0 on every sample: the model explains instead of
+answering). The recipe is small on purpose (2 steps, 4 completions of <= 16 tokens, 4 held-out rows carved by
+a seeded fraction), so the first run checks that everything is wired; raise ``max_steps`` and the rows next.
 """
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 from grpo_kit.recipe_files import check_recipe_name
@@ -26,16 +25,16 @@ _RECIPE = """\
 # {name}: a recipe file (grpo-kit train --config {name}.yaml). Every key is a field of a grpo-kit recipe.
 name: {name}
 description: >-
-  Answer the sum of two small numbers with the number alone (a task folder written by grpo-kit new).
+  Name a country's capital in a few words (a task folder written by grpo-kit new).
 model: smollm2-135m-instruct   # the embedded SmolLM2-135M; or a Hub id, a local folder or a .gguf
 dataset:
   source: {name}.jsonl         # a .jsonl/.json/.csv/.parquet file, a folder or a Hub id
   prompt: question             # the column holding the prompt
   columns: {{answer: answer}}    # {{argument your reward reads: column}}
-  system_prompt: Answer with the number only.
+  system_prompt: Answer in a few words.
   held_out: {{fraction: 0.2, seed: 0}}   # 4 of the 20 rows, never trained on
 rewards:
-  - {name}_rewards.py:exact_answer_reward   # file.py:function, module.function or a name from rewards
+  - {name}_rewards.py:capital_reward   # file.py:function, module.function or a name from rewards
 lora: {{r: 8, lora_alpha: 16}}
 eval_prompts: 4
 training:                      # TRL GRPOConfig names
@@ -45,7 +44,6 @@ training:                      # TRL GRPOConfig names
   max_completion_length: 16
   max_steps: 2
   logging_steps: 1
-  save_steps: 1
 """
 
 _REWARDS = '''\
@@ -58,19 +56,17 @@ every dataset column arrives as a keyword argument with one value per completion
 
 import re
 
-_NUMBER = re.compile(r"-?\\d+")
 
+def capital_reward(completions, answer, **kwargs):
+    """1.0 when the completion names the row's answer in at most 8 words, 0.5 in more words, else 0.0.
 
-def exact_answer_reward(completions, answer, **kwargs):
-    """1.0 when the completion's first number is the row's answer, else 0.0.
-
-    Only the first number counts, so an answer that lists every number it can think of scores 0.0.
+    The answer counts as a whole word, in any case ("Paris." and "paris" do, "Parisian" does not).
     """
     scores = []
     for completion, expected in zip(completions, answer):
         text = completion[-1]["content"] if isinstance(completion, list) else completion
-        found = _NUMBER.search(text)
-        scores.append(1.0 if found and found.group() == str(expected).strip() else 0.0)
+        named = re.search(rf"\\b{{re.escape(expected)}}\\b", text, flags=re.IGNORECASE)
+        scores.append(0.0 if not named else 1.0 if len(text.split()) <= 8 else 0.5)
     return scores
 '''
 
@@ -83,21 +79,21 @@ import importlib.util
 _spec = importlib.util.spec_from_file_location("{module}_rewards", Path(__file__).with_name("{module}_rewards.py"))
 _module = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_module)
-exact_answer_reward = _module.exact_answer_reward
+capital_reward = _module.capital_reward
 
 
-def test_the_first_number_must_be_the_answer():
+def test_a_short_answer_naming_the_capital_scores_most():
     completions = [
-        [{{"role": "assistant", "content": "7"}}],
-        [{{"role": "assistant", "content": "It is 7."}}],
-        [{{"role": "assistant", "content": "3 + 4 = 7"}}],
-        [{{"role": "assistant", "content": "no idea"}}],
+        [{{"role": "assistant", "content": "Paris."}}],
+        [{{"role": "assistant", "content": "The capital of France is paris"}}],
+        [{{"role": "assistant", "content": "France is a country in Europe; its capital city is Paris, by the Seine."}}],
+        [{{"role": "assistant", "content": "Parisian food is good"}}],
     ]
-    assert exact_answer_reward(completions, answer=["7"] * 4) == [1.0, 1.0, 0.0, 0.0]
+    assert capital_reward(completions, answer=["Paris"] * 4) == [1.0, 1.0, 0.5, 0.0]
 
 
 def test_plain_text_completions_score_too():
-    assert exact_answer_reward(["12", "13"], answer=["12", "12"], prompts=["", ""]) == [1.0, 0.0]
+    assert capital_reward(["Rome", "Milan"], answer=["Rome", "Rome"], prompts=["", ""]) == [1.0, 0.0]
 '''
 
 _README = """\
@@ -118,12 +114,16 @@ shipped recipe as such a file, with every field.
 """
 
 
-def _rows(seed: int = 0) -> list[dict[str, str]]:
-    rng = random.Random(seed)
-    pairs = set()
-    while len(pairs) < 20:
-        pairs.add((rng.randint(2, 19), rng.randint(2, 19)))
-    return [{"question": f"What is {a} + {b}?", "answer": str(a + b)} for a, b in sorted(pairs)]
+_CAPITALS = (
+    ("France", "Paris"), ("Italy", "Rome"), ("Spain", "Madrid"), ("Germany", "Berlin"), ("Japan", "Tokyo"),
+    ("Egypt", "Cairo"), ("Russia", "Moscow"), ("Greece", "Athens"), ("Portugal", "Lisbon"), ("Austria", "Vienna"),
+    ("Norway", "Oslo"), ("Ireland", "Dublin"), ("Poland", "Warsaw"), ("Kenya", "Nairobi"), ("Peru", "Lima"),
+    ("Cuba", "Havana"), ("Canada", "Ottawa"), ("China", "Beijing"), ("Sweden", "Stockholm"), ("Thailand", "Bangkok"),
+)  # fmt: skip
+
+
+def _rows() -> list[dict[str, str]]:
+    return [{"question": f"What is the capital of {country}?", "answer": city} for country, city in _CAPITALS]
 
 
 def scaffold_task(name: str, parent: str | Path = ".") -> Path:
