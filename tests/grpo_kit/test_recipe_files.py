@@ -165,7 +165,8 @@ def test_grpo_kit_eval_and_resume_find_a_file_recipe_again(tmp_path):
     elsewhere.mkdir()
     done = _cli("eval", str(work / "run"), "--out", "card", cwd=elsewhere)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert json.loads((elsewhere / "card" / "eval.json").read_text())["before"]["num_prompts"] == 2
+    card = json.loads((elsewhere / "card" / "eval.json").read_text())
+    assert len(card["before"]["prompts"]) == 2 and "reward/first_word_reward" in card["comparisons"]
     resumed = _cli("train", "--output-dir", str(work / "run"), "--resume", "--no-merge", cwd=elsewhere)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "recipe colours" in resumed.stdout
@@ -308,7 +309,7 @@ def test_readme_recipe_file_example_reads(tmp_path):
 
 def test_new_refuses_odd_names_in_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    for name in ("../escape", "a/b", ".hidden", "-x", "two words", "x" * 65, "dot.ted"):
+    for name in ("../escape", "a/b", ".hidden", "_x", "two words", "x" * 65, "dot.ted"):
         assert main(["new", name]) == 2, name
         out = capsys.readouterr().out.strip()
         assert out.startswith("error:") and len(out.splitlines()) <= 2, out
