@@ -27,7 +27,9 @@ fields may also sit at the top level as in TRL's config files, and every other k
 grpo-kit name. A reward function of yours is imported now, because the file names it, and checked against the
 contract (``rewards.check_reward_funcs``) before any model loads.
 
-YAML is read with PyYAML's safe loader (plus ``1e-5`` read as a number, as YAML 1.2 does); TOML with ``tomllib``.
+YAML is read with PyYAML's safe loader (plus ``1e-5`` read as a number, as YAML 1.2 does); TOML with ``tomllib``
+(``tomli`` on Python 3.10). TOML has no null: leave a key out for its default, and write ``lora = false`` for
+full fine-tuning.
 """
 
 from __future__ import annotations
@@ -130,12 +132,24 @@ def _yaml_loader():
     return Loader
 
 
+def _toml_reader():
+    """``tomllib`` (Python >= 3.11), else ``tomli`` (the same module for 3.10), else a one-line refusal."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:
+        try:
+            import tomli as tomllib
+        except ModuleNotFoundError:
+            raise RecipeFileError(
+                "TOML recipe files need Python 3.11 (tomllib) or `pip install tomli`; or write the recipe as YAML."
+            ) from None
+    return tomllib
+
+
 def _parse(text: str, fmt: str, where: str) -> dict[str, Any]:
     try:
         if fmt == "toml":
-            import tomllib
-
-            data = tomllib.loads(text)
+            data = _toml_reader().loads(text)
         else:
             import yaml
 
