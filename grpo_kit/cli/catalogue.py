@@ -54,6 +54,7 @@ def cmd_recipes(args, console) -> int:
         table.add_row(markup_safe(name), markup_safe(recipe.model), markup_safe(recipe.one_line))
     console.print(table)
     console.print("* the default. In full: grpo-kit recipes NAME", highlight=False)
+    console.print("As a recipe file of your own: grpo-kit recipes --show NAME --as-yaml", highlight=False)
     return 0
 
 

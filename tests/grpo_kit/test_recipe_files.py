@@ -153,12 +153,19 @@ def test_grpo_kit_eval_and_resume_find_a_file_recipe_again(tmp_path):
     recipe file itself gone."""
     work = tmp_path / "task"
     _write_task(work, "colours.yaml", GRPO_KIT_YAML)
-    assert (
-        main(
-            ["train", "--config", str(work / "colours.yaml"), "--output-dir", str(work / "run"), "--no-merge"]
-        )
-        == 0
-    )
+    argv = [
+        "train",
+        "--config",
+        str(work / "colours.yaml"),
+        "--set",
+        "learning_rate=2e-4",
+        "--set",
+        "lora.r=2",
+    ]
+    assert main([*argv, "--output-dir", str(work / "run"), "--no-merge"]) == 0
+    summary = json.loads((work / "run" / "run.json").read_text())
+    assert summary["training"]["learning_rate"] == 2e-4  # --set works on a recipe file as on a shipped recipe
+    assert json.loads((work / "run" / "adapter" / "adapter_config.json").read_text())["r"] == 2
     (work / "colours.yaml").unlink()
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -212,6 +219,15 @@ def test_a_bad_recipe_file_is_one_line_naming_the_field_and_the_fix(case, tmp_pa
     flat = " ".join(out.split())
     assert field in flat and fix in flat, flat
     assert not (tmp_path / "run").exists()
+
+
+def test_preflight_reads_a_recipe_file(tmp_path, capsys):
+    path = _write_task(tmp_path, "colours.yaml", GRPO_KIT_YAML)
+    status = main(["preflight", "--config", str(path), "--num-prompts", "2"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert status in (0, 1) and "first_word_reward" in out, out  # go or no-go: the tiny model is random
+    assert main(["preflight", "--config", str(path), "--recipe", "gsm8k-cpu"]) == 2
+    assert "pass one of them" in capsys.readouterr().out
 
 
 def _yaml(text: str) -> dict:
