@@ -132,6 +132,10 @@ def test_your_own_task_from_an_empty_folder_trains_through_the_cli(tmp_path, rec
     for name in ("run.json", "report.md", "report_card.png", "eval.json", "samples.md", "metrics.jsonl"):
         assert (run / name).is_file(), name
     assert (run / "adapter" / "adapter_config.json").is_file()
+    card = (
+        run / "adapter" / "README.md"
+    ).read_text()  # the model card: the reward by its file, no local path
+    assert "`my_rewards.py:first_word_reward()`" in card and str(work) not in card
     summary = json.loads((run / "run.json").read_text())
     assert summary["steps"] == 2 and summary["loop"] == loop
     assert "ci_low" in summary["evaluation"] and summary["evaluation"]["num_prompts"] == 2
