@@ -155,13 +155,14 @@ def _check_own_data(plan) -> None:
     import warnings
 
     from grpo_kit import runs
+    from grpo_kit.reward_specs import REWARD_MODEL_PREFIX
     from grpo_kit.runs.held_out import held_out_rows
 
-    _validate_inputs(plan)
+    if not any(name.startswith(REWARD_MODEL_PREFIX) for name in plan.recipe.reward_names):
+        _validate_inputs(plan)  # (a reward model would load here once more; pre-flight scores it)
     try:
-        with (
-            warnings.catch_warnings()
-        ):  # fewer held-out rows than asked is said again when the run takes them
+        # fewer held-out rows than asked is said again when the run takes them
+        with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             held_out_rows(plan.recipe, 1, training=runs.training_dataset(plan.recipe))
     except (ValueError, OSError) as error:
