@@ -339,9 +339,8 @@ class TrainedModel:
         try:
             base = name
             copy = self.run.root / "recipe.yaml" if self.run is not None else None
-            if (
-                copy is not None and copy.is_file()
-            ):  # a recipe file's run: the copy it wrote (runs.plan.RECIPE_FILE)
+            # a recipe file's run: the copy it wrote (runs.plan.RECIPE_FILE)
+            if copy is not None and copy.is_file():
                 from grpo_kit.recipe_files import load_recipe_file
 
                 base = load_recipe_file(copy)

@@ -131,10 +131,8 @@ def _candidates(recipe: Any, n: int):
         loader = getattr(datasets_prep, DATASET_LOADERS[recipe.dataset])
         kwargs = {**recipe.dataset_kwargs, **recipe.held_out_kwargs}
         return loader(split=HELD_OUT_SPLITS[recipe.dataset], source=None, **kwargs)
-    if source in (
-        "named split",
-        "carved",
-    ):  # datasets_prep.load_prompts: the held-out part, not the training one
+    # your own rows (datasets_prep.load_prompts): the held-out part, not the training one
+    if source in ("named split", "carved"):
         return _whole_split(recipe, {**recipe.held_out_kwargs, "part": "held_out"})
     rows = _whole_split(recipe, recipe.held_out_kwargs)
     reserved = min(reserved_count(recipe), len(rows))
