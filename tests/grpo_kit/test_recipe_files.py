@@ -266,6 +266,51 @@ def test_a_module_reward_is_imported_only_from_the_python_path(tmp_path, monkeyp
     assert recipe.rewards[0].build().__name__ == "first_word_reward"
 
 
+def test_trl_keys_mean_what_the_grpo_kit_keys_mean(tmp_path):
+    from grpo_kit.recipe_files import recipe_from_text
+
+    _write_task(tmp_path, "r.yaml", GRPO_KIT_YAML)
+    text = """\
+model_name_or_path: Qwen/Qwen2.5-0.5B-Instruct
+dataset_name: trl-lib/DeepMath-103K
+dataset_config: default
+dataset_train_split: train
+dataset_test_split: test
+reward_funcs: [accuracy_reward, my_rewards.py:first_word_reward]
+reward_weights: [1.0, 0.5]
+use_peft: true
+lora_r: 32
+lora_alpha: 64
+lora_target_modules: [q_proj, v_proj]
+load_in_4bit: true
+learning_rate: 3e-6
+"""
+    recipe = recipe_from_text(text, base_dir=tmp_path, default_name="trl-style")
+    assert recipe.name == "trl-style" and recipe.model == "Qwen/Qwen2.5-0.5B-Instruct"
+    assert (recipe.dataset, recipe.dataset_source, recipe.dataset_split) == (
+        "prompts",
+        "trl-lib/DeepMath-103K",
+        "train",
+    )
+    assert recipe.dataset_kwargs == {"config": "default", "held_out": {"split": "test"}}
+    assert [s.weight for s in recipe.rewards] == [1.0, 0.5] and recipe.quantization == "4bit"
+    assert (recipe.lora.r, recipe.lora.lora_alpha, recipe.lora.target_modules) == (
+        32,
+        64,
+        ("q_proj", "v_proj"),
+    )
+    assert recipe.training == {"learning_rate": 3e-6}  # 3e-6 a number, as YAML 1.2 and TRL read it
+    assert (
+        recipe_from_text(
+            "use_peft: false\n"
+            + text.replace("use_peft: true\n", "").split("lora_r")[0]
+            + "learning_rate: 1.0e-5\n",
+            base_dir=tmp_path,
+        ).lora
+        is None
+    )
+
+
 def test_carved_held_out_rows_are_never_training_rows():
     from datasets_prep import load_prompts
 
