@@ -339,6 +339,11 @@ def _model(value: Any, where: str, base_dir: Path) -> str:
         raise RecipeFileError(
             f"{where}: model must be text (an alias, a Hub id, a folder or a .gguf), got {value!r}."
         )
+    from grpo_kit.models import TINY_MODEL
+    from grpo_kit.models.embedded import ALIASES
+
+    if value in ALIASES or value == TINY_MODEL:  # an alias names the model wherever the file is read
+        return value
     local = _resolve(value, base_dir)
     if local.exists():
         return str(local)
