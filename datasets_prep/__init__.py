@@ -27,6 +27,7 @@ from datasets_prep.gsm8k import (
     worked_example_rows,
 )
 from datasets_prep.hub import hub_available
+from datasets_prep.prompts import load_prompts
 from datasets_prep.shipped import TRANSFER_SETS, transfer_set_rows
 from datasets_prep.smoltldr import check_smoltldr_row, load_smoltldr
 from datasets_prep.sources import load_raw
@@ -49,6 +50,7 @@ __all__ = [
     "load_deepmath",
     "load_environment_task_split",
     "load_gsm8k",
+    "load_prompts",
     "load_raw",
     "load_smoltldr",
     "load_tool_task_split",

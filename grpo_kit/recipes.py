@@ -25,6 +25,7 @@ from typing import Any
 from datasets_prep.gsm8k import check_worked_example
 from datasets_prep.shipped import TRANSFER_SETS
 from grpo_kit.environments import check_environment_names
+from grpo_kit.reward_specs import REWARD_MODEL_PREFIX, RewardSpec
 from grpo_kit.settings import (
     LOOP_ONLY_FIELDS,
     RETIRED_TRAINING_FIELDS,
@@ -35,6 +36,7 @@ from grpo_kit.tool_sets import check_tool_names
 
 __all__ = [
     "RECIPES",
+    "REWARD_MODEL_PREFIX",
     "LoraSettings",
     "Recipe",
     "RewardSpec",
@@ -49,6 +51,7 @@ DATASET_LOADERS = {
     "deepmath": "load_deepmath",
     "tool_tasks": "load_tool_task_split",
     "environment_tasks": "load_environment_task_split",
+    "prompts": "load_prompts",  # your own rows: a file, a folder or a Hub id (grpo_kit.recipe_files)
 }
 # Raw-row generators for dataset_source="synthetic" (offline, CPU-sized runs and tests).
 SYNTHETIC_ROWS = {"smoltldr": "synthetic_tldr", "gsm8k": "synthetic_gsm8k"}
@@ -64,54 +67,9 @@ CURRICULUM_KWARGS: dict[str, tuple[str, ...]] = {"gsm8k": ("worked_example_fade"
 GUIDED_SAMPLING_KWARGS: dict[str, str] = {"gsm8k": "worked_example_guides"}
 
 
-#: ``RewardSpec("model:<id or path>")`` names a reward model instead of a function of ``rewards``.
-REWARD_MODEL_PREFIX = "model:"
-
-
 def _is_int_at_least(value: Any, minimum: int) -> bool:
     """An int (not a bool) >= ``minimum``: the rule for a recipe's counts."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
-
-
-@dataclass(frozen=True)
-class RewardSpec:
-    """One reward function of a recipe.
-
-    name: a function exported by ``rewards`` (TRL contract ``fn(completions, **kwargs)``), or a
-        factory such as ``length_reward`` that ``kwargs`` are passed to, or ``"model:<id or path>"``: a
-        sequence-classification reward model whose logit is the reward (TRL's ``reward_funcs="<id>"``;
-        ``grpo_kit.reward_models``), e.g. ``RewardSpec("model:OpenAssistant/reward-model-deberta-v3-large-v2")``.
-    weight: its weight in the weighted sum (TRL's ``reward_weights``, in the same order).
-    kwargs: arguments for a factory (``length_reward(ideal_length=50)``); empty for plain functions.
-    """
-
-    name: str
-    weight: float = 1.0
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-
-    def build(self, tokenizer: Any = None) -> Callable:
-        """The callable reward function (a factory is called with ``kwargs``; a model is loaded)."""
-        import rewards
-
-        if self.name.startswith(REWARD_MODEL_PREFIX):
-            from grpo_kit.reward_models import as_reward_funcs
-
-            spec = self.name[len(REWARD_MODEL_PREFIX) :]
-            return as_reward_funcs([spec], where=f"reward {self.name!r}")[0]
-
-        try:
-            fn = getattr(rewards, self.name)
-        except AttributeError:
-            known = sorted(n for n in dir(rewards) if not n.startswith("_"))
-            raise ValueError(
-                f"unknown reward function {self.name!r}; rewards exports: {', '.join(known)}"
-            ) from None
-        if self.kwargs:
-            kwargs = dict(self.kwargs)
-            if kwargs.get("unit") == "tokens" and "tokenizer" not in kwargs:
-                kwargs["tokenizer"] = tokenizer
-            return fn(**kwargs)
-        return fn
 
 
 @dataclass(frozen=True)
@@ -167,7 +125,8 @@ class Recipe:
     name: the recipe's name (what it teaches).
     description: one paragraph for ``grpo-kit train --help`` and the docs.
     model: a ``grpo_kit.models`` alias ("smollm2-135m-instruct"), a Hub id or a local path.
-    dataset: which ``datasets_prep`` loader builds the prompts: "smoltldr", "gsm8k" or "deepmath".
+    dataset: which ``datasets_prep`` loader builds the prompts (:data:`DATASET_LOADERS`): "smoltldr", "gsm8k",
+        "deepmath", ..., or "prompts": your own rows (``datasets_prep.load_prompts``; a recipe file's ``dataset``).
     dataset_source: the loader's ``source``: None = the dataset's Hub id; "synthetic" = generated
         raw rows (offline; smoltldr and gsm8k only); otherwise a Hub id, a local dir or a data file.
     dataset_size: keep only this many rows (None = all). For "synthetic" it is the number generated.

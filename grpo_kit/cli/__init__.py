@@ -30,7 +30,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from grpo_kit.cli.catalogue import cmd_doctor, cmd_losses, cmd_recipes, cmd_rewards
+from grpo_kit.cli.catalogue import cmd_doctor, cmd_losses, cmd_new, cmd_recipes, cmd_rewards
 from grpo_kit.cli.common import (
     EXIT_FAILED,
     EXIT_USAGE,
@@ -57,6 +57,7 @@ COMMANDS = {
     "rewards": cmd_rewards,
     "recipes": cmd_recipes,
     "doctor": cmd_doctor,
+    "new": cmd_new,
 }
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from grpo_kit.cli.common import UsageError, call_tool
 from grpo_kit.terminal import markup_safe, plain
 
-__all__ = ["cmd_doctor", "cmd_losses", "cmd_recipes", "cmd_rewards"]
+__all__ = ["cmd_doctor", "cmd_losses", "cmd_new", "cmd_recipes", "cmd_rewards"]
 
 
 def cmd_recipes(args, console) -> int:
@@ -15,11 +15,21 @@ def cmd_recipes(args, console) -> int:
 
     from grpo_kit.recipes import DEFAULT_RECIPE, RECIPES, get_recipe
 
-    if getattr(args, "name", None):
+    name = getattr(args, "show", None) or getattr(args, "name", None)
+    if getattr(args, "show", None) and getattr(args, "name", None) and args.show != args.name:
+        raise UsageError(f"two recipes named ({args.name!r} and --show {args.show!r}); show one.")
+    if getattr(args, "as_yaml", False) and not name:
+        raise UsageError("--as-yaml writes one recipe: grpo-kit recipes --show NAME --as-yaml > my_task.yaml")
+    if name:
         try:
-            recipe = get_recipe(args.name)
+            recipe = get_recipe(name)
         except ValueError as error:
             raise UsageError(str(error)) from error
+        if args.as_yaml:
+            from grpo_kit.recipe_files import recipe_to_text
+
+            print(recipe_to_text(recipe), end="")  # plain stdout: the file as written, for a redirect
+            return 0
         rewards = ", ".join(
             f"{spec.name}" + (f" x{spec.weight:g}" if spec.weight != 1.0 else "") for spec in recipe.rewards
         )
@@ -44,6 +54,7 @@ def cmd_recipes(args, console) -> int:
         table.add_row(markup_safe(name), markup_safe(recipe.model), markup_safe(recipe.one_line))
     console.print(table)
     console.print("* the default. In full: grpo-kit recipes NAME", highlight=False)
+    console.print("As a recipe file of your own: grpo-kit recipes --show NAME --as-yaml", highlight=False)
     return 0
 
 
@@ -67,3 +78,20 @@ def cmd_doctor(args, console) -> int:
     from grpo_kit.doctor import main as doctor_main
 
     return call_tool(doctor_main, args.args, console)
+
+
+def cmd_new(args, console) -> int:
+    """``grpo-kit new NAME``: the task folder of ``grpo_kit.scaffold``, and the command that trains it."""
+    from grpo_kit.scaffold import scaffold_task
+
+    try:
+        folder = scaffold_task(args.name)
+    except (ValueError, OSError) as error:
+        raise UsageError(str(error)) from error
+    console.print(
+        f"Wrote {markup_safe(folder)}/ (recipe, reward and its test, 20 rows, README). Train it:\n"
+        f"  cd {markup_safe(folder)} && grpo-kit train --config {markup_safe(args.name)}.yaml",
+        highlight=False,
+        soft_wrap=True,
+    )
+    return 0

@@ -36,6 +36,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help=f"recipe name (default {DEFAULT_RECIPE}, or the stored one with --resume; see `grpo-kit recipes`)",
     )
+    train.add_argument(
+        "--config",
+        default=None,
+        metavar="FILE",
+        help="a recipe file (.yaml/.toml) of your own task instead of --recipe (`grpo-kit new NAME` writes one)",
+    )
     train.add_argument("--small", action="store_true", help="use the recipe's CPU-sized variant")
     train.add_argument(
         "--loop",
@@ -195,7 +201,10 @@ def build_parser() -> argparse.ArgumentParser:
         "recipe's generation settings and report zero-std groups, clipping, "
         "EOS rate, rewards and the prompt ending, with a go/no-go verdict.",
     )
-    preflight.add_argument("--recipe", default=DEFAULT_RECIPE, help=f"recipe name (default {DEFAULT_RECIPE})")
+    preflight.add_argument("--recipe", default=None, help=f"recipe name (default {DEFAULT_RECIPE})")
+    preflight.add_argument(
+        "--config", default=None, metavar="FILE", help="a recipe file (.yaml/.toml) instead of --recipe"
+    )
     preflight.add_argument("--small", action="store_true", help="use the recipe's CPU-sized variant")
     preflight.add_argument(
         "--set",
@@ -225,6 +234,21 @@ def build_parser() -> argparse.ArgumentParser:
         "recipes", help="list the named recipes; `grpo-kit recipes NAME` shows one in full"
     )
     recipes.add_argument("name", nargs="?", default=None, help="a recipe to show in full")
+    recipes.add_argument("--show", default=None, metavar="NAME", help="a recipe to show in full (as NAME)")
+    recipes.add_argument(
+        "--as-yaml",
+        action="store_true",
+        help="with NAME: write the recipe as a recipe file (grpo-kit train --config FILE trains it)",
+    )
+    new = sub.add_parser(
+        "new",
+        help="scaffold a task folder: recipe file, reward module and its test, 20 rows, README",
+        parents=[debug],
+        description="Write NAME/ with NAME.yaml (a recipe file), NAME_rewards.py (one documented reward "
+        "function), test_NAME_rewards.py, NAME.jsonl (20 rows) and a README of three commands. It trains "
+        "as it is, on the embedded model, on CPU: cd NAME && grpo-kit train --config NAME.yaml",
+    )
+    new.add_argument("name", help="the task's name: letters, digits, '-' and '_' (it becomes the folder)")
     doctor = sub.add_parser(
         "doctor", help="check this environment: versions vs pins, device, paths, model, disk", add_help=False
     )

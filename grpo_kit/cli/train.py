@@ -27,9 +27,10 @@ def cmd_train(args, console) -> int:
 
     if args.samples < 0:
         raise UsageError(f"--samples must be >= 0 (0: no before/after answers), got {args.samples}.")
+    recipe = _recipe_argument(args)
     try:  # every configuration mistake surfaces here, before a model is loaded or a folder is written
         plan = runs.plan_run(
-            args.recipe,
+            recipe,
             small=args.small,
             overrides=parse_overrides(args.overrides),
             loop=args.loop,
@@ -42,6 +43,8 @@ def cmd_train(args, console) -> int:
     except CONFIG_ERRORS as error:
         raise UsageError(str(error)) from error
     recipe, output_dir = plan.recipe, plan.output_dir
+    if args.config:
+        _check_own_data(plan)
     plan.flags = {  # replayed by the resume command printed on an interruption
         "samples": args.samples,
         "no_merge": args.no_merge,
@@ -124,6 +127,46 @@ def cmd_train(args, console) -> int:
         return exit_status(EXIT_INTERRUPTED)
     _print_summary(console, output_dir, outcome.summary, outcome.reports)
     return 0 if outcome.verified else 1
+
+
+def _recipe_argument(args):
+    """``--recipe NAME`` as given, or the Recipe read from ``--config FILE`` (one line naming the field and
+    the fix when it cannot be read; a reward function of the file's is imported and checked here)."""
+    config = getattr(args, "config", None)
+    if not config:
+        return args.recipe
+    if args.recipe:
+        raise UsageError("--config and --recipe both name a recipe; pass one of them.")
+    if args.small:
+        raise UsageError(
+            "--small picks a shipped recipe's CPU-sized variant; set the sizes in your recipe file."
+        )
+    from grpo_kit.recipe_files import load_recipe_file
+
+    try:
+        return load_recipe_file(config)
+    except CONFIG_ERRORS as error:
+        raise UsageError(str(error)) from error
+
+
+def _check_own_data(plan) -> None:
+    """A recipe file's rows and rewards, before any model loads: the dataset reads, every reward function
+    scores a probe completion, and a held-out split named in the file shares no prompt with training."""
+    import warnings
+
+    from grpo_kit import runs
+    from grpo_kit.reward_specs import REWARD_MODEL_PREFIX
+    from grpo_kit.runs.held_out import held_out_rows
+
+    if not any(name.startswith(REWARD_MODEL_PREFIX) for name in plan.recipe.reward_names):
+        _validate_inputs(plan)  # (a reward model would load here once more; pre-flight scores it)
+    try:
+        # fewer held-out rows than asked is said again when the run takes them
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            held_out_rows(plan.recipe, 1, training=runs.training_dataset(plan.recipe))
+    except (ValueError, OSError) as error:
+        raise UsageError(str(error)) from error
 
 
 def _stopped_by() -> str:
@@ -255,6 +298,9 @@ def cmd_preflight(args, console) -> int:
 
     if args.num_prompts < 1:
         raise UsageError(f"--num-prompts must be >= 1, got {args.num_prompts}.")
+    from grpo_kit.recipes import DEFAULT_RECIPE
+
+    args.recipe = _recipe_argument(args) or DEFAULT_RECIPE
     try:  # the plan's output folder is never created: pre-flight writes nothing
         plan = runs.plan_run(
             args.recipe,
@@ -267,7 +313,7 @@ def cmd_preflight(args, console) -> int:
     _validate_inputs(plan)
     with console.status("loading model and data…"):
         model, tokenizer = runs.load_model(plan.recipe)
-        dataset = plan.recipe.load_dataset()
+        dataset = runs.training_dataset(plan.recipe)  # less the held-out rows
         funcs = plan.recipe.build_reward_funcs(tokenizer)
     with console.status(f"sampling completions for {args.num_prompts} prompts…"):
         report = runs.preflight_check(plan, model, tokenizer, dataset, funcs, num_prompts=args.num_prompts)

@@ -334,7 +334,12 @@ def _rewards_text(rewards: Sequence[Mapping[str, Any]]) -> str:
     parts = []
     for r in rewards:
         kwargs = ", ".join(f"{k}={v!r}" for k, v in (r.get("kwargs") or {}).items())
-        parts.append(f"`{_cell(r.get('name'))}({_cell(kwargs)})` × {r.get('weight', 1.0)}")
+        name = str(r.get("name"))
+        # file.py:function: the file's name, not this machine's path
+        if ":" in name and not name.startswith("model:"):
+            file, _, function = name.rpartition(":")
+            name = f"{Path(file).name}:{function}"
+        parts.append(f"`{_cell(name)}({_cell(kwargs)})` × {r.get('weight', 1.0)}")
     return " + ".join(parts)
 
 

@@ -34,7 +34,13 @@ from grpo_kit.path_settings import applied_settings
 from grpo_kit.recipes import Recipe
 from grpo_kit.result import RunResult
 from grpo_kit.runs.folder import RunFolder
-from grpo_kit.runs.held_out import evaluate_held_out, held_out_rows, training_dataset, transfer_rows
+from grpo_kit.runs.held_out import (
+    evaluate_held_out,
+    held_out_rows,
+    held_out_summary,
+    training_dataset,
+    transfer_rows,
+)
 from grpo_kit.runs.models import load_model
 from grpo_kit.runs.plan import RunPlan, prepare_run_dir
 
@@ -388,6 +394,7 @@ def execute(
         "recipe": recipe.name,
         "loop": plan.loop,
         "model": recipe.model,
+        "held_out": held_out_summary(recipe),
         "steps": result.global_step,
         "train_seconds": round(train_seconds, 1),
         "total_seconds": round(time.perf_counter() - started, 1),

@@ -2,7 +2,8 @@
 
 A ``grpo-kit train`` run folder holds ``run_config.json`` (what identifies the run: its invocation and resolved
 recipe, written before training), ``metrics.jsonl``, ``checkpoint-N/``, ``adapter/`` (LoRA + tokenizer),
-``merged/`` (16-bit), the report card, ``samples.md`` and ``run.json`` (what ran, written last).
+``merged/`` (16-bit), the report card, ``samples.md`` and ``run.json`` (what ran, written last); a recipe file's
+run also ``recipe.yaml`` (the recipe itself, ``grpo_kit.runs.plan.RECIPE_FILE``), which resume and eval read.
 
 * :class:`RunFolder` -- the folder of one run: its paths, whether it holds a run, ``run_config.json``
   (written at the start, read back to resume), ``run.json`` (:meth:`RunFolder.write_summary`,
@@ -11,7 +12,7 @@ recipe, written before training), ``metrics.jsonl``, ``checkpoint-N/``, ``adapte
 * :class:`TrainedModel` -- what ``grpo-kit eval / export / generate`` act on: a run folder, its ``adapter/`` or
   ``merged/``, an adapter folder or an exported model folder, found once (:meth:`TrainedModel.locate`); the
   base model the adapter belongs to (``--base``, else run.json, else adapter_config.json), the recipe the run
-  trained with, and the model loaded.
+  trained with (its ``recipe.yaml`` for a recipe file's run), and the model loaded.
 * :func:`lock_run_folder` takes an exclusive ``fcntl.flock`` on ``<run folder>/.grpo-kit.lock`` for the whole
   run (released when the process ends, however it ends: the kernel drops the lock with the file
   descriptor). The file holds the holder's PID, so a second ``grpo-kit train`` into the same folder is
@@ -336,8 +337,15 @@ class TrainedModel:
         if name != info.get("recipe"):
             return get_recipe(name)
         try:
+            base = name
+            copy = self.run.root / "recipe.yaml" if self.run is not None else None
+            # a recipe file's run: the copy it wrote (runs.plan.RECIPE_FILE)
+            if copy is not None and copy.is_file():
+                from grpo_kit.recipe_files import load_recipe_file
+
+                base = load_recipe_file(copy)
             model = {"model": info["model"]} if "model" in info else {}
-            recipe = get_recipe(name, **model, **info.get("training", {})).validate()
+            recipe = get_recipe(base, **model, **info.get("training", {})).validate()
             with warnings.catch_warnings():  # fields only TRL has are fine here; their values are not checked
                 warnings.simplefilter("ignore", UserWarning)
                 to_loop_config(recipe)

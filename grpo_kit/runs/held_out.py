@@ -13,7 +13,11 @@ Where a recipe's evaluation rows come from (:func:`held_out_source`), in this or
    on them);
 3. ``"reserved"`` -- anything else (a local file, DeepMath, which has no test split): the last
    :func:`reserved_count` rows of the split are set aside *before* training, and
-   :func:`training_dataset` leaves them out.
+   :func:`training_dataset` leaves them out;
+4. your own rows (loader ``"prompts"``, a recipe file) with ``held_out``: ``"named split"`` -- another split
+   of the source, refused when it shares a prompt with the training split -- or ``"carved"`` -- a seeded
+   fraction of the rows, set apart by ``datasets_prep.load_prompts`` before training sees them.
+   :func:`held_out_summary` records which in run.json.
 
 Whatever the source, held-out rows are rendered without the recipe's curriculum (``Recipe.held_out_kwargs``:
 a fading worked example is on every held-out row, as on the first training rows), so a row's prompt never
@@ -45,6 +49,7 @@ __all__ = [
     "evaluate_held_out",
     "held_out_rows",
     "held_out_source",
+    "held_out_summary",
     "prompt_key",
     "reserved_count",
     "training_dataset",
@@ -68,7 +73,12 @@ def prompt_key(prompt: Any) -> str:
 
 
 def held_out_source(recipe: Any) -> str:
-    """``"test split"``, ``"generated"`` or ``"reserved"``: where the recipe's held-out rows come from."""
+    """``"test split"``, ``"generated"``, ``"reserved"``, or for your own rows (loader ``"prompts"``) with a
+    ``held_out`` in ``dataset_kwargs``: ``"named split"`` or ``"carved"``: where the recipe's held-out rows
+    come from."""
+    held_out = recipe.dataset_kwargs.get("held_out") if recipe.dataset == "prompts" else None
+    if held_out:
+        return "named split" if "split" in held_out else "carved"
     if recipe.dataset in ("tool_tasks", "environment_tasks"):  # generated: their own test split
         return "test split"
     if recipe.dataset_source == "synthetic":
@@ -121,6 +131,9 @@ def _candidates(recipe: Any, n: int):
         loader = getattr(datasets_prep, DATASET_LOADERS[recipe.dataset])
         kwargs = {**recipe.dataset_kwargs, **recipe.held_out_kwargs}
         return loader(split=HELD_OUT_SPLITS[recipe.dataset], source=None, **kwargs)
+    # your own rows (datasets_prep.load_prompts): the held-out part, not the training one
+    if source in ("named split", "carved"):
+        return _whole_split(recipe, {**recipe.held_out_kwargs, "part": "held_out"})
     rows = _whole_split(recipe, recipe.held_out_kwargs)
     reserved = min(reserved_count(recipe), len(rows))
     return rows.select(range(len(rows) - reserved, len(rows)))
@@ -141,6 +154,8 @@ def _unseen_rows(candidates: Any, recipe: Any, training: Any, n: int) -> list[di
     :func:`training_dataset`) and no earlier candidate's: the rule every held-out set keeps."""
     training = training if training is not None else training_dataset(recipe)
     seen = set().union(*(_keys(p, recipe) for p in training["prompt"]))
+    if held_out_source(recipe) == "named split":
+        _refuse_overlap(recipe, candidates, seen)
     rows: list[dict[str, Any]] = []
     for row in candidates:
         keys = _keys(row["prompt"], recipe)
@@ -151,6 +166,30 @@ def _unseen_rows(candidates: Any, recipe: Any, training: Any, n: int) -> list[di
         if len(rows) == n:
             break
     return rows
+
+
+def _refuse_overlap(recipe: Any, candidates: Any, training_keys: set[str]) -> None:
+    """A held-out split named by the user that shares prompts with the training split is refused: it would
+    measure memory, not learning (a split of our own loaders' drops the shared rows instead)."""
+    shared = sum(bool(_keys(p, recipe) & training_keys) for p in candidates["prompt"])
+    if shared:
+        split = recipe.dataset_kwargs["held_out"]["split"]
+        raise ValueError(
+            f"recipe {recipe.name!r}: held_out split {split!r} shares {shared} of its {len(candidates)} prompts "
+            f"with the training split {recipe.dataset_split!r}; name a split with other rows, or carve one from "
+            "the training data: held_out: {fraction: 0.2, seed: 0}."
+        )
+
+
+def held_out_summary(recipe: Any) -> dict[str, Any]:
+    """Where the held-out rows came from, for run.json: the source and, for your own rows, the split or the
+    fraction and seed that carved them."""
+    summary: dict[str, Any] = {"source": held_out_source(recipe)}
+    if summary["source"] in ("named split", "carved"):
+        summary.update(recipe.dataset_kwargs["held_out"])
+    elif summary["source"] == "reserved":
+        summary["rows"] = reserved_count(recipe)
+    return summary
 
 
 def held_out_rows(recipe: Any, n: int, *, training: Any = None) -> list[dict[str, Any]]:

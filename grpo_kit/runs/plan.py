@@ -24,12 +24,13 @@ from typing import Any
 
 from grpo_kit.models import TINY_MODEL
 from grpo_kit.paths import check_output_dir
-from grpo_kit.recipes import Recipe, get_recipe
+from grpo_kit.recipes import RECIPES, Recipe, get_recipe
 from grpo_kit.runs.folder import RunFolder, check_not_in_use, lock_run_folder
 
 __all__ = [
     "DEFAULT_LOOP",
     "LOOPS",
+    "RECIPE_FILE",
     "RunPlan",
     "default_output_dir",
     "plan_run",
@@ -235,7 +236,7 @@ def plan_run(
     overrides = dict(invocation["overrides"])
     if invocation["max_steps"] is not None:  # None: the recipe's own length (or its epochs), never None
         overrides["max_steps"] = invocation["max_steps"]
-    recipe = get_recipe(invocation["recipe"], small=invocation["small"], **overrides).validate()
+    recipe = get_recipe(_invoked_recipe(invocation), small=invocation["small"], **overrides).validate()
     loop = invocation["loop"]
     run_dir, resume = resolve_run_dir(recipe.name, output_dir, resume)
     run_dir = check_output_dir(run_dir)
@@ -288,15 +289,36 @@ def _resolve_invocation(
     ):
         raise ValueError(f"max_steps must be at least 1, got {max_steps}.")
     recipe = recipe if recipe is not None else DEFAULT_RECIPE
+    if isinstance(recipe, Mapping):  # a stored recipe file's content (run_config.json)
+        recipe = _invoked_recipe({"recipe_file": recipe})
     if max_steps is None:  # the recipe's own length, written out so a replay does not depend on the default
         max_steps = get_recipe(recipe, small=small, **overrides).training.get("max_steps")
-    return {
+    invocation = {
         "recipe": recipe.name if isinstance(recipe, Recipe) else recipe,
         "small": bool(small),
         "overrides": overrides,
         "loop": loop,
         "max_steps": max_steps,
     }
+    if isinstance(recipe, Recipe) and RECIPES.get(recipe.name) != recipe:
+        from grpo_kit.recipe_files import recipe_to_dict
+
+        # not the catalogue's: the recipe itself is stored (a replay, resume and `grpo-kit eval` read it back)
+        invocation["recipe_file"] = recipe_to_dict(recipe)
+    return invocation
+
+
+#: The copy of a recipe file a run folder holds (``recipe_to_text``): resume and ``grpo-kit eval`` read it.
+RECIPE_FILE = "recipe.yaml"
+
+
+def _invoked_recipe(invocation: Mapping[str, Any]) -> Recipe | str:
+    """The recipe an invocation names: the stored recipe file's content, else the catalogue name."""
+    if "recipe_file" not in invocation:
+        return invocation["recipe"]
+    from grpo_kit.recipe_files import recipe_from_dict
+
+    return recipe_from_dict(invocation["recipe_file"], where="the run's stored recipe")
 
 
 def _stored_invocation(output_dir: str | Path | None, resume: Any) -> dict[str, Any] | None:
@@ -309,6 +331,8 @@ def _stored_invocation(output_dir: str | Path | None, resume: Any) -> dict[str, 
     from grpo_kit.checkpoint import CREDENTIAL_PLACEHOLDER
 
     invocation = dict(stored["invocation"])
+    if "recipe_file" in invocation:  # a recipe file's run: its stored content, not a catalogue name
+        invocation["recipe"] = invocation.pop("recipe_file")
     # A credential was stored redacted: the replay goes without it (HF_TOKEN, or --set it again).
     invocation["overrides"] = {
         k: v for k, v in dict(invocation.get("overrides") or {}).items() if v != CREDENTIAL_PLACEHOLDER
@@ -360,7 +384,10 @@ def resume_command(
     since the command is printed."""
     from grpo_kit.checkpoint import is_credential_field
 
-    words = ["grpo-kit", "train", "--recipe", str(invocation["recipe"])]
+    if "recipe_file" in invocation:  # the run folder's copy of the recipe file (prepare_run_dir)
+        words = ["grpo-kit", "train", "--config", os.fspath(Path(output_dir) / RECIPE_FILE)]
+    else:
+        words = ["grpo-kit", "train", "--recipe", str(invocation["recipe"])]
     if invocation.get("small"):
         words.append("--small")
     words += ["--loop", invocation["loop"]]
@@ -402,3 +429,8 @@ def prepare_run_dir(plan: RunPlan) -> None:
             )
     if plan.resume is None:
         RunFolder(plan.output_dir).write_run_config(plan.run_config())
+        if "recipe_file" in plan.invocation:
+            from grpo_kit.recipe_files import recipe_from_dict, recipe_to_text
+
+            recipe = recipe_from_dict(plan.invocation["recipe_file"], where="the run's recipe")
+            (plan.output_dir / RECIPE_FILE).write_text(recipe_to_text(recipe), encoding="utf-8")

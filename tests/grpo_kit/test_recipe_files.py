@@ -1,0 +1,449 @@
+"""Recipe files (issue 43): your own task from an empty folder through the CLI only, in grpo-kit's keys, TRL's
+keys and TOML; bad files refused in one line naming the field and the fix; every shipped recipe written as a
+file and read back equal; `grpo-kit new NAME` and the README's command that trains it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grpo_kit.cli import main
+
+pytestmark = pytest.mark.xdist_group("cli")
+
+REWARD_MODULE = '''
+def first_word_reward(completions, answer, **kwargs):
+    """1.0 when the completion starts with the row's answer."""
+    texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+    return [1.0 if t.strip().lower().startswith(a) else 0.0 for t, a in zip(texts, answer)]
+'''
+COLOURS = ["red", "blue", "green", "black", "white", "yellow"]
+THINGS = ["sky", "grass", "snow", "coal", "sun", "blood", "sea", "leaf", "milk", "night", "lemon", "rose"]
+
+GRPO_KIT_YAML = """\
+name: colours
+model: tiny
+dataset:
+  source: data/colours.jsonl
+  prompt: question
+  columns: {answer: colour}
+  held_out: {fraction: 0.25, seed: 3}
+rewards:
+  - my_rewards.py:first_word_reward
+  - {name: length_reward, weight: 0.1, kwargs: {ideal_length: 8}}
+lora: {r: 4, lora_alpha: 8}
+eval_prompts: 2
+training:
+  learning_rate: 1.0e-4
+  per_device_train_batch_size: 4
+  num_generations: 4
+  max_completion_length: 8
+  max_steps: 2
+"""
+# TRL's `trl grpo --config` keys: flat GRPOConfig fields, ModelConfig's LoRA keys, ScriptArguments' dataset keys
+TRL_YAML = """\
+model_name_or_path: tiny
+dataset_name: data/colours.jsonl
+reward_funcs: [my_rewards.py:first_word_reward]
+use_peft: true
+lora_r: 4
+lora_alpha: 8
+learning_rate: 1e-4
+per_device_train_batch_size: 4
+num_generations: 4
+max_completion_length: 8
+max_steps: 2
+eval_prompts: 2
+"""
+GRPO_KIT_TOML = """\
+name = "colours"
+model = "tiny"
+eval_prompts = 2
+rewards = ["my_rewards.py:first_word_reward"]
+held_out = {fraction = 0.25, seed = 3}
+
+[dataset]
+source = "data/colours.jsonl"
+prompt = "question"
+columns = {answer = "colour"}
+
+[lora]
+r = 4
+
+[training]
+learning_rate = 1e-4
+per_device_train_batch_size = 4
+num_generations = 4
+max_completion_length = 8
+max_steps = 2
+"""
+
+
+def _write_task(folder: Path, recipe_name: str, recipe_text: str, *, prompt_column: str = "question") -> Path:
+    (folder / "data").mkdir(parents=True)
+    rows = [
+        {prompt_column: f"One word: the colour of {thing}?", "colour": COLOURS[i % len(COLOURS)]}
+        for i, thing in enumerate(THINGS)
+    ]
+    if prompt_column == "prompt":
+        for row in rows:
+            row["answer"] = row.pop("colour")
+    (folder / "data" / "colours.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (folder / "my_rewards.py").write_text(REWARD_MODULE)
+    (folder / recipe_name).write_text(recipe_text)
+    return folder / recipe_name
+
+
+def _cli(*args: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "grpo_kit.cli", *args],
+        check=False,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
+
+
+@pytest.mark.parametrize(
+    ("recipe_name", "text", "loop"),
+    [
+        ("colours.yaml", GRPO_KIT_YAML, "standalone"),
+        ("trl_config.yaml", TRL_YAML, "trl"),
+        ("colours.toml", GRPO_KIT_TOML, "standalone"),
+    ],
+    ids=["grpo-kit-keys", "trl-keys", "toml"],
+)
+def test_your_own_task_from_an_empty_folder_trains_through_the_cli(tmp_path, recipe_name, text, loop):
+    work = tmp_path / "my-task"
+    _write_task(work, recipe_name, text, prompt_column="prompt" if "dataset_name" in text else "question")
+    done = _cli(
+        "train", "--config", recipe_name, "--loop", loop, "--output-dir", "run", "--no-merge", cwd=work
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    run = work / "run"
+    for name in ("run.json", "report.md", "report_card.png", "eval.json", "samples.md", "metrics.jsonl"):
+        assert (run / name).is_file(), name
+    assert (run / "adapter" / "adapter_config.json").is_file()
+    card = (
+        run / "adapter" / "README.md"
+    ).read_text()  # the model card: the reward by its file, no local path
+    assert "`my_rewards.py:first_word_reward()`" in card and str(work) not in card
+    summary = json.loads((run / "run.json").read_text())
+    assert summary["steps"] == 2 and summary["loop"] == loop
+    assert "ci_low" in summary["evaluation"] and summary["evaluation"]["num_prompts"] == 2
+    # the held-out rows: carved by the seeded fraction and recorded, or the reserved rows (TRL's keys name none)
+    expected = (
+        {"source": "carved", "fraction": 0.25, "seed": 3} if "held_out" in text else {"source": "reserved"}
+    )
+    assert expected.items() <= summary["held_out"].items()
+    # the run folder keeps the recipe itself: it reads back from anywhere, with its files found
+    from grpo_kit.recipe_files import load_recipe_file
+
+    copy = load_recipe_file(run / "recipe.yaml")
+    assert copy.rewards[0].name == f"{work.resolve() / 'my_rewards.py'}:first_word_reward"
+    assert copy.dataset_source == str(work.resolve() / "data" / "colours.jsonl")
+
+
+def test_grpo_kit_eval_and_resume_find_a_file_recipe_again(tmp_path):
+    """`grpo-kit eval RUN` and `--resume` read the recipe the run folder kept, from another folder, with the
+    recipe file itself gone."""
+    work = tmp_path / "task"
+    _write_task(work, "colours.yaml", GRPO_KIT_YAML)
+    argv = [
+        "train",
+        "--config",
+        str(work / "colours.yaml"),
+        "--set",
+        "learning_rate=2e-4",
+        "--set",
+        "lora.r=2",
+    ]
+    assert main([*argv, "--output-dir", str(work / "run"), "--no-merge"]) == 0
+    summary = json.loads((work / "run" / "run.json").read_text())
+    assert summary["training"]["learning_rate"] == 2e-4  # --set works on a recipe file as on a shipped recipe
+    assert json.loads((work / "run" / "adapter" / "adapter_config.json").read_text())["r"] == 2
+    (work / "colours.yaml").unlink()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = _cli("eval", str(work / "run"), "--out", "card", cwd=elsewhere)
+    assert done.returncode == 0, done.stdout + done.stderr
+    card = json.loads((elsewhere / "card" / "eval.json").read_text())
+    assert len(card["before"]["prompts"]) == 2 and "reward/first_word_reward" in card["comparisons"]
+    resumed = _cli("train", "--output-dir", str(work / "run"), "--resume", "--no-merge", cwd=elsewhere)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "recipe colours" in resumed.stdout
+
+
+BAD_FILES = {
+    "unknown key": ("learnin_rate: 1.0e-4\n", "unknown key 'learnin_rate'", "learning_rate"),
+    "TRL key with no counterpart": ("torch_dtype: bfloat16\n", "torch_dtype", "bf16: true"),
+    "missing file": (
+        "dataset: {source: data/nothing.jsonl, prompt: question}\n",
+        "data/nothing.jsonl",
+        "fix the path",
+    ),
+    "reward that does not import": ("rewards: [broken.py:reward]\n", "broken.py", "SyntaxError"),
+    "wrong signature": ("rewards: [my_rewards.py:no_kwargs]\n", "no_kwargs", "**kwargs"),
+    "held-out split overlapping training": (
+        "held_out: {split: test}\n",
+        "held_out split 'test' shares 12 of its 12 prompts",
+        "fraction: 0.2",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_FILES))
+def test_a_bad_recipe_file_is_one_line_naming_the_field_and_the_fix(case, tmp_path, capsys, monkeypatch):
+    change, field, fix = BAD_FILES[case]
+    base = {k: v for k, v in _yaml(GRPO_KIT_YAML).items()}
+    base.update(_yaml(change))
+    import yaml
+
+    path = _write_task(tmp_path, "bad.yaml", yaml.safe_dump(base))
+    (tmp_path / "broken.py").write_text("def reward(completions, **kwargs)\n    return []\n")
+    (tmp_path / "my_rewards.py").write_text(
+        REWARD_MODULE + "\n\ndef no_kwargs(completions, answer):\n    return []\n"
+    )
+
+    def no_loading(recipe):  # the error must come first
+        raise AssertionError("the model was loaded before the recipe file was checked")
+
+    monkeypatch.setattr("grpo_kit.runs.execution.load_model", no_loading)
+    assert main(["train", "--config", str(path), "--output-dir", str(tmp_path / "run")]) == 2
+    out = capsys.readouterr().out.strip()
+    assert out.startswith("error:") and "Traceback" not in out
+    flat = " ".join(out.split())
+    assert field in flat and fix in flat, flat
+    assert not (tmp_path / "run").exists()
+
+
+def test_preflight_reads_a_recipe_file(tmp_path, capsys):
+    path = _write_task(tmp_path, "colours.yaml", GRPO_KIT_YAML)
+    status = main(["preflight", "--config", str(path), "--num-prompts", "2"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert status in (0, 1) and "first_word_reward" in out, out  # go or no-go: the tiny model is random
+    assert main(["preflight", "--config", str(path), "--recipe", "gsm8k-cpu"]) == 2
+    assert "pass one of them" in capsys.readouterr().out
+
+
+def _yaml(text: str) -> dict:
+    import yaml
+
+    return yaml.safe_load(text)
+
+
+def test_a_bad_recipe_file_through_the_cli_prints_no_traceback(tmp_path):
+    _write_task(tmp_path, "bad.yaml", GRPO_KIT_YAML.replace("my_rewards.py", "missing_rewards.py"))
+    done = _cli("train", "--config", "bad.yaml", cwd=tmp_path)
+    assert done.returncode == 2
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    assert "Traceback" not in done.stderr and "missing_rewards.py" in " ".join(lines)
+
+
+def test_a_module_reward_is_imported_only_from_the_python_path(tmp_path, monkeypatch):
+    """`module.function` is looked up on sys.path as Python sets it; a file beside the recipe, not a module on
+    the path, is named by its path: the message says how."""
+    from grpo_kit.recipe_files import RecipeFileError, recipe_from_text
+
+    _write_task(tmp_path, "r.yaml", GRPO_KIT_YAML)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    text = GRPO_KIT_YAML.replace("my_rewards.py:first_word_reward", "my_rewards.first_word_reward")
+    with pytest.raises(
+        RecipeFileError, match=r"no module named 'my_rewards'.*my_rewards\.py:first_word_reward"
+    ):
+        recipe_from_text(text, base_dir=tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    recipe = recipe_from_text(text, base_dir=tmp_path)
+    assert recipe.rewards[0].build().__name__ == "first_word_reward"
+
+
+def test_trl_keys_mean_what_the_grpo_kit_keys_mean(tmp_path):
+    from grpo_kit.recipe_files import recipe_from_text
+
+    _write_task(tmp_path, "r.yaml", GRPO_KIT_YAML)
+    text = """\
+model_name_or_path: Qwen/Qwen2.5-0.5B-Instruct
+dataset_name: trl-lib/DeepMath-103K
+dataset_config: default
+dataset_train_split: train
+dataset_test_split: test
+reward_funcs: [accuracy_reward, my_rewards.py:first_word_reward]
+reward_weights: [1.0, 0.5]
+use_peft: true
+lora_r: 32
+lora_alpha: 64
+lora_target_modules: [q_proj, v_proj]
+load_in_4bit: true
+learning_rate: 3e-6
+"""
+    recipe = recipe_from_text(text, base_dir=tmp_path, default_name="trl-style")
+    assert recipe.name == "trl-style" and recipe.model == "Qwen/Qwen2.5-0.5B-Instruct"
+    assert (recipe.dataset, recipe.dataset_source, recipe.dataset_split) == (
+        "prompts",
+        "trl-lib/DeepMath-103K",
+        "train",
+    )
+    assert recipe.dataset_kwargs == {"config": "default", "held_out": {"split": "test"}}
+    assert [s.weight for s in recipe.rewards] == [1.0, 0.5] and recipe.quantization == "4bit"
+    assert (recipe.lora.r, recipe.lora.lora_alpha, recipe.lora.target_modules) == (
+        32,
+        64,
+        ("q_proj", "v_proj"),
+    )
+    assert recipe.training == {"learning_rate": 3e-6}  # 3e-6 a number, as YAML 1.2 and TRL read it
+    assert (
+        recipe_from_text(
+            "use_peft: false\n"
+            + text.replace("use_peft: true\n", "").split("lora_r")[0]
+            + "learning_rate: 1.0e-5\n",
+            base_dir=tmp_path,
+        ).lora
+        is None
+    )
+
+
+def test_carved_held_out_rows_are_never_training_rows():
+    from datasets_prep import load_prompts
+
+    rows = [{"prompt": f"question {i}", "answer": str(i)} for i in range(40)]
+    held = {"fraction": 0.2, "seed": 7}
+    train = load_prompts("train", rows, held_out=held)
+    held_out = load_prompts("train", rows, held_out=held, part="held_out")
+    train_ids = {r["answer"] for r in train}
+    held_ids = {r["answer"] for r in held_out}
+    assert len(held_ids) == 8 and not train_ids & held_ids and len(train_ids | held_ids) == 40
+    assert held_ids == {r["answer"] for r in load_prompts("train", rows, held_out=held, part="held_out")}
+    assert held_ids != {
+        r["answer"] for r in load_prompts("train", rows, held_out={**held, "seed": 8}, part="held_out")
+    }
+    assert train[0]["prompt"] == [{"role": "user", "content": "question 0"}]
+
+
+def test_every_shipped_recipe_written_as_a_file_reads_back_equal(tmp_path, capsys):
+    from grpo_kit.recipe_files import load_recipe_file, recipe_from_text, recipe_to_text
+    from grpo_kit.recipes import RECIPES
+
+    for recipe in RECIPES.values():
+        assert recipe_from_text(recipe_to_text(recipe), where=recipe.name) == recipe, recipe.name
+    assert main(["recipes", "--show", "gsm8k-cpu", "--as-yaml"]) == 0
+    path = tmp_path / "gsm8k.yaml"
+    path.write_text(capsys.readouterr().out)
+    assert load_recipe_file(path) == RECIPES["gsm8k-cpu"]
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_readme_as_yaml_line_writes_a_file_that_trains_as_the_recipe(tmp_path):
+    """`grpo-kit recipes --show gsm8k-cpu --as-yaml > my_task.yaml` as the README writes it: the file reads back
+    as the shipped recipe."""
+    from grpo_kit.recipe_files import load_recipe_file
+    from grpo_kit.recipes import RECIPES
+
+    line = _readme_line(README, "grpo-kit recipes --show")
+    done = _shell(line, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert load_recipe_file(tmp_path / "my_task.yaml") == RECIPES["gsm8k-cpu"]
+
+
+def test_readme_recipe_file_example_reads(tmp_path):
+    """The README's example recipe file, as written, beside the two files it names."""
+    from grpo_kit.recipe_files import load_recipe_file
+
+    text = README.read_text(encoding="utf-8").split("## Your own task", 1)[1]
+    block = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "my_task.jsonl").write_text('{"question": "2 + 2?", "solution": "4"}\n' * 2)
+    (tmp_path / "my_rewards.py").write_text(
+        "def exact_answer(completions, solution=None, **kwargs):\n    return [0.0] * len(completions)\n"
+    )
+    (tmp_path / "my_task.yaml").write_text(block)
+    recipe = load_recipe_file(tmp_path / "my_task.yaml")
+    assert recipe.dataset == "prompts" and recipe.dataset_kwargs["held_out"] == {"fraction": 0.2, "seed": 0}
+    assert [s.weight for s in recipe.rewards] == [1.0, 0.1] and recipe.lora.r == 8
+
+
+def test_new_refuses_odd_names_in_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("../escape", "a/b", ".hidden", "_x", "two words", "x" * 65, "dot.ted"):
+        assert main(["new", name]) == 2, name
+        out = capsys.readouterr().out.strip()
+        assert out.startswith("error:") and len(out.splitlines()) <= 2, out
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    assert main(["new", "my-task"]) == 0
+    assert main(["new", "my-task"]) == 2 and "already exists" in capsys.readouterr().out
+    files = sorted(p.name for p in (tmp_path / "my-task").iterdir())
+    assert files == [
+        "README.md",
+        "my-task.jsonl",
+        "my-task.yaml",
+        "my_task_rewards.py",
+        "test_my_task_rewards.py",
+    ]
+    assert len((tmp_path / "my-task" / "my-task.jsonl").read_text().splitlines()) == 20
+
+
+def test_the_scaffold_reward_test_passes(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["new", "demo"]) == 0
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_demo_rewards.py"],
+        check=False,
+        cwd=tmp_path / "demo",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0 and "2 passed" in done.stdout, done.stdout + done.stderr
+
+
+def _readme_line(path: Path, prefix: str) -> str:
+    """The line of ``path`` that starts with ``prefix``, exactly as written (a trailing comment removed)."""
+    line = next(line for line in path.read_text(encoding="utf-8").splitlines() if line.startswith(prefix))
+    return line.split("  #", 1)[0].strip()
+
+
+def _shell(command: str, cwd: Path) -> subprocess.CompletedProcess:
+    """``command`` in bash, with this interpreter's ``grpo-kit`` first on PATH."""
+    bin_dir = str(Path(sys.executable).parent)
+    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), "HF_HUB_OFFLINE": "1"}
+    return subprocess.run(
+        ["bash", "-c", command], check=False, cwd=cwd, capture_output=True, text=True, env=env, timeout=900
+    )
+
+
+@pytest.mark.slow
+def test_readme_new_task_trains_on_the_embedded_model_as_written(tmp_path):
+    """The README's `grpo-kit new demo && cd demo && grpo-kit train --config demo.yaml`, exactly as written, on
+    the embedded SmolLM2-135M on CPU; then the scaffold README's own three commands, as written."""
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    command = _readme_line(readme, "grpo-kit new demo")
+    assert command == "grpo-kit new demo && cd demo && grpo-kit train --config demo.yaml"
+    done = _shell(command, tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (run,) = (tmp_path / "demo" / "outputs").iterdir()
+    summary = json.loads((run / "run.json").read_text())
+    assert summary["model"] == "smollm2-135m-instruct" and summary["steps"] == 2
+    assert summary["held_out"] == {"source": "carved", "fraction": 0.2, "seed": 0}
+
+    # the task folder's README: its three commands. Its train line is the one above with a fixed run folder,
+    # so the run above is moved there instead of training twice; preflight and eval run exactly as written.
+    task = tmp_path / "demo"
+    lines = {
+        p: _readme_line(task / "README.md", p)
+        for p in ("grpo-kit preflight", "grpo-kit train", "grpo-kit eval")
+    }
+    assert lines["grpo-kit train"] == "grpo-kit train --config demo.yaml --output-dir outputs/demo"
+    run.rename(task / "outputs" / "demo")
+    for prefix in ("grpo-kit preflight", "grpo-kit eval"):
+        done = _shell(lines[prefix], task)
+        assert done.returncode == 0, lines[prefix] + done.stdout[-3000:] + done.stderr[-3000:]
+    assert (task / "outputs" / "demo" / "report.md").is_file()
