@@ -1,11 +1,14 @@
-"""The Unsloth path up to the GPU boundary (argument mapping, checks, the CUDA-missing error), plus GPU tests.
+"""The Unsloth path: argument mapping, checks and the GPU boundary without Unsloth; with Unsloth installed
+(``make unsloth-cpu``: CI installs it), its CPU backend end to end; GPU tests for what only a GPU runs.
 
-The argument names are checked against Unsloth's and vLLM's real signatures: live when the packages are
-importable (a GPU machine with `.[unsloth]`), else against the parameter names recorded from their source —
-unsloth 2026.10.9 wheel: unsloth/models/loader.py ``FastLanguageModel.from_pretrained`` and
-unsloth/models/llama.py ``FastLlamaModel.get_peft_model``; vllm 0.31.0: ``SamplingParams`` fields used here.
-``vllm_generate`` runs on CPU against a stand-in for vLLM (``SamplingParams`` checked against those names, an
-engine whose ``fast_generate`` returns ``RequestOutput``-shaped objects); with vLLM itself only on a GPU.
+The argument names are checked against the installed Unsloth's real signatures (``inspect.signature`` of
+``FastLanguageModel.from_pretrained`` / ``get_peft_model``, in a subprocess, so that Unsloth's import-time patches
+of TRL never reach the other tests of a worker), and on a GPU also against the parameter names recorded from
+its GPU loaders' source — unsloth 2026.10.9 wheel: unsloth/models/loader.py ``FastLanguageModel.from_pretrained``
+and unsloth/models/llama.py ``FastLlamaModel.get_peft_model``; vllm 0.31.0: ``SamplingParams`` fields used
+here. ``vllm_generate`` runs on CPU against a stand-in for vLLM (``SamplingParams`` checked against those names,
+an engine whose ``fast_generate`` returns ``RequestOutput``-shaped objects); with vLLM itself only on a GPU
+(``fast_inference``: Unsloth's CPU backend refuses it).
 """
 
 from __future__ import annotations
@@ -393,23 +396,104 @@ class ImportRecorder(importlib.abc.MetaPathFinder):
             self.names.append(fullname)
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised without CUDA")
-def test_without_cuda_a_clear_error_comes_before_unsloth_is_imported():
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks what is refused without a CUDA GPU")
+@pytest.mark.parametrize(
+    ("overrides", "error", "names"),
+    [
+        ({}, RuntimeError, ("unsloth.fast_inference=True", "--set unsloth.fast_inference=false")),
+        (
+            {"quantization": "8bit", "unsloth": {"fast_inference": False}, "optim": "adamw_torch"},
+            RuntimeError,
+            ("8-bit", "quantization=4bit"),
+        ),
+    ],
+)
+def test_what_needs_a_gpu_is_refused_before_unsloth_is_imported(overrides, error, names):
     recorder = ImportRecorder()
     saved = sys.modules.pop("grpo_kit.unsloth_path")
     sys.meta_path.insert(0, recorder)
     try:
-        import grpo_kit.unsloth_path as fresh  # importing the module touches no GPU package
+        import grpo_kit.unsloth_path as fresh  # importing the module touches no Unsloth package
 
-        for call in (lambda: fresh.train("gsm8k-unsloth"), lambda: fresh.load_model("gsm8k-unsloth")):
-            with pytest.raises(RuntimeError, match=r"CUDA.*--loop trl") as err:
+        recipe = get_recipe("gsm8k-unsloth", **overrides)
+        for call in (lambda: fresh.check_machine(recipe), lambda: fresh.load_model(recipe)):
+            with pytest.raises(error) as err:
                 call()
-            assert "gsm8k-cpu" in str(err.value)
+            assert all(name in str(err.value) for name in names), str(err.value)
     finally:
         sys.meta_path.remove(recorder)
         sys.modules["grpo_kit.unsloth_path"] = saved
     assert recorder.names == []
-    assert "unsloth" not in sys.modules
+
+
+def test_a_missing_package_is_named_with_this_machines_install(monkeypatch):
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "unsloth" else real_find_spec(name, *a)
+    )
+    with pytest.raises(ImportError, match="needs unsloth") as err:
+        unsloth_path.check_machine(get_recipe("gsm8k-unsloth-cpu"))
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    assert unsloth_path.INSTALL[device] in str(err.value)
+
+
+def test_the_cpu_recipe_asks_nothing_of_a_gpu():
+    recipe = get_recipe("gsm8k-unsloth-cpu")
+    kwargs = unsloth_path.from_pretrained_kwargs(recipe, model_name="/m")
+    # No vLLM engine, so nothing sizes one: max_lora_rank / gpu_memory_utilization are not passed.
+    assert kwargs == {
+        "model_name": "/m",
+        "max_seq_length": 512,
+        "load_in_4bit": True,
+        "load_in_8bit": False,
+        "fast_inference": False,
+    }
+    assert unsloth_path.get_peft_model_kwargs(recipe)["use_gradient_checkpointing"] is False
+    training = unsloth_path.grpo_config_kwargs(recipe, output_dir="o", precision=choose_precision("cpu"))
+    unsloth_path.check_settings(recipe, training, choose_precision("cpu"))
+    # The GPU recipe's 8-bit paged optimizer is refused on a CPU (Unsloth's CPU backend would swap it silently).
+    gpu = get_recipe("gsm8k-unsloth", unsloth={"fast_inference": False})
+    with pytest.raises(RuntimeError, match="optim='adamw_torch'"):
+        unsloth_path.check_settings(
+            gpu, unsloth_path.grpo_config_kwargs(gpu, output_dir="o"), choose_precision("cpu")
+        )
+
+
+# --- with Unsloth installed (`make unsloth-cpu`; CI installs it): its CPU backend, or its GPU loaders ----
+
+_SIGNATURES = """
+import inspect, json
+from unsloth import FastLanguageModel
+named = lambda f: sorted(n for n, p in inspect.signature(f).parameters.items()
+                         if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL))
+print(json.dumps({"from_pretrained": named(FastLanguageModel.from_pretrained),
+                  "get_peft_model": named(FastLanguageModel.get_peft_model),
+                  "loader": FastLanguageModel.__mro__[1].__module__}))
+"""
+
+
+@needs_unsloth
+def test_every_keyword_we_pass_is_a_named_parameter_of_the_installed_unsloth():
+    """An Unsloth upgrade that renames a parameter fails here, in CI, not on a user's machine: every keyword
+    the path passes must be a *named* parameter (a **kwargs catch-all would swallow a renamed one)."""
+    import json
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", _SIGNATURES], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    names = json.loads(done.stdout.strip().splitlines()[-1])
+    recipes = [get_recipe("gsm8k-unsloth-cpu"), get_recipe("gsm8k-unsloth", quantization=None)]
+    if torch.cuda.is_available():  # a GPU loader takes the vLLM engine's arguments too
+        recipes.append(get_recipe("gsm8k-unsloth"))
+    else:
+        assert names["loader"] == "unsloth_zoo.cpu.loader"  # Unsloth's CPU backend is what loads here
+    for recipe in recipes:
+        assert set(unsloth_path.from_pretrained_kwargs(recipe, model_name="/m")) <= set(
+            names["from_pretrained"]
+        )
+        assert set(unsloth_path.get_peft_model_kwargs(recipe)) <= set(names["get_peft_model"])
 
 
 # --- on a GPU with `.[unsloth]` installed (scripts/gpu_smoke.sh runs these) ---------------------------
