@@ -503,7 +503,7 @@ _RECIPE_LIST = [
     ),
     Recipe(
         name="gsm8k-unsloth",
-        summary="course 12.6, Unsloth (GPU)",
+        summary="course 12.6, Unsloth + vLLM",
         measures=_GSM8K_MEASURES,
         description=(
             "Course 12.6: Gemma-3-1B-it in 4-bit QLoRA (r=32) with Unsloth + vLLM on one GPU, GSM8K with the "

@@ -484,7 +484,10 @@ def test_every_keyword_we_pass_is_a_named_parameter_of_the_installed_unsloth():
     )
     assert done.returncode == 0, done.stderr[-2000:]
     names = json.loads(done.stdout.strip().splitlines()[-1])
-    recipes = [get_recipe("gsm8k-unsloth-cpu"), get_recipe("gsm8k-unsloth", quantization=None)]
+    recipes = [
+        get_recipe("gsm8k-unsloth-cpu"),
+        get_recipe("gsm8k-unsloth", quantization=None, unsloth={"fast_inference": False}),
+    ]
     if torch.cuda.is_available():  # a GPU loader takes the vLLM engine's arguments too
         recipes.append(get_recipe("gsm8k-unsloth"))
     else:
@@ -588,3 +591,50 @@ def test_unsloth_grpo_steps_save_lora_and_compare(tmp_path):
         generate_fn=unsloth_path.vllm_generate(result.adapter_dir),
     )
     assert report.num_prompts == 2 and all(1 <= n <= 64 for n in report.per_prompt["length"])
+
+
+@needs_unsloth
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(
+    torch.cuda.is_available(), reason="checks Unsloth's CPU backend, which a GPU machine skips"
+)
+def test_cli_trains_the_cpu_recipe_on_unsloths_cpu_backend(tmp_path):
+    """`grpo-kit train --loop unsloth --recipe gsm8k-unsloth-cpu` on a CPU, as a user runs it (one step, one
+    held-out prompt, 16 tokens): 4-bit QLoRA loaded by Unsloth's CPU backend, evaluated before and after, trained
+    through TRL, the adapter and the merged 16-bit model exported and verified, run.json saying what loaded."""
+    import json
+    import subprocess
+
+    run = tmp_path / "run"
+    command = [
+        *(
+            sys.executable,
+            "-m",
+            "grpo_kit.cli",
+            "train",
+            "--recipe",
+            "gsm8k-unsloth-cpu",
+            "--loop",
+            "unsloth",
+        ),
+        *("--max-steps", "1", "--eval-prompts", "1", "--samples", "1", "--set", "max_completion_length=16"),
+        *("--output-dir", str(run)),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=880, check=False)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-3000:]
+    assert "no GPU found, training on CPU" in output  # Unsloth's own banner: its CPU backend loaded
+    summary = json.loads((run / "run.json").read_text())
+    assert (summary["loop"], summary["steps"]) == ("unsloth", 1)
+    facts = summary["unsloth"]
+    assert facts["backend"] == "cpu" and facts["fast_language_model"] == "unsloth_zoo.cpu.loader.FastCPUModel"
+    # SmolLM2-135M: 7 projections x 30 layers in NF4; lm_head (tied to the embeddings) stays 16-bit.
+    assert facts["load_in_4bit"] and facts["linear4bit_layers"] == 210 and facts["linear_layers"] == 211
+    assert facts["fast_inference"] is False
+    assert summary["evaluation"]["num_prompts"] == 1 and summary["training"]["max_completion_length"] == 16
+    exports = {e["kind"]: e for e in summary["exports"]}
+    assert exports["adapter"]["verified"] and exports["merged"]["verified"]
+    merged_config = json.loads((run / "merged" / "config.json").read_text())
+    assert "quantization_config" not in merged_config  # merged onto the 16-bit base, not into NF4 weights
+    assert (run / "adapter" / "adapter_model.safetensors").is_file() and (run / "report.md").is_file()
