@@ -147,7 +147,9 @@ class UnslothSettings:
     """Arguments only the Unsloth path uses (``FastLanguageModel.from_pretrained``/``get_peft_model``).
 
     max_seq_length: prompt + completion tokens Unsloth and its vLLM engine reserve.
-    fast_inference: generate with vLLM inside the training process.
+    fast_inference: generate with vLLM inside the training process. Needs a CUDA GPU: on a CPU (Unsloth's CPU
+        backend) a recipe with it is refused before anything loads, naming ``--set unsloth.fast_inference=false``
+        (``unsloth_path.check_machine``), never switched off quietly.
     gpu_memory_utilization: the share of GPU memory vLLM may take (lower it on out-of-memory).
     use_gradient_checkpointing: "unsloth" is Unsloth's offloading variant (longer contexts).
     random_state: the seed Unsloth uses for the adapter init.

@@ -595,17 +595,24 @@ def test_unsloth_grpo_steps_save_lora_and_compare(tmp_path):
 
 @needs_unsloth
 @pytest.mark.slow
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(600)
 @pytest.mark.skipif(
     torch.cuda.is_available(), reason="checks Unsloth's CPU backend, which a GPU machine skips"
 )
 def test_cli_trains_the_cpu_recipe_on_unsloths_cpu_backend(tmp_path):
-    """`grpo-kit train --loop unsloth --recipe gsm8k-unsloth-cpu` on a CPU, as a user runs it (one step, one
-    held-out prompt, 16 tokens): 4-bit QLoRA loaded by Unsloth's CPU backend, evaluated before and after, trained
-    through TRL, the adapter and the merged 16-bit model exported and verified, run.json saying what loaded."""
+    """`grpo-kit train --loop unsloth --recipe gsm8k-unsloth-cpu` on a CPU, as a user runs it, with the tiny random
+    model saved as a folder (the 135M model's 4-bit decoding takes minutes per held-out prompt here; its run is
+    measured in README.md): 4-bit QLoRA loaded by Unsloth's CPU backend, evaluated before and after, one step
+    trained through TRL, the adapter and the merged 16-bit model exported and verified, run.json saying what
+    Unsloth loaded."""
     import json
     import subprocess
 
+    from grpo_kit.models import tiny_model
+
+    model, tokenizer = tiny_model()
+    model.save_pretrained(tmp_path / "tiny")
+    tokenizer.save_pretrained(tmp_path / "tiny")
     run = tmp_path / "run"
     command = [
         *(
@@ -618,10 +625,10 @@ def test_cli_trains_the_cpu_recipe_on_unsloths_cpu_backend(tmp_path):
             "--loop",
             "unsloth",
         ),
-        *("--max-steps", "1", "--eval-prompts", "1", "--samples", "1", "--set", "max_completion_length=16"),
-        *("--output-dir", str(run)),
+        *("--max-steps", "1", "--eval-prompts", "1", "--samples", "1", "--set", "max_completion_length=8"),
+        *("--set", f"model={tmp_path / 'tiny'}", "--output-dir", str(run)),
     ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=880, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=580, check=False)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-3000:]
     assert "no GPU found, training on CPU" in output  # Unsloth's own banner: its CPU backend loaded
@@ -629,10 +636,10 @@ def test_cli_trains_the_cpu_recipe_on_unsloths_cpu_backend(tmp_path):
     assert (summary["loop"], summary["steps"]) == ("unsloth", 1)
     facts = summary["unsloth"]
     assert facts["backend"] == "cpu" and facts["fast_language_model"] == "unsloth_zoo.cpu.loader.FastCPUModel"
-    # SmolLM2-135M: 7 projections x 30 layers in NF4; lm_head (tied to the embeddings) stays 16-bit.
-    assert facts["load_in_4bit"] and facts["linear4bit_layers"] == 210 and facts["linear_layers"] == 211
+    # 7 projections x 2 layers in NF4; lm_head stays 16-bit (Unsloth skips it, as on a GPU).
+    assert facts["load_in_4bit"] and facts["linear4bit_layers"] == 14 and facts["linear_layers"] == 15
     assert facts["fast_inference"] is False
-    assert summary["evaluation"]["num_prompts"] == 1 and summary["training"]["max_completion_length"] == 16
+    assert summary["evaluation"]["num_prompts"] == 1 and summary["training"]["max_completion_length"] == 8
     exports = {e["kind"]: e for e in summary["exports"]}
     assert exports["adapter"]["verified"] and exports["merged"]["verified"]
     merged_config = json.loads((run / "merged" / "config.json").read_text())
