@@ -645,3 +645,36 @@ def test_cli_trains_the_cpu_recipe_on_unsloths_cpu_backend(tmp_path):
     merged_config = json.loads((run / "merged" / "config.json").read_text())
     assert "quantization_config" not in merged_config  # merged onto the 16-bit base, not into NF4 weights
     assert (run / "adapter" / "adapter_model.safetensors").is_file() and (run / "report.md").is_file()
+
+
+@needs_unsloth
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU commands the README shows")
+def test_the_readmes_unsloth_commands_plan_on_this_cpu(tmp_path):
+    """Every `grpo-kit train --loop unsloth ...` the README shows, exactly as written, parses and passes every
+    check before a model loads (plan_run) on this CPU: the recipe, the loop, the flags. The run itself is the
+    CLI test above (tiny model) and the README's measured one (the 135M model takes minutes per step here)."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    from grpo_kit import runs
+    from grpo_kit.cli.common import parse_overrides
+    from grpo_kit.cli.parser import build_parser
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    commands = [" ".join(c.split()) for c in re.findall(r"`(grpo-kit train --loop unsloth[^`]*)`", readme)]
+    assert len(commands) >= 2, commands  # the recipe's run and the measured short run
+    for command in commands:
+        args = build_parser().parse_args([*shlex.split(command)[1:], "--output-dir", str(tmp_path / "run")])
+        plan = runs.plan_run(
+            args.recipe,
+            overrides=parse_overrides(args.overrides),
+            loop=args.loop,
+            max_steps=args.max_steps,
+            output_dir=args.output_dir,
+        )
+        assert (plan.loop, plan.recipe.name, plan.recipe.quantization) == (
+            "unsloth",
+            "gsm8k-unsloth-cpu",
+            "4bit",
+        )
