@@ -502,7 +502,9 @@ def test_every_keyword_we_pass_is_a_named_parameter_of_the_installed_unsloth():
 # --- on a GPU with `.[unsloth]` installed (scripts/gpu_smoke.sh runs these) ---------------------------
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu(
+    reason="Unsloth's GPU loaders (unsloth.models.loader) load only with CUDA; the CPU backend's signatures are checked above"
+)
 @needs_unsloth
 def test_recorded_names_match_the_installed_unsloth():
     from unsloth import FastLanguageModel
@@ -515,7 +517,7 @@ def test_recorded_names_match_the_installed_unsloth():
     )
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu(reason="vllm is its CUDA build (fast_inference)")
 @needs_vllm
 def test_sampling_params_match_the_installed_vllm():
     from vllm import SamplingParams
@@ -526,7 +528,7 @@ def test_sampling_params_match_the_installed_vllm():
     SamplingParams(**unsloth_path.sampling_params_kwargs(sampled, num_generations=6, stop_token_ids=[1, 106]))
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu(reason="Unsloth's Triton kernels and save_lora: its GPU backend")
 @needs_unsloth
 @pytest.mark.slow
 def test_unsloth_grpo_steps_without_vllm_save_lora(tmp_path):
@@ -548,7 +550,7 @@ def test_unsloth_grpo_steps_without_vllm_save_lora(tmp_path):
     assert result.metrics_path.read_text().count('"reward"') >= 2
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu(reason="fast_inference: vLLM inside Unsloth needs CUDA")
 @needs_unsloth
 @needs_vllm
 @pytest.mark.slow
