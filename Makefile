@@ -27,10 +27,11 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 
 # Unsloth's CPU backend in the same .venv (`grpo-kit train --loop unsloth` without a GPU): the unsloth-cpu extra
 # (no vllm), then what its dependencies bring built for CUDA goes: PyPI's torchvision (`import unsloth` stops on
-# `torchvision::nms`), triton and xformers (unused on CPU; 1 GB). A GPU machine installs `.[unsloth]` instead.
+# `torchvision::nms`), triton, xformers and torchao (unused by the CPU backend; torchao's CUDA extensions print
+# load failures on every `import peft`). A GPU machine installs `.[unsloth]` instead.
 unsloth-cpu: setup
 	$(PIP) install -q $(TORCH) -e ".[unsloth-cpu]" -c constraints.txt
-	$(PIP) uninstall -q -y torchvision triton xformers
+	$(PIP) uninstall -q -y torchvision triton xformers torchao
 
 train: setup
 	HF_HUB_OFFLINE=$${HF_HUB_OFFLINE:-1} $(BIN)/grpo-kit train

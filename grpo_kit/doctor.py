@@ -42,10 +42,8 @@ INSTALL = 'pip install torch==2.13.0 "grpo-kit[train]" -c constraints.txt'
 DEFAULT_PATH_EXTRA = "train"
 GPU_PATH_PACKAGES = ("unsloth", "vllm", "bitsandbytes")
 # The unsloth path on a CPU: the extra without vllm, then the CUDA builds its dependencies bring removed
-# (PyPI's torchvision stops `import unsloth` on torchvision::nms; triton and xformers are unused on CPU).
-UNSLOTH_CPU_INSTALL = (
-    'pip install torch==2.13.0 "grpo-kit[unsloth-cpu]" && pip uninstall -y torchvision triton xformers'
-)
+# (PyPI's torchvision stops `import unsloth` on torchvision::nms; triton, xformers, torchao are unused on CPU).
+UNSLOTH_CPU_INSTALL = 'pip install torch==2.13.0 "grpo-kit[unsloth-cpu]" && pip uninstall -y torchvision triton xformers torchao'
 # A run folder (LoRA adapter, merged 16-bit 135M model, checkpoint) plus a GGUF export: ~1.5 GB.
 MIN_FREE_GIB, COMFORTABLE_FREE_GIB = 2.0, 10.0
 

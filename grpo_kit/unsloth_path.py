@@ -47,8 +47,8 @@ and :func:`check_machine`; :func:`vllm_generate` is tested on CPU against a stan
 
 Install: a GPU (Linux): ``pip install torch==2.13.0 ".[unsloth]"`` — without ``-c constraints.txt``, whose
 numpy pin is for the CPU environment (see the comment on the ``unsloth`` extra in pyproject.toml). A CPU:
-``make unsloth-cpu`` (the ``unsloth-cpu`` extra, no vllm, then PyPI's CUDA-built torchvision, triton and
-xformers removed: ``import unsloth`` stops on ``torchvision::nms`` otherwise).
+``make unsloth-cpu`` (the ``unsloth-cpu`` extra, no vllm, then PyPI's CUDA-built torchvision, triton,
+xformers and torchao removed: ``import unsloth`` stops on ``torchvision::nms`` otherwise).
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ GPU_ONLY = "fast_inference (vLLM inside Unsloth: fast_generate, load_lora, vllm_
 
 INSTALL = {
     "cuda": 'pip install torch==2.13.0 ".[unsloth]"  (without -c constraints.txt; see pyproject.toml)',
-    "cpu": "make unsloth-cpu  (the unsloth-cpu extra, then PyPI's CUDA-built torchvision, triton, xformers removed)",
+    "cpu": "make unsloth-cpu  (the unsloth-cpu extra, then PyPI's CUDA-built torchvision, triton, xformers, torchao removed)",
 }
 
 
