@@ -388,7 +388,7 @@ def execute(
                 # onto the 16-bit base, not into the 4-bit weights: the adapter just saved, on the base re-read
                 from grpo_kit.runs.folder import TrainedModel
 
-                source = TrainedModel.locate(reports[0].path).load(base=recipe.model)[0]
+                source = TrainedModel.locate(plan.output_dir / "adapter").load(base=recipe.model)[0]
             reports.append(save_merged(source, tokenizer, plan.output_dir / "merged"))
         gguf = gguf or plan.gguf
         gguf_error = None
