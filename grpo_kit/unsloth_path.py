@@ -1,16 +1,18 @@
-"""Recipe -> Unsloth ``FastLanguageModel`` (4-bit QLoRA + vLLM) -> TRL ``GRPOTrainer``: the course's fast path
-(LLM course 12.6), for one CUDA GPU.
+"""Recipe -> Unsloth ``FastLanguageModel`` (4-bit QLoRA [+ vLLM on a GPU]) -> TRL ``GRPOTrainer``: the course's
+fast path (LLM course 12.6), on one CUDA GPU or, through Unsloth's own CPU backend, on a CPU.
 
     from grpo_kit import unsloth_path
-    result = unsloth_path.train("gsm8k-unsloth", output_dir="runs/gsm8k")
+    result = unsloth_path.train("gsm8k-unsloth", output_dir="runs/gsm8k")          # a GPU
+    result = unsloth_path.train("gsm8k-unsloth-cpu", output_dir="runs/gsm8k-cpu")  # a CPU
     unsloth_path.compare_with_and_without_adapter(result.model, result.tokenizer, result.adapter_dir,
-                                                  ["Calculate pi."])
+                                                  ["Calculate pi."])               # vLLM: a GPU
 
 The steps, with the real Unsloth API (unsloth 2026.10.9):
 
 1. ``FastLanguageModel.from_pretrained(model_name, max_seq_length, load_in_4bit=True,
    fast_inference=True, max_lora_rank, gpu_memory_utilization)`` — 4-bit weights, and a vLLM engine
-   inside the process for generation (``fast_inference``).
+   inside the process for generation (``fast_inference``; ``max_lora_rank`` and ``gpu_memory_utilization``
+   size that engine, so they are passed only with it).
 2. ``FastLanguageModel.get_peft_model(model, r, target_modules, lora_alpha,
    use_gradient_checkpointing="unsloth", random_state)``.
 3. TRL's ``GRPOConfig`` + ``GRPOTrainer``. Importing ``unsloth`` patches TRL's trainers (in this version
@@ -22,15 +24,31 @@ The steps, with the real Unsloth API (unsloth 2026.10.9):
    signature), so ``grpo_kit.evaluation.evaluate(..., generate_fn=vllm_generate(adapter_dir))`` decodes with
    vLLM; :func:`compare_with_and_without_adapter` is two of its calls.
 
-Everything up to the GPU boundary is pure and tested on CPU: :func:`from_pretrained_kwargs`,
-:func:`get_peft_model_kwargs`, ``grpo_config_kwargs`` (``grpo_kit.trainer_builder``),
-:func:`sampling_params_kwargs` (a ``Decoding`` as ``vllm.SamplingParams`` arguments) and
-:func:`check_settings`; :func:`vllm_generate` is tested on CPU against a stand-in for the vLLM engine
-(``vllm`` is imported only when it generates). Without CUDA, :func:`require_cuda` raises *before*
-``unsloth`` is imported (importing it on a CPU machine fails deep inside Unsloth), pointing to ``--loop trl``.
+**On a CPU** (measured with unsloth 2026.10.9 on a 2-core x86 machine): when torch sees no accelerator,
+``import unsloth`` loads its CPU backend (``unsloth/_cpu_init.py``, banner "no GPU found, training on CPU") and
+``FastLanguageModel`` is ``unsloth_zoo.cpu.FastCPUModel``: stock transformers + PEFT, with bitsandbytes' CPU
+NF4 kernels for ``load_in_4bit=True``. Steps 1-3 run there as written with ``fast_inference=False``; GRPO goes
+through TRL's trainer (generation by transformers). What needs a GPU is checked once, by
+:func:`check_machine`, before ``unsloth`` is imported: ``fast_inference`` (vLLM inside Unsloth, hence
+``fast_generate``, ``load_lora``, :func:`vllm_generate`) and 8-bit loading. A recipe asking for either on a
+CPU is **refused** with one line naming the setting (``--set unsloth.fast_inference=false``; quantization
+``4bit`` or None), never turned off quietly: Unsloth's CPU backend itself would load 16-bit weights for
+``load_in_8bit`` with a printed note only. Step 4's ``save_lora`` does not exist there; the adapter is saved
+with PEFT's ``save_pretrained`` (the same files). A 4-bit load that comes back without ``Linear4bit`` layers
+(Unsloth falls back to 16-bit where bitsandbytes' CPU 4-bit does not run) is refused too. In a run
+(``grpo_kit.runs.execute``) the merged export is the 16-bit base plus the adapter, built by
+``grpo_kit.export`` (the CPU backend refuses to merge into 4-bit weights, and so should anyone).
 
-Install (GPU, Linux): ``pip install torch==2.13.0 ".[unsloth]"`` — without ``-c constraints.txt``,
-whose numpy pin is for the CPU environment (see the comment on the ``unsloth`` extra in pyproject.toml).
+Everything up to the import of ``unsloth`` is pure and tested without it: :func:`from_pretrained_kwargs`,
+:func:`get_peft_model_kwargs`, ``grpo_config_kwargs`` (``grpo_kit.trainer_builder``),
+:func:`sampling_params_kwargs` (a ``Decoding`` as ``vllm.SamplingParams`` arguments), :func:`check_settings`
+and :func:`check_machine`; :func:`vllm_generate` is tested on CPU against a stand-in for the vLLM engine
+(``vllm`` is imported only when it generates).
+
+Install: a GPU (Linux): ``pip install torch==2.13.0 ".[unsloth]"`` — without ``-c constraints.txt``, whose
+numpy pin is for the CPU environment (see the comment on the ``unsloth`` extra in pyproject.toml). A CPU:
+``make unsloth-cpu`` (the ``unsloth-cpu`` extra, no vllm, then PyPI's CUDA-built torchvision, triton,
+xformers and torchao removed: ``import unsloth`` stops on ``torchvision::nms`` otherwise).
 """
 
 from __future__ import annotations
@@ -59,44 +77,50 @@ __all__ = [
     "COURSE_SAMPLING",
     "backend",
     "build_trainer",
+    "check_machine",
     "check_settings",
     "compare_with_and_without_adapter",
     "from_pretrained_kwargs",
     "get_peft_model_kwargs",
     "grpo_config_kwargs",
+    "load_facts",
     "load_model",
-    "require_cuda",
     "sampling_params_kwargs",
     "train",
     "vllm_generate",
 ]
 
-CPU_FIX = (
-    "Unsloth's fast path needs a CUDA GPU (its kernels are Triton/CUDA, generation uses vLLM). "
-    "On this machine train with `grpo-kit train --loop trl` (TRL GRPOTrainer, plain LoRA) "
-    "or `--loop standalone`; for the GSM8K course recipe on CPU use `--recipe gsm8k-cpu`."
-)
+#: What only a CUDA GPU runs on this path; everything else runs on Unsloth's CPU backend too.
+GPU_ONLY = "fast_inference (vLLM inside Unsloth: fast_generate, load_lora, vllm_generate) and 8-bit loading"
+
+INSTALL = {
+    "cuda": 'pip install torch==2.13.0 ".[unsloth]"  (without -c constraints.txt; see pyproject.toml)',
+    "cpu": "make unsloth-cpu  (the unsloth-cpu extra, then PyPI's CUDA-built torchvision, triton, xformers, torchao removed)",
+}
 
 
 # --- the pure mapping (tested on CPU) ------------------------------------------------------------
 
 
 def from_pretrained_kwargs(recipe: Recipe, *, model_name: str | None = None) -> dict[str, Any]:
-    """Keyword arguments for ``FastLanguageModel.from_pretrained``."""
+    """Keyword arguments for ``FastLanguageModel.from_pretrained`` (``model_name``: the folder or Hub id to load,
+    default the recipe's model as written)."""
     if recipe.lora is None:
         raise ValueError(
             f"recipe {recipe.name!r} has lora=None; the Unsloth path trains a LoRA adapter. "
             "Give it lora={'r': 16} or use --loop trl for full fine-tuning."
         )
-    return {
+    kwargs = {
         "model_name": model_name or recipe.model,
         "max_seq_length": recipe.unsloth.max_seq_length,
         "load_in_4bit": recipe.quantization == "4bit",
         "load_in_8bit": recipe.quantization == "8bit",
         "fast_inference": recipe.unsloth.fast_inference,
-        "max_lora_rank": recipe.lora.r,  # vLLM reserves LoRA slots of this rank
-        "gpu_memory_utilization": recipe.unsloth.gpu_memory_utilization,
     }
+    if recipe.unsloth.fast_inference:  # they size the vLLM engine; without one Unsloth drops them
+        kwargs["max_lora_rank"] = recipe.lora.r  # vLLM reserves LoRA slots of this rank
+        kwargs["gpu_memory_utilization"] = recipe.unsloth.gpu_memory_utilization
+    return kwargs
 
 
 def get_peft_model_kwargs(recipe: Recipe) -> dict[str, Any]:
@@ -153,12 +177,14 @@ def sampling_params_kwargs(
     return kwargs
 
 
-def check_settings(recipe: Recipe, training: dict[str, Any]) -> None:
+def check_settings(recipe: Recipe, training: dict[str, Any], precision: Precision | None = None) -> None:
     """Checks that need no GPU; run before Unsloth loads anything. Raises ValueError naming the fix.
     The batch and loss rules are the TRL path's (``grpo_kit.settings``): Unsloth would silently raise
-    per_device_train_batch_size to num_generations; we ask for it explicitly instead."""
+    per_device_train_batch_size to num_generations; we ask for it explicitly instead. With ``precision``
+    (the machine's), also the hardware rules of ``settings.check_precision`` (an 8-bit optimizer or bf16 on a
+    CPU: Unsloth's CPU backend would swap the optimizer for AdamW without a word)."""
     check_training(training, world_size=world_size())
-    _check_unsloth(recipe, training)
+    _check_unsloth(recipe, training, precision)
 
 
 def _check_unsloth(recipe: Recipe, training: dict[str, Any], precision: Precision | None = None) -> None:
@@ -189,42 +215,125 @@ def _check_unsloth(recipe: Recipe, training: dict[str, Any], precision: Precisio
             "use_vllm=False contradicts fast_inference=True (Unsloth then generates with vLLM); "
             "set unsloth={'fast_inference': False} to generate with transformers instead."
         )
+    if precision is not None:
+        from grpo_kit.settings import check_precision
+
+        # quantization is this path's own affair (check_machine): Unsloth loads it, not a BitsAndBytesConfig.
+        check_precision(training, precision, quantization=None, recipe_name=recipe.name)
 
 
-def require_cuda(*, need_vllm: bool = True) -> None:
-    """Raise before ``unsloth`` is imported when there is no CUDA GPU (or Unsloth / vLLM is not installed)."""
-    if not cuda_available():
-        raise RuntimeError("No CUDA GPU is visible. " + CPU_FIX)
-    wanted = ("unsloth", "vllm") if need_vllm else ("unsloth",)
+def check_machine(recipe: Recipe) -> str:
+    """The one check of what this machine can run on the Unsloth path, before ``unsloth`` is imported (importing
+    it picks Unsloth's backend for good). Returns ``"cuda"`` or ``"cpu"``: the backend Unsloth will use.
+
+    Needs a CUDA GPU (:data:`GPU_ONLY`): ``fast_inference`` (Unsloth's CPU backend raises on it) and 8-bit
+    loading (the CPU backend would load 16-bit weights instead). On a CPU a recipe asking for either is
+    refused here, naming the setting to change; nothing is switched off behind the user's back. Then the
+    packages: unsloth and unsloth_zoo, and vllm with ``fast_inference``; a missing one is named with the
+    install command for this machine."""
+    device = "cuda" if cuda_available() else "cpu"
+    if device == "cpu" and recipe.unsloth.fast_inference:
+        raise RuntimeError(
+            f"recipe {recipe.name!r} has unsloth.fast_inference=True (vLLM inside Unsloth), which needs a CUDA "
+            "GPU, and torch sees none. Unsloth's CPU backend trains with transformers generation: set "
+            "--set unsloth.fast_inference=false, or use --recipe gsm8k-unsloth-cpu."
+        )
+    if device == "cpu" and recipe.quantization == "8bit":
+        raise RuntimeError(
+            f"recipe {recipe.name!r} loads 8-bit weights, which Unsloth does only on a CUDA GPU (its CPU backend "
+            "would load 16-bit weights instead); on CPU set --set quantization=4bit (QLoRA, bitsandbytes' CPU "
+            "NF4) or quantization=none."
+        )
+    wanted = ("unsloth", "unsloth_zoo", *(("vllm",) if recipe.unsloth.fast_inference else ()))
     missing = [m for m in wanted if importlib.util.find_spec(m) is None]
     if missing:
         raise ImportError(
-            f'{" and ".join(missing)} not installed: `pip install torch==2.13.0 ".[unsloth]"` '
-            "(without -c constraints.txt; see pyproject.toml). " + CPU_FIX
+            f"the Unsloth path needs {' and '.join(missing)}, not installed here: {INSTALL[device]}. "
+            "Or train with --loop trl."
         )
+    return device
 
 
-# --- the GPU part ----------------------------------------------------------------------------------
+# --- the part that imports Unsloth ------------------------------------------------------------------
 
 
-def _import_unsloth(*, need_vllm: bool = True):
-    """Import unsloth (it must come before trl/transformers are used, so its patches apply)."""
-    require_cuda(need_vllm=need_vllm)
-    import unsloth  # noqa: F401  (import-time patches of transformers/peft/TRL)
+def _import_unsloth(recipe: Recipe):
+    """:func:`check_machine`, then import unsloth (it must come before trl/transformers are used, so its patches
+    apply; on a CPU it loads its CPU backend)."""
+    check_machine(recipe)
+    import unsloth  # noqa: F401  (import-time patches of transformers/peft/TRL; the backend is chosen here)
     from unsloth import FastLanguageModel
 
     return FastLanguageModel
 
 
+def _count_linear_layers(model: Any) -> tuple[int, int]:
+    """(bitsandbytes ``Linear4bit`` layers, all ``Linear``-like layers holding a weight) in ``model``; a LoRA
+    wrapper counts as its base layer, its A/B matrices not at all."""
+    import torch
+
+    four_bit = total = 0
+    for name, module in model.named_modules():
+        if ".lora_" in name or name.endswith(("lora_A", "lora_B")):
+            continue
+        kind = type(module).__name__
+        if kind == "Linear4bit" and not hasattr(module, "base_layer"):
+            four_bit += 1
+            total += 1
+        elif isinstance(module, torch.nn.Linear) and not hasattr(module, "base_layer"):
+            total += 1
+    return four_bit, total
+
+
+def load_facts(model: Any) -> dict[str, Any]:
+    """What Unsloth loaded, for ``run.json``: its version and backend (``"cpu"``: ``unsloth_zoo.cpu.FastCPUModel``,
+    else its GPU loader), the ``FastLanguageModel`` class, the weights' dtype, and how many linear layers are
+    bitsandbytes ``Linear4bit`` (the 4-bit load, measured on the model rather than read from the recipe)."""
+    import unsloth
+    from unsloth import FastLanguageModel
+
+    four_bit, total = _count_linear_layers(model)
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    # On a CPU, FastLanguageModel is an empty subclass of the class that does the work (FastCPUModel).
+    loader = FastLanguageModel.__mro__[1] if unsloth.DEVICE_TYPE == "cpu" else FastLanguageModel
+    return {
+        "version": unsloth.__version__,
+        "backend": unsloth.DEVICE_TYPE,
+        "fast_language_model": f"{loader.__module__}.{loader.__name__}",
+        "dtype": str(getattr(base, "dtype", "")).removeprefix("torch."),
+        "load_in_4bit": four_bit > 0,
+        "linear4bit_layers": four_bit,
+        "linear_layers": total,
+        "fast_inference": hasattr(model, "vllm_engine"),
+    }
+
+
 def load_model(recipe: Recipe | str, *, model_name: str | None = None) -> tuple[Any, Any]:
-    """``FastLanguageModel.from_pretrained`` + ``get_peft_model`` for the recipe -> (model, tokenizer)."""
+    """``FastLanguageModel.from_pretrained`` + ``get_peft_model`` for the recipe -> (model, tokenizer).
+
+    ``model_name`` defaults to the recipe's model resolved as every path resolves it
+    (``grpo_kit.models.resolve_model``: the embedded SmolLM2 alias is its converted folder). The tokenizer is
+    prepared as on the other paths (left padding, a pad token, a chat template). A 4-bit recipe whose model
+    came back without ``Linear4bit`` layers is refused (Unsloth loads 16-bit where bitsandbytes cannot)."""
     recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
-    FastLanguageModel = _import_unsloth(need_vllm=recipe.unsloth.fast_inference)
+    FastLanguageModel = _import_unsloth(recipe)
+    if model_name is None:
+        from grpo_kit.models import resolve_model
+
+        model_name = resolve_model(recipe.model)[0]
     model, tokenizer = FastLanguageModel.from_pretrained(
         **from_pretrained_kwargs(recipe, model_name=model_name)
     )
+    if recipe.quantization == "4bit" and _count_linear_layers(model)[0] == 0:
+        raise RuntimeError(
+            f"Unsloth loaded {model_name} in 16 bits although 4-bit was asked (bitsandbytes' 4-bit does not run "
+            "on this machine or for this model); set --set quantization=none to train a 16-bit LoRA."
+        )
     import torch
 
+    from grpo_kit.models import prepare_tokenizer
+
+    tokenizer = prepare_tokenizer(tokenizer)
     # The adapter's random init must come from the run's seed, not from whatever drew random numbers before
     # (grpo_kit.models.add_lora does the same on the other paths); forked, so other streams stay as they were.
     devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
@@ -235,16 +344,18 @@ def load_model(recipe: Recipe | str, *, model_name: str | None = None) -> tuple[
 
 
 def backend(*, model_name: str | None = None) -> ModelBackend:
-    """The Unsloth path's model handling: its own checks, then :func:`load_model` (4-bit weights + vLLM
-    engine + ``get_peft_model``). LoRA is already in the model, so no ``peft_config``."""
+    """The Unsloth path's model handling: its own checks, then :func:`load_model` (4-bit weights [+ vLLM
+    engine] + ``get_peft_model``). LoRA is already in the model, so no ``peft_config``. The precision is the
+    machine's (``hardware.detect_precision``: a GPU's rule, fp32 flags on a CPU, where Unsloth's CPU backend
+    picks the weights' dtype itself and ``load_facts`` records it)."""
 
     def precision() -> Precision:
         from grpo_kit.hardware import detect_precision
 
-        return detect_precision("cuda")
+        return detect_precision()
 
     def check(recipe: Recipe, training: dict[str, Any], precision: Precision) -> None:
-        _check_unsloth(recipe, training)
+        _check_unsloth(recipe, training, precision)
 
     def load(recipe: Recipe, precision: Precision, args) -> tuple[Any, Any]:
         return load_model(recipe, model_name=model_name)
@@ -255,13 +366,13 @@ def backend(*, model_name: str | None = None) -> ModelBackend:
 
 
 def build_trainer(recipe: Recipe | str, *, model_name: str | None = None, **kwargs: Any):
-    """A GRPOTrainer (patched by Unsloth) for the recipe: CUDA check, the settings checks, ``import unsloth``,
-    then the model loads (unless ``model``/``tokenizer`` from :func:`load_model` are given). The other
-    arguments are ``trainer_builder.build_trainer``'s."""
+    """A GRPOTrainer (patched by Unsloth) for the recipe: :func:`check_machine`, ``import unsloth``, the
+    settings checks, then the model loads (unless ``model``/``tokenizer`` from :func:`load_model` are given).
+    The other arguments are ``trainer_builder.build_trainer``'s."""
     recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
     # unsloth first: it patches transformers/peft/TRL at import, so it must precede their use (the
     # checks import trl). Importing loads no model; the checks still run before any weights do.
-    _import_unsloth(need_vllm=recipe.unsloth.fast_inference)
+    _import_unsloth(recipe)
     return build_grpo_trainer(recipe, backend(model_name=model_name), **kwargs)
 
 
@@ -271,11 +382,15 @@ def train(
     lora_dir: str | os.PathLike | None = None,
     plot: bool = True,
     resume_from_checkpoint: str | os.PathLike | bool | None = None,
+    save_final: bool = True,
     **kwargs: Any,
 ) -> RunResult:
-    """Build (see :func:`build_trainer`), train, ``model.save_lora``; metrics.jsonl, the reward curve and
-    Ctrl-C checkpoints as in the TRL path (``resume_from_checkpoint``: a checkpoint-N folder or True for
-    the latest in output_dir). The adapter folder is ``result.adapter_dir``."""
+    """Build (see :func:`build_trainer`; ``model``/``tokenizer``/``train_dataset``/``reward_funcs`` may be
+    given), train, save the adapter; metrics.jsonl, the reward curve and Ctrl-C checkpoints as in the TRL path
+    (``resume_from_checkpoint``: a checkpoint-N folder or True for the latest in output_dir). The adapter
+    folder is ``result.adapter_dir``: ``model.save_lora`` on a GPU, PEFT's ``save_pretrained`` where the model
+    has no ``save_lora`` (Unsloth's CPU backend); ``save_final=False``: not saved (``grpo_kit.runs.execute``
+    exports it itself, verified)."""
     recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
     output_dir = Path(kwargs.pop("output_dir", None) or Path("outputs") / recipe.name)
     resume, keep_up_to_step = resume_point(output_dir, resume_from_checkpoint)
@@ -288,8 +403,11 @@ def train(
         title=f"{recipe.name} (Unsloth)",
         plot=plot,
     )
+    if not save_final or result.interrupted:
+        return result
     result.adapter_dir = Path(lora_dir or output_dir / "grpo_saved_lora")
-    result.model.save_lora(os.fspath(result.adapter_dir))
+    save = getattr(result.model, "save_lora", None) or result.model.save_pretrained
+    save(os.fspath(result.adapter_dir))
     result.tokenizer.save_pretrained(os.fspath(result.adapter_dir))
     return result
 

@@ -28,7 +28,7 @@ def _(mo):
     [vLLM](https://github.com/vllm-project/vllm) generating the completions inside the training
     process.
 
-    grpo-kit packages it as the recipe `gsm8k-unsloth` (`grpo_kit.unsloth_path`, GPU only) and a
+    grpo-kit packages it as the recipe `gsm8k-unsloth` (`grpo_kit.unsloth_path`, vLLM on a GPU) and a
     CPU twin, `gsm8k-cpu`: the same five rewards on the embedded SmolLM2-135M and offline synthetic
     GSM8K problems, trained by TRL (`grpo_kit.trl_path`): 40 steps, about 12 minutes on two cores.
     """)

@@ -53,9 +53,9 @@ def pytest_collection_modifyitems(config, items):
     # Only GPU tests need the (slow) torch import to decide whether to skip them.
     if not gpu_items or _cuda_available():
         return
-    skip_gpu = pytest.mark.skip(reason="needs CUDA (run scripts/gpu_smoke.sh on a GPU machine)")
-    for item in gpu_items:
-        item.add_marker(skip_gpu)
+    for item in gpu_items:  # @pytest.mark.gpu(reason="...") names what needs the GPU
+        why = item.get_closest_marker("gpu").kwargs.get("reason", "needs CUDA")
+        item.add_marker(pytest.mark.skip(reason=f"{why} (run scripts/gpu_smoke.sh on a GPU machine)"))
 
 
 def pytest_configure(config):

@@ -119,7 +119,7 @@ def test_results_record_has_date_gpu_versions_command_and_side_by_side():
 
 
 @needs_no_cuda
-def test_cli_accepts_the_smoke_unsloth_flags_and_stops_at_the_cuda_check(tmp_path):
+def test_cli_accepts_the_smoke_unsloth_flags_and_stops_before_loading(tmp_path):
     run = subprocess.run(
         [
             sys.executable,
@@ -150,8 +150,12 @@ def test_cli_accepts_the_smoke_unsloth_flags_and_stops_at_the_cuda_check(tmp_pat
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"},
     )
-    assert run.returncode != 0
-    assert "CUDA" in run.stdout + run.stderr and "--set" not in run.stderr
+    # Every flag is accepted (no usage error naming --set); on a CPU the Unsloth path runs on Unsloth's CPU
+    # backend, so the run stops at the next check before loading: the model folder (or, without `make
+    # unsloth-cpu`, the missing unsloth package).
+    out = run.stdout + run.stderr
+    assert run.returncode != 0 and "--set" not in run.stderr
+    assert ("smoke-model" in out) if importlib.util.find_spec("unsloth") else ("needs unsloth" in out), out
 
 
 def test_a_failed_export_after_training_keeps_the_step_measurements(tmp_path, monkeypatch):

@@ -47,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--loop",
         choices=LOOPS,
         default=None,
-        help=f"standalone (readable PyTorch loop), trl (GRPOTrainer), unsloth (GPU). Default {DEFAULT_LOOP}",
+        help=f"standalone (readable PyTorch loop), trl (GRPOTrainer), unsloth (FastLanguageModel; its CPU backend "
+        f"without a GPU). Default {DEFAULT_LOOP}",
     )
     train.add_argument("--max-steps", type=int, default=None, help="optimizer steps (overrides the recipe)")
     train.add_argument("--output-dir", default=None, help="run folder (default outputs/<recipe>-<timestamp>)")

@@ -59,14 +59,11 @@ def cmd_train(args, console) -> int:
             highlight=False,
             soft_wrap=True,
         )
-    if plan.loop == "unsloth":
-        console.print(f"[bold]grpo-kit train[/] {markup_safe(recipe.name)} — Unsloth path")
-    else:
-        console.print(
-            f"[bold]grpo-kit train[/] recipe [cyan]{markup_safe(recipe.name)}[/] · loop [cyan]{plan.loop}[/] · "
-            f"model [cyan]{markup_safe(recipe.model)}[/] · {markup_safe(recipe.training.get('max_steps', '?'))} "
-            f"steps → [green]{markup_safe(output_dir)}[/]"
-        )
+    console.print(
+        f"[bold]grpo-kit train[/] recipe [cyan]{markup_safe(recipe.name)}[/] · loop [cyan]{plan.loop}[/] · "
+        f"model [cyan]{markup_safe(recipe.model)}[/] · {markup_safe(recipe.training.get('max_steps', '?'))} "
+        f"steps → [green]{markup_safe(output_dir)}[/]"
+    )
     if args.eval_prompts is not None and args.eval_prompts < 0:
         raise UsageError(f"--eval-prompts must be >= 0 (0 turns evaluation off), got {args.eval_prompts}.")
     if args.force and not args.preflight:
@@ -109,8 +106,6 @@ def cmd_train(args, console) -> int:
         )
         return EXIT_NO_GO
     result = outcome.result
-    if plan.loop == "unsloth":
-        return 0
     if result.interrupted and result.checkpoint is None:
         console.print(
             f"[yellow]{_stopped_by()} before the first step finished[/]: no checkpoint to resume; "

@@ -15,8 +15,12 @@ calls ``preflight(plan, model, tokenizer, dataset, reward_funcs)`` before traini
 model, tokenizer, reward_funcs)`` after it; a dict either returns lands in ``run.json`` under
 ``"preflight"`` / ``"evaluation"``.
 
-Simplification: the Unsloth path only trains and saves its adapter (``unsloth_path.train``): no held-out
-evaluation, samples, exports or ``run.json`` yet.
+The Unsloth path (``--loop unsloth``) runs the same run: its model comes from ``unsloth_path.load_model``
+(``FastLanguageModel``, 4-bit; Unsloth's CPU backend on a machine without a GPU), trains through
+``unsloth_path.train`` (TRL's trainer, patched by Unsloth), and ``run.json["unsloth"]`` records what Unsloth
+loaded (``unsloth_path.load_facts``: version, backend, dtype, ``Linear4bit`` layers). A 4-bit model is merged
+onto its 16-bit base: the adapter just exported, loaded onto the base in full precision
+(``TrainedModel.load``), is what ``save_merged`` merges, never the 4-bit weights.
 """
 
 from __future__ import annotations
@@ -145,7 +149,8 @@ def preflight_hook(
 
 
 def train_on_path(plan: RunPlan, model: Any, tokenizer: Any, dataset: Any, reward_funcs: list) -> RunResult:
-    """Train ``model`` on the plan's path (standalone loop or TRL); the result's ``model`` is the trained one."""
+    """Train ``model`` on the plan's path (standalone loop, TRL or Unsloth); the result's ``model`` is the
+    trained one."""
     if plan.loop == "standalone":
         from grpo_kit import loop
 
@@ -157,6 +162,19 @@ def train_on_path(plan: RunPlan, model: Any, tokenizer: Any, dataset: Any, rewar
             plan.path_config,
             reward_weights=plan.recipe.reward_weights,
             run_config=plan.run_config(),
+        )
+    if plan.loop == "unsloth":
+        from grpo_kit import unsloth_path
+
+        return unsloth_path.train(
+            plan.recipe,
+            model=model,
+            tokenizer=tokenizer,
+            train_dataset=dataset,
+            reward_funcs=reward_funcs,
+            output_dir=plan.output_dir,
+            resume_from_checkpoint=plan.resume,
+            save_final=False,
         )
     from grpo_kit import trl_path
 
@@ -270,13 +288,6 @@ def execute(
     from grpo_kit.evaluation import samples as samples_mod
 
     recipe = plan.recipe
-    if plan.loop == "unsloth":
-        from grpo_kit import unsloth_path
-
-        prepare_run_dir(plan)
-        return RunOutcome(
-            plan, unsloth_path.train(recipe, output_dir=plan.output_dir, resume_from_checkpoint=plan.resume)
-        )
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
         raise ValueError(f"samples must be an int >= 0 (0: no before/after answers), got {samples!r}.")
     n_eval = recipe.eval_prompts if eval_prompts is None else eval_prompts
@@ -285,7 +296,12 @@ def execute(
     started = time.perf_counter()
     plan.phase = "loading"
     with status("loading model and data…"):
-        model, tokenizer = load_model(recipe)
+        if plan.loop == "unsloth":
+            from grpo_kit import unsloth_path
+
+            model, tokenizer = unsloth_path.load_model(recipe)
+        else:
+            model, tokenizer = load_model(recipe)
         dataset = training_dataset(recipe)  # less the rows reserved for evaluation, if any
         reward_funcs = recipe.build_reward_funcs(tokenizer)
         # samples are the first rows of the evaluation; none of them is a training prompt
@@ -373,7 +389,13 @@ def execute(
         if recipe.lora is not None:
             reports.append(save_adapter(model, tokenizer, plan.output_dir / "adapter"))
         if merge:
-            reports.append(save_merged(model, tokenizer, plan.output_dir / "merged"))
+            source = model
+            if plan.loop == "unsloth" and recipe.quantization is not None:
+                # onto the 16-bit base, not into the 4-bit weights: the adapter just saved, on the base re-read
+                from grpo_kit.runs.folder import TrainedModel
+
+                source = TrainedModel.locate(plan.output_dir / "adapter").load(base=recipe.model)[0]
+            reports.append(save_merged(source, tokenizer, plan.output_dir / "merged"))
         gguf = gguf or plan.gguf
         gguf_error = None
         if gguf:
@@ -409,8 +431,14 @@ def execute(
             for r in reports
         ],
         # what the path applied (read back from its resolved config), not what was asked; credentials redacted
-        "training": jsonable_config(applied_settings(recipe.training, plan.path_config)),
+        "training": jsonable_config(
+            applied_settings(recipe.training, plan.path_config or getattr(result.trainer, "args", None))
+        ),
     }
+    if plan.loop == "unsloth":  # what Unsloth loaded: its backend (cpu | cuda), dtype, Linear4bit layers
+        from grpo_kit import unsloth_path
+
+        summary["unsloth"] = unsloth_path.load_facts(model)
     if checks is not None:
         summary["preflight"] = checks
     if evaluation is not None:

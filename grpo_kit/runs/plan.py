@@ -190,9 +190,15 @@ def _path_config(recipe: Recipe, loop: str, output_dir: Path, resume: Any):
         training = trl_path.resolve_training(recipe, output_dir=output_dir, precision=precision)
         trl_path.check_settings(recipe, training, precision=precision)
         return trl_path.build_grpo_config(training)
-    from grpo_kit.hardware import require_cuda
+    from grpo_kit import unsloth_path
+    from grpo_kit.hardware import detect_precision
 
-    require_cuda("--loop unsloth", "Use --loop trl (or standalone) on this machine.")
+    # What needs a GPU (fast_inference, 8-bit) and the packages, then the settings at this machine's precision;
+    # on a CPU the path runs on Unsloth's CPU backend. Unsloth is not imported yet (it builds its own config).
+    unsloth_path.check_machine(recipe)
+    precision = detect_precision()
+    training = unsloth_path.grpo_config_kwargs(recipe, output_dir=output_dir, precision=precision)
+    unsloth_path.check_settings(recipe, training, precision)
     return None
 
 
@@ -248,8 +254,10 @@ def plan_run(
         check_model_source(recipe.model)
     if gguf:
         from grpo_kit.export import check_gguf_quantization_available
+        from grpo_kit.hardware import cuda_available
 
-        gguf = check_gguf_quantization_available(gguf, unsloth=loop == "unsloth")
+        # Unsloth writes its own GGUF types only on a GPU (its CPU backend needs a local llama.cpp for them).
+        gguf = check_gguf_quantization_available(gguf, unsloth=loop == "unsloth" and cuda_available())
     plan = RunPlan(recipe, loop, run_dir, resume, path_config, invocation, gguf=gguf)
     if resume is not None:
         _check_resumes_the_same_run(plan)

@@ -74,8 +74,14 @@ def test_gpu_paths_follow_what_can_be_imported(monkeypatch, versions):
     present.discard("vllm")
     paths = by_check(doctor.check_gpu_paths("cuda"))["paths"]
     assert paths.status == "info" and "needs vllm" in paths.detail and "grpo-kit[unsloth]" in paths.fix
-    # Without CUDA the unsloth path is off whatever is installed.
-    assert "need a CUDA GPU" in by_check(doctor.check_gpu_paths("cpu"))["paths"].detail
+    # Without CUDA the unsloth path runs on Unsloth's CPU backend, without vllm; fast_inference stays GPU-only.
+    paths = by_check(doctor.check_gpu_paths("cpu"))["paths"]
+    assert paths.status == "ok" and "unsloth (Unsloth's CPU backend" in paths.detail
+    assert "fast_inference needs a CUDA GPU" in paths.detail
+    present.discard("unsloth")
+    paths = by_check(doctor.check_gpu_paths("cpu"))["paths"]
+    assert paths.status == "info" and "needs unsloth" in paths.detail and "grpo-kit[unsloth-cpu]" in paths.fix
+    assert "make unsloth-cpu" in paths.fix
 
 
 def test_old_python_fails(monkeypatch):

@@ -1,11 +1,14 @@
-"""The Unsloth path up to the GPU boundary (argument mapping, checks, the CUDA-missing error), plus GPU tests.
+"""The Unsloth path: argument mapping, checks and the GPU boundary without Unsloth; with Unsloth installed
+(``make unsloth-cpu``: CI installs it), its CPU backend end to end; GPU tests for what only a GPU runs.
 
-The argument names are checked against Unsloth's and vLLM's real signatures: live when the packages are
-importable (a GPU machine with `.[unsloth]`), else against the parameter names recorded from their source —
-unsloth 2026.10.9 wheel: unsloth/models/loader.py ``FastLanguageModel.from_pretrained`` and
-unsloth/models/llama.py ``FastLlamaModel.get_peft_model``; vllm 0.31.0: ``SamplingParams`` fields used here.
-``vllm_generate`` runs on CPU against a stand-in for vLLM (``SamplingParams`` checked against those names, an
-engine whose ``fast_generate`` returns ``RequestOutput``-shaped objects); with vLLM itself only on a GPU.
+The argument names are checked against the installed Unsloth's real signatures (``inspect.signature`` of
+``FastLanguageModel.from_pretrained`` / ``get_peft_model``, in a subprocess, so that Unsloth's import-time patches
+of TRL never reach the other tests of a worker), and on a GPU also against the parameter names recorded from
+its GPU loaders' source — unsloth 2026.10.9 wheel: unsloth/models/loader.py ``FastLanguageModel.from_pretrained``
+and unsloth/models/llama.py ``FastLlamaModel.get_peft_model``; vllm 0.31.0: ``SamplingParams`` fields used
+here. ``vllm_generate`` runs on CPU against a stand-in for vLLM (``SamplingParams`` checked against those names,
+an engine whose ``fast_generate`` returns ``RequestOutput``-shaped objects); with vLLM itself only on a GPU
+(``fast_inference``: Unsloth's CPU backend refuses it).
 """
 
 from __future__ import annotations
@@ -393,29 +396,115 @@ class ImportRecorder(importlib.abc.MetaPathFinder):
             self.names.append(fullname)
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised without CUDA")
-def test_without_cuda_a_clear_error_comes_before_unsloth_is_imported():
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks what is refused without a CUDA GPU")
+@pytest.mark.parametrize(
+    ("overrides", "error", "names"),
+    [
+        ({}, RuntimeError, ("unsloth.fast_inference=True", "--set unsloth.fast_inference=false")),
+        (
+            {"quantization": "8bit", "unsloth": {"fast_inference": False}, "optim": "adamw_torch"},
+            RuntimeError,
+            ("8-bit", "quantization=4bit"),
+        ),
+    ],
+)
+def test_what_needs_a_gpu_is_refused_before_unsloth_is_imported(overrides, error, names):
     recorder = ImportRecorder()
     saved = sys.modules.pop("grpo_kit.unsloth_path")
     sys.meta_path.insert(0, recorder)
     try:
-        import grpo_kit.unsloth_path as fresh  # importing the module touches no GPU package
+        import grpo_kit.unsloth_path as fresh  # importing the module touches no Unsloth package
 
-        for call in (lambda: fresh.train("gsm8k-unsloth"), lambda: fresh.load_model("gsm8k-unsloth")):
-            with pytest.raises(RuntimeError, match=r"CUDA.*--loop trl") as err:
+        recipe = get_recipe("gsm8k-unsloth", **overrides)
+        for call in (lambda: fresh.check_machine(recipe), lambda: fresh.load_model(recipe)):
+            with pytest.raises(error) as err:
                 call()
-            assert "gsm8k-cpu" in str(err.value)
+            assert all(name in str(err.value) for name in names), str(err.value)
     finally:
         sys.meta_path.remove(recorder)
         sys.modules["grpo_kit.unsloth_path"] = saved
     assert recorder.names == []
-    assert "unsloth" not in sys.modules
+
+
+def test_a_missing_package_is_named_with_this_machines_install(monkeypatch):
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "unsloth" else real_find_spec(name, *a)
+    )
+    with pytest.raises(ImportError, match="needs unsloth") as err:
+        unsloth_path.check_machine(get_recipe("gsm8k-unsloth-cpu"))
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    assert unsloth_path.INSTALL[device] in str(err.value)
+
+
+def test_the_cpu_recipe_asks_nothing_of_a_gpu():
+    recipe = get_recipe("gsm8k-unsloth-cpu")
+    kwargs = unsloth_path.from_pretrained_kwargs(recipe, model_name="/m")
+    # No vLLM engine, so nothing sizes one: max_lora_rank / gpu_memory_utilization are not passed.
+    assert kwargs == {
+        "model_name": "/m",
+        "max_seq_length": 512,
+        "load_in_4bit": True,
+        "load_in_8bit": False,
+        "fast_inference": False,
+    }
+    assert unsloth_path.get_peft_model_kwargs(recipe)["use_gradient_checkpointing"] is False
+    training = unsloth_path.grpo_config_kwargs(recipe, output_dir="o", precision=choose_precision("cpu"))
+    unsloth_path.check_settings(recipe, training, choose_precision("cpu"))
+    # The GPU recipe's 8-bit paged optimizer is refused on a CPU (Unsloth's CPU backend would swap it silently).
+    gpu = get_recipe("gsm8k-unsloth", unsloth={"fast_inference": False})
+    with pytest.raises(RuntimeError, match="optim='adamw_torch'"):
+        unsloth_path.check_settings(
+            gpu, unsloth_path.grpo_config_kwargs(gpu, output_dir="o"), choose_precision("cpu")
+        )
+
+
+# --- with Unsloth installed (`make unsloth-cpu`; CI installs it): its CPU backend, or its GPU loaders ----
+
+_SIGNATURES = """
+import inspect, json
+from unsloth import FastLanguageModel
+named = lambda f: sorted(n for n, p in inspect.signature(f).parameters.items()
+                         if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL))
+print(json.dumps({"from_pretrained": named(FastLanguageModel.from_pretrained),
+                  "get_peft_model": named(FastLanguageModel.get_peft_model),
+                  "loader": FastLanguageModel.__mro__[1].__module__}))
+"""
+
+
+@needs_unsloth
+def test_every_keyword_we_pass_is_a_named_parameter_of_the_installed_unsloth():
+    """An Unsloth upgrade that renames a parameter fails here, in CI, not on a user's machine: every keyword
+    the path passes must be a *named* parameter (a **kwargs catch-all would swallow a renamed one)."""
+    import json
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", _SIGNATURES], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    names = json.loads(done.stdout.strip().splitlines()[-1])
+    recipes = [
+        get_recipe("gsm8k-unsloth-cpu"),
+        get_recipe("gsm8k-unsloth", quantization=None, unsloth={"fast_inference": False}),
+    ]
+    if torch.cuda.is_available():  # a GPU loader takes the vLLM engine's arguments too
+        recipes.append(get_recipe("gsm8k-unsloth"))
+    else:
+        assert names["loader"] == "unsloth_zoo.cpu.loader"  # Unsloth's CPU backend is what loads here
+    for recipe in recipes:
+        assert set(unsloth_path.from_pretrained_kwargs(recipe, model_name="/m")) <= set(
+            names["from_pretrained"]
+        )
+        assert set(unsloth_path.get_peft_model_kwargs(recipe)) <= set(names["get_peft_model"])
 
 
 # --- on a GPU with `.[unsloth]` installed (scripts/gpu_smoke.sh runs these) ---------------------------
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu(
+    reason="Unsloth's GPU loaders (unsloth.models.loader) load only with CUDA; the CPU backend's signatures are checked above"
+)
 @needs_unsloth
 def test_recorded_names_match_the_installed_unsloth():
     from unsloth import FastLanguageModel
@@ -428,7 +517,7 @@ def test_recorded_names_match_the_installed_unsloth():
     )
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu(reason="vllm is its CUDA build (fast_inference)")
 @needs_vllm
 def test_sampling_params_match_the_installed_vllm():
     from vllm import SamplingParams
@@ -439,7 +528,7 @@ def test_sampling_params_match_the_installed_vllm():
     SamplingParams(**unsloth_path.sampling_params_kwargs(sampled, num_generations=6, stop_token_ids=[1, 106]))
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu(reason="Unsloth's Triton kernels and save_lora: its GPU backend")
 @needs_unsloth
 @pytest.mark.slow
 def test_unsloth_grpo_steps_without_vllm_save_lora(tmp_path):
@@ -461,7 +550,7 @@ def test_unsloth_grpo_steps_without_vllm_save_lora(tmp_path):
     assert result.metrics_path.read_text().count('"reward"') >= 2
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu(reason="fast_inference: vLLM inside Unsloth needs CUDA")
 @needs_unsloth
 @needs_vllm
 @pytest.mark.slow
@@ -504,3 +593,90 @@ def test_unsloth_grpo_steps_save_lora_and_compare(tmp_path):
         generate_fn=unsloth_path.vllm_generate(result.adapter_dir),
     )
     assert report.num_prompts == 2 and all(1 <= n <= 64 for n in report.per_prompt["length"])
+
+
+@needs_unsloth
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.skipif(
+    torch.cuda.is_available(), reason="checks Unsloth's CPU backend, which a GPU machine skips"
+)
+def test_cli_trains_the_cpu_recipe_on_unsloths_cpu_backend(tmp_path):
+    """`grpo-kit train --loop unsloth --recipe gsm8k-unsloth-cpu` on a CPU, as a user runs it, with the tiny random
+    model saved as a folder (the 135M model's 4-bit decoding takes minutes per held-out prompt here; its run is
+    measured in README.md): 4-bit QLoRA loaded by Unsloth's CPU backend, evaluated before and after, one step
+    trained through TRL, the adapter and the merged 16-bit model exported and verified, run.json saying what
+    Unsloth loaded."""
+    import json
+    import subprocess
+
+    from grpo_kit.models import tiny_model
+
+    model, tokenizer = tiny_model()
+    model.save_pretrained(tmp_path / "tiny")
+    tokenizer.save_pretrained(tmp_path / "tiny")
+    run = tmp_path / "run"
+    command = [
+        *(
+            sys.executable,
+            "-m",
+            "grpo_kit.cli",
+            "train",
+            "--recipe",
+            "gsm8k-unsloth-cpu",
+            "--loop",
+            "unsloth",
+        ),
+        *("--max-steps", "1", "--eval-prompts", "1", "--samples", "1", "--set", "max_completion_length=8"),
+        *("--set", f"model={tmp_path / 'tiny'}", "--output-dir", str(run)),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=580, check=False)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-3000:]
+    assert "no GPU found, training on CPU" in output  # Unsloth's own banner: its CPU backend loaded
+    summary = json.loads((run / "run.json").read_text())
+    assert (summary["loop"], summary["steps"]) == ("unsloth", 1)
+    facts = summary["unsloth"]
+    assert facts["backend"] == "cpu" and facts["fast_language_model"] == "unsloth_zoo.cpu.loader.FastCPUModel"
+    # 7 projections x 2 layers in NF4; lm_head stays 16-bit (Unsloth skips it, as on a GPU).
+    assert facts["load_in_4bit"] and facts["linear4bit_layers"] == 14 and facts["linear_layers"] == 15
+    assert facts["fast_inference"] is False
+    assert summary["evaluation"]["num_prompts"] == 1 and summary["training"]["max_completion_length"] == 8
+    exports = {e["kind"]: e for e in summary["exports"]}
+    assert exports["adapter"]["verified"] and exports["merged"]["verified"]
+    merged_config = json.loads((run / "merged" / "config.json").read_text())
+    assert "quantization_config" not in merged_config  # merged onto the 16-bit base, not into NF4 weights
+    assert (run / "adapter" / "adapter_model.safetensors").is_file() and (run / "report.md").is_file()
+
+
+@needs_unsloth
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU commands the README shows")
+def test_the_readmes_unsloth_commands_plan_on_this_cpu(tmp_path):
+    """Every `grpo-kit train --loop unsloth ...` the README shows, exactly as written, parses and passes every
+    check before a model loads (plan_run) on this CPU: the recipe, the loop, the flags. The run itself is the
+    CLI test above (tiny model) and the README's measured one (the 135M model takes minutes per step here)."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    from grpo_kit import runs
+    from grpo_kit.cli.common import parse_overrides
+    from grpo_kit.cli.parser import build_parser
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    commands = [" ".join(c.split()) for c in re.findall(r"`(grpo-kit train --loop unsloth[^`]*)`", readme)]
+    assert len(commands) >= 2, commands  # the recipe's run and the measured short run
+    for command in commands:
+        args = build_parser().parse_args([*shlex.split(command)[1:], "--output-dir", str(tmp_path / "run")])
+        plan = runs.plan_run(
+            args.recipe,
+            overrides=parse_overrides(args.overrides),
+            loop=args.loop,
+            max_steps=args.max_steps,
+            output_dir=args.output_dir,
+        )
+        assert (plan.loop, plan.recipe.name, plan.recipe.quantization) == (
+            "unsloth",
+            "gsm8k-unsloth-cpu",
+            "4bit",
+        )

@@ -1,0 +1,71 @@
+"""No sentence in the repository says that Unsloth (or the Unsloth path) needs CUDA or a GPU.
+
+Measured on this project's 2-core CPU machine (issue #41): unsloth 2026.10.9 ships a CPU backend
+(``import unsloth`` without an accelerator loads ``unsloth/_cpu_init.py``; ``FastLanguageModel`` is
+``unsloth_zoo.cpu.FastCPUModel``), and ``grpo-kit train --loop unsloth --recipe gsm8k-unsloth-cpu`` trains on it
+(tests/grpo_kit/test_unsloth_path.py). What does need a GPU may still be said, by name: ``fast_inference`` (vLLM
+inside Unsloth), 8-bit loading, Triton kernels, Unsloth's own GGUF writer, ``gpu_memory_utilization``; a line
+naming one of those is left out, and vLLM's own lane checks its lines. ``docs/gpu_results.md`` records runs as they
+happened and is left out too.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CLAIM = r"(needs? (a )?(cuda|gpu)|cuda[- ]only|gpu[- ]only|\((cuda|gpu)\))"
+# Unsloth and the claim within 80 characters of one line, in either order
+UNSLOTH_NEEDS_CUDA = re.compile(rf"unsloth.{{0,80}}{CLAIM}|{CLAIM}.{{0,80}}unsloth", re.IGNORECASE)
+NAMED_GPU_PART = re.compile(r"fast_inference|vllm|8-bit|8bit|triton|kernel|gguf|gpu_memory", re.IGNORECASE)
+TEXT = (".py", ".md", ".toml", ".txt", ".yaml", ".yml", ".sh", ".ipynb", ".cfg")
+LEFT_OUT = ("docs/gpu_results.md", "tests/test_no_unsloth_cuda_claims.py")
+
+
+def unsloth_cuda_claims(lines: dict[str, str]) -> list[str]:
+    """``path:line: text`` for every line of ``lines`` ({"path:line": text}) that makes the claim."""
+    return [
+        f"{where}: {text.strip()}"
+        for where, text in lines.items()
+        if UNSLOTH_NEEDS_CUDA.search(text) and not NAMED_GPU_PART.search(text)
+    ]
+
+
+def tracked_lines() -> dict[str, str]:
+    try:
+        files = subprocess.run(
+            ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.splitlines()
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout (an sdist): nothing tracked to read")
+    lines = {}
+    for name in files:
+        path = ROOT / name
+        if not name.endswith(TEXT) or name in LEFT_OUT or not path.is_file():
+            continue
+        for number, text in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            lines[f"{name}:{number}"] = text
+    return lines
+
+
+def test_the_pattern_finds_the_claims_this_issue_removed():
+    old = {
+        "a:1": '    "Unsloth\'s fast path needs a CUDA GPU (its kernels are Triton/CUDA, generation uses vLLM). "',
+        "b:2": "Loops: `standalone` (our readable PyTorch loop), `trl` (TRL `GRPOTrainer`), `unsloth` (GPU only).",
+        "c:3": '        help=f"standalone (readable PyTorch loop), trl (GRPOTrainer), unsloth (GPU). Default"',
+        "d:4": "grpo-kit packages it as the recipe `gsm8k-unsloth` (`grpo_kit.unsloth_path`, GPU only) and a",
+        "e:5": '        summary="course 12.6, Unsloth (GPU)",',
+        "f:6": "fast_inference (vLLM inside Unsloth) needs a CUDA GPU; the rest runs on Unsloth's CPU backend.",
+        "g:7": "The Unsloth path runs on a CPU through Unsloth's own CPU backend.",
+    }
+    # a: names Triton and vLLM, so it is a named GPU part and is not caught; the plain claims are.
+    assert [claim.split(":")[0] for claim in unsloth_cuda_claims(old)] == ["b", "c", "d", "e"]
+
+
+def test_no_tracked_file_claims_unsloth_needs_cuda():
+    claims = unsloth_cuda_claims(tracked_lines())
+    assert not claims, "Unsloth runs on CPU (its CPU backend, issue #41); correct:\n" + "\n".join(claims)
