@@ -54,6 +54,7 @@ __all__ = [
     "recipe_from_text",
     "recipe_to_dict",
     "recipe_to_text",
+    "refuse_reward_code_of_a_run",
 ]
 
 RECIPE_FILE_SUFFIXES = {".yaml": "yaml", ".yml": "yaml", ".toml": "toml"}
@@ -163,9 +164,31 @@ def _parse(text: str, fmt: str, where: str) -> dict[str, Any]:
     return data
 
 
-def load_recipe_file(path: str | Path) -> Recipe:
+def refuse_reward_code_of_a_run(data: Mapping[str, Any], where: str) -> None:
+    """``RecipeFileError`` when the recipe table ``data``, read back from a run folder (its ``recipe.yaml``, its
+    stored invocation), names reward code of the user's (``file.py:function``, ``module.function``).
+
+    Importing a module runs it. A run folder may come from someone else, so the code it names is imported only
+    when you name it again: ``--trust-reward-code``, or ``grpo-kit train --config <run>/recipe.yaml``. Functions
+    of ``rewards`` and reward models are not code of the user's."""
+    from grpo_kit.reward_specs import is_user_reward
+
+    entries = data.get("rewards", data.get("reward_funcs")) or []
+    if isinstance(entries, (str, Mapping)):
+        entries = [entries]
+    names = [entry.get("name") if isinstance(entry, Mapping) else entry for entry in entries]
+    code = [n for n in names if isinstance(n, str) and is_user_reward(n) and not n.startswith("rewards.")]
+    if code:
+        raise RecipeFileError(
+            f"{where} names reward code ({', '.join(code)}), which runs when it is imported; grpo-kit imports a "
+            "run folder's code only when you name it: pass --trust-reward-code if the run and that code are yours."
+        )
+
+
+def load_recipe_file(path: str | Path, *, trust_reward_code: bool = True) -> Recipe:
     """The recipe in ``path`` (``.yaml``/``.yml``/``.toml``), checked (module docstring); ``RecipeFileError`` or
-    ``FileNotFoundError`` naming the fix."""
+    ``FileNotFoundError`` naming the fix. ``trust_reward_code=False`` for a file you did not name yourself (a run
+    folder's copy): reward code it names is refused (:func:`refuse_reward_code_of_a_run`)."""
     path = Path(path).expanduser()
     fmt = RECIPE_FILE_SUFFIXES.get(path.suffix.lower())
     if fmt is None:
@@ -178,6 +201,8 @@ def load_recipe_file(path: str | Path) -> Recipe:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as error:
         raise RecipeFileError(f"{path}: not UTF-8 text ({error}); save it as UTF-8.") from None
+    if not trust_reward_code:
+        refuse_reward_code_of_a_run(_parse(text, fmt, str(path)), str(path))
     return recipe_from_text(
         text, fmt, where=str(path), base_dir=path.resolve().parent, default_name=path.stem
     )

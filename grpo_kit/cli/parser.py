@@ -20,6 +20,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+    # A run folder's recipe may name reward code (file.py:function); it is imported only when you say so here.
+    trust = argparse.ArgumentParser(add_help=False)
+    trust.add_argument(
+        "--trust-reward-code",
+        action="store_true",
+        help="import the reward code a run folder's recipe names (it runs; only for runs and code of your own)",
+    )
     debug = argparse.ArgumentParser(add_help=False)
     debug.add_argument(
         "--debug", action="store_true", default=argparse.SUPPRESS, help="show the full traceback of an error"
@@ -27,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     train = sub.add_parser(
         "train",
         help="train with a recipe (no arguments: the CPU main job)",
-        parents=[debug],
+        parents=[debug, trust],
         description="Train with GRPO. With no arguments: the default recipe on the embedded "
         "SmolLM2-135M, offline, on CPU.",
     )
@@ -140,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     generate = sub.add_parser(
-        "generate", help="answers before vs after training, side by side", parents=[debug]
+        "generate", help="answers before vs after training, side by side", parents=[debug, trust]
     )
     generate.add_argument("source", help="a run folder (with adapter/) or an adapter folder")
     generate.add_argument(
@@ -166,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate = sub.add_parser(
         "eval",
         help="held-out report card of a run folder or exported model: base vs trained",
-        parents=[debug],
+        parents=[debug, trust],
         description="Evaluate the base model and the trained one on the recipe's held-out "
         "prompts (greedy; paired bootstrap CIs) and write eval.json, report.md "
         "and report_card.png into the folder (or --out).",

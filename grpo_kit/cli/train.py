@@ -39,6 +39,7 @@ def cmd_train(args, console) -> int:
             resume=args.resume,
             overwrite=args.overwrite,
             gguf=args.gguf,
+            trust_reward_code=args.trust_reward_code,
         )
     except CONFIG_ERRORS as error:
         raise UsageError(str(error)) from error

@@ -34,7 +34,7 @@ def _eval(args, console) -> int:
             "adapter_config.json (an adapter)."
         ) from error
     try:
-        recipe = trained.recipe(args.recipe)
+        recipe = trained.recipe(args.recipe, trust_reward_code=args.trust_reward_code)
     except CONFIG_ERRORS as error:
         raise UsageError(str(error)) from error
     try:
@@ -251,7 +251,9 @@ def _generate(args, console) -> int:
     recipe = None
     if args.recipe or trained.run is not None:
         try:
-            recipe = trained.recipe(args.recipe)  # the run's recipe as it ran, or the one named
+            recipe = trained.recipe(
+                args.recipe, trust_reward_code=args.trust_reward_code
+            )  # the run's recipe as it ran, or the one named
         except CONFIG_ERRORS as error:
             raise UsageError(str(error)) from error
         if not prompts:

@@ -321,10 +321,11 @@ class TrainedModel:
         tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(self.adapter_dir))
         return PeftModel.from_pretrained(model, self.adapter_dir), tokenizer
 
-    def recipe(self, name: str | None = None):
+    def recipe(self, name: str | None = None, *, trust_reward_code: bool = False):
         """The recipe the run trained with (run.json: name, model and training fields, checked by the rules
         command-line input passes), or the catalogue's ``name``. ``ValueError`` naming ``--recipe`` when
-        neither says."""
+        neither says. A recipe file's run whose rewards are code of the user's is refused unless
+        ``trust_reward_code`` (``grpo_kit.recipe_files.refuse_reward_code_of_a_run``)."""
         from grpo_kit.recipes import get_recipe
         from grpo_kit.runs.plan import to_loop_config
 
@@ -343,7 +344,7 @@ class TrainedModel:
             if copy is not None and copy.is_file():
                 from grpo_kit.recipe_files import load_recipe_file
 
-                base = load_recipe_file(copy)
+                base = load_recipe_file(copy, trust_reward_code=trust_reward_code)
             model = {"model": info["model"]} if "model" in info else {}
             recipe = get_recipe(base, **model, **info.get("training", {})).validate()
             with warnings.catch_warnings():  # fields only TRL has are fine here; their values are not checked

@@ -213,6 +213,7 @@ def plan_run(
     resume: Any = None,
     overwrite: bool = False,
     gguf: str | None = None,
+    trust_reward_code: bool = False,
 ) -> RunPlan:
     """The recipe with its overrides (``loop`` may also come from ``overrides["loop"]``), the run folder and
     the path's config: every configuration mistake raises here (ValueError, TypeError, FileNotFoundError,
@@ -223,7 +224,9 @@ def plan_run(
     it: the configuration must be the one stored in its checkpoint, and with ``recipe=None`` and no
     overrides that stored configuration is taken) or ``overwrite`` (:func:`execute` first moves the old run
     aside to ``<folder>.old-<timestamp>``). Also checked: the folder is writable and not a file, the model
-    path is a model, and the ``gguf`` type can be written (before training, not after it).
+    path is a model, and the ``gguf`` type can be written (before training, not after it). ``--resume`` alone
+    replays a recipe file's stored content; reward code it names is imported only with ``trust_reward_code``
+    (``grpo_kit.recipe_files.refuse_reward_code_of_a_run``).
     """
     if resume is not None and overwrite:
         raise ValueError(
@@ -237,7 +240,9 @@ def plan_run(
         "max_steps": max_steps,
     }
     if resume is not None and recipe is None and not (small or overrides or loop or max_steps):
-        given = _stored_invocation(output_dir, resume) or given  # --resume alone: the run as it was started
+        given = (
+            _stored_invocation(output_dir, resume, trust_reward_code) or given
+        )  # --resume alone: the run as it was started
     invocation = _resolve_invocation(**given)
     overrides = dict(invocation["overrides"])
     if invocation["max_steps"] is not None:  # None: the recipe's own length (or its epochs), never None
@@ -329,7 +334,9 @@ def _invoked_recipe(invocation: Mapping[str, Any]) -> Recipe | str:
     return recipe_from_dict(invocation["recipe_file"], where="the run's stored recipe")
 
 
-def _stored_invocation(output_dir: str | Path | None, resume: Any) -> dict[str, Any] | None:
+def _stored_invocation(
+    output_dir: str | Path | None, resume: Any, trust_reward_code: bool
+) -> dict[str, Any] | None:
     if output_dir is None and resume in (None, True):
         return None  # the newest run of the default recipe is found by resolve_run_dir
     folder = Path(output_dir) if output_dir else Path(resume).parent
@@ -340,6 +347,10 @@ def _stored_invocation(output_dir: str | Path | None, resume: Any) -> dict[str, 
 
     invocation = dict(stored["invocation"])
     if "recipe_file" in invocation:  # a recipe file's run: its stored content, not a catalogue name
+        if not trust_reward_code:
+            from grpo_kit.recipe_files import refuse_reward_code_of_a_run
+
+            refuse_reward_code_of_a_run(invocation["recipe_file"], f"the run in {folder}")
         invocation["recipe"] = invocation.pop("recipe_file")
     # A credential was stored redacted: the replay goes without it (HF_TOKEN, or --set it again).
     invocation["overrides"] = {

@@ -173,11 +173,29 @@ def test_grpo_kit_eval_and_resume_find_a_file_recipe_again(tmp_path):
     (work / "colours.yaml").unlink()
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    done = _cli("eval", str(work / "run"), "--out", "card", cwd=elsewhere)
+    # The run folder names my_rewards.py: without --trust-reward-code neither command imports it.
+    for argv in (
+        ["eval", str(work / "run"), "--out", "card"],
+        ["train", "--output-dir", str(work / "run"), "--resume"],
+    ):
+        refused = _cli(*argv, cwd=elsewhere)
+        said = refused.stdout + refused.stderr
+        assert refused.returncode == 2 and "Traceback" not in said, said
+        assert "my_rewards.py:first_word_reward" in said and "--trust-reward-code" in said
+    assert not (elsewhere / "card").exists()
+    done = _cli("eval", str(work / "run"), "--out", "card", "--trust-reward-code", cwd=elsewhere)
     assert done.returncode == 0, done.stdout + done.stderr
     card = json.loads((elsewhere / "card" / "eval.json").read_text())
     assert len(card["before"]["prompts"]) == 2 and "reward/first_word_reward" in card["comparisons"]
-    resumed = _cli("train", "--output-dir", str(work / "run"), "--resume", "--no-merge", cwd=elsewhere)
+    resumed = _cli(
+        "train",
+        "--output-dir",
+        str(work / "run"),
+        "--resume",
+        "--no-merge",
+        "--trust-reward-code",
+        cwd=elsewhere,
+    )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "recipe colours" in resumed.stdout
 
