@@ -367,6 +367,17 @@ def check_training_fields(training: Mapping[str, Any], *, where: str = "training
     warn for deprecated ones (:func:`warn_deprecated_fields`)."""
     valid = grpo_config_field_names() | LOOP_ONLY_FIELDS
     warn_deprecated_fields(training, where=where)
+    evaluating = {k: training[k] for k in ("eval_steps", "eval_strategy") if k in training}
+    if evaluating and (
+        evaluating.get("eval_steps") is not None or str(evaluating.get("eval_strategy", "no")) != "no"
+    ):
+        # No path passes an eval_dataset to GRPOTrainer, so TRL would ignore eval_steps (eval_strategy="no") or
+        # stop at its first step: evaluation during training is not built yet, on any path.
+        raise ValueError(
+            f"{where}: {', '.join(f'{k}={v!r}' for k, v in evaluating.items())}: grpo-kit evaluates the held-out "
+            "rows before and after training (the run's report card; grpo-kit eval RUN), not during it yet; drop "
+            "eval_steps and eval_strategy."
+        )
     for key in training:
         if key in RETIRED_TRAINING_FIELDS and key not in valid:
             raise ValueError(

@@ -88,6 +88,15 @@ RULES = [
     ("retired names", {"max_prompt_length": 256}, ValueError, "max_prompt_length", (TRL, UNSLOTH)),
     ("precision", {"fp16": True}, ValueError, "fp32", (TRL,)),
     ("report_to", {"report_to": "comet"}, ValueError, "trackio", (TRL, UNSLOTH)),
+    # no path gives GRPOTrainer an eval_dataset: TRL would ignore eval_steps, so it is refused
+    ("evaluation during training", {"eval_steps": 10}, ValueError, "not during it yet", (TRL, UNSLOTH)),
+    (
+        "eval_strategy",
+        {"eval_strategy": "steps"},
+        ValueError,
+        "drop eval_steps and eval_strategy",
+        (TRL, UNSLOTH),
+    ),
 ]
 
 
