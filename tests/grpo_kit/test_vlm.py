@@ -1,0 +1,142 @@
+"""The VLM assembled offline (grpo_kit.models.vlm) on TRL's vision-language GRPO path: images in, gradients out."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from datasets_prep.images import load_shapes
+from grpo_kit import runs, trl_path
+from grpo_kit.models import load_model
+from grpo_kit.models.vlm import (
+    IMAGE_TOKEN,
+    SMOLVLM_CPU_VISION,
+    TINY_VLM,
+    TINY_VLM_VISION,
+    check_model_takes_images,
+    image_token_count,
+)
+from grpo_kit.recipes import get_recipe
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+def _image_token_ids(processor, image):
+    messages = [
+        [{"role": "user", "content": [{"type": "image", "image": image}, {"type": "text", "text": "Hi"}]}]
+    ]
+    return processor.apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt"
+    )
+
+
+def test_processor_image_token_count_matches_the_model_config():
+    model, processor = load_model(TINY_VLM)
+    image = load_shapes(n=1)[0]["image"]  # 64x64: the processor resizes it to the tower's 32x32
+    inputs = _image_token_ids(processor, image)
+    image_token_id = processor.tokenizer.convert_tokens_to_ids(IMAGE_TOKEN)
+    count = int((inputs["input_ids"] == image_token_id).sum())
+    assert model.config.image_token_index == image_token_id
+    assert count == model.config.image_seq_length == image_token_count(TINY_VLM_VISION) == 4
+    assert tuple(inputs["pixel_values"].shape) == (
+        1,
+        3,
+        TINY_VLM_VISION.image_size,
+        TINY_VLM_VISION.image_size,
+    )
+    with torch.no_grad():  # Llava itself checks that the image tokens and the projected features agree
+        features = model.model.get_image_features(pixel_values=inputs["pixel_values"])
+        logits = model(**inputs).logits
+    features = features.pooler_output if hasattr(features, "pooler_output") else features
+    assert sum(f.shape[0] for f in features) == count and logits.shape[1] == inputs["input_ids"].shape[1]
+
+
+def test_two_grpo_steps_through_trls_vlm_path_train_the_chosen_parts(tmp_path):
+    """TRL's GRPOTrainer with the processor as processing_class and TRL's image column: two real steps, and
+    every trained part (vision tower, projector, LoRA on the LM) gets a non-zero gradient; the LM stays frozen."""
+    from transformers import TrainerCallback
+
+    recipe = get_recipe("shapes-vlm-cpu", model=TINY_VLM)
+    model, processor = runs.load_model(recipe)  # select_trainable: LoRA on the LM + vision modules_to_save
+    grad_norms: list[dict[str, float]] = []
+
+    class RecordGradients(TrainerCallback):
+        def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+            norms: dict[str, float] = {}
+            for name, parameter in model.named_parameters():
+                if parameter.requires_grad and parameter.grad is not None:
+                    part = next(p for p in ("vision_tower", "multi_modal_projector", "lora_") if p in name)
+                    norms[part] = norms.get(part, 0.0) + float(parameter.grad.norm()) ** 2
+            grad_norms.append(norms)
+
+    trainable = {name for name, p in model.named_parameters() if p.requires_grad}
+    assert any("vision_tower" in n for n in trainable) and any(
+        "multi_modal_projector" in n for n in trainable
+    )
+    assert any("lora_" in n for n in trainable)
+    assert not any("language_model" in n and "lora_" not in n for n in trainable)
+    frozen_before = (
+        model.get_base_model().model.language_model.layers[0].self_attn.q_proj.base_layer.weight.clone()
+    )
+
+    # A reward that differs within each group on a random LM (its answers are never a colour): the
+    # completion's length. The point here is the VLM path, not the task.
+    def length_reward(completions, **kwargs):
+        return [float(len(c[0]["content"] if isinstance(c, list) else c)) for c in completions]
+
+    trainer = trl_path.build_trainer(
+        recipe,
+        model=model,
+        tokenizer=processor,
+        train_dataset=load_shapes(n=8),
+        reward_funcs=[length_reward],
+        output_dir=tmp_path,
+        max_steps=2,
+        device="cpu",
+        max_completion_length=4,
+        save_strategy="no",
+        report_to="none",
+        callbacks=[RecordGradients()],
+    )
+    assert trainer._is_vlm and trainer.processing_class is processor
+    trainer.train()
+    assert trainer.state.global_step == 2 and len(grad_norms) == 2
+    for norms in grad_norms:
+        assert set(norms) == {"vision_tower", "multi_modal_projector", "lora_"}
+        assert all(value > 0 for value in norms.values()), norms
+    frozen_after = model.get_base_model().model.language_model.layers[0].self_attn.q_proj.base_layer.weight
+    assert torch.equal(frozen_before, frozen_after)
+
+
+def test_text_only_models_refuse_image_rows_before_and_after_loading():
+    with pytest.raises(ValueError, match="text-only model.*--set model=smolvlm-cpu"):
+        check_model_takes_images("tiny")
+    with pytest.raises(ValueError, match="text-only model"):
+        check_model_takes_images("smollm2-135m-instruct")
+    check_model_takes_images(TINY_VLM)  # a VLM passes
+    _, tokenizer = load_model("tiny")
+    with pytest.raises(ValueError, match="text-only model"):
+        check_model_takes_images("some/hub-model", processing_class=tokenizer)
+
+
+def test_the_plan_refuses_images_on_a_text_model_and_off_the_trl_path(tmp_path):
+    with pytest.raises(ValueError, match="image column but 'tiny' is a text-only model"):
+        runs.plan_run("shapes-vlm-cpu", overrides={"model": "tiny", "loop": "trl"}, output_dir=tmp_path)
+    with pytest.raises(ValueError, match="standalone loop is text-only here. Use --loop trl"):
+        runs.plan_run("shapes-vlm-cpu", overrides={"model": TINY_VLM}, loop="standalone", output_dir=tmp_path)
+    plan = runs.plan_run("shapes-vlm-cpu", overrides={"model": TINY_VLM}, loop="trl", output_dir=tmp_path)
+    assert plan.loop == "trl"
+
+
+@pytest.mark.slow
+def test_smolvlm_cpu_keeps_smollm2s_text_logits_and_its_image_token_count():
+    language_model, _ = load_model("smollm2-135m-instruct")
+    model, processor = load_model("smolvlm-cpu")
+    ids = processor.tokenizer("The sky is", return_tensors="pt")
+    with torch.no_grad():
+        text_logits = language_model(**ids).logits  # (1, T, V)
+        vlm_logits = model(**ids).logits  # (1, T, V + 1): the <image> row added
+    assert torch.equal(text_logits, vlm_logits[..., : text_logits.shape[-1]])
+    inputs = _image_token_ids(processor, load_shapes(n=1)[0]["image"])
+    count = int((inputs["input_ids"] == model.config.image_token_index).sum())
+    assert count == model.config.image_seq_length == image_token_count(SMOLVLM_CPU_VISION) == 16
