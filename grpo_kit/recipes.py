@@ -767,7 +767,8 @@ _RECIPE_LIST.append(
         rewards=(RewardSpec("visual_answer_reward", 1.0),),
         lora=LoraSettings(r=8, lora_alpha=16),
         trainable_parts=("vision_tower", "projector", "lm_lora"),
-        eval_prompts=0,
+        eval_prompts=64,
+        transfer_eval="shapes-transfer",
         training={
             "learning_rate": 1e-3,
             "lr_scheduler_type": "constant",
