@@ -140,3 +140,30 @@ def test_smolvlm_cpu_keeps_smollm2s_text_logits_and_its_image_token_count():
     inputs = _image_token_ids(processor, load_shapes(n=1)[0]["image"])
     count = int((inputs["input_ids"] == model.config.image_token_index).sum())
     assert count == model.config.image_seq_length == image_token_count(SMOLVLM_CPU_VISION) == 16
+
+
+def test_held_out_pictures_are_never_training_pictures_and_are_evaluated_with_their_images():
+    from grpo_kit.generation import Decoding, generate
+    from grpo_kit.runs.held_out import evaluate_held_out, held_out_rows, training_dataset, transfer_rows
+
+    recipe = get_recipe("shapes-vlm-cpu", model=TINY_VLM, dataset_size=16)
+    training = training_dataset(recipe)
+    trained_pixels = {row["image"].tobytes() for row in training}
+    rows = held_out_rows(recipe, 6, training=training)
+    transfer = transfer_rows(recipe, 3, training=training)
+    assert len(rows) == 6 and len(transfer) == 3
+    assert not {row["image"].tobytes() for row in rows + transfer} & trained_pixels
+    assert all(row["image"].getpixel((32, 32)) == (200, 200, 200) for row in transfer)  # corners, grey
+
+    model, processor = runs.load_model(recipe)
+    report = evaluate_held_out(recipe, model, processor, recipe.build_reward_funcs(), rows[:3])
+    again = evaluate_held_out(recipe, model, processor, recipe.build_reward_funcs(), rows[:3])
+    assert report.num_prompts == 3 and "accuracy" in report.per_prompt
+    assert report.completions == again.completions  # greedy: the same answers
+    assert all(0 < n <= recipe.training["max_completion_length"] for n in report.per_prompt["length"])
+
+    _, tokenizer = load_model("tiny")
+    with pytest.raises(ValueError, match="tokenizer, not a processor"):
+        generate(
+            model, tokenizer, [rows[0]["prompt"]], 1, Decoding(max_new_tokens=2), images=[rows[0]["image"]]
+        )
