@@ -46,18 +46,23 @@ IMAGE_PLACEHOLDER = "<image>"
 _COLOURS = {"red": (220, 30, 30), "green": (30, 170, 40), "blue": (30, 60, 220), "yellow": (235, 215, 20)}
 _COUNT_WORDS = ("1", "2", "3", "4")
 
-#: task -> (question, answer words). The question lists the answers so the untrained model names one of them.
+#: task -> (question, answer words). The question lists the answers (``{choices}``), in an order drawn per row, so
+#: that the untrained model names one of them and its habit of naming the first one listed is no answer.
 IMAGE_TASKS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "colour": (
-        "What colour is the shape? Answer with one word: red, green, blue or yellow.",
-        tuple(_COLOURS),
-    ),
-    "count": ("How many dots are in the picture? Answer with one number: 1, 2, 3 or 4.", _COUNT_WORDS),
+    "colour": ("What colour is the shape? Answer with one word: {choices}.", tuple(_COLOURS)),
+    "count": ("How many dots are in the picture? Answer with one number: {choices}.", _COUNT_WORDS),
     "side": (
-        "Is the square on the left or on the right? Answer with one word: left or right.",
+        "Is the square on the left or on the right? Answer with one word: {choices}.",
         ("left", "right"),
     ),
 }
+
+
+def _listed(words) -> str:
+    """``a, b, c or d``."""
+    return ", ".join(words[:-1]) + " or " + words[-1]
+
+
 _STYLES = ("train", "transfer")
 
 
@@ -143,6 +148,7 @@ def shapes_rows(
         task = tasks[index % len(tasks)]
         image, answer = draw_image_task(task, rng, size=size, style=style)
         question, choices = IMAGE_TASKS[task]
+        question = question.format(choices=_listed(rng.sample(choices, len(choices))))
         rows.append(
             {
                 "prompt": image_prompt(question),

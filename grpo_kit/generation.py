@@ -224,7 +224,7 @@ def _generate_with_images(model, processor, prompts, images, num_generations: in
                     tokenize=True,
                     return_dict=True,
                     return_tensors="pt",
-                    padding=True,
+                    processor_kwargs={"padding": True},
                     **dict(d.chat_template_kwargs or {}),
                 ).to(device)
                 sampled = model.generate(

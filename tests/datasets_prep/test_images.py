@@ -34,6 +34,9 @@ def test_rows_follow_trls_image_format_and_repeat_from_their_seed():
         assert isinstance(row["image"], Image.Image) and row["image"].size == (64, 64)
         assert row["answer"] in row["choices"].split(",") == list(IMAGE_TASKS[row["task"]][1])
         assert (row["answer"], _pixels(row["image"])) == (same["answer"], _pixels(same["image"]))
+    questions = {r["prompt"][0]["content"][1]["text"] for r in shapes_rows(16, seed=0)}
+    assert len(questions) > 1  # the answers are listed in an order drawn per row: the first one is no answer
+    assert all(all(colour in q for colour in ("red", "green", "blue", "yellow")) for q in questions)
     other = shapes_rows(6, seed=4, tasks=("colour", "count", "side"))
     assert [_pixels(r["image"]) for r in rows] != [_pixels(r["image"]) for r in other]
 
