@@ -244,8 +244,8 @@ def load_image_tasks(path: str | Path) -> list[dict]:
 def rows_have_images(rows) -> bool:
     """True when the rows (a list of dicts or a ``datasets.Dataset``) carry TRL's ``image`` or ``images`` column."""
     columns = getattr(rows, "column_names", None)
-    if columns is None:
-        columns = list(rows[0]) if len(rows) else []
+    if columns is None:  # a list of dicts (an iterable dataset of unknown features: no column to see)
+        columns = list(rows[0]) if isinstance(rows, list) and rows and isinstance(rows[0], dict) else []
     return "image" in columns or "images" in columns
 
 

@@ -138,7 +138,8 @@ def _check_gguf_file(path: Path) -> None:
 def check_model_source(name_or_path: str | os.PathLike) -> str:
     """Check, without reading any weights, that ``name_or_path`` names a model; return its kind.
 
-    Kinds: ``"tiny"`` (the random test model), ``"alias"`` (e.g. ``smollm2-135m-instruct``), ``"gguf"`` (a ``.gguf`` file with the GGUF magic
+    Kinds: ``"tiny"`` (the random test model), ``"vlm"`` (``smolvlm-cpu`` / ``tiny-vlm``, assembled by
+    :mod:`grpo_kit.models.vlm`), ``"alias"`` (e.g. ``smollm2-135m-instruct``), ``"gguf"`` (a ``.gguf`` file with the GGUF magic
     bytes, or a folder holding exactly one such file and no ``config.json``), ``"directory"`` (a Hugging Face
     model folder: ``config.json`` and tokenizer files), ``"hub"`` (an ``org/name`` id; whether the Hub or the
     cache has it is decided when loading). Anything else raises a ``ValueError``/``FileNotFoundError`` that
