@@ -758,19 +758,22 @@ _RECIPE_LIST.append(
             "a small random CLIP vision tower and projector, transformers' Llava) answers 'what colour is the "
             "shape?' on 64x64 Pillow pictures through TRL's GRPOTrainer VLM path (the processor as "
             "processing_class, TRL's image column). The reward (visual_answer_reward) teaches the vision tower, "
-            "the projector and a LoRA on the language model to read the picture. TRL path only (--loop trl)."
+            "and the projector to read the picture (the language model frozen; trainable_parts can add a LoRA on it). "
+            "TRL path only (--loop trl)."
         ),
         model="smolvlm-cpu",
         dataset="shapes",
         dataset_kwargs={"tasks": ("colour",)},
         dataset_size=512,
         rewards=(RewardSpec("visual_answer_reward", 1.0),),
-        lora=LoraSettings(r=8, lora_alpha=16),
-        trainable_parts=("vision_tower", "projector", "lm_lora"),
+        # The language model stays frozen: in a first run (LoRA r=8 on it too, learning_rate 1e-3, T=1.0 then 0.8)
+        # its answers drifted to 10 rambling tokens with no colour word by step 6, and the reward stayed 0.
+        lora=None,
+        trainable_parts=("vision_tower", "projector"),
         eval_prompts=64,
         transfer_eval="shapes-transfer",
         training={
-            "learning_rate": 1e-3,
+            "learning_rate": 5e-4,
             "lr_scheduler_type": "constant",
             "optim": "adamw_torch",
             "logging_steps": 1,
@@ -778,7 +781,7 @@ _RECIPE_LIST.append(
             "num_generations": 8,
             "max_completion_length": 10,
             "temperature": 0.8,
-            "max_steps": 100,
+            "max_steps": 60,
             "save_steps": 40,
             "gradient_checkpointing": False,
             "remove_unused_columns": False,

@@ -56,7 +56,14 @@ def test_two_grpo_steps_through_trls_vlm_path_train_the_chosen_parts(tmp_path):
     every trained part (vision tower, projector, LoRA on the LM) gets a non-zero gradient; the LM stays frozen."""
     from transformers import TrainerCallback
 
-    recipe = get_recipe("shapes-vlm-cpu", model=TINY_VLM)
+    from grpo_kit.recipes import LoraSettings
+
+    recipe = get_recipe(  # every part the recipe can train (its own: the vision tower and the projector)
+        "shapes-vlm-cpu",
+        model=TINY_VLM,
+        trainable_parts=("vision_tower", "projector", "lm_lora"),
+        lora=LoraSettings(r=8, lora_alpha=16),
+    )
     model, processor = runs.load_model(recipe)  # select_trainable: LoRA on the LM + vision modules_to_save
     grad_norms: list[dict[str, float]] = []
 
@@ -191,4 +198,4 @@ def test_the_readme_command_trains_on_images_through_the_cli(tmp_path):
     assert summary["steps"] == 1 and summary["evaluation"]["metric"] == "accuracy"
     assert summary["transfer_evaluation"]["set"] == "shapes-transfer"
     assert summary["transfer_evaluation"]["num_prompts"] == 2
-    assert (run / "adapter" / "adapter_config.json").is_file()
+    assert (run / "report.md").is_file() and (run / "eval.json").is_file()
