@@ -199,3 +199,15 @@ def test_the_readme_command_trains_on_images_through_the_cli(tmp_path):
     assert summary["transfer_evaluation"]["set"] == "shapes-transfer"
     assert summary["transfer_evaluation"]["num_prompts"] == 2
     assert (run / "report.md").is_file() and (run / "eval.json").is_file()
+
+
+def test_a_merged_vlm_export_reloads_as_a_vlm_and_is_verified(tmp_path):
+    from grpo_kit.export.hf import save_merged
+
+    model, processor = load_model(TINY_VLM)
+    report = save_merged(model, processor, tmp_path / "merged")
+    assert report.verified and (tmp_path / "merged" / "processor_config.json").is_file()
+    reloaded, reloaded_processor = load_model(
+        str(tmp_path / "merged")
+    )  # a folder with a vision_config: a VLM
+    assert type(reloaded).__name__ == "LlavaForConditionalGeneration" and reloaded_processor.image_processor
