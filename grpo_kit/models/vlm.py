@@ -19,8 +19,9 @@ the image-token positions with projected image features); images are resized and
 safetensors, processor) under :func:`grpo_kit.models.cache.cache_dir`, so TRL, export and a second process read
 it like any model folder. ``tiny-vlm`` is the same assembly around :func:`grpo_kit.models.tiny_model` with a
 smaller tower (:data:`TINY_VLM_VISION`), built in memory, for fast tests. Hub VLMs (``HuggingFaceTB/SmolVLM-256M-
-Instruct``, ``Qwen/Qwen2.5-VL-3B-Instruct``) are *not* faked: with a Hub they load by id through
-``AutoModelForImageTextToText`` (:func:`load_vlm`).
+Instruct``, ``Qwen/Qwen2.5-VL-3B-Instruct``) are *not* faked: :func:`load_vlm` reads an id through
+``AutoModelForImageTextToText`` where there is a Hub (``load_model`` does not route Hub ids here yet; untested
+without a Hub).
 """
 
 from __future__ import annotations
