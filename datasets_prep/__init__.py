@@ -27,6 +27,7 @@ from datasets_prep.gsm8k import (
     worked_example_rows,
 )
 from datasets_prep.hub import hub_available
+from datasets_prep.images import load_image_tasks, load_shapes, shapes_rows
 from datasets_prep.prompts import load_prompts
 from datasets_prep.shipped import TRANSFER_SETS, transfer_set_rows
 from datasets_prep.smoltldr import check_smoltldr_row, load_smoltldr
@@ -50,13 +51,16 @@ __all__ = [
     "load_deepmath",
     "load_environment_task_split",
     "load_gsm8k",
+    "load_image_tasks",
     "load_prompts",
     "load_raw",
+    "load_shapes",
     "load_smoltldr",
     "load_tool_task_split",
     "load_tool_tasks",
     "prompt_to_sample_from",
     "prompt_to_text",
+    "shapes_rows",
     "synthetic_gsm8k",
     "synthetic_tldr",
     "tool_task_rows",

@@ -22,6 +22,11 @@ of steps (1 to 4) and the length (two sentences to four, 54 to 261 characters). 
 ``worked_example=False``, the system prompt alone, whatever the recipe's own prompts show; what a recipe
 learns with the worked example before the question (gsm8k-cpu) is measured where it has to hold, without it.
 
+``shapes-transfer`` (no file; 64 rows drawn by ``datasets_prep.images`` with ``style="transfer"``): the image
+task's pictures drawn differently, small shapes in the corners on grey where training draws large ones anywhere
+on white. The same generator, so it measures whether reading the picture transfers to other sizes and
+positions, not to other pictures of the world.
+
 The files are package data (``pyproject.toml``: ``*.jsonl`` in every package), read with
 ``importlib.resources``, so they are there after ``pip install``.
 """
@@ -41,7 +46,7 @@ __all__ = ["TRANSFER_SETS", "TransferSet", "transfer_set_rows"]
 @dataclass(frozen=True)
 class TransferSet:
     """A shipped held-out set: the ``dataset`` loader its rows are written for, its ``file`` in this
-    package, ``size``, the rows it holds (checked when it is read), and ``description``, what it is and how it
+    package (None: a set the loader itself draws differently, as ``loader_kwargs`` say: shapes-transfer), ``size``, the rows it holds (checked when it is read), and ``description``, what it is and how it
     is asked (run.json, eval.json and report.md print it beside the set's name).
 
     ``text_columns``: the raw schema's text columns (kept as strings when the file is read).
@@ -54,7 +59,7 @@ class TransferSet:
     "without the worked example". Default "": asked as the held-out rows are."""
 
     dataset: str
-    file: str
+    file: str | None
     size: int
     description: str
     text_columns: tuple[str, ...] = ("prompt",)
@@ -82,6 +87,18 @@ TRANSFER_SETS: dict[str, TransferSet] = {
         loader_kwargs={"worked_example": False},
         setting="without the worked example",
     ),
+    "shapes-transfer": TransferSet(
+        dataset="shapes",
+        file=None,
+        size=64,
+        description=(
+            "64 pictures drawn differently from the training ones (datasets_prep.images, style='transfer'): "
+            "small shapes (8-14 px, training 18-30 px) in the corners, on a grey background"
+        ),
+        text_columns=(),
+        loader_kwargs={"style": "transfer", "n": 64},
+        setting="small shapes in the corners",
+    ),
 }
 
 
@@ -90,6 +107,11 @@ def transfer_set_rows(name: str) -> list[dict[str, Any]]:
     if name not in TRANSFER_SETS:
         raise ValueError(f"unknown held-out set {name!r}; the shipped sets are: {', '.join(TRANSFER_SETS)}.")
     spec = TRANSFER_SETS[name]
+    if spec.file is None:
+        raise ValueError(
+            f"held-out set {name!r} is drawn by the {spec.dataset!r} loader (loader_kwargs {dict(spec.loader_kwargs)}), "
+            "not read from a file; grpo_kit.runs.held_out.transfer_rows draws it."
+        )
     resource = importlib.resources.files("datasets_prep").joinpath(spec.file)
     with importlib.resources.as_file(resource) as path:
         if not path.is_file():

@@ -9,6 +9,12 @@ as it is), batched with left padding and sampled with the KV cache of :func:`grp
 .sample_completions`. Each completion keeps its token ids up to and including the EOS, which is what
 TRL passes reward functions as ``completion_ids`` and what :mod:`grpo_kit.scoring` hands on.
 
+Prompts with images (``images=``, one PIL image or list per prompt, TRL's ``image`` / ``images`` column) go
+through the model's *processor* as TRL renders them (``trl.data_utils.prepare_multimodal_messages`` fills the
+prompt's image placeholders, then ``processor.apply_chat_template``) and are decoded by the model's own
+``generate`` (its vision forward needs ``pixel_values`` on the first step, which the KV-cached sampler of
+:mod:`grpo_kit.sampling` does not take); greedy is ``do_sample=False``, sampling uses the same filters.
+
 Simplifications: greedy decoding is top-1 sampling (the argmax, ties broken by token id as torch does);
 the standalone loop samples through ``sampling.sample_completions`` itself, because it also needs the
 padded (B, T) tensors this module flattens into lists.
@@ -99,11 +105,21 @@ def prompt_texts(tokenizer, prompts: Sequence[Any], chat_template_kwargs: Mappin
 
 
 def generate(
-    model, tokenizer, prompts: Sequence[Any], num_generations: int, decoding: Decoding
+    model,
+    tokenizer,
+    prompts: Sequence[Any],
+    num_generations: int,
+    decoding: Decoding,
+    *,
+    images: Sequence[Any] | None = None,
 ) -> list[list[GeneratedCompletion]]:
     """``num_generations`` completions for each prompt, decoded as ``decoding`` says (seeded; the caller's
-    RNG is untouched; LoRA merged for the duration). Returns one list of completions per prompt."""
+    RNG is untouched; LoRA merged for the duration). Returns one list of completions per prompt.
+    ``images``: one image (or list of images) per prompt; ``tokenizer`` is then the model's processor."""
     import torch
+
+    if images is not None:
+        return _generate_with_images(model, tokenizer, prompts, images, num_generations, decoding)
 
     from datasets_prep.chat import is_conversational_prompt
     from grpo_kit.sampling import mask_after_eos, merged_lora, sample_completions, stop_token_ids
@@ -156,6 +172,83 @@ def generate(
                     for t, n, c, i in zip(decoded, lengths, truncated, id_lists)
                 ]
                 out.extend(flat[j : j + num_generations] for j in range(0, len(flat), num_generations))
+    finally:
+        model.train(was_training)
+    return out
+
+
+def _generate_with_images(model, processor, prompts, images, num_generations: int, decoding: Decoding):
+    """:func:`generate` for a vision-language model: prompts rendered by the processor with their images,
+    decoded by ``model.generate`` (seeded, the caller's RNG untouched)."""
+    import torch
+    from trl.data_utils import prepare_multimodal_messages
+
+    from grpo_kit.models.vlm import is_vlm
+    from grpo_kit.sampling import stop_token_ids
+
+    if not is_vlm(processor):
+        raise ValueError(
+            "these prompts come with images but the model has a tokenizer, not a processor; evaluate a "
+            "vision-language model (grpo_kit.models.load_model('smolvlm-cpu')) or rows without images."
+        )
+    d = decoding
+    tokenizer = processor.tokenizer
+    eos_ids = stop_token_ids(model, tokenizer)
+    sampling: dict[str, Any] = {"do_sample": False}
+    if not d.greedy:
+        sampling = {
+            "do_sample": True,
+            "temperature": d.temperature,
+            "top_p": d.top_p,
+            "top_k": d.top_k or None,
+        }
+        if d.min_p is not None:
+            sampling["min_p"] = d.min_p
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    out: list[list[GeneratedCompletion]] = []
+    try:
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            torch.manual_seed(d.seed)
+            for start in range(0, len(prompts), d.batch_size):
+                chunk = [
+                    prepare_multimodal_messages(prompt, images=image if isinstance(image, list) else [image])
+                    for prompt, image in zip(
+                        prompts[start : start + d.batch_size], images[start : start + d.batch_size]
+                    )
+                ]
+                enc = processor.apply_chat_template(
+                    chunk,
+                    add_generation_prompt=True,
+                    tokenize=True,
+                    return_dict=True,
+                    return_tensors="pt",
+                    processor_kwargs={"padding": True},
+                    **dict(d.chat_template_kwargs or {}),
+                ).to(device)
+                sampled = model.generate(
+                    **enc,
+                    max_new_tokens=d.max_new_tokens,
+                    num_return_sequences=num_generations,
+                    eos_token_id=eos_ids,
+                    pad_token_id=tokenizer.pad_token_id,
+                    repetition_penalty=d.repetition_penalty,
+                    **sampling,
+                )[:, enc["input_ids"].shape[1] :]  # (b * G, T): the completions only
+                for row in sampled.tolist():  # cut at the first EOS (kept); unended: all max_new_tokens
+                    ids, ended = [], False
+                    for token in row:
+                        if token in eos_ids:
+                            ids.append(token)
+                            ended = True
+                            break
+                        ids.append(token)
+                    text = tokenizer.decode(ids, skip_special_tokens=True)
+                    completion = GeneratedCompletion(text, len(ids), ended, ids)
+                    if not out or len(out[-1]) == num_generations:
+                        out.append([])
+                    out[-1].append(completion)
     finally:
         model.train(was_training)
     return out

@@ -196,6 +196,12 @@ def build_trainer(
     check_fits_context(model, 1, args.max_completion_length)  # before TRL allocates for 100,000 tokens
     if train_dataset is None:
         train_dataset = recipe.load_dataset()
+    from datasets_prep.images import rows_have_images
+
+    if rows_have_images(train_dataset):  # images need a processor, not a tokenizer (TRL's VLM path)
+        from grpo_kit.models.vlm import check_model_takes_images
+
+        check_model_takes_images(recipe.model, processing_class=tokenizer)
     if reward_funcs is None:
         reward_funcs = recipe.build_reward_funcs(tokenizer)
     # Reward models go to TRL as models with their tokenizers: TRL scores them (grpo_kit.reward_models).

@@ -65,6 +65,8 @@ REWARD_INFO: dict[str, RewardInfo] = {
     "think_format_reward": RewardInfo("format", 1.0),
     "accuracy_reward": RewardInfo("accuracy", 1.0),
     "reasoning_accuracy_reward": RewardInfo("accuracy", 1.0),
+    # rewards.visual (the image tasks of datasets_prep.images)
+    "visual_answer_reward": RewardInfo("accuracy", 1.0),
 }
 
 # Metrics that get better when they fall; None = no better direction (a length in tokens).
@@ -228,6 +230,10 @@ def evaluate(
             return sampler(prompts, num_generations)
         # An environment rollout (tool_rollout.tool_generate(environment_factory=...)) resets on the rows.
         extra_kwargs = {"rows": rows} if takes_rows(generate_fn) else {}
+        if rows and (
+            "image" in rows[0] or "images" in rows[0]
+        ):  # TRL's image columns: a VLM and its processor
+            extra_kwargs["images"] = [r["images"] if "images" in r else r["image"] for r in rows]
         return (generate_fn or generate)(
             model, tokenizer, prompts, num_generations, decoding.replace(greedy=greedy), **extra_kwargs
         )

@@ -225,14 +225,15 @@ def transfer_section_md(
             "with the same instruction, template and decoding as above. A change here like the one above is "
             "learning that transfers; a change above alone may be the generator learned."
         )
+    origin = "written apart from the generator the training rows come from"
+    if spec is not None and spec.file is None:  # drawn by the same loader in another style (shapes-transfer)
+        origin = "drawn by the generator the training rows come from, in a style training never draws"
+        asked = asked.replace("to other text and to that setting", "to that way of drawing")
     lines = [
         "",
         f"## {transfer_label(name)} ({before.num_prompts} prompts)",
         "",
-        (
-            f"The recipe's second held-out set, `{table_cell(name)}` (`transfer_eval`):{what} Its rows are "
-            f"written apart from the generator the training rows come from, {asked}"
-        ),
+        f"The recipe's second held-out set, `{table_cell(name)}` (`transfer_eval`):{what} Its rows are {origin}, {asked}",
         "",
         *_metric_rows(comparisons),
     ]

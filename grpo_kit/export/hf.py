@@ -172,9 +172,13 @@ def save_merged(
         }
     verified = False
     if verify:
-        from transformers import AutoModelForCausalLM
+        from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
-        reloaded = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
+        from grpo_kit.models.vlm import is_vlm_folder
+
+        # a vision-language model (grpo_kit.models.vlm) reloads as one; compared on the text prompt below
+        auto = AutoModelForImageTextToText if is_vlm_folder(out) else AutoModelForCausalLM
+        reloaded = auto.from_pretrained(out, dtype=torch.float32)
         reloaded.to(next(model.parameters()).device)
         ids = prompt_ids(tokenizer)
         model.eval()

@@ -48,8 +48,11 @@ class GreedyComparison:
 
 
 def prompt_ids(tokenizer, prompt: str = VERIFY_PROMPT):
-    """The chat-formatted prompt as ``input_ids`` (1, T) with the generation prompt appended."""
+    """The chat-formatted prompt as ``input_ids`` (1, T) with the generation prompt appended (a vision-language
+    model's processor: its tokenizer, the prompt being text only)."""
     import torch
+
+    tokenizer = getattr(tokenizer, "tokenizer", tokenizer)
 
     if getattr(tokenizer, "chat_template", None):
         text = tokenizer.apply_chat_template(

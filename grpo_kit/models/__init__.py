@@ -10,6 +10,8 @@
   folders.
 * :func:`tiny_model` -- a random 2-layer Llama with the SmolLM2 tokenizer, for fast tests; ``load_model("tiny")``
   (:data:`TINY_MODEL`) loads it like any other model name.
+* ``load_model("smolvlm-cpu")`` / ``load_model("tiny-vlm")`` -- a vision-language model and its processor,
+  assembled offline (:mod:`grpo_kit.models.vlm`: transformers' Llava around the embedded SmolLM2 or the test model).
 * :func:`embedded_model_dir` -- the embedded default as a plain HF directory (for TRL, vLLM, export).
 * :func:`gguf_to_hf_dir` / :func:`strip_gguf_quantizer` -- GGUF -> trainable, savable model, cached.
 
@@ -17,7 +19,7 @@ Every tokenizer comes back with ``padding_side="left"``, a pad token and a chat 
 
 Modules: ``loading`` (resolution, checks, ``load_model``), ``embedded`` (the default model),
 ``lora`` (check_lora, add_lora), ``gguf`` (conversion), ``cache`` (the cache directory, locked atomic writes), ``tokenizer``,
-``tiny``.
+``tiny``, ``vlm``.
 """
 
 from datasets_prep.hub import hub_available

@@ -5,6 +5,8 @@ Resolution, in this order:
 
 0. ``"tiny"`` (:data:`TINY_MODEL`): the random 2-layer test model (:func:`grpo_kit.models.tiny_model`, weights
    seed 0), loaded like any other name (LoRA and its seed included), so no caller has a branch of its own;
+   ``"smolvlm-cpu"`` / ``"tiny-vlm"`` and any folder whose ``config.json`` has a ``vision_config``: a
+   vision-language model and its *processor* (:mod:`grpo_kit.models.vlm`; LoRA on the language model only);
 1. an alias (``smollm2-135m-instruct``, the embedded default: see :mod:`grpo_kit.models.embedded`);
 2. a ``.gguf`` file, or a directory holding exactly one ``.gguf`` and no ``config.json``
    (dequantised once and cached: :mod:`grpo_kit.models.gguf`);
@@ -35,6 +37,7 @@ from grpo_kit.models.gguf import gguf_to_hf_dir
 from grpo_kit.models.lora import add_lora, check_lora
 from grpo_kit.models.tiny import tiny_model
 from grpo_kit.models.tokenizer import fix_token_ids, prepare_tokenizer
+from grpo_kit.models.vlm import VLM_NAMES, is_vlm_folder, load_vlm
 
 #: The random test model's name, wherever a model is named (recipes, ``--set model=tiny``, run.json).
 TINY_MODEL = "tiny"
@@ -135,7 +138,8 @@ def _check_gguf_file(path: Path) -> None:
 def check_model_source(name_or_path: str | os.PathLike) -> str:
     """Check, without reading any weights, that ``name_or_path`` names a model; return its kind.
 
-    Kinds: ``"tiny"`` (the random test model), ``"alias"`` (e.g. ``smollm2-135m-instruct``), ``"gguf"`` (a ``.gguf`` file with the GGUF magic
+    Kinds: ``"tiny"`` (the random test model), ``"vlm"`` (``smolvlm-cpu`` / ``tiny-vlm``, assembled by
+    :mod:`grpo_kit.models.vlm`), ``"alias"`` (e.g. ``smollm2-135m-instruct``), ``"gguf"`` (a ``.gguf`` file with the GGUF magic
     bytes, or a folder holding exactly one such file and no ``config.json``), ``"directory"`` (a Hugging Face
     model folder: ``config.json`` and tokenizer files), ``"hub"`` (an ``org/name`` id; whether the Hub or the
     cache has it is decided when loading). Anything else raises a ``ValueError``/``FileNotFoundError`` that
@@ -148,6 +152,8 @@ def check_model_source(name_or_path: str | os.PathLike) -> str:
     text = os.fspath(name_or_path)
     if text == TINY_MODEL:
         return "tiny"
+    if text in VLM_NAMES:
+        return "vlm"
     if text.strip().lower() in ALIASES:
         return "alias"
     path = Path(text).expanduser()
@@ -189,6 +195,8 @@ def resolve_model(name_or_path: str | os.PathLike) -> tuple[str, bool]:
     Cheap: no weights are read, except that a ``.gguf`` is converted (and cached) here.
     """
     kind = check_model_source(name_or_path)
+    if kind == "vlm":
+        raise ValueError(f"{name_or_path!r} is assembled by grpo_kit.models.vlm; load it with load_model.")
     if kind == "tiny":
         raise ValueError(
             f"{TINY_MODEL!r} is built in memory (grpo_kit.models.tiny_model), not read from a folder; "
@@ -239,8 +247,11 @@ def load_tokenizer(name_or_path: str | os.PathLike = DEFAULT_MODEL):
     For a page that shows rendered prompts at once and loads the model only when asked (lesson 8). A ``.gguf``
     is still converted (and cached) on first use, as :func:`resolve_model` does.
     """
-    if check_model_source(name_or_path) == "tiny":
+    kind = check_model_source(name_or_path)
+    if kind == "tiny":
         return smollm2_tokenizer()  # tiny_model's tokenizer
+    if kind == "vlm" or (kind == "directory" and is_vlm_folder(name_or_path)):
+        return load_vlm(os.fspath(name_or_path))[1]  # the processor (assembling builds the weights too)
     return _tokenizer_at(*resolve_model(name_or_path))
 
 
@@ -252,7 +263,7 @@ def load_model(
     quantization=None,
     seed: int | None = None,
 ):
-    """Load a causal LM and its tokenizer -> ``(model, tokenizer)``.
+    """Load a causal LM and its tokenizer -> ``(model, tokenizer)``; a vision-language model -> ``(model, processor)``.
 
     Args:
         name_or_path: alias (``"smollm2-135m-instruct"``), local directory, ``.gguf`` file, Hub id, or
@@ -275,6 +286,12 @@ def load_model(
     if check_model_source(name_or_path) == "tiny":
         model, tokenizer = tiny_model(seed=0)  # the same random weights wherever "tiny" is named
         return (model if lora_config is None else add_lora(model, lora_config, seed=seed)), tokenizer
+    if check_model_source(name_or_path) == "vlm" or is_vlm_folder(name_or_path):
+        if quantization is not None:
+            raise ValueError(
+                "quantization is not supported for vision-language models here; pass quantization=None."
+            )
+        return load_vlm(os.fspath(name_or_path), dtype=torch_dtype, lora=lora, seed=seed)
     bnb_config = _check_quantization(quantization)
     source, local_only = resolve_model(name_or_path)
 

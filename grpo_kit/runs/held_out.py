@@ -38,6 +38,7 @@ out with its tools (``grpo_kit.tool_rollout``, the multi-turn loop lesson 8 uses
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import warnings
@@ -62,6 +63,7 @@ HELD_OUT_SPLITS: dict[str, str] = {
     "environment_tasks": "test",
     "gsm8k": "test",
     "smoltldr": "test",
+    "shapes": "test",  # datasets_prep.images: pictures drawn from another seed
 }
 #: Synthetic datasets whose held-out rows are generated from a seed of their own (training rows use seed 0).
 HELD_OUT_SEEDS: dict[str, int] = {"gsm8k": 4321}
@@ -149,16 +151,36 @@ def _keys(prompt: Any, recipe: Any) -> set[str]:
     return keys
 
 
+def _image_key(row: Any) -> str:
+    """The pixels of a row's image(s) as a digest ("" without one): image tasks ask one question of many
+    pictures, so a row is its prompt *and* its picture."""
+    images = row.get("images") or ([row["image"]] if row.get("image") is not None else [])
+    digest = hashlib.sha256()
+    for image in images:
+        digest.update(f"{image.mode}{image.size}".encode())
+        digest.update(image.tobytes())
+    return digest.hexdigest() if images else ""
+
+
+def _row_keys(row: Any, recipe: Any) -> set[str]:
+    image = _image_key(row)
+    return {key + image for key in _keys(row["prompt"], recipe)}
+
+
 def _unseen_rows(candidates: Any, recipe: Any, training: Any, n: int) -> list[dict[str, Any]]:
-    """The first ``n`` of ``candidates`` whose prompt is no training prompt (``training``: default
-    :func:`training_dataset`) and no earlier candidate's: the rule every held-out set keeps."""
+    """The first ``n`` of ``candidates`` whose prompt (with its image, if any) is no training prompt
+    (``training``: default :func:`training_dataset`) and no earlier candidate's: the rule every held-out set
+    keeps."""
     training = training if training is not None else training_dataset(recipe)
-    seen = set().union(*(_keys(p, recipe) for p in training["prompt"]))
+    if "image" in training.column_names or "images" in training.column_names:
+        seen = set().union(*(_row_keys(row, recipe) for row in training))
+    else:
+        seen = set().union(*(_keys(p, recipe) for p in training["prompt"]))
     if held_out_source(recipe) == "named split":
         _refuse_overlap(recipe, candidates, seen)
     rows: list[dict[str, Any]] = []
     for row in candidates:
-        keys = _keys(row["prompt"], recipe)
+        keys = _row_keys(row, recipe)
         if keys & seen:
             continue  # a training prompt is never a held-out prompt
         seen |= keys  # nor twice a held-out prompt
@@ -171,7 +193,7 @@ def _unseen_rows(candidates: Any, recipe: Any, training: Any, n: int) -> list[di
 def _refuse_overlap(recipe: Any, candidates: Any, training_keys: set[str]) -> None:
     """A held-out split named by the user that shares prompts with the training split is refused: it would
     measure memory, not learning (a split of our own loaders' drops the shared rows instead)."""
-    shared = sum(bool(_keys(p, recipe) & training_keys) for p in candidates["prompt"])
+    shared = sum(bool(_row_keys(row, recipe) & training_keys) for row in candidates)
     if shared:
         split = recipe.dataset_kwargs["held_out"]["split"]
         raise ValueError(
@@ -219,8 +241,11 @@ def transfer_rows(recipe: Any, n: int | None = None, *, training: Any = None) ->
         return []
     from datasets_prep.shipped import TRANSFER_SETS, transfer_set_rows
 
-    raw = transfer_set_rows(recipe.transfer_eval)[:n]
     rendering = {**recipe.held_out_kwargs, **TRANSFER_SETS[recipe.transfer_eval].loader_kwargs}
+    if TRANSFER_SETS[recipe.transfer_eval].file is None:  # drawn by the recipe's loader, as loader_kwargs say
+        raw = list(recipe.load_dataset(size=sys.maxsize, dataset_kwargs=rendering))[:n]  # images decoded
+    else:
+        raw = transfer_set_rows(recipe.transfer_eval)[:n]
     candidates = recipe.load_dataset(source=raw, size=len(raw), dataset_kwargs=rendering)
     rows = _unseen_rows(candidates, recipe, training, len(raw))
     if len(rows) < len(raw):

@@ -16,9 +16,12 @@ def load_model(recipe: Recipe) -> tuple[Any, Any]:
 
     # quantization="4bit" (QLoRA) fails here, before loading, when there is no CUDA.
     model, tokenizer = models.load_model(recipe.model, quantization=recipe.quantization)
+    seed = int(recipe.training.get("seed", 42))
+    if recipe.trainable_parts:  # a vision-language model: only the chosen parts train (grpo_kit.models.vlm)
+        from grpo_kit.models.vlm import select_trainable
+
+        return select_trainable(model, recipe.trainable_parts, lora=recipe.lora, seed=seed), tokenizer
     if recipe.lora is not None:
         # LoRA's A matrices start random: seed them, or the same recipe and seed give another run each time.
-        model = models.add_lora(
-            model, recipe.lora.to_peft_config(), seed=int(recipe.training.get("seed", 42))
-        )
+        model = models.add_lora(model, recipe.lora.to_peft_config(), seed=seed)
     return model, tokenizer

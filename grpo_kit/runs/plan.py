@@ -171,7 +171,12 @@ def _path_config(recipe: Recipe, loop: str, output_dir: Path, resume: Any):
                 f"recipe {recipe.name!r} trains in an environment ({recipe.environment!r}); the standalone "
                 "loop has no tool loop. Use --loop trl (TRL's GRPOTrainer plays the environments)."
             )
-    else:
+    if recipe.sees_images and loop != "trl":  # a choice: images go through TRL's VLM path only
+        raise ValueError(
+            f"recipe {recipe.name!r} trains on images; the {loop} loop is text-only here. Use --loop trl "
+            "(TRL's GRPOTrainer VLM path: the processor as processing_class)."
+        )
+    if loop != "standalone":
         from grpo_kit.trainer_builder import refuse_guided_sampling
 
         refuse_guided_sampling(recipe, path="TRL" if loop == "trl" else "Unsloth")
@@ -257,6 +262,10 @@ def plan_run(
         from grpo_kit.models import check_model_source
 
         check_model_source(recipe.model)
+    if recipe.sees_images:
+        from grpo_kit.models.vlm import check_model_takes_images
+
+        check_model_takes_images(recipe.model)  # a text-only model is refused before it loads
     if gguf:
         from grpo_kit.export import check_gguf_quantization_available
         from grpo_kit.hardware import cuda_available

@@ -30,6 +30,8 @@ def _refused_because(recipe, loop: str) -> str | None:
         return "tools"
     if loop == "standalone" and recipe.environment:
         return "in an environment"
+    if recipe.sees_images:  # images: the standalone loop is text-only, and so is the tiny model (test_vlm.py)
+        return "text-only"
     if loop != "standalone" and recipe.guided_sampling:
         return "only the standalone loop does"
     if recipe.quantization and not torch.cuda.is_available():

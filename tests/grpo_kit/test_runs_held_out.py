@@ -33,8 +33,13 @@ def test_held_out_and_training_prompts_are_disjoint_by_content(name, monkeypatch
         rows = held_out_rows(recipe, recipe.eval_prompts, training=training)
     except OSError as error:
         _offline_skip(error)
-    train_keys = {prompt_key(p) for p in training["prompt"]}
-    held_keys = [prompt_key(r["prompt"]) for r in rows]
+
+    def key(row):  # an image task asks one question of many pictures: a row is its prompt and its picture
+        image = row.get("image")
+        return prompt_key(row["prompt"]) + (image.tobytes().hex() if image is not None else "")
+
+    train_keys = {key(r) for r in training}
+    held_keys = [key(r) for r in rows]
     assert rows and train_keys.isdisjoint(held_keys)
     assert len(set(held_keys)) == len(held_keys)  # and no held-out prompt twice
 
@@ -45,6 +50,9 @@ def test_each_recipe_says_where_its_held_out_rows_come_from():
     assert sources["smoltldr-length-small"] == sources["gsm8k-cpu"] == "generated"  # a seed of their own
     assert sources["gsm8k-unsloth"] == "test split"  # GSM8K's test split on the Hub
     assert sources["deepmath-accuracy"] == "reserved"  # no test split: rows set aside before training
+    assert (
+        sources["shapes-vlm-cpu"] == "test split"
+    )  # pictures drawn from another seed (datasets_prep.images)
 
 
 def test_synthetic_held_out_rows_come_from_their_own_seed():

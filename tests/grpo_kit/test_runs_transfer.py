@@ -110,7 +110,7 @@ def test_a_training_prompt_is_dropped_from_the_set_and_said():
 @pytest.mark.parametrize(
     "value, fix",
     [
-        ("nope", "use one of ['gsm8k-handwritten', 'tldr-handwritten'], or None"),
+        ("nope", "use one of ['gsm8k-handwritten', 'shapes-transfer', 'tldr-handwritten'], or None"),
         (3, "is not a held-out set shipped"),
     ],
 )

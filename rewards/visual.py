@@ -1,0 +1,51 @@
+"""The reward of the image tasks (``datasets_prep.images``): is the answer word the right one?
+
+:func:`visual_answer_reward` reads the first of the row's answer words (``choices``, comma-separated) that the
+completion names, as a whole word, case-insensitive, number words read as digits ("three" -> "3"), and scores
+1.0 when it is the gold ``answer``, else 0.0. Only the first named word counts, so listing every choice scores
+like a guess. Without ``choices`` the completion's first word is compared. Pure Python: no torch import. Never
+raises on model output; calling mistakes (no ``answer`` column) raise with the fix.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ._text import completion_texts, require_column
+
+__all__ = ["first_answer_word", "visual_answer_reward"]
+
+_NUMBER_WORDS = {"one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7"}
+_WORD = re.compile(r"[a-z]+|\d+")
+
+
+def _normalise(word: str) -> str:
+    word = word.strip().lower()
+    return _NUMBER_WORDS.get(word, word)
+
+
+def first_answer_word(text: str, choices: Sequence[str] = ()) -> str | None:
+    """The first word of ``text`` that is one of ``choices`` (normalised), or its first word without choices."""
+    allowed = {_normalise(choice) for choice in choices if choice.strip()}
+    for word in _WORD.findall(text.lower()):
+        word = _normalise(word)
+        if not allowed or word in allowed:
+            return word
+    return None
+
+
+def visual_answer_reward(completions: Sequence, answer: Sequence | None = None, **kwargs: Any) -> list[float]:
+    """1.0 when the first answer word the completion names equals ``answer``, else 0.0 (TRL's contract)."""
+    texts = completion_texts(completions, "visual_answer_reward")
+    golds = require_column(
+        answer, "answer", "visual_answer_reward", len(texts), "(the gold word of each image)"
+    )
+    choices = kwargs.get("choices") or [""] * len(texts)
+    rewards = []
+    for text, gold, options in zip(texts, golds, choices):
+        options = [option for option in str(options or "").split(",") if option.strip()]
+        word = first_answer_word(text, options)
+        rewards.append(1.0 if word is not None and word == _normalise(str(gold)) else 0.0)
+    return rewards

@@ -1,0 +1,213 @@
+"""The VLM assembled offline (grpo_kit.models.vlm) on TRL's vision-language GRPO path: images in, gradients out."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from datasets_prep.images import load_shapes
+from grpo_kit import runs, trl_path
+from grpo_kit.models import load_model
+from grpo_kit.models.vlm import (
+    IMAGE_TOKEN,
+    SMOLVLM_CPU_VISION,
+    TINY_VLM,
+    TINY_VLM_VISION,
+    check_model_takes_images,
+    image_token_count,
+)
+from grpo_kit.recipes import get_recipe
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+def _image_token_ids(processor, image):
+    messages = [
+        [{"role": "user", "content": [{"type": "image", "image": image}, {"type": "text", "text": "Hi"}]}]
+    ]
+    return processor.apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt"
+    )
+
+
+def test_processor_image_token_count_matches_the_model_config():
+    model, processor = load_model(TINY_VLM)
+    image = load_shapes(n=1)[0]["image"]  # 64x64: the processor resizes it to the tower's 32x32
+    inputs = _image_token_ids(processor, image)
+    image_token_id = processor.tokenizer.convert_tokens_to_ids(IMAGE_TOKEN)
+    count = int((inputs["input_ids"] == image_token_id).sum())
+    assert model.config.image_token_index == image_token_id
+    assert count == model.config.image_seq_length == image_token_count(TINY_VLM_VISION) == 4
+    assert tuple(inputs["pixel_values"].shape) == (
+        1,
+        3,
+        TINY_VLM_VISION.image_size,
+        TINY_VLM_VISION.image_size,
+    )
+    with torch.no_grad():  # Llava itself checks that the image tokens and the projected features agree
+        features = model.model.get_image_features(pixel_values=inputs["pixel_values"])
+        logits = model(**inputs).logits
+    features = features.pooler_output if hasattr(features, "pooler_output") else features
+    assert sum(f.shape[0] for f in features) == count and logits.shape[1] == inputs["input_ids"].shape[1]
+
+
+def test_two_grpo_steps_through_trls_vlm_path_train_the_chosen_parts(tmp_path):
+    """TRL's GRPOTrainer with the processor as processing_class and TRL's image column: two real steps, and
+    every trained part (vision tower, projector, LoRA on the LM) gets a non-zero gradient; the LM stays frozen."""
+    from transformers import TrainerCallback
+
+    from grpo_kit.recipes import LoraSettings
+
+    recipe = get_recipe(  # every part the recipe can train (its own: the vision tower and the projector)
+        "shapes-vlm-cpu",
+        model=TINY_VLM,
+        trainable_parts=("vision_tower", "projector", "lm_lora"),
+        lora=LoraSettings(r=8, lora_alpha=16),
+    )
+    model, processor = runs.load_model(recipe)  # select_trainable: LoRA on the LM + vision modules_to_save
+    grad_norms: list[dict[str, float]] = []
+
+    class RecordGradients(TrainerCallback):
+        def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+            norms: dict[str, float] = {}
+            for name, parameter in model.named_parameters():
+                if parameter.requires_grad and parameter.grad is not None:
+                    part = next(p for p in ("vision_tower", "multi_modal_projector", "lora_") if p in name)
+                    norms[part] = norms.get(part, 0.0) + float(parameter.grad.norm()) ** 2
+            grad_norms.append(norms)
+
+    trainable = {name for name, p in model.named_parameters() if p.requires_grad}
+    assert any("vision_tower" in n for n in trainable) and any(
+        "multi_modal_projector" in n for n in trainable
+    )
+    assert any("lora_" in n for n in trainable)
+    assert not any("language_model" in n and "lora_" not in n for n in trainable)
+    frozen_before = (
+        model.get_base_model().model.language_model.layers[0].self_attn.q_proj.base_layer.weight.clone()
+    )
+
+    # A reward that differs within each group on a random LM (its answers are never a colour): the
+    # completion's length. The point here is the VLM path, not the task.
+    def length_reward(completions, **kwargs):
+        return [float(len(c[0]["content"] if isinstance(c, list) else c)) for c in completions]
+
+    trainer = trl_path.build_trainer(
+        recipe,
+        model=model,
+        tokenizer=processor,
+        train_dataset=load_shapes(n=8),
+        reward_funcs=[length_reward],
+        output_dir=tmp_path,
+        max_steps=2,
+        device="cpu",
+        max_completion_length=4,
+        save_strategy="no",
+        report_to="none",
+        callbacks=[RecordGradients()],
+    )
+    assert trainer._is_vlm and trainer.processing_class is processor
+    trainer.train()
+    assert trainer.state.global_step == 2 and len(grad_norms) == 2
+    for norms in grad_norms:
+        assert set(norms) == {"vision_tower", "multi_modal_projector", "lora_"}
+        assert all(value > 0 for value in norms.values()), norms
+    frozen_after = model.get_base_model().model.language_model.layers[0].self_attn.q_proj.base_layer.weight
+    assert torch.equal(frozen_before, frozen_after)
+
+
+def test_text_only_models_refuse_image_rows_before_and_after_loading():
+    with pytest.raises(ValueError, match="text-only model.*--set model=smolvlm-cpu"):
+        check_model_takes_images("tiny")
+    with pytest.raises(ValueError, match="text-only model"):
+        check_model_takes_images("smollm2-135m-instruct")
+    check_model_takes_images(TINY_VLM)  # a VLM passes
+    _, tokenizer = load_model("tiny")
+    with pytest.raises(ValueError, match="text-only model"):
+        check_model_takes_images("some/hub-model", processing_class=tokenizer)
+
+
+def test_the_plan_refuses_images_on_a_text_model_and_off_the_trl_path(tmp_path):
+    with pytest.raises(ValueError, match="image column but 'tiny' is a text-only model"):
+        runs.plan_run("shapes-vlm-cpu", overrides={"model": "tiny", "loop": "trl"}, output_dir=tmp_path)
+    with pytest.raises(ValueError, match="standalone loop is text-only here. Use --loop trl"):
+        runs.plan_run("shapes-vlm-cpu", overrides={"model": TINY_VLM}, loop="standalone", output_dir=tmp_path)
+    plan = runs.plan_run("shapes-vlm-cpu", overrides={"model": TINY_VLM}, loop="trl", output_dir=tmp_path)
+    assert plan.loop == "trl"
+
+
+@pytest.mark.slow
+def test_smolvlm_cpu_keeps_smollm2s_text_logits_and_its_image_token_count():
+    language_model, _ = load_model("smollm2-135m-instruct")
+    model, processor = load_model("smolvlm-cpu")
+    ids = processor.tokenizer("The sky is", return_tensors="pt")
+    with torch.no_grad():
+        text_logits = language_model(**ids).logits  # (1, T, V)
+        vlm_logits = model(**ids).logits  # (1, T, V + 1): the <image> row added
+    assert torch.equal(text_logits, vlm_logits[..., : text_logits.shape[-1]])
+    inputs = _image_token_ids(processor, load_shapes(n=1)[0]["image"])
+    count = int((inputs["input_ids"] == model.config.image_token_index).sum())
+    assert count == model.config.image_seq_length == image_token_count(SMOLVLM_CPU_VISION) == 16
+
+
+def test_held_out_pictures_are_never_training_pictures_and_are_evaluated_with_their_images():
+    from grpo_kit.generation import Decoding, generate
+    from grpo_kit.runs.held_out import evaluate_held_out, held_out_rows, training_dataset, transfer_rows
+
+    recipe = get_recipe("shapes-vlm-cpu", model=TINY_VLM, dataset_size=16)
+    training = training_dataset(recipe)
+    trained_pixels = {row["image"].tobytes() for row in training}
+    rows = held_out_rows(recipe, 6, training=training)
+    transfer = transfer_rows(recipe, 3, training=training)
+    assert len(rows) == 6 and len(transfer) == 3
+    assert not {row["image"].tobytes() for row in rows + transfer} & trained_pixels
+    assert all(row["image"].getpixel((32, 32)) == (200, 200, 200) for row in transfer)  # corners, grey
+
+    model, processor = runs.load_model(recipe)
+    report = evaluate_held_out(recipe, model, processor, recipe.build_reward_funcs(), rows[:3])
+    again = evaluate_held_out(recipe, model, processor, recipe.build_reward_funcs(), rows[:3])
+    assert report.num_prompts == 3 and "accuracy" in report.per_prompt
+    assert report.completions == again.completions  # greedy: the same answers
+    assert all(0 < n <= recipe.training["max_completion_length"] for n in report.per_prompt["length"])
+
+    _, tokenizer = load_model("tiny")
+    with pytest.raises(ValueError, match="tokenizer, not a processor"):
+        generate(
+            model, tokenizer, [rows[0]["prompt"]], 1, Decoding(max_new_tokens=2), images=[rows[0]["image"]]
+        )
+
+
+def test_the_readme_command_trains_on_images_through_the_cli(tmp_path):
+    """The README's `grpo-kit train --recipe shapes-vlm-cpu --loop trl`, as written, on the tiny VLM for one step:
+    held-out accuracy before/after on pictures and on the pictures drawn differently, the adapter verified."""
+    import json
+    import shlex
+    from pathlib import Path
+
+    from grpo_kit.cli import main
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    line = next(
+        line for line in readme.splitlines() if line.startswith("grpo-kit train --recipe shapes-vlm-cpu")
+    )
+    argv = shlex.split(line.split("#", 1)[0])
+    assert argv == ["grpo-kit", "train", "--recipe", "shapes-vlm-cpu", "--loop", "trl"]
+    run = tmp_path / "run"
+    shrink = ["--set", f"model={TINY_VLM}", "--max-steps", "1", "--eval-prompts", "2", "--no-merge"]
+    assert main([*argv[1:], *shrink, "--output-dir", str(run)]) == 0
+    summary = json.loads((run / "run.json").read_text())
+    assert summary["steps"] == 1 and summary["evaluation"]["metric"] == "accuracy"
+    assert summary["transfer_evaluation"]["set"] == "shapes-transfer"
+    assert summary["transfer_evaluation"]["num_prompts"] == 2
+    assert (run / "report.md").is_file() and (run / "eval.json").is_file()
+
+
+def test_a_merged_vlm_export_reloads_as_a_vlm_and_is_verified(tmp_path):
+    from grpo_kit.export.hf import save_merged
+
+    model, processor = load_model(TINY_VLM)
+    report = save_merged(model, processor, tmp_path / "merged")
+    assert report.verified and (tmp_path / "merged" / "processor_config.json").is_file()
+    reloaded, reloaded_processor = load_model(
+        str(tmp_path / "merged")
+    )  # a folder with a vision_config: a VLM
+    assert type(reloaded).__name__ == "LlavaForConditionalGeneration" and reloaded_processor.image_processor
