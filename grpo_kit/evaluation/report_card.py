@@ -165,7 +165,7 @@ def render_report_md(
         *_metric_rows(comparisons),
     ]
     if hack_signs:
-        lines += ["", _hack_warning(hack_signs)]
+        lines += ["", _hack_warning(hack_signs, comparisons)]
     if measures:
         lines += ["", f"**What the metric measures.** {measures}"]
     lines += list(transfer_section)
@@ -199,10 +199,13 @@ def _metric_rows(comparisons: dict[str, Comparison]) -> list[str]:
     return lines
 
 
-def _hack_warning(hack_signs: Sequence[str]) -> str:
+def _hack_warning(hack_signs: Sequence[str], comparisons: dict[str, Comparison]) -> str:
+    from grpo_kit.evaluation.reward_hacking import collapse_warning
+
+    title, sentence = collapse_warning(hack_signs, (c.verdict for c in comparisons.values()))
     return (
-        f"**Reward hack suspected.** The reward improved while the answers collapsed: {'; '.join(hack_signs)}. "
-        'Read the answers below before believing an "improved" (grpo_kit.evaluation.reward_hacking: what each sign means).'
+        f"**{title}.** {sentence[0].upper()}{sentence[1:]}. Read the answers below before believing an "
+        '"improved" (grpo_kit.evaluation.reward_hacking: what each sign means).'
     )
 
 
@@ -238,7 +241,7 @@ def transfer_section_md(
         *_metric_rows(comparisons),
     ]
     if hack_signs:
-        lines += ["", _hack_warning(hack_signs)]
+        lines += ["", _hack_warning(hack_signs, comparisons)]
     return lines
 
 

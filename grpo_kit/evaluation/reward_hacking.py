@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = ["SUSPECTED", "collapse_signs", "flag_reward_hacking", "judge_headline"]
@@ -96,6 +96,16 @@ def flag_reward_hacking(
         for name, c in comparisons.items()
     }
     return flagged, signs
+
+
+def collapse_warning(signs: Sequence[str], verdicts: Iterable[str]) -> tuple[str, str]:
+    """(title, sentence) for a report: "Reward hack suspected" when a verdict was flagged (a metric improved
+    while the answers collapsed), else "The answers collapsed" (no metric improved with them), each naming the
+    signs."""
+    listed = "; ".join(signs)
+    if SUSPECTED in set(verdicts):
+        return "Reward hack suspected", f"the reward improved while the answers collapsed ({listed})"
+    return "The answers collapsed", f"no metric improved with them ({listed})"
 
 
 def judge_headline(before: Any, after: Any) -> tuple[Any, list[str]]:

@@ -205,7 +205,7 @@ def held_out_table(evaluation: Mapping[str, Any] | None) -> list[str]:
         "|---|---:|---:|---:|---|---|",
     ]
     lines += [_comparison_row(name, comparisons[name]) for name in names]
-    return lines + _hack_line(evaluation.get("reward_hack_signs"))
+    return lines + _hack_line(evaluation.get("reward_hack_signs"), comparisons)
 
 
 def transfer_headline(evaluation: Mapping[str, Any] | None) -> list[str]:
@@ -232,7 +232,7 @@ def transfer_headline(evaluation: Mapping[str, Any] | None) -> list[str]:
         "|---|---:|---:|---:|---|---|",
         _comparison_row(metric, c),
     ]
-    return lines + _hack_line(transfer.get("reward_hack_signs"))
+    return lines + _hack_line(transfer.get("reward_hack_signs"), comparisons)
 
 
 def _comparison_row(name: str, c: Mapping[str, Any]) -> str:
@@ -242,11 +242,13 @@ def _comparison_row(name: str, c: Mapping[str, Any]) -> str:
     )
 
 
-def _hack_line(signs: Sequence[str] | None) -> list[str]:
+def _hack_line(signs: Sequence[str] | None, comparisons: Mapping[str, Any]) -> list[str]:
     if not signs:
         return []
-    text = _cell("; ".join(signs))
-    return ["", f"**Reward hack suspected**: the reward improved while the answers collapsed ({text})."]
+    from grpo_kit.evaluation.reward_hacking import collapse_warning
+
+    title, sentence = collapse_warning(signs, (c.get("verdict") for c in comparisons.values()))
+    return ["", f"**{title}**: {_cell(sentence)}."]
 
 
 def build_model_card(

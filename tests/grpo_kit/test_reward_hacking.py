@@ -106,3 +106,18 @@ def test_judge_headline_states_what_the_report_card_states(tmp_path):
         _length_eval([p[:100] for p in POSTS]), _length_eval([p[:50] for p in POSTS])
     )
     assert comparison.verdict == "improved" and signs == []
+
+
+def test_a_collapse_with_a_falling_reward_is_not_called_a_reward_that_improved(tmp_path):
+    # answers of about 50 characters collapse to one word: the length error grows (the reward falls), and the
+    # card must say the answers collapsed without claiming the reward improved (shapes-vlm-cpu's report.md did)
+    before = _length_eval([p[:50] for p in POSTS])
+    after = _length_eval(["the"] * 8)
+    signs = collapse_signs(before, after)
+    assert signs
+    paths = write_report_card(tmp_path, before, after, n_boot=500)
+    data = json.loads(paths["eval.json"].read_text())
+    assert SUSPECTED not in {c["verdict"] for c in data["comparisons"].values()}
+    md = paths["report.md"].read_text()
+    assert "**The answers collapsed.** No metric improved with them" in md
+    assert "reward improved" not in md
