@@ -155,10 +155,10 @@ def _path_config(recipe: Recipe, loop: str, output_dir: Path, resume: Any):
     from grpo_kit.path_settings import check_path_settings
 
     if loop == "standalone":
-        if recipe.quantization:
+        if recipe.quantization == "8bit":
             raise ValueError(
-                f"recipe {recipe.name!r} uses {recipe.quantization} quantization, which the standalone "
-                "loop does not do; use --loop trl (QLoRA) or --loop unsloth on a GPU."
+                f"recipe {recipe.name!r} uses 8bit quantization, which the standalone loop does not do (it "
+                "takes quantization=4bit, QLoRA); use --loop trl."
             )
         if recipe.tools:
             raise ValueError(
