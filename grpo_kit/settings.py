@@ -12,7 +12,8 @@ Who calls what (each before any model loads):
   runs it, ``check_cispo_cap`` and ``warn_sequence_level_sums`` too. The loss defaults are
   ``losses.validation.LossSettings``'; :data:`GRPO_DEFAULTS` reads them from there.
 * ``check_training_fields`` (retired and misspelled GRPOConfig names), ``check_precision`` (bf16/fp16,
-  QLoRA, 8-bit optimizers, vLLM against the hardware), ``check_report_to`` and ``check_reward_funcs``
+  vLLM against the hardware; QLoRA and 8-bit optimizers against the installed bitsandbytes, which runs them
+  on CPU too), ``check_report_to`` and ``check_reward_funcs``
   (``rewards.check_reward_funcs``: uncalled reward factories, missing ``**kwargs``) – the TRL and Unsloth
   paths call them; the loop needs only the last.
 
