@@ -54,7 +54,7 @@ def tracked_lines() -> dict[str, str]:
 def test_the_pattern_finds_the_claims_this_issue_removed():
     old = {
         "a:1": '"4-bit quantization (QLoRA) uses bitsandbytes, which needs a CUDA GPU, and no GPU is visible."',
-        "b:2": "    quantization: None, \"4bit\" (QLoRA, bitsandbytes NF4) or \"8bit\". Needs CUDA.",
+        "b:2": '    quantization: None, "4bit" (QLoRA, bitsandbytes NF4) or "8bit". Needs CUDA.',
         "c:3": "plain LoRA in float32 (no 4-bit: bitsandbytes needs CUDA),",
         "d:4": 'f"optim={optim!r} is a bitsandbytes optimizer and needs a CUDA GPU; on CPU set "',
         "e:5": "QLoRA through a ``BitsAndBytesConfig``, CUDA only), LoRA through ``peft_config``",
