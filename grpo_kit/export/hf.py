@@ -188,7 +188,9 @@ def save_merged(
 
     Verification: the saved directory is reloaded with ``AutoModelForCausalLM.from_pretrained`` (in
     float32, as it would be loaded on a CPU for chatting) and must give the same greedy tokens as
-    ``model``, up to near-ties for 16-bit rounding (:mod:`grpo_kit.export.verify`).
+    ``model``, up to near-ties for 16-bit rounding (:mod:`grpo_kit.export.verify`). A QLoRA ``model`` (4-bit
+    base) is merged onto its 16-bit base instead (:func:`full_precision_twin`, module doc) and verified
+    against that base + adapter.
     """
     import torch
 
