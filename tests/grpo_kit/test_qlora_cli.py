@@ -9,6 +9,8 @@ merged export is a plain 16-bit model (merged onto the 16-bit base: no quantizat
 from __future__ import annotations
 
 import json
+import shlex
+from pathlib import Path
 
 import pytest
 
@@ -17,11 +19,21 @@ from grpo_kit.cli import main
 pytestmark = pytest.mark.xdist_group("cli")
 bnb = pytest.importorskip("bitsandbytes")
 
-QLORA = ["--set", "model=tiny", "--set", "quantization=4bit", "--samples", "2", "--eval-prompts", "2"]
+# appended to the README's lines: the tiny model, a short run (the last --max-steps/--eval-prompts wins)
+TINY = ["--set", "model=tiny", "--samples", "2", "--eval-prompts", "2"]
 
 
-def _train(folder, *args) -> int:
-    return main(["train", *QLORA, *args, "--output-dir", str(folder)])
+def _readme_command(prefix: str) -> list[str]:
+    """The README's command line that starts with ``prefix``, exactly as written (comment removed)."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    line = next(line for line in readme.splitlines() if line.startswith(prefix))
+    return shlex.split(line.split("#", 1)[0])
+
+
+def _train(folder, readme_line: str, *args) -> int:
+    argv = _readme_command(readme_line)
+    assert argv[:2] == ["grpo-kit", "train"] and "quantization=4bit" in argv
+    return main([*argv[1:], *TINY, *args, "--output-dir", str(folder)])
 
 
 def _check_qlora_run(folder, loop: str, steps: int) -> dict:
@@ -49,7 +61,7 @@ def _check_qlora_run(folder, loop: str, steps: int) -> dict:
 
 def test_qlora_on_the_trl_path_trains_evaluates_and_exports_merged(tmp_path):
     folder = tmp_path / "run"
-    assert _train(folder, "--loop", "trl", "--max-steps", "2") == 0
+    assert _train(folder, "grpo-kit train --set quantization=4bit --loop trl", "--max-steps", "2") == 0
     _check_qlora_run(folder, "trl", 2)
     # the run folder reloads as it trained: the adapter on the 4-bit base
     from grpo_kit.runs.folder import TrainedModel
@@ -62,7 +74,7 @@ def test_qlora_on_the_standalone_loop_samples_and_scores_through_linear4bit(tmp_
     """The loop's sampler leaves peft's bitsandbytes LoRA layers unmerged (only plain ``nn.Linear`` is
     packed for oneDNN) and its log-probs are an ordinary forward: both work on ``Linear4bit``."""
     folder = tmp_path / "run"
-    assert _train(folder, "--max-steps", "1") == 0
+    assert _train(folder, "grpo-kit train --set quantization=4bit --max-steps", "--max-steps", "1") == 0
     _check_qlora_run(folder, "standalone", 1)
 
 
