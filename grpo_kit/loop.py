@@ -13,9 +13,8 @@
    backward; then gradient clipping, optimizer and scheduler step; an optimizer step that leaves a trainable
    weight NaN/inf is undone and counted as a bad step (``RunContext.optimizer_step_kept``).
 
-Steps 1-5 make a ``Rollout``; with ``num_iterations = μ > 1`` it is reused for μ optimizer steps. The
-bookkeeping around the steps (resume, Ctrl-C, checkpoints, progress, metrics) is ``grpo_kit.run_context``;
-its settings are ``grpo_kit.loop_config.GRPOLoopConfig``.
+Steps 1-5 make a ``Rollout``, reused for μ optimizer steps when ``num_iterations = μ > 1``. Bookkeeping (resume,
+Ctrl-C, checkpoints, progress, metrics): ``grpo_kit.run_context``; settings: ``grpo_kit.loop_config.GRPOLoopConfig``.
 
 What this loop simplifies compared with TRL's GRPOTrainer:
 
@@ -34,9 +33,10 @@ What this loop simplifies compared with TRL's GRPOTrainer:
   (``per_token_logps_grouped``); the summed gradient is TRL's for every loss type except ``bnpo`` (its token
   count depends on the split); under LoRA dropout the draws are other random numbers than TRL's;
 * sampling: one prefill per prompt, LoRA merged into the weights (on CPU packed for oneDNN), no dropout: the
-  same distribution as ``generate`` up to float rounding, other random numbers (tests/grpo_kit/test_sampling.py,
-  a chi-square test);
+  same distribution as ``generate`` up to float rounding, other random numbers (test_sampling.py, chi-square);
   on the same completions two optimizer steps give TRL's weights to 1e-5 (tests/grpo_kit/test_step_parity.py);
+* QLoRA (``quantization="4bit"``, bitsandbytes NF4, CPU too) trains here as it is: peft's ``Linear4bit`` LoRA
+  layers are sampled unmerged and unpacked, log-probs are a plain forward (test_qlora_cli.py); 8-bit: --loop trl;
 * guided sampling, which TRL does not have (its paths refuse it): a row with a ``sampling_prompt`` column
   (``datasets_prep.SAMPLING_PROMPT``; gsm8k's ``worked_example_guides``) is sampled from that prompt and the
   update scores the completions under ``prompt``, with no importance weight for the change of prompt. Those

@@ -143,7 +143,8 @@ class Recipe:
         refused, since shuffling would silently undo it.
     rewards: the reward functions and their weights, in order.
     lora: the LoRA adapter, or None for full fine-tuning.
-    quantization: None, "4bit" (QLoRA, bitsandbytes NF4) or "8bit".
+    quantization: None, "4bit" (QLoRA, bitsandbytes NF4; CPU or CUDA, either loop) or "8bit" (--loop trl).
+        Needs bitsandbytes (``grpo-kit[qlora]``).
     unsloth: settings only the Unsloth path reads.
     training: GRPOConfig fields (TRL names). ``output_dir`` is chosen by the caller, not here.
     eval_prompts: held-out prompts evaluated before and after every run (``grpo_kit.evaluation``, greedy,
@@ -404,8 +405,9 @@ _GSM8K_CPU_TRAINING = {
 _SMOLTLDR_DESCRIPTION = (
     "Course 12.5: teach SmolLM2-135M-Instruct to write ~50-character TL;DR summaries of Reddit posts "
     "with a single length reward (-|50 - len(completion)|), LoRA r=16 on all linear layers. "
-    "The course's max_prompt_length=512 is gone from TRL 1.x and its optim='adamw_8bit' needs a GPU, "
-    "so this recipe uses adamw_torch and runs anywhere (slowly on CPU; see smoltldr-length-small)."
+    "The course's max_prompt_length=512 is gone from TRL 1.x and its optim='adamw_8bit' needs bitsandbytes "
+    "and the TRL path, so this recipe uses adamw_torch and runs on either loop, anywhere (slowly on CPU; see "
+    "smoltldr-length-small)."
 )
 
 _RECIPE_LIST = [

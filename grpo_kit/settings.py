@@ -12,7 +12,8 @@ Who calls what (each before any model loads):
   runs it, ``check_cispo_cap`` and ``warn_sequence_level_sums`` too. The loss defaults are
   ``losses.validation.LossSettings``'; :data:`GRPO_DEFAULTS` reads them from there.
 * ``check_training_fields`` (retired and misspelled GRPOConfig names), ``check_precision`` (bf16/fp16,
-  QLoRA, 8-bit optimizers, vLLM against the hardware), ``check_report_to`` and ``check_reward_funcs``
+  vLLM against the hardware; QLoRA and 8-bit optimizers against the installed bitsandbytes, which runs them
+  on CPU too), ``check_report_to`` and ``check_reward_funcs``
   (``rewards.check_reward_funcs``: uncalled reward factories, missing ``**kwargs``) – the TRL and Unsloth
   paths call them; the loop needs only the last.
 
@@ -407,28 +408,16 @@ def check_precision(
 ) -> None:
     """What the hardware (``grpo_kit.hardware.Precision``) can run: bf16/fp16, QLoRA, 8-bit optimizers, vLLM."""
     on_cuda = precision.device == "cuda"
-    if quantization is not None and not on_cuda:
-        raise RuntimeError(
-            f"recipe {recipe_name!r} loads the model in {quantization} (QLoRA, bitsandbytes), which needs a "
-            "CUDA GPU. On this machine pass quantization=None (plain LoRA in fp32)"
-            + (" or use the CPU-sized recipe 'gsm8k-cpu'." if recipe_name == "gsm8k-unsloth" else ".")
-        )
+    # bitsandbytes 0.50.2 runs 4-bit and 8-bit loading and its 8-bit/paged optimizers on CPU too (its CPU
+    # backend; README.md "QLoRA on CPU"): nothing here depends on the device, only on the package.
     if quantization is not None and importlib.util.find_spec("bitsandbytes") is None:
-        raise ImportError(
-            "QLoRA needs bitsandbytes: `pip install 'grpo-kit[unsloth]'` (bitsandbytes==0.50.2)."
-        )
+        raise ImportError("QLoRA needs bitsandbytes: `pip install 'grpo-kit[qlora]'` (bitsandbytes==0.50.2).")
     optim = training.get("optim")
-    if optim is not None and _needs_bitsandbytes(optim):
-        if not on_cuda:
-            raise RuntimeError(
-                f"optim={optim!r} is a bitsandbytes optimizer and needs a CUDA GPU; on CPU set "
-                "optim='adamw_torch'."
-            )
-        if importlib.util.find_spec("bitsandbytes") is None:
-            raise ImportError(
-                f"optim={optim!r} needs bitsandbytes: `pip install bitsandbytes==0.50.2`, "
-                "or set optim='adamw_torch'."
-            )
+    if optim is not None and _needs_bitsandbytes(optim) and importlib.util.find_spec("bitsandbytes") is None:
+        raise ImportError(
+            f"optim={optim!r} needs bitsandbytes: `pip install 'grpo-kit[qlora]'` (bitsandbytes==0.50.2), "
+            "or set optim='adamw_torch'."
+        )
     if training.get("bf16") and on_cuda and not precision.bf16:
         raise ValueError(f"bf16=True on this GPU emulates bf16 ({precision.reason}) Set fp16=True instead.")
     if training.get("bf16") and precision.device == "cpu":

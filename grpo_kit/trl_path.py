@@ -7,7 +7,8 @@
 The trainer is assembled by ``grpo_kit.trainer_builder`` (shared with the Unsloth path); this module is
 the TRL *backend*: how the model is loaded (``grpo_kit.models.load_model`` in the precision
 ``grpo_kit.hardware`` picks: bf16 only on compute capability >= 8, fp16 on older GPUs, fp32 on CPU;
-QLoRA through a ``BitsAndBytesConfig``, CUDA only), LoRA through ``peft_config``, the hardware checks
+QLoRA through a ``BitsAndBytesConfig``, on CUDA or bitsandbytes' CPU backend), LoRA through ``peft_config``,
+the hardware checks
 (``grpo_kit.settings.check_precision``), vLLM ``colocate`` / ``server`` pass-through, and a plain-torch
 log-prob kernel where TRL has no Triton. Every configuration rule lives in ``grpo_kit.settings`` and
 runs before the model loader is called. Ctrl-C finishes the step and saves a checkpoint that

@@ -296,3 +296,12 @@ def test_no_deprecated_server_command_remains_in_the_repository():
         if (ROOT / name).is_file() and deprecated in (ROOT / name).read_text(errors="ignore")
     ]
     assert found == []
+
+
+def test_qlora_extra_pins_the_bitsandbytes_of_the_unsloth_extra_and_of_constraints():
+    """`grpo-kit[qlora]` (4-bit QLoRA on CPU or CUDA, in dev too) and the Unsloth path use one bitsandbytes."""
+    extras = _extras()
+    assert "grpo-kit[train]" in extras["qlora"] and "grpo-kit[train,qlora,notebooks,logging]" in extras["dev"]
+    qlora = _exact_pins(extras["qlora"])
+    assert qlora == {"bitsandbytes": _exact_pins(extras["unsloth"])["bitsandbytes"]}
+    assert _constraints()["bitsandbytes"] == qlora["bitsandbytes"]

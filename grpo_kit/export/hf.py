@@ -12,6 +12,13 @@ The target folder is empty before the export (a folder holding someone else's fi
 
 The training model is never changed: merging happens on a deep copy (``merge_and_unload`` on the
 model itself would fold the adapter into the base weights and leave nothing to keep training).
+
+A QLoRA model (a bitsandbytes 4-bit base under the adapter) is merged onto the **16-bit base**, not into the
+4-bit weights: the base is read again in fp32 from the folder it was loaded from (``config._name_or_path``),
+the trained adapter's weights are put on it, and that is merged and saved (what QLoRA's authors and Unsloth
+do; merging into NF4 would round the merged weights to 4 bits, and a 4-bit base cannot be cast to 16 bits).
+Verification then compares the export with that fp32 base + adapter, the model the export is; how often its
+greedy tokens agree with the 4-bit model's is recorded beside it (``details["greedy_vs_quantized"]``).
 """
 
 from __future__ import annotations
@@ -87,6 +94,41 @@ def _strip_quantizer_state(model: Any) -> None:
             strip_gguf_quantizer(model)
 
 
+def _is_quantized(model: Any) -> bool:
+    """True when the model's base was loaded 4- or 8-bit by bitsandbytes."""
+    base = model.get_base_model() if is_peft_model(model) else model
+    return bool(getattr(base, "is_loaded_in_4bit", False) or getattr(base, "is_loaded_in_8bit", False))
+
+
+def full_precision_twin(model: Any) -> Any:
+    """For a model with a bitsandbytes-quantized base: the same model with its base read again in fp32 from
+    the folder it was loaded from, and the adapter's trained weights (PEFT's state dict) on it, on CPU.
+    Raises a ``ValueError`` naming the fix when that folder is gone."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    base = model.get_base_model() if is_peft_model(model) else model
+    source = getattr(base.config, "_name_or_path", "")
+    if not source or not os.path.isfile(os.path.join(source, "config.json")):
+        raise ValueError(
+            f"the 4-bit model's 16-bit base is needed to merge onto, and {source!r} is not a model folder; "
+            "export from the run folder instead: `grpo-kit export RUN --base <the base model>`."
+        )
+    full = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32, local_files_only=True)
+    for name in ("bos_token_id", "eos_token_id", "pad_token_id"):  # as load_model fixed them on the original
+        setattr(full.config, name, getattr(base.config, name, None))
+    full.generation_config = copy.deepcopy(base.generation_config)
+    if not is_peft_model(model):
+        return full
+    from peft import get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
+
+    name = model.active_adapter
+    twin = get_peft_model(full, copy.deepcopy(model.peft_config[name]), adapter_name=name)
+    state = {k: v.detach().to("cpu", torch.float32) for k, v in get_peft_model_state_dict(model).items()}
+    set_peft_model_state_dict(twin, state, adapter_name=name)
+    return twin
+
+
 def save_adapter(
     model: Any, tokenizer: Any, out_dir: str | os.PathLike, *, verify: bool = True, overwrite: bool = False
 ) -> ExportReport:
@@ -146,13 +188,18 @@ def save_merged(
 
     Verification: the saved directory is reloaded with ``AutoModelForCausalLM.from_pretrained`` (in
     float32, as it would be loaded on a CPU for chatting) and must give the same greedy tokens as
-    ``model``, up to near-ties for 16-bit rounding (:mod:`grpo_kit.export.verify`).
+    ``model``, up to near-ties for 16-bit rounding (:mod:`grpo_kit.export.verify`). A QLoRA ``model`` (4-bit
+    base) is merged onto its 16-bit base instead (:func:`full_precision_twin`, module doc) and verified
+    against that base + adapter.
     """
     import torch
 
     torch_dtype = getattr(torch, _check_dtype(dtype))
     check_weights_finite(model, f"exporting the merged model to {out_dir}", trainable_only=False)
     was_training = model.training
+    quantized = model if _is_quantized(model) else None
+    if quantized is not None:  # merge onto the 16-bit base, never into the 4-bit weights (module doc)
+        model = full_precision_twin(quantized)
     merged = copy.deepcopy(model)
     if is_peft_model(merged):
         merged = merged.merge_and_unload()
@@ -185,8 +232,16 @@ def save_merged(
         try:
             tol = TIE_TOLERANCE["float32" if torch_dtype == torch.float32 else "16bit"]
             comparison = compare_greedy(model, reloaded, ids, tie_tolerance=tol)
+            if quantized is not None:
+                quantized.eval()
+                details["merged_onto"] = "the 16-bit base (fp32, re-read), not the 4-bit weights"
+                details["greedy_vs_quantized"] = compare_greedy(
+                    quantized, reloaded, ids, tie_tolerance=tol
+                ).as_dict()
         finally:
             model.train(was_training)
+            if quantized is not None:
+                quantized.train(was_training)
         details["greedy"] = comparison.as_dict()
         details["file_problems"] = check_export_files(out)
         verified = comparison.passed and not details["file_problems"]

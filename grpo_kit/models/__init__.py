@@ -2,8 +2,9 @@
 
 * :func:`load_model` -- alias ``smollm2-135m-instruct`` (:data:`DEFAULT_MODEL`, the embedded
   default), a ``.gguf`` file, a local directory or a Hub id; LoRA (peft) and 4-bit QLoRA
-  (bitsandbytes, CUDA only) options; every argument checked before any weights are read;
+  (bitsandbytes NF4, on CPU or CUDA) options; every argument checked before any weights are read;
   ``seed=`` makes the LoRA init reproducible (:func:`add_lora`).
+* :func:`quantization_record` -- what a bitsandbytes-quantized model was loaded as (for run.json).
 * :func:`load_tokenizer` -- the tokenizer ``load_model`` returns, without reading the weights.
 * :func:`check_model_source` -- the cheap pre-load check (path exists, is a model folder or a GGUF
   file with the GGUF magic bytes; aliases and Hub ids pass), for callers that check before creating
@@ -34,7 +35,14 @@ from grpo_kit.models.embedded import (
     smollm2_tokenizer,
 )
 from grpo_kit.models.gguf import gguf_to_hf_dir, gguf_tokenizer_dir, strip_gguf_quantizer
-from grpo_kit.models.loading import TINY_MODEL, check_model_source, load_model, load_tokenizer, resolve_model
+from grpo_kit.models.loading import (
+    TINY_MODEL,
+    check_model_source,
+    load_model,
+    load_tokenizer,
+    quantization_record,
+    resolve_model,
+)
 from grpo_kit.models.lora import add_lora, check_lora
 from grpo_kit.models.tiny import tiny_model
 from grpo_kit.models.tokenizer import CHATML_TEMPLATE, prepare_tokenizer
@@ -59,6 +67,7 @@ __all__ = [
     "load_model",
     "load_tokenizer",
     "prepare_tokenizer",
+    "quantization_record",
     "resolve_model",
     "smollm2_tokenizer",
     "strip_gguf_quantizer",

@@ -43,7 +43,7 @@ from grpo_kit.models.vlm import VLM_NAMES, is_vlm_folder, load_vlm
 TINY_MODEL = "tiny"
 
 _HUB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_QUANTIZATION_NAMES = ("4bit",)
+_QUANTIZATION_NAMES = ("4bit", "8bit")
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 
 
@@ -71,39 +71,89 @@ def _check_dtype(dtype):
     raise ValueError(f"dtype={dtype!r} is not understood; use a torch.dtype or one of {sorted(names)}.")
 
 
-def _check_quantization(quantization):
-    """None, "4bit" or a transformers BitsAndBytesConfig; CUDA is required before anything loads."""
+def _check_quantization(quantization, compute_dtype=None):
+    """None, "4bit" or a transformers ``BitsAndBytesConfig`` -> the config to load with (None: no quantization).
+
+    "4bit" is QLoRA's NF4 with double quantization (Dettmers et al. 2023, "QLoRA"). bitsandbytes 0.50 runs it
+    on a CUDA GPU and on CPU (its CPU backend: ``Linear4bit`` layers, dequantised block by block in each
+    matmul). Compute dtype: ``compute_dtype`` when given, else bf16 on a GPU with compute capability >= 8,
+    fp16 on older GPUs, fp32 on CPU (``grpo_kit.hardware``'s precision rule).
+    """
     if quantization is None:
         return None
     from transformers import BitsAndBytesConfig
 
     if not (isinstance(quantization, BitsAndBytesConfig) or quantization in _QUANTIZATION_NAMES):
         raise ValueError(
-            f'quantization={quantization!r} is not supported; use None, "4bit" (QLoRA, CUDA only) '
-            f"or a transformers.BitsAndBytesConfig."
-        )
-    import torch
-
-    if not torch.cuda.is_available():
-        raise ValueError(
-            "4-bit quantization (QLoRA) uses bitsandbytes, which needs a CUDA GPU, and no GPU is visible. "
-            "On CPU load the model with quantization=None (plain LoRA still works: lora={'r': 16}), "
-            "or run on a GPU machine."
+            f'quantization={quantization!r} is not supported; use None, "4bit" (QLoRA: bitsandbytes NF4, '
+            f'CPU or CUDA), "8bit" or a transformers.BitsAndBytesConfig.'
         )
     if importlib.util.find_spec("bitsandbytes") is None:
         raise ImportError(
-            "quantization needs bitsandbytes: `pip install bitsandbytes==0.50.2` "
-            "(or install grpo-kit[unsloth])."
+            "quantization needs bitsandbytes: `pip install 'grpo-kit[qlora]'` (bitsandbytes==0.50.2)."
         )
     if isinstance(quantization, BitsAndBytesConfig):
         return quantization
-    compute = torch.bfloat16 if torch.cuda.get_device_capability()[0] >= 8 else torch.float16
+    if quantization == "8bit":  # LLM.int8() (Dettmers et al. 2022); on CPU bitsandbytes computes it in fp16
+        return BitsAndBytesConfig(load_in_8bit=True)
+    import torch
+
+    if compute_dtype is None:
+        if torch.cuda.is_available():
+            major = torch.cuda.get_device_capability()[0]
+            compute_dtype = torch.bfloat16 if major >= 8 else torch.float16
+        else:
+            compute_dtype = torch.float32
     return BitsAndBytesConfig(
         load_in_4bit=True,
         bnb_4bit_quant_type="nf4",
         bnb_4bit_use_double_quant=True,
-        bnb_4bit_compute_dtype=compute,
+        bnb_4bit_compute_dtype=compute_dtype,
     )
+
+
+def quantization_record(model) -> dict[str, Any] | None:
+    """What a bitsandbytes-quantized ``model`` (PEFT-wrapped or not) was loaded as, for run.json: quantization
+    ("4bit" | "8bit"), quant type, compute dtype, double quantization, how many linear layers are
+    ``bnb.nn.Linear4bit``, the device, the bitsandbytes version. None for a model that is not quantized."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    config = getattr(getattr(base, "config", None), "quantization_config", None)
+    if config is None or not hasattr(config, "load_in_4bit"):  # e.g. a GGUF quantizer's leftovers
+        return None
+    if isinstance(config, dict):  # pragma: no cover - transformers keeps the object on a loaded model
+        from transformers import BitsAndBytesConfig
+
+        config = BitsAndBytesConfig.from_dict(config)
+    import importlib.metadata
+
+    import bitsandbytes as bnb
+
+    layers = [m for m in base.modules() if isinstance(m, (bnb.nn.Linear4bit, bnb.nn.Linear8bitLt))]
+    compute = config.bnb_4bit_compute_dtype
+    return {
+        "quantization": "4bit" if config.load_in_4bit else "8bit",
+        "quant_type": config.bnb_4bit_quant_type if config.load_in_4bit else "int8",
+        "compute_dtype": str(compute).removeprefix("torch.") if compute is not None else None,
+        "double_quant": bool(config.bnb_4bit_use_double_quant) if config.load_in_4bit else False,
+        "quantized_layers": len(layers),
+        "layer_type": type(layers[0]).__name__ if layers else None,
+        "device": str(next(base.parameters()).device),
+        "bitsandbytes": importlib.metadata.version("bitsandbytes"),
+    }
+
+
+def _tiny_model_dir() -> Path:
+    """The random test model (seed 0) saved once in the cache, so that it loads like a folder (4-bit included)."""
+    import transformers
+
+    from grpo_kit.models.cache import atomic_build, cache_dir
+
+    def build(tmp: Path) -> None:
+        model, tokenizer = tiny_model(seed=0)
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+
+    return atomic_build(cache_dir() / "tiny-model" / f"transformers-{transformers.__version__}", build)
 
 
 # --------------------------------------------------------------------------- resolution
@@ -267,12 +317,15 @@ def load_model(
 
     Args:
         name_or_path: alias (``"smollm2-135m-instruct"``), local directory, ``.gguf`` file, Hub id, or
-            ``"tiny"`` (the random test model, weights seed 0; ``dtype`` and ``quantization`` do not apply).
+            ``"tiny"`` (the random test model, weights seed 0; ``dtype`` does not apply; with
+            ``quantization`` it is saved once in the cache and loaded from there in 4-bit).
         dtype: torch dtype or name (``"float32"``, ``"bfloat16"``, ``"auto"``); default float32
-            (with ``quantization``: the 4-bit compute dtype, bf16 on compute capability >= 8, else fp16).
+            (with ``quantization``: also the 4-bit compute dtype; default bf16 on a GPU with compute
+            capability >= 8, fp16 on older GPUs, fp32 on CPU).
         lora: ``None``, a ``peft.LoraConfig``, or a dict of its fields
             (defaults r=16, lora_alpha=32, lora_dropout=0.05, target_modules="all-linear").
-        quantization: ``None``, ``"4bit"`` (NF4 QLoRA) or a ``BitsAndBytesConfig``; needs CUDA.
+        quantization: ``None``, ``"4bit"`` (NF4 QLoRA through bitsandbytes, on CPU or CUDA) or a
+            ``BitsAndBytesConfig``; needs bitsandbytes (``grpo-kit[qlora]``).
         seed: seeds the LoRA adapter's random init (:func:`add_lora`): the same seed, the same adapter.
             Pass the run's training seed; ``None`` draws from torch's global generator.
 
@@ -283,17 +336,20 @@ def load_model(
         raise TypeError(f"seed must be an int or None; got {seed!r}.")
     torch_dtype = _check_dtype(dtype)
     lora_config = check_lora(lora)
+    bnb_config = _check_quantization(quantization, None if dtype in (None, "auto") else torch_dtype)
     if check_model_source(name_or_path) == "tiny":
-        model, tokenizer = tiny_model(seed=0)  # the same random weights wherever "tiny" is named
-        return (model if lora_config is None else add_lora(model, lora_config, seed=seed)), tokenizer
-    if check_model_source(name_or_path) == "vlm" or is_vlm_folder(name_or_path):
+        if bnb_config is None:
+            model, tokenizer = tiny_model(seed=0)  # the same random weights wherever "tiny" is named
+            return (model if lora_config is None else add_lora(model, lora_config, seed=seed)), tokenizer
+        source, local_only = str(_tiny_model_dir()), True
+    elif check_model_source(name_or_path) == "vlm" or is_vlm_folder(name_or_path):
         if quantization is not None:
             raise ValueError(
                 "quantization is not supported for vision-language models here; pass quantization=None."
             )
         return load_vlm(os.fspath(name_or_path), dtype=torch_dtype, lora=lora, seed=seed)
-    bnb_config = _check_quantization(quantization)
-    source, local_only = resolve_model(name_or_path)
+    else:
+        source, local_only = resolve_model(name_or_path)
 
     from transformers import AutoModelForCausalLM
 
@@ -302,8 +358,12 @@ def load_model(
     if bnb_config is not None:
         kwargs["quantization_config"] = bnb_config
         kwargs["dtype"] = torch_dtype if dtype is not None else bnb_config.bnb_4bit_compute_dtype
-        # Each process of a DDP run (torchrun/accelerate set LOCAL_RANK) puts its 4-bit copy on its own GPU.
-        kwargs["device_map"] = {"": int(os.environ.get("LOCAL_RANK", "0"))}
+        # Each process of a DDP run (torchrun/accelerate set LOCAL_RANK) puts its 4-bit copy on its own GPU;
+        # without CUDA the weights go to bitsandbytes' CPU backend.
+        import torch
+
+        on_gpu = torch.cuda.is_available()
+        kwargs["device_map"] = {"": int(os.environ.get("LOCAL_RANK", "0")) if on_gpu else "cpu"}
     else:
         kwargs["dtype"] = torch_dtype
     model = AutoModelForCausalLM.from_pretrained(source, **kwargs)

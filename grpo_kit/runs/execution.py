@@ -8,6 +8,11 @@ the same ``evaluate_held_out``: its own table in
 the report card and ``run.json["transfer_evaluation"]`` (the same fields as ``"evaluation"``, plus ``set``,
 ``label`` and ``description``: which set, and how it is asked, e.g. without the worked example). Evaluation off (``eval_prompts=0``) turns it off too.
 
+A QLoRA recipe (``quantization="4bit"``) trains on a bitsandbytes NF4 base on either path, CPU included;
+``run.json["quantization"]`` records what was loaded (``grpo_kit.models.quantization_record``: quant type,
+compute dtype, how many layers are ``Linear4bit``, device, bitsandbytes version) and the merged export is
+built on the 16-bit base (``grpo_kit.export.save_merged``).
+
     outcome = execute(plan_run("smoltldr-length-small", overrides={"model": "tiny"}, max_steps=3))
 
 Two hooks are reserved for the preflight and evaluation rooms: ``execute(plan, preflight=fn, evaluate=fn)``
@@ -439,6 +444,12 @@ def execute(
         from grpo_kit import unsloth_path
 
         summary["unsloth"] = unsloth_path.load_facts(model)
+    if (
+        recipe.quantization is not None
+    ):  # what was loaded, not what was asked: Linear4bit layers, device, versions
+        from grpo_kit.models import quantization_record
+
+        summary["quantization"] = quantization_record(model)
     if checks is not None:
         summary["preflight"] = checks
     if evaluation is not None:

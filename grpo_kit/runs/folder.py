@@ -305,9 +305,17 @@ class TrainedModel:
             where = f"the model in {self.source}"
         raise ValueError(f"cannot tell which base model {where} belongs to; pass --base MODEL.")
 
+    def quantization(self) -> str | None:
+        """How the run's base was quantized while it trained (run.json ``quantization``: "4bit" for QLoRA), so
+        that the adapter is evaluated on the base it was trained on; None for a plain LoRA run."""
+        record = self.run.summary().get("quantization") if self.run is not None else None
+        return record.get("quantization") if isinstance(record, dict) else None
+
     def load(self, base: str | None = None) -> tuple[Any, Any]:
         """``(model, tokenizer)``: the base model with the adapter (tokenizer from the adapter folder), or the
-        model folder. ``base`` names the base model when nothing in the folders does."""
+        model folder. ``base`` names the base model when nothing in the folders does. A QLoRA run's adapter
+        goes onto its base loaded 4-bit again, as it trained (``grpo_kit.export.save_merged`` still merges it
+        onto the 16-bit base)."""
         from grpo_kit.models import load_model
 
         if self.adapter_dir is None:
@@ -317,7 +325,7 @@ class TrainedModel:
 
         from grpo_kit.models import prepare_tokenizer
 
-        model, _ = load_model(self.base_model_name(base))
+        model, _ = load_model(self.base_model_name(base), quantization=self.quantization())
         tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(self.adapter_dir))
         return PeftModel.from_pretrained(model, self.adapter_dir), tokenizer
 

@@ -156,10 +156,16 @@ def _path_config(recipe: Recipe, loop: str, output_dir: Path, resume: Any):
     from grpo_kit.path_settings import check_path_settings
 
     if loop == "standalone":
-        if recipe.quantization:
+        if recipe.training.get(
+            "bf16"
+        ):  # emulated bf16 is slower than fp32: refused here, before the model loads
+            from grpo_kit.hardware import cuda_available, require_native_bf16
+
+            require_native_bf16("cuda" if cuda_available() else "cpu")
+        if recipe.quantization == "8bit":
             raise ValueError(
-                f"recipe {recipe.name!r} uses {recipe.quantization} quantization, which the standalone "
-                "loop does not do; use --loop trl (QLoRA) or --loop unsloth on a GPU."
+                f"recipe {recipe.name!r} uses 8bit quantization, which the standalone loop does not do (it "
+                "takes quantization=4bit, QLoRA); use --loop trl."
             )
         if recipe.tools:
             raise ValueError(

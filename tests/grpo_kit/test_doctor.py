@@ -31,6 +31,9 @@ def test_healthy_environment_here(capsys, tmp_path):
         assert findings[name].status == "ok", findings[name]
     assert findings["device"].detail.startswith("cpu, float32")
     assert findings["paths"].detail.startswith("standalone, trl")
+    # bitsandbytes is in the dev install, and its CPU backend runs 4-bit QLoRA here (test_models.py loads it)
+    qlora = findings["4-bit QLoRA"]
+    assert qlora.status == "ok" and "on CPU through bitsandbytes' CPU backend" in qlora.detail
     assert doctor.main(["--output-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "grpo-kit doctor" in out and "can run" in out
@@ -63,6 +66,42 @@ def test_without_torch_the_device_check_fails(versions):
 def test_precision_rule_is_reported(capability, dtype):
     finding = doctor.check_device(choose_precision("cuda", capability))[0]
     assert finding.detail.startswith(f"cuda, {dtype}")
+
+
+@pytest.mark.parametrize(
+    ("kind", "says"),
+    [("amx", "1.30x faster"), ("avx512_bf16", "about fp32's speed"), (None, "emulated, slower than fp32")],
+)
+def test_cpu_precision_says_what_bf16_measured_on_this_kind_of_cpu(kind, says):
+    finding = doctor.check_device(choose_precision("cpu", cpu_bf16=kind))[0]
+    assert finding.detail.startswith("cpu, float32") and says in finding.detail
+    assert "does not speed up" not in finding.detail
+
+
+def test_this_cpus_precision_line_names_its_own_bf16_hardware():
+    from grpo_kit.hardware import CPU_BF16_NOTE, cpu_bf16_kind
+
+    if torch_cuda_available():
+        pytest.skip("a CUDA machine reports its GPU's rule (test_precision_rule_is_reported)")
+    assert CPU_BF16_NOTE[cpu_bf16_kind()] in doctor.check_device(doctor.detect_precision())[0].detail
+
+
+def torch_cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def test_qlora_is_on_wherever_bitsandbytes_is_installed(monkeypatch, versions):
+    present = {"bitsandbytes"}
+    monkeypatch.setattr(doctor, "find_spec", lambda module: object() if module in present else None)
+    versions["bitsandbytes"] = "0.50.2"
+    cpu = doctor.check_qlora("cpu")[0]
+    assert cpu.status == "ok" and "CPU backend" in cpu.detail and "quantization=4bit" in cpu.detail
+    assert "on the GPU" in doctor.check_qlora("cuda")[0].detail
+    present.clear()
+    off = doctor.check_qlora("cpu")[0]
+    assert off.status == "info" and "grpo-kit[qlora]" in off.fix
 
 
 def test_gpu_paths_follow_what_can_be_imported(monkeypatch, versions):

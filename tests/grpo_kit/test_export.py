@@ -130,6 +130,30 @@ def test_fp32_merge_matches_adapter_logits(tiny, tmp_path):
         )
 
 
+def test_a_qlora_model_is_merged_onto_its_16bit_base_not_into_the_4bit_weights(tmp_path, monkeypatch):
+    bnb = pytest.importorskip("bitsandbytes")
+    from safetensors.torch import load_file
+
+    from grpo_kit.models import load_model
+
+    monkeypatch.setenv("GRPO_KIT_CACHE", str(tmp_path / "cache"))
+    model, tokenizer = load_model("tiny", quantization="4bit", lora={"r": 4}, seed=0)
+    with torch.no_grad():  # a trained-looking adapter (B starts at zero)
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0.0, 0.05, generator=torch.Generator().manual_seed(len(name)))
+    report = save_merged(model, tokenizer, tmp_path / "merged", dtype="fp32")
+    assert report.verified and report.details["merged_onto"].startswith("the 16-bit base")
+    assert 0.0 <= report.details["greedy_vs_quantized"]["agreement"] <= 1.0  # recorded beside, not judged
+    merged = load_file(tmp_path / "merged" / "model.safetensors")
+    plain, _ = load_model("tiny")  # the same seed-0 base, never quantized
+    q_proj = model.get_base_model().model.layers[0].self_attn.q_proj
+    expected = plain.model.layers[0].self_attn.q_proj.weight + q_proj.get_delta_weight("default")  # (64, 64)
+    torch.testing.assert_close(merged["model.layers.0.self_attn.q_proj.weight"], expected)
+    # the training model is left as it was: 4-bit layers, adapter unmerged
+    assert isinstance(q_proj.base_layer, bnb.nn.Linear4bit) and not q_proj.merged
+
+
 def test_verification_can_fail_on_a_different_model(tiny):
     model, tokenizer = tiny
     other, _ = _decisive_tiny(seed=7)
