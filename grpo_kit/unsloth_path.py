@@ -177,6 +177,10 @@ def sampling_params_kwargs(
     return kwargs
 
 
+#: The optimizers Unsloth's CPU backend runs as asked (it runs adamw_torch as adamw_torch_fused, run.json says).
+CPU_BACKEND_OPTIMIZERS = ("adamw_torch", "adamw_torch_fused")
+
+
 def check_settings(recipe: Recipe, training: dict[str, Any], precision: Precision | None = None) -> None:
     """Checks that need no GPU; run before Unsloth loads anything. Raises ValueError naming the fix.
     The batch and loss rules are the TRL path's (``grpo_kit.settings``): Unsloth would silently raise
@@ -214,6 +218,14 @@ def _check_unsloth(recipe: Recipe, training: dict[str, Any], precision: Precisio
         raise ValueError(
             "use_vllm=False contradicts fast_inference=True (Unsloth then generates with vLLM); "
             "set unsloth={'fast_inference': False} to generate with transformers instead."
+        )
+    optim = training.get("optim")
+    if precision is not None and precision.device == "cpu" and optim not in (None, *CPU_BACKEND_OPTIMIZERS):
+        # bitsandbytes' 8-bit optimizers run on CPU (--loop trl), but Unsloth's CPU backend would swap them.
+        raise RuntimeError(
+            f"recipe {recipe.name!r} has optim={optim!r}; Unsloth's CPU backend trains with AdamW "
+            "(adamw_torch_fused) whatever optim says: set --set optim=adamw_torch, or use --loop trl, where "
+            "bitsandbytes' 8-bit optimizers run on CPU."
         )
     if precision is not None:
         from grpo_kit.settings import check_precision

@@ -453,7 +453,7 @@ def test_the_cpu_recipe_asks_nothing_of_a_gpu():
     unsloth_path.check_settings(recipe, training, choose_precision("cpu"))
     # The GPU recipe's 8-bit paged optimizer is refused on a CPU (Unsloth's CPU backend would swap it silently).
     gpu = get_recipe("gsm8k-unsloth", unsloth={"fast_inference": False})
-    with pytest.raises(RuntimeError, match="optim='adamw_torch'"):
+    with pytest.raises(RuntimeError, match="set --set optim=adamw_torch"):
         unsloth_path.check_settings(
             gpu, unsloth_path.grpo_config_kwargs(gpu, output_dir="o"), choose_precision("cpu")
         )
