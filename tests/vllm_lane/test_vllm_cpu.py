@@ -83,6 +83,20 @@ def test_without_vllm_the_install_is_named():
 # --- vLLM's CPU build -------------------------------------------------------------------------------------
 
 
+@NEEDS_VLLM
+def test_sampling_params_match_the_installed_vllm():
+    """Every keyword sampling_params_kwargs writes is one vllm.SamplingParams accepts, greedy and sampled."""
+    from vllm import SamplingParams
+
+    greedy = SamplingParams(**vllm_generation.sampling_params_kwargs(GREEDY, num_generations=4))
+    assert (greedy.n, greedy.temperature, greedy.max_tokens) == (1, 0.0, 24)
+    sampled = Decoding(temperature=0.7, top_k=50, min_p=0.05, repetition_penalty=1.1, seed=3)
+    params = SamplingParams(
+        **vllm_generation.sampling_params_kwargs(sampled, num_generations=6, stop_token_ids=[2])
+    )
+    assert (params.n, params.top_k, params.min_p, params.seed, params.stop_token_ids) == (6, 50, 0.05, 3, [2])
+
+
 @pytest.fixture(scope="module")
 def model_dir():
     from grpo_kit.models.embedded import embedded_model_dir
