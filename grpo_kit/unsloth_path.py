@@ -151,30 +151,13 @@ def sampling_params_kwargs(
     num_generations: int = 1,
     stop_token_ids: Sequence[int] | None = None,
 ) -> dict[str, Any]:
-    """Keyword arguments for ``vllm.SamplingParams`` that decode as ``decoding`` says (``num_generations``
-    completions per prompt), the way ``grpo_kit.generation.generate`` reads it: greedy is vLLM's temperature 0
-    (one completion: greedy copies are identical, and older vLLM refuses n > 1 there) and keeps the repetition
-    penalty; a sampling filter that is off (top_k 0, min_p None) is left to vLLM's default, which is off too.
-    ``stop_token_ids``: the ids that end a completion besides the tokenizer's EOS."""
-    d = decoding
-    if not d.temperature >= 0 or not 0 < d.top_p <= 1 or d.max_new_tokens < 1 or num_generations < 1:
-        raise ValueError(
-            f"temperature={d.temperature} must be >= 0, top_p={d.top_p} in (0, 1], "
-            f"max_new_tokens={d.max_new_tokens} >= 1 and num_generations={num_generations} >= 1."
-        )
-    kwargs: dict[str, Any] = {"n": 1 if d.greedy else num_generations, "max_tokens": d.max_new_tokens}
-    if d.greedy:
-        kwargs.update(temperature=0.0, top_p=1.0)
-    else:
-        kwargs.update(temperature=d.temperature, top_p=d.top_p, seed=d.seed)
-        if d.top_k:
-            kwargs["top_k"] = d.top_k
-        if d.min_p is not None:
-            kwargs["min_p"] = d.min_p
-    kwargs["repetition_penalty"] = d.repetition_penalty
-    if stop_token_ids:
-        kwargs["stop_token_ids"] = list(stop_token_ids)
-    return kwargs
+    """``grpo_kit.vllm_generation.sampling_params_kwargs`` (a ``Decoding`` as ``vllm.SamplingParams`` arguments),
+    with the course's sampling as the default decoding."""
+    from grpo_kit import vllm_generation
+
+    return vllm_generation.sampling_params_kwargs(
+        decoding, num_generations=num_generations, stop_token_ids=stop_token_ids
+    )
 
 
 #: The optimizers Unsloth's CPU backend runs as asked (it runs adamw_torch as adamw_torch_fused, run.json says).
@@ -447,6 +430,8 @@ def vllm_generate(
     to a text prompt); completions end at the same stop ids (``sampling.stop_token_ids``). Each completion
     keeps vLLM's token ids, ``ended`` when vLLM stopped on one of them (``finish_reason == "stop"``).
     ``decoding.seed`` seeds the sampled completions; ``batch_size`` does not apply (vLLM batches itself).
+    The request and the outputs are ``grpo_kit.vllm_generation.completions``'s, shared with a vLLM engine of
+    our own (``vllm_generation.engine_generate``, the vLLM lane on a CPU).
     """
 
     def generate_fn(
@@ -455,36 +440,19 @@ def vllm_generate(
         _require_vllm_engine(model)
         if not prompts:
             return []
-        from vllm import SamplingParams
-
-        from datasets_prep.chat import is_conversational_prompt
-        from grpo_kit.generation import prompt_texts
         from grpo_kit.sampling import stop_token_ids
+        from grpo_kit.vllm_generation import completions
 
-        texts = prompt_texts(tokenizer, prompts, decoding.chat_template_kwargs)
-        inputs = []  # vLLM's TokensPrompt: the ids generation.generate would feed the model
-        for prompt, text in zip(prompts, texts):
-            ids = tokenizer(text, add_special_tokens=not is_conversational_prompt(prompt))["input_ids"]
-            inputs.append({"prompt_token_ids": ids})
-        params = SamplingParams(
-            **sampling_params_kwargs(
-                decoding, num_generations=num_generations, stop_token_ids=stop_token_ids(model, tokenizer)
-            )
-        )
         lora_request = model.load_lora(os.fspath(lora_dir)) if lora_dir is not None else None
-        outputs = model.fast_generate(inputs, sampling_params=params, lora_request=lora_request)
-        groups = []
-        for output in outputs:  # one RequestOutput per prompt, in the prompts' order
-            group = [
-                GeneratedCompletion(
-                    c.text, len(c.token_ids), c.finish_reason == "stop", [int(i) for i in c.token_ids]
-                )
-                for c in output.outputs
-            ]
-            if decoding.greedy:  # one greedy completion stands for all of them
-                group = [group[0]] * num_generations
-            groups.append(group)
-        return groups
+        return completions(
+            model.fast_generate,
+            tokenizer,
+            prompts,
+            num_generations,
+            decoding,
+            stop_token_ids(model, tokenizer),
+            lora_request,
+        )
 
     return generate_fn
 

