@@ -570,9 +570,9 @@ _RECIPE_LIST = [
             "in 4-bit NF4 (QLoRA, bitsandbytes' CPU kernels), LoRA r=16 through get_peft_model, GRPO through "
             "TRL's trainer as Unsloth patches it. What differs from gsm8k-unsloth, and why: the model and data "
             "are gsm8k-cpu's (offline, 40 steps on 2 cores); fast_inference=False (vLLM inside Unsloth needs a "
-            "CUDA GPU; transformers generates); adamw_torch, not paged_adamw_8bit (a bitsandbytes GPU "
-            "optimizer; Unsloth's CPU backend runs it as adamw_torch_fused, the same AdamW, which run.json's "
-            "training records); no gradient checkpointing (Unsloth's 'unsloth' offloading is plain recomputation on "
+            "CUDA GPU; transformers generates); adamw_torch, not paged_adamw_8bit (Unsloth's CPU backend would "
+            "swap an 8-bit optimizer for AdamW, so it is refused there; it runs adamw_torch as adamw_torch_fused, "
+            "the same AdamW, which run.json's training records); no gradient checkpointing (Unsloth's 'unsloth' offloading is plain recomputation on "
             "CPU and only slows a 135M model). The merged export is the 16-bit base plus the adapter."
         ),
         model="smollm2-135m-instruct",

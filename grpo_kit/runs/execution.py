@@ -168,22 +168,13 @@ def train_on_path(plan: RunPlan, model: Any, tokenizer: Any, dataset: Any, rewar
             reward_weights=plan.recipe.reward_weights,
             run_config=plan.run_config(),
         )
+    # the TRL and Unsloth paths take the same arguments: the model loaded above, trained through GRPOTrainer
     if plan.loop == "unsloth":
-        from grpo_kit import unsloth_path
+        from grpo_kit import unsloth_path as trainer_path
+    else:
+        from grpo_kit import trl_path as trainer_path
 
-        return unsloth_path.train(
-            plan.recipe,
-            model=model,
-            tokenizer=tokenizer,
-            train_dataset=dataset,
-            reward_funcs=reward_funcs,
-            output_dir=plan.output_dir,
-            resume_from_checkpoint=plan.resume,
-            save_final=False,
-        )
-    from grpo_kit import trl_path
-
-    return trl_path.train(
+    return trainer_path.train(
         plan.recipe,
         model=model,
         tokenizer=tokenizer,
