@@ -321,7 +321,7 @@ def _fields(data: dict[str, Any], where: str, base_dir: Path, default_name: str)
     fields.update(_dataset(dataset, where, base_dir))
     fields["rewards"] = _rewards(fields.get("rewards"), weights, where, base_dir)
     fields["lora"] = _lora(lora, where)
-    for key in ("environment",):
+    for key in ("environment", "trainable_parts"):  # tuples in a Recipe, lists in YAML and TOML
         if isinstance(fields.get(key), list):
             fields[key] = tuple(fields[key])
     fields["training"] = training

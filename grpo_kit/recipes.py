@@ -760,7 +760,7 @@ _RECIPE_LIST.append(
         ),
         model="smolvlm-cpu",
         dataset="shapes",
-        dataset_kwargs={"tasks": ("colour",)},
+        dataset_kwargs={"tasks": ["colour"]},  # a list: what a recipe file reads back
         dataset_size=512,
         rewards=(RewardSpec("visual_answer_reward", 1.0),),
         # The language model stays frozen: in a first run (LoRA r=8 on it too, learning_rate 1e-3, T=1.0 then 0.8)
