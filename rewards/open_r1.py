@@ -39,7 +39,7 @@ from typing import Any
 
 from ._text import completion_texts
 from .math_verify_bounded import verify_batch
-from .trl_compat import _ids_column, _solutions, get_soft_overlong_punishment
+from .trl_compat import _ids_column, _solutions, cosine_scaled, get_soft_overlong_punishment
 
 __all__ = [
     "accuracy_reward",
@@ -211,12 +211,7 @@ class _CosineScaledReward:
                 rewards.append(1.0)  # open-r1: "Skip unparseable examples"
                 continue
             progress = min(length / self.max_len, 1.0) if self.clamp else length / self.max_len
-            cosine = math.cos(progress * math.pi)
-            if verdict:
-                low, high = self.min_value_correct, self.max_value_correct
-            else:  # swapped: a shorter wrong completion is penalised more
-                low, high = self.max_value_wrong, self.min_value_wrong
-            rewards.append(float(low + 0.5 * (high - low) * (1.0 + cosine)))
+            rewards.append(cosine_scaled(self, progress, verdict))
         return rewards
 
 

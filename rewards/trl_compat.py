@@ -313,13 +313,20 @@ class _CosineScaledReward:
                 rewards.append(None)
                 continue
             progress = min(len(ids) / self.max_len, 1.0)  # clamp: cos would climb back past max_len
-            cosine = math.cos(progress * math.pi)
-            if correct:
-                low, high = self.min_value_correct, self.max_value_correct
-            else:  # swapped: a shorter wrong completion is penalised more
-                low, high = self.max_value_wrong, self.min_value_wrong
-            rewards.append(float(low + 0.5 * (high - low) * (1.0 + cosine)))
+            rewards.append(cosine_scaled(self, progress, correct))
         return rewards
+
+
+def cosine_scaled(bounds: Any, progress: float, correct: bool) -> float:
+    """The cosine length reward at ``progress`` = length / max_len (Kimi k1.5; TRL's and open-r1's): from the
+    ``max`` value at length 0 to the ``min`` value at ``max_len`` when correct; for a wrong answer the bounds
+    swap, so a shorter wrong completion is penalised more. ``bounds`` has the four ``*_value_*`` attributes."""
+    cosine = math.cos(progress * math.pi)
+    if correct:
+        low, high = bounds.min_value_correct, bounds.max_value_correct
+    else:
+        low, high = bounds.max_value_wrong, bounds.min_value_wrong
+    return float(low + 0.5 * (high - low) * (1.0 + cosine))
 
 
 def get_cosine_scaled_reward(
