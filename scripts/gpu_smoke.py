@@ -81,10 +81,13 @@ def require_cuda() -> str | None:
 
 def smoke_recipe(model: str, *, fast_inference: bool, completion_tokens: int = 32):
     """One recipe for both training paths, so the side-by-side compares paths, not settings: the length reward
-    (it varies between completions from the first step, so a random model's adapter gets a gradient; GSM8K
-    rewards would all be 0), 4-bit base, LoRA r=16 on all linear layers, paged 8-bit AdamW, 4 completions of
-    <= ``completion_tokens`` tokens for each of 2 prompts per step."""
+    counted in characters (a random model never emits EOS, so every completion has ``completion_tokens`` tokens
+    and a token-count reward is the same for all of them: zero advantage, zero gradient, as the H200 run of
+    2026-12-04 showed; the characters of random tokens differ, so the adapter gets a gradient from the first
+    step; GSM8K rewards would all be 0), 4-bit base, LoRA r=16 on all linear layers, paged 8-bit AdamW,
+    4 completions of <= ``completion_tokens`` tokens for each of 2 prompts per step."""
     from grpo_kit.recipes import get_recipe
+    from grpo_kit.reward_specs import RewardSpec
 
     return get_recipe(
         "smoltldr-length-small",
@@ -94,6 +97,7 @@ def smoke_recipe(model: str, *, fast_inference: bool, completion_tokens: int = 3
         max_completion_length=completion_tokens,
         save_steps=1000,
         logging_steps=1,
+        rewards=(RewardSpec("length_reward", 1.0, {"ideal_length": 50, "unit": "chars"}),),
         unsloth={"max_seq_length": 512, "fast_inference": fast_inference, "gpu_memory_utilization": 0.3},
     )
 
@@ -127,7 +131,7 @@ def step_recorder():
         def on_log(self, args, state, control, logs=None, **kwargs):
             for row in self.steps:
                 if row["step"] == state.global_step and logs:
-                    row.update({k: logs[k] for k in ("reward", "loss") if k in logs})
+                    row.update({k: logs[k] for k in ("reward", "loss", "grad_norm") if k in logs})
 
     return StepRecorder()
 
@@ -205,6 +209,11 @@ def check_unsloth(args) -> dict:
     }
     assert result.global_step == args.steps, result.global_step
     assert (result.adapter_dir / "adapter_config.json").exists(), "save_lora wrote no adapter_config.json"
+    unsloth_grad_norms = [row.get("grad_norm") for row in recorder.steps]
+    report["grad_norms"] = unsloth_grad_norms
+    assert any(g and g > 0 for g in unsloth_grad_norms), (
+        f"no gradient reached the adapter: {unsloth_grad_norms}"
+    )
 
     # After training, each part is reported on its own: a failing export keeps the step measurements.
     report["errors"] = []

