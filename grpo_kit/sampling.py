@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 
@@ -254,6 +255,29 @@ def check_fits_context(
         )
 
 
+def returned_cache(output: Any, cache: Any) -> Any:
+    """The cache to pass to the next forward: the one the model returned, else ``cache``.
+
+    A transformers model fills the ``DynamicCache`` it was given and returns that same object. Unsloth's patched
+    forwards on a GPU (``unsloth/models/llama.py``) read the cache as a tuple of ``(K, V)`` per layer, treat an
+    empty ``DynamicCache`` as none, and return a *new* tuple: a sampler that keeps only its own cache object
+    then decodes with no past at all (the H200 run of 2026-12-04, docs/gpu_results.md). Taking what the model
+    returns is the contract that holds for both."""
+    returned = getattr(output, "past_key_values", None)
+    return cache if returned is None else returned
+
+
+def repeat_cache(cache: Any, repeats: int) -> Any:
+    """Each batch row of ``cache`` repeated ``repeats`` times in place (row b -> rows b*G ... b*G+G-1): a
+    transformers ``Cache`` repeats itself; a tuple of per-layer ``(K, V)`` of shape (B, H, T, D) is rebuilt."""
+    if hasattr(cache, "batch_repeat_interleave"):
+        cache.batch_repeat_interleave(repeats)
+        return cache
+    return tuple(
+        tuple(t.repeat_interleave(repeats, dim=0) for t in layer) for layer in cache
+    )  # (B*G, H, T, D)
+
+
 @torch.no_grad()
 def sample_completions(
     model: torch.nn.Module,
@@ -284,15 +308,16 @@ def sample_completions(
         cache = DynamicCache(config=getattr(model, "config", None))
         position_ids = (prompt_mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, P) left padding starts at 0
         # Prefill each distinct prompt once; keep only the logits of its last position.
-        logits = model(
+        out = model(
             input_ids=prompt_ids,
             attention_mask=prompt_mask,
             position_ids=position_ids,
             past_key_values=cache,
             use_cache=True,
             logits_to_keep=1,
-        ).logits[:, -1, :]  # (B, V)
-        cache.batch_repeat_interleave(G)  # (B*G) rows now share each prompt's keys/values
+        )
+        logits = out.logits[:, -1, :]  # (B, V)
+        cache = repeat_cache(returned_cache(out, cache), G)  # (B*G) rows now share each prompt's keys/values
         logits = logits.repeat_interleave(G, dim=0)  # (N, V)
         attention_mask = prompt_mask.repeat_interleave(G, dim=0)  # (N, P)
         next_position = position_ids[:, -1:].repeat_interleave(G, dim=0) + 1  # (N, 1)
@@ -319,13 +344,15 @@ def sample_completions(
             attention_mask = torch.cat(
                 [attention_mask, attention_mask.new_ones(attention_mask.size(0), 1)], dim=1
             )
-            logits = model(
+            out = model(
                 input_ids=token[:, None],
                 attention_mask=attention_mask,
                 position_ids=next_position,
                 past_key_values=cache,
                 use_cache=True,
-            ).logits[:, -1, :]  # (N, V)
+            )
+            logits = out.logits[:, -1, :]  # (N, V)
+            cache = returned_cache(out, cache)
             next_position = next_position + 1
         return torch.stack(tokens, dim=1)  # (N, T)
 

@@ -309,3 +309,54 @@ def test_first_token_frequencies_match_generate(warp):
         torch.manual_seed(3)
         colder = ours(**{**settings, "temperature": 0.8})
         assert _two_sample_chi_square_p(colder, reference) < 1e-3
+
+
+class _ReturnsNewCache(torch.nn.Module):
+    """The cache contract of Unsloth's patched forwards on a GPU (``unsloth/models/llama.py``, which needs CUDA,
+    so its contract is reproduced here around a real transformers model): the cache is read as a tuple of
+    per-layer ``(K, V)``, an empty ``Cache`` counts as none, and a *new* tuple is returned, the one given is
+    never filled."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+        self.config = model.config
+
+    def forward(self, past_key_values=None, **kwargs):
+        from transformers import Cache, DynamicCache
+
+        if isinstance(past_key_values, Cache):
+            assert past_key_values.get_seq_length() == 0, "a filled Cache object: not this contract"
+            past_key_values = None
+        fresh = DynamicCache(config=self.config)
+        for layer, (keys, values) in enumerate(past_key_values or ()):
+            fresh.update(keys.clone(), values.clone(), layer)
+        out = self.model(past_key_values=fresh, **kwargs)
+        out.past_key_values = tuple((layer.keys, layer.values) for layer in fresh.layers)
+        return out
+
+
+def test_a_model_that_returns_a_new_cache_samples_the_same_completions():
+    """grpo-kit's sampler passes on the cache the model returns (``sampling.returned_cache``): a model that
+    returns a new tuple instead of filling the ``DynamicCache`` it was given (Unsloth on a GPU) samples, from the
+    same seed, exactly what the plain model samples. Before, it decoded with no past (a mask of the prompt's
+    length against keys of length 1: the H200 run of 2026-12-04)."""
+    model, tokenizer = tiny_model(seed=0)
+    model.eval()
+    enc = tokenizer(["Hello there", "Hi"], return_tensors="pt", padding=True, padding_side="left")  # (2, P)
+    runs = []
+    for candidate in (model, _ReturnsNewCache(model)):
+        torch.manual_seed(7)
+        runs.append(
+            sample_completions(
+                candidate,
+                enc["input_ids"],
+                enc["attention_mask"],
+                num_generations=3,
+                max_new_tokens=8,
+                eos_token_ids=[tokenizer.eos_token_id],
+                pad_token_id=tokenizer.pad_token_id,
+            )  # (6, T)
+        )
+    assert runs[0].shape == (6, 8)
+    assert torch.equal(runs[0], runs[1])
