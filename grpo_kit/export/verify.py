@@ -101,12 +101,25 @@ def compare_greedy(
 
     A model whose weights hold NaN/inf is refused (:class:`~grpo_kit.checkpoint.NonFiniteWeightsError`):
     two NaN models agree on their (meaningless) greedy tokens, and that must never read as "verified"."""
-    import torch
-
     from grpo_kit.checkpoint import check_weights_finite
 
     check_weights_finite(reference, "verifying an export: the model in memory", trainable_only=False)
     check_weights_finite(reloaded, "verifying an export: the reloaded copy", trainable_only=False)
+
+    # Both in eval mode for the comparison (a model just trained is in training mode: its LoRA dropout would make
+    # every forward pass another random draw); each model's mode is restored afterwards.
+    modes = [(model, model.training) for model in (reference, reloaded)]
+    try:
+        for model, _ in modes:
+            model.eval()
+        return _compare_in_eval_mode(reference, reloaded, input_ids, tie_tolerance, max_new_tokens)
+    finally:
+        for model, was_training in modes:
+            model.train(was_training)
+
+
+def _compare_in_eval_mode(reference, reloaded, input_ids, tie_tolerance: float, max_new_tokens: int):
+    import torch
 
     ref_tokens = greedy_tokens(reference, input_ids, max_new_tokens)
     new_tokens = greedy_tokens(reloaded, input_ids, max_new_tokens)

@@ -162,6 +162,25 @@ def test_verification_can_fail_on_a_different_model(tiny):
     assert not comparison.passed
 
 
+def test_a_model_left_in_training_mode_is_compared_in_eval_mode():
+    """A model just trained is in training mode; with LoRA dropout on, each forward pass is another random
+    draw, so a model compared with a copy of itself could disagree. compare_greedy compares both in eval mode
+    and gives each its mode back."""
+    import copy
+
+    model, tokenizer = tiny_model(seed=0, lora={"r": 8, "lora_alpha": 16, "lora_dropout": 0.9})
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0.0, 2.0, generator=torch.Generator().manual_seed(len(name)))
+    twin = copy.deepcopy(model)
+    model.train(), twin.train()
+    torch.manual_seed(0)
+    comparison = compare_greedy(model, twin, prompt_ids(tokenizer), tie_tolerance=0.0)
+    assert comparison.passed and comparison.first_mismatch is None and comparison.max_abs_logit_diff == 0.0
+    assert model.training and twin.training  # each model's mode is given back
+
+
 def test_bad_arguments_name_the_fix(tiny, tmp_path, monkeypatch):
     model, tokenizer = tiny
     with pytest.raises(ValueError, match="16bit"):
