@@ -117,3 +117,17 @@ def numbered_curriculum_rows(recipe) -> tuple[Any, list[list[int]], Any]:
         return [0.0] * len(completions)
 
     return dataset, trained, record
+
+
+# --- statistics ------------------------------------------------------------------------------------------------
+def two_sample_chi_square_p(a, b) -> float:
+    """p-value of "binned counts ``a`` and ``b`` (K,) come from one distribution" (a 2 × K contingency table; torch tensors)."""
+    import torch
+
+    rows = torch.stack([a, b]).double()
+    rows = rows[:, rows.sum(0) > 0]  # (2, K)
+    expected = rows.sum(1, keepdim=True) * rows.sum(0, keepdim=True) / rows.sum()  # (2, K)
+    assert rows.size(1) >= 4 and expected.min() >= 5, "too few or too thin bins for the test to mean anything"
+    statistic = ((rows - expected) ** 2 / expected).sum()
+    dof = rows.size(1) - 1
+    return float(torch.special.gammaincc(torch.tensor(dof / 2.0), statistic / 2))  # chi-square survival

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from shared import two_sample_chi_square_p
 
 from grpo_kit.models import tiny_model
 from grpo_kit.sampling import merged_lora, packed_linears, sample_completions, sample_next_token, warp_logits
@@ -242,17 +243,6 @@ def _mass_bins(probs: torch.Tensor, num_bins: int = 20) -> torch.Tensor:
     return bins
 
 
-def _two_sample_chi_square_p(a: torch.Tensor, b: torch.Tensor) -> float:
-    """p-value of "binned counts ``a`` and ``b`` (K,) come from one distribution" (a 2 × K contingency table)."""
-    rows = torch.stack([a, b]).double()
-    rows = rows[:, rows.sum(0) > 0]  # (2, K)
-    expected = rows.sum(1, keepdim=True) * rows.sum(0, keepdim=True) / rows.sum()  # (2, K)
-    assert rows.size(1) >= 4 and expected.min() >= 5, "too few or too thin bins for the test to mean anything"
-    statistic = ((rows - expected) ** 2 / expected).sum()
-    dof = rows.size(1) - 1
-    return float(torch.special.gammaincc(torch.tensor(dof / 2.0), statistic / 2))  # chi-square survival
-
-
 @pytest.mark.parametrize(
     "warp",
     [{"temperature": 1.0}, {"temperature": 0.6}, {"top_k": 12}, {"top_p": 0.8}, {"min_p": 0.05}],
@@ -304,16 +294,17 @@ def test_first_token_frequencies_match_generate(warp):
     mine = ours(**settings)
     torch.manual_seed(2)
     reference = theirs(**settings)
-    assert _two_sample_chi_square_p(mine, reference) > 1e-3
+    assert two_sample_chi_square_p(mine, reference) > 1e-3
     if warp == {"temperature": 1.0}:
         torch.manual_seed(3)
         colder = ours(**{**settings, "temperature": 0.8})
-        assert _two_sample_chi_square_p(colder, reference) < 1e-3
+        assert two_sample_chi_square_p(colder, reference) < 1e-3
 
 
 class _ReturnsNewCache(torch.nn.Module):
-    """The cache contract of Unsloth's patched forwards on a GPU (``unsloth/models/llama.py``, which needs CUDA,
-    so its contract is reproduced here around a real transformers model): the cache is read as a tuple of
+    """The cache contract of Unsloth's patched forwards on a GPU (``unsloth/models/llama.py``; Unsloth's CPU
+    backend does not take that path, so the contract is reproduced here around a real transformers model): the
+    cache is read as a tuple of
     per-layer ``(K, V)``, an empty ``Cache`` counts as none, and a *new* tuple is returned, the one given is
     never filled."""
 
