@@ -29,7 +29,7 @@ also the LM head) at this shape (8 rows, ~65-token prompts, 32 new tokens):
   256 completion positions through the LM head, ~96 GFLOP forward and about as much backward (the frozen
   base needs input gradients only): >= 1.3 s fp32, >= 0.2 s bf16.
 * so a step at the limit is ~2.6 s fp32, ~0.9 s bf16. What the loop measures, and why it is above that, is in
-  the README ("A faster step").
+  docs/benchmarks.md ("A faster step").
 
 ``--practicum``: the course 12.5 shape (SmolLM2-135M-Instruct, LoRA r=16/alpha 32 on all linear layers,
 G=8, 96 new tokens, length reward with ideal 50 characters, ``synthetic_tldr`` prompts) on our loop for

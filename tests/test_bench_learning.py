@@ -1,4 +1,4 @@
-"""benchmarks/bench_learning.py: what a curve point means, and the README's command on the tiny model."""
+"""benchmarks/bench_learning.py: what a curve point means, and docs/benchmarks.md's command on the tiny model."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from doc_pages import lines_starting_with
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,14 +68,13 @@ def test_a_minute_reads_its_checkpoint_else_the_last_point_before_it_else_the_ba
 
 
 def _readme_command() -> str:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    (line,) = [line for line in readme.splitlines() if line.startswith("python benchmarks/bench_learning.py")]
+    (line,) = lines_starting_with("python benchmarks/bench_learning.py")  # docs/benchmarks.md
     return line.split("#")[0].strip()
 
 
 @pytest.mark.timeout(600)
 def test_the_readme_command_on_the_tiny_model_writes_curves_for_every_seed_and_side(tmp_path):
-    """The README's line as written (its relative script path resolved from the repo), run from another folder
+    """docs/benchmarks.md's line as written (its relative script path resolved from the repo), run from another folder
     with the tiny model and two steps appended: two seeds on each side, in two worker processes."""
     command = shlex.split(_readme_command())
     assert command[:2] == ["python", "benchmarks/bench_learning.py"]

@@ -1,4 +1,4 @@
-"""benchmarks/bench_loop_vs_trl.py: the README's command as written, on its default tiny model, from another folder."""
+"""benchmarks/bench_loop_vs_trl.py: docs/benchmarks.md's command as written, on its default tiny model, from another folder."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from doc_pages import lines_starting_with
 
 from grpo_kit.hardware import cpu_has_native_bf16
 
@@ -18,10 +19,7 @@ PHASES = ("generation", "scoring", "old_ref_logprobs", "forward", "backward", "o
 
 
 def _readme_command() -> list[str]:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    (line,) = [
-        line for line in readme.splitlines() if line.startswith("python benchmarks/bench_loop_vs_trl.py")
-    ]
+    (line,) = lines_starting_with("python benchmarks/bench_loop_vs_trl.py")  # docs/benchmarks.md
     return shlex.split(line.split("#")[0])
 
 

@@ -1,6 +1,6 @@
 """No sentence in the repository says that bitsandbytes, Unsloth or vLLM needs CUDA or a GPU (issue #41).
 
-bitsandbytes: measured on this project's 2-core CPU machine (README.md "QLoRA on CPU"), 0.50.2 loads NF4
+bitsandbytes: measured on this project's 2-core CPU machine (docs/cpu.md "QLoRA on CPU"), 0.50.2 loads NF4
 ``Linear4bit`` layers on CPU, LoRA trains on them on both loops, and its 8-bit and paged AdamW run there.
 
 Unsloth:
@@ -146,4 +146,4 @@ def test_the_pattern_finds_the_bitsandbytes_claims_this_issue_removed():
 
 def test_no_tracked_file_claims_bitsandbytes_needs_cuda():
     claims = bitsandbytes_cuda_claims(tracked_lines())
-    assert not claims, "bitsandbytes runs on CPU (README.md 'QLoRA on CPU'); correct:\n" + "\n".join(claims)
+    assert not claims, "bitsandbytes runs on CPU (docs/cpu.md 'QLoRA on CPU'); correct:\n" + "\n".join(claims)

@@ -301,18 +301,20 @@ def test_ctrl_c_saves_a_checkpoint_that_resume_continues(tmp_path):
     assert json.loads((run / "run.json").read_text())["steps"] == 4
 
 
-# --------------------------------------------------------------------------- the README's export line, paths
+# ------------------------------------------------------------------ the export line of docs/cli.md, paths
 
 
 def _readme_command(prefix: str) -> list[str]:
-    """The README's command line that starts with ``prefix``, exactly as written (comment removed)."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    line = next(line for line in readme.splitlines() if line.startswith(prefix))
+    """The command line of README.md or docs/*.md (the CLI's page) that starts with ``prefix``, exactly as written
+    (comment removed)."""
+    from doc_pages import first_line_starting_with
+
+    line = first_line_starting_with(prefix)
     return shlex.split(line.split("#", 1)[0])
 
 
 def test_readme_export_line_works_with_a_relative_path_from_another_folder(tiny_run, tmp_path, monkeypatch):
-    """`grpo-kit export outputs/<run> --gguf q8_0` as the README writes it, run from the user's folder: the
+    """`grpo-kit export outputs/<run> --gguf q8_0` as docs/cli.md writes it, run from the user's folder: the
     converter runs with its own cwd, so a relative --outfile used to land nowhere (FileNotFoundError)."""
     import shutil
 

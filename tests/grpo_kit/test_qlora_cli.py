@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import shlex
-from pathlib import Path
 
 import pytest
 
@@ -24,9 +23,11 @@ TINY = ["--set", "model=tiny", "--samples", "2", "--eval-prompts", "2"]
 
 
 def _readme_command(prefix: str) -> list[str]:
-    """The README's command line that starts with ``prefix``, exactly as written (comment removed)."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    line = next(line for line in readme.splitlines() if line.startswith(prefix))
+    """The command line of README.md or docs/*.md (docs/cpu.md, "QLoRA on CPU") that starts with ``prefix``, exactly
+    as written (comment removed)."""
+    from doc_pages import first_line_starting_with
+
+    line = first_line_starting_with(prefix)
     return shlex.split(line.split("#", 1)[0])
 
 

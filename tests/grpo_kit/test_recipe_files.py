@@ -1,6 +1,6 @@
 """Recipe files (issue 43): your own task from an empty folder through the CLI only, in grpo-kit's keys, TRL's
 keys and TOML; bad files refused in one line naming the field and the fix; every shipped recipe written as a
-file and read back equal; `grpo-kit new NAME` and the README's command that trains it."""
+file and read back equal; `grpo-kit new NAME` and docs/own_task.md's command that trains it."""
 
 from __future__ import annotations
 
@@ -358,26 +358,26 @@ def test_every_shipped_recipe_written_as_a_file_reads_back_equal(tmp_path, capsy
     assert load_recipe_file(path) == RECIPES["gsm8k-cpu"]
 
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+OWN_TASK = Path(__file__).resolve().parents[2] / "docs" / "own_task.md"  # the README's "Your own task", moved
 
 
 def test_readme_as_yaml_line_writes_a_file_that_trains_as_the_recipe(tmp_path):
-    """`grpo-kit recipes --show gsm8k-cpu --as-yaml > my_task.yaml` as the README writes it: the file reads back
+    """`grpo-kit recipes --show gsm8k-cpu --as-yaml > my_task.yaml` as docs/own_task.md writes it: the file reads back
     as the shipped recipe."""
     from grpo_kit.recipe_files import load_recipe_file
     from grpo_kit.recipes import RECIPES
 
-    line = _readme_line(README, "grpo-kit recipes --show")
+    line = _readme_line(OWN_TASK, "grpo-kit recipes --show")
     done = _shell(line, tmp_path)
     assert done.returncode == 0, done.stderr
     assert load_recipe_file(tmp_path / "my_task.yaml") == RECIPES["gsm8k-cpu"]
 
 
 def test_readme_recipe_file_example_reads(tmp_path):
-    """The README's example recipe file, as written, beside the two files it names."""
+    """docs/own_task.md's example recipe file, as written, beside the two files it names."""
     from grpo_kit.recipe_files import load_recipe_file
 
-    text = README.read_text(encoding="utf-8").split("## Your own task", 1)[1]
+    text = OWN_TASK.read_text(encoding="utf-8").split("# Your own task", 1)[1]
     block = text.split("```yaml\n", 1)[1].split("```", 1)[0]
     (tmp_path / "my_task.jsonl").write_text('{"question": "2 + 2?", "solution": "4"}\n' * 2)
     (tmp_path / "my_rewards.py").write_text(
@@ -440,10 +440,9 @@ def _shell(command: str, cwd: Path) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 def test_readme_new_task_trains_on_the_embedded_model_as_written(tmp_path):
-    """The README's `grpo-kit new demo && cd demo && grpo-kit train --config demo.yaml`, exactly as written, on
+    """docs/own_task.md's `grpo-kit new demo && cd demo && grpo-kit train --config demo.yaml`, exactly as written, on
     the embedded SmolLM2-135M on CPU; then the scaffold README's own three commands, as written."""
-    readme = Path(__file__).resolve().parents[2] / "README.md"
-    command = _readme_line(readme, "grpo-kit new demo")
+    command = _readme_line(OWN_TASK, "grpo-kit new demo")
     assert command == "grpo-kit new demo && cd demo && grpo-kit train --config demo.yaml"
     done = _shell(command, tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -605,7 +605,7 @@ def test_unsloth_grpo_steps_save_lora_and_compare(tmp_path):
 def test_cli_trains_the_cpu_recipe_on_unsloths_cpu_backend(tmp_path):
     """`grpo-kit train --loop unsloth --recipe gsm8k-unsloth-cpu` on a CPU, as a user runs it, with the tiny random
     model saved as a folder (the 135M model's 4-bit decoding takes minutes per held-out prompt here; its run is
-    measured in README.md): 4-bit QLoRA loaded by Unsloth's CPU backend, evaluated before and after, one step
+    measured in docs/cpu.md): 4-bit QLoRA loaded by Unsloth's CPU backend, evaluated before and after, one step
     trained through TRL, the adapter and the merged 16-bit model exported and verified, run.json saying what
     Unsloth loaded."""
     import json
@@ -651,21 +651,22 @@ def test_cli_trains_the_cpu_recipe_on_unsloths_cpu_backend(tmp_path):
 
 
 @needs_unsloth
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU commands the README shows")
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU commands docs/cpu.md shows")
 def test_the_readmes_unsloth_commands_plan_on_this_cpu(tmp_path):
-    """Every `grpo-kit train --loop unsloth ...` the README shows, exactly as written, parses and passes every
+    """Every `grpo-kit train --loop unsloth ...` docs/cpu.md shows, exactly as written, parses and passes every
     check before a model loads (plan_run) on this CPU: the recipe, the loop, the flags. The run itself is the
-    CLI test above (tiny model) and the README's measured one (the 135M model takes minutes per step here)."""
+    CLI test above (tiny model) and docs/cpu.md's measured one (the 135M model takes minutes per step here)."""
     import re
     import shlex
-    from pathlib import Path
+
+    from doc_pages import page_text
 
     from grpo_kit import runs
     from grpo_kit.cli.common import parse_overrides
     from grpo_kit.cli.parser import build_parser
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    commands = [" ".join(c.split()) for c in re.findall(r"`(grpo-kit train --loop unsloth[^`]*)`", readme)]
+    cpu_page = page_text("docs/cpu.md")  # moved there from the README ("Unsloth on a CPU")
+    commands = [" ".join(c.split()) for c in re.findall(r"`(grpo-kit train --loop unsloth[^`]*)`", cpu_page)]
     assert len(commands) >= 2, commands  # the recipe's run and the measured short run
     for command in commands:
         args = build_parser().parse_args([*shlex.split(command)[1:], "--output-dir", str(tmp_path / "run")])

@@ -177,18 +177,16 @@ def test_held_out_pictures_are_never_training_pictures_and_are_evaluated_with_th
 
 
 def test_the_readme_command_trains_on_images_through_the_cli(tmp_path):
-    """The README's `grpo-kit train --recipe shapes-vlm-cpu --loop trl`, as written, on the tiny VLM for one step:
-    held-out accuracy before/after on pictures and on the pictures drawn differently, the adapter verified."""
+    """The `grpo-kit train --recipe shapes-vlm-cpu --loop trl` of docs/cli.md and docs/results.md, as written, on
+    the tiny VLM for one step: held-out accuracy before/after on pictures and on the pictures drawn differently, the adapter verified."""
     import json
     import shlex
-    from pathlib import Path
+
+    from doc_pages import first_line_starting_with
 
     from grpo_kit.cli import main
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    line = next(
-        line for line in readme.splitlines() if line.startswith("grpo-kit train --recipe shapes-vlm-cpu")
-    )
+    line = first_line_starting_with("grpo-kit train --recipe shapes-vlm-cpu")
     argv = shlex.split(line.split("#", 1)[0])
     assert argv == ["grpo-kit", "train", "--recipe", "shapes-vlm-cpu", "--loop", "trl"]
     run = tmp_path / "run"

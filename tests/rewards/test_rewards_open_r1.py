@@ -169,7 +169,7 @@ def test_what_open_r1_would_crash_on_scores():
 
 
 def _readme_contract_rows() -> list[tuple[list[str], str, str]]:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "rewards.md").read_text(encoding="utf-8")
     table = readme.split("| name | `from rewards import` follows |", 1)[1].split("\n\n", 1)[0]
     rows = []
     for line in table.splitlines()[2:]:
@@ -179,7 +179,7 @@ def _readme_contract_rows() -> list[tuple[list[str], str, str]]:
 
 
 def test_readme_contract_table_is_true():
-    """The README's "Same names, three contracts" table: each name is where it says, under the contract it
+    """The "Same names, three contracts" table (docs/rewards.md, moved there from the README): each name is where it says, under the contract it
     names (TRL: trl.rewards has the name; the course: TRL does not), and every public name is listed."""
     trl_rewards = pytest.importorskip("trl.rewards")
     import rewards
