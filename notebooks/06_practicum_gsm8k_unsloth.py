@@ -65,7 +65,7 @@ def _(mo):
                 f"""
     **CPU version — the same pipeline, scaled down.** Recipe `{recipe.name}`: the embedded
     SmolLM2-135M (not Gemma-3-1B), plain LoRA in float32 (4-bit QLoRA runs on CPU too, through bitsandbytes'
-    CPU backend: `--set quantization=4bit`; the README's "QLoRA on CPU" table says what it costs),
+    CPU backend: `--set quantization=4bit`; docs/cpu.md's "QLoRA on CPU" table says what it costs),
     generation by `transformers` (vLLM's CPU build has a venv of its own), offline synthetic GSM8K problems,
     {train_steps} steps of {recipe.training["num_generations"]} completions of
     ≤ {recipe.training["max_completion_length"]} tokens, {eval_size} held-out problems.

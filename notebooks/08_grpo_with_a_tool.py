@@ -75,7 +75,7 @@ def _(mo):
         # The project's CI (or -- --small): 1 prompt × 4 short completions per step, 6 held-out questions.
         recipe = get_recipe("calculator-tool-smoke")
     else:
-        # The recipe as the README measures it: 8 steps of 2 prompts × 4 completions.
+        # The recipe as docs/results.md measures it: 8 steps of 2 prompts × 4 completions.
         recipe = get_recipe("calculator-tool-cpu")
     train_steps = size.steps(gpu=30, cpu=recipe.training["max_steps"], small=recipe.training["max_steps"])
     num_eval, eval_k = size.pick(gpu=(32, 4), cpu=(32, 2), small=(6, 2))
@@ -88,7 +88,7 @@ def _(mo):
             + (
                 "\n\n**Too small to learn:** every part runs, but a few steps of one prompt cannot move the "
                 "model; expect the held-out change to read about 0. Without `--small` the lesson runs the recipe "
-                "as the README measures it (`python notebooks/08_grpo_with_a_tool.py`, or "
+                "as docs/results.md measures it (`python notebooks/08_grpo_with_a_tool.py`, or "
                 "`grpo-kit train --recipe calculator-tool-cpu --loop trl`)."
                 if size.small
                 else ""
@@ -368,7 +368,7 @@ def test_rendered_prompt_lists_the_tools_and_a_worked_call(rendered_prompt):
 @app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
-    **What the measured run showed** (README, recipe `calculator-tool-cpu`): the held-out success rate at
+    **What the measured run showed** (docs/results.md, recipe `calculator-tool-cpu`): the held-out success rate at
     T = 1.0 rose from 11 % of rollouts (7/64) to 94 % (60/64) in 8 CPU steps, +0.83 [95 % CI +0.72, +0.92].
     The base model *greedy* is already good (it copies the worked example); what GRPO fixes is the sampled rollouts — the ones
     the training itself draws.

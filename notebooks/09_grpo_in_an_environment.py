@@ -76,7 +76,7 @@ def _(mo):
         # The project's CI (or -- --small): 1 prompt × 4 short completions per step, 6 held-out rows.
         recipe = get_recipe("counter-lock-env-smoke")
     else:
-        # The recipe as the README measures it: 8 steps of 2 prompts × 4 completions, 4 samples per held-out row.
+        # The recipe as docs/results.md measures it: 8 steps of 2 prompts × 4 completions, 4 samples per held-out row.
         recipe = get_recipe("counter-lock-env-cpu")
     train_steps = size.steps(gpu=30, cpu=recipe.training["max_steps"], small=recipe.training["max_steps"])
     num_eval, eval_k = size.pick(gpu=(32, 4), cpu=(32, recipe.eval_samples), small=(6, 2))
@@ -89,7 +89,7 @@ def _(mo):
             + (
                 "\n\n**Too small to learn:** every part runs, but a few steps of one prompt cannot move the "
                 "model; expect the held-out change to read about 0. Without `--small` the lesson runs the recipe "
-                "as the README measures it (`python notebooks/09_grpo_in_an_environment.py`, or "
+                "as docs/results.md measures it (`python notebooks/09_grpo_in_an_environment.py`, or "
                 "`grpo-kit train --recipe counter-lock-env-cpu --loop trl`)."
                 if size.small
                 else ""
@@ -497,7 +497,7 @@ def test_episodes_trained_and_were_measured(
 @app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
-    **What the measured run showed** (README, recipe `counter-lock-env-cpu`, 2 seeds): held-out
+    **What the measured run showed** (docs/results.md, recipe `counter-lock-env-cpu`, 2 seeds): held-out
     success at T = 1.0 rose from 42 % of episodes (54/128) to 98 % (125/128) with seed 42, +0.55 [95 % CI +0.48,
     +0.63], and to 95 % (121/128) with seed 1, +0.52 [+0.45, +0.60], in 8 CPU steps (about 4–5 minutes of
     training). Greedy, the base model already succeeds on every row: it copies the worked example. What GRPO
