@@ -198,6 +198,9 @@ def _print_summary(console, output_dir: Path, summary: dict, reports) -> None:
     from rich.table import Table
 
     table = Table(title=f"run folder {markup_safe(output_dir)}", show_header=False)
+    # Labels stay on one line; values fold, so a long path wraps whole instead of ending in "…".
+    table.add_column(no_wrap=True)
+    table.add_column(overflow="fold")
     table.add_row("steps", str(summary["steps"]))
     table.add_row(
         "wall time", f"{summary['total_seconds']:.0f} s (training {summary['train_seconds']:.0f} s)"
