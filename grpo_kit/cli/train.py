@@ -197,54 +197,43 @@ def _print_interrupted_outside_training(console, plan) -> None:
 def _print_summary(console, output_dir: Path, summary: dict, reports) -> None:
     from rich.table import Table
 
-    table = Table(title=f"run folder {markup_safe(output_dir)}", show_header=False)
-    # Labels stay on one line; values fold, so a long path wraps whole instead of ending in "…".
-    table.add_column(no_wrap=True)
-    table.add_column(overflow="fold")
-    table.add_row("steps", str(summary["steps"]))
-    table.add_row(
-        "wall time", f"{summary['total_seconds']:.0f} s (training {summary['train_seconds']:.0f} s)"
-    )
-
     def fmt(v):
         return "–" if v is None else f"{v:.3f}"
 
-    table.add_row(
-        "reward (first → last step)",
-        f"{fmt(summary['reward_first_step'])} → {fmt(summary['reward_last_step'])}",
-    )
+    rows = [
+        ("steps", str(summary["steps"])),
+        ("wall time", f"{summary['total_seconds']:.0f} s (training {summary['train_seconds']:.0f} s)"),
+        (
+            "reward (first → last step)",
+            f"{fmt(summary['reward_first_step'])} → {fmt(summary['reward_last_step'])}",
+        ),
+    ]
     # One held-out row: the evaluation (with its CI) when the run had one, else the samples' mean reward.
     evaluation = summary.get("evaluation")
     if evaluation and "headline" in evaluation:
-        table.add_row(
-            markup_safe(f"held-out {evaluation['metric']} ({evaluation['num_prompts']} prompts)"),
-            markup_safe(headline(evaluation)),
-        )
+        label = f"held-out {evaluation['metric']} ({evaluation['num_prompts']} prompts)"
+        rows.append((markup_safe(label), markup_safe(headline(evaluation))))
     elif summary.get("samples_mean_reward_before") is not None:
-        table.add_row(
-            f"held-out reward, samples.md ({summary.get('samples', '?')} prompts, before → after)",
-            f"{fmt(summary['samples_mean_reward_before'])} → {fmt(summary['samples_mean_reward_after'])}",
-        )
+        label = f"held-out reward, samples.md ({summary.get('samples', '?')} prompts, before → after)"
+        before, after = summary["samples_mean_reward_before"], summary["samples_mean_reward_after"]
+        rows.append((label, f"{fmt(before)} → {fmt(after)}"))
     # The second held-out set (the recipe's transfer_eval, written differently), one row the same way.
     transfer = summary.get("transfer_evaluation")
     if transfer and "headline" in transfer:
-        table.add_row(
-            markup_safe(f"{transfer['label']}: {transfer['metric']} ({transfer['num_prompts']} prompts)"),
-            markup_safe(headline(transfer)),
-        )
-    for report in reports:
-        table.add_row(report.kind, markup_safe(report.summary()))
-    for name in (
-        "metrics.jsonl",
-        "reward_curve.png",
-        "samples.md",
-        "report.md",
-        "report_card.png",
-        "eval.json",
-    ):
-        if (output_dir / name).exists():
-            table.add_row(name, markup_safe(output_dir / name))
-    table.add_row("run folder size", _folder_size(output_dir))
+        label = f"{transfer['label']}: {transfer['metric']} ({transfer['num_prompts']} prompts)"
+        rows.append((markup_safe(label), markup_safe(headline(transfer))))
+    rows += [(report.kind, markup_safe(report.summary())) for report in reports]
+    names = ("metrics.jsonl", "reward_curve.png", "samples.md", "report.md", "report_card.png", "eval.json")
+    rows += [(name, markup_safe(output_dir / name)) for name in names if (output_dir / name).exists()]
+    rows.append(("run folder size", _folder_size(output_dir)))
+    # Labels get up to half the width before they wrap; values fold, so a path wraps whole instead of
+    # ending in "…" (it is the one thing a user copies from this table).
+    table = Table(title=f"run folder {markup_safe(output_dir)}", show_header=False)
+    label_width = min(max(len(label) for label, _ in rows), console.width // 2)
+    table.add_column(width=label_width)
+    table.add_column(width=max(console.width - label_width - 7, 10), overflow="fold")  # 7: borders, padding
+    for row in rows:
+        table.add_row(*row)
     console.print(table)
 
 

@@ -107,7 +107,9 @@ def test_the_run_table_prints_paths_and_export_lines_whole(tmp_path, capsys):
     assert "runs [lr=1e-4]/metrics.jsonl" in out and "[/INST]" in out
 
 
-def test_the_run_table_folds_a_long_path_and_keeps_each_label_on_one_line(tmp_path, capsys):
+def test_the_run_table_folds_a_long_path_whole_and_keeps_a_label_that_fits_half_the_width_on_one_line(
+    tmp_path, capsys
+):
     from rich.console import Console
 
     from grpo_kit.cli.train import _print_summary
@@ -122,13 +124,14 @@ def test_the_run_table_folds_a_long_path_and_keeps_each_label_on_one_line(tmp_pa
         "samples_mean_reward_after": 0.75,
     }
     summary["samples"] = 4
-    _print_summary(Console(width=100, color_system=None), folder, summary, [])
-    lines = capsys.readouterr().out.splitlines()
-    label = "held-out reward, samples.md (4 prompts, before → after)"
-    assert any(label in line and "0.500 → 0.750" in line for line in lines)
-    assert "…" not in "".join(lines)  # the path wraps whole, it is not cut short
-    cells = "".join(line.split("│")[2].strip() for line in lines if line.count("│") == 3)
-    assert str(folder / "report.md") in cells
+    label = "held-out reward, samples.md (4 prompts, before → after)"  # 57 characters
+    for width in (80, 120):
+        _print_summary(Console(width=width, color_system=None), folder, summary, [])
+        lines = capsys.readouterr().out.splitlines()
+        assert "…" not in "".join(lines)  # the path wraps whole, it is not cut short
+        cells = "".join(line.split("│")[2].strip() for line in lines if line.count("│") == 3)
+        assert str(folder / "report.md") in cells
+    assert any(label in line and "0.500 → 0.750" in line for line in lines)  # at 120 columns
 
 
 def test_warnings_print_as_text():
