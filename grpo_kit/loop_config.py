@@ -9,14 +9,18 @@ only this loop needs (its integer fields, ``max_steps``, reward timeouts, the sc
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grpo_kit.losses.entropy import ENTROPY_FIELDS, check_entropy_settings
 from grpo_kit.losses.validation import LossSettings
 from grpo_kit.settings import GRPO_DEFAULTS, check_grpo_settings, check_report_to
 
-__all__ = ["ON_REWARD_ERROR", "GRPOLoopConfig"]
+if TYPE_CHECKING:
+    from grpo_kit.recipes import Recipe
+
+__all__ = ["ON_REWARD_ERROR", "GRPOLoopConfig", "to_loop_config"]
 
 ON_REWARD_ERROR = ("stop", "skip")
 
@@ -268,3 +272,33 @@ def _check_scheduler(name: str) -> None:
     valid = [s.value for s in SchedulerType]
     if name not in valid:
         raise ValueError(f"lr_scheduler_type={name!r} is unknown; use one of {valid}.")
+
+
+def to_loop_config(recipe: Recipe | str, **overrides: Any) -> GRPOLoopConfig:
+    """A :class:`GRPOLoopConfig` from the recipe's training fields with the same names.
+
+    GRPOConfig fields the standalone loop has no counterpart for (``optim``, ...) are left out with a
+    warning that names them; ``overrides`` are applied last and must be GRPOLoopConfig fields.
+    """
+    if isinstance(recipe, str):
+        from grpo_kit.recipes import get_recipe
+
+        recipe = get_recipe(recipe)
+    loop_fields = {f.name for f in fields(GRPOLoopConfig) if f.init}
+    unknown = sorted(set(overrides) - loop_fields)
+    if unknown:
+        raise ValueError(
+            f"{', '.join(unknown)} are not GRPOLoopConfig fields; choose from {', '.join(sorted(loop_fields))}"
+        )
+    values = recipe.grpo_training()
+    kept = {k: v for k, v in values.items() if k in loop_fields}
+    dropped = sorted(k for k in values if k not in loop_fields)
+    if dropped:
+        warnings.warn(
+            f"recipe {recipe.name!r}: the standalone loop has no {', '.join(dropped)}; they are ignored "
+            "(use --loop trl for the full GRPOConfig).",
+            UserWarning,
+            stacklevel=2,
+        )
+    kept.update(overrides)
+    return GRPOLoopConfig(**kept)

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from grpo_kit.reward_info import reward_upper_bound
+
 __all__ = [
     "can_plot",
     "load_log_history",
@@ -70,33 +72,6 @@ def load_log_history(source: str | Path | Sequence[dict[str, Any]]) -> list[dict
         f"plot_reward_curve expects a path or a list of dicts, not {type(source).__name__}; "
         "pass trainer.state.log_history or the path of metrics.jsonl."
     )
-
-
-def reward_upper_bound(
-    names: Sequence[str], weights: Sequence[float] | None = None, *, kinds: dict[str, str] | None = None
-) -> float | None:
-    """The highest total reward the recipe's functions can give (``None`` when one maximum is unknown).
-
-    A function's maximum comes from :data:`grpo_kit.evaluation.REWARD_INFO` by name, and is 0 for a length
-    reward (``-|target - length|``; ``kinds[name] == "length"`` or a ``length_reward_*`` name). Without
-    ``weights`` the bound is only known when every maximum is 0 (true for any non-negative weights)."""
-    from grpo_kit.evaluation import REWARD_INFO
-
-    maxima = []
-    for name in names:
-        if (kinds or {}).get(name) == "length" or name.startswith("length_reward"):
-            maxima.append(0.0)
-        elif name in REWARD_INFO and REWARD_INFO[name].max_reward is not None:
-            maxima.append(REWARD_INFO[name].max_reward)
-        else:
-            return None
-    if not maxima:
-        return None
-    if weights is None:
-        return 0.0 if all(m == 0.0 for m in maxima) else None
-    if any(w < 0 for w in weights):
-        return None
-    return float(sum(w * m for w, m in zip(weights, maxima)))
 
 
 def _logged_reward_names(records: Sequence[dict[str, Any]]) -> list[str]:

@@ -31,6 +31,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from grpo_kit.reward_info import REWARD_INFO, RewardInfo, reward_info
+
 __all__ = [
     "REWARD_INFO",
     "Decoding",
@@ -44,45 +46,9 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class RewardInfo:
-    """What a reward function measures (``kind``: "format", "accuracy", "length" or "other") and its
-    maximum (``None`` when unbounded or unknown)."""
-
-    kind: str = "other"
-    max_reward: float | None = None
-
-
-REWARD_INFO: dict[str, RewardInfo] = {
-    # rewards.gsm8k (course 12.6 scales)
-    "xmlcount_reward": RewardInfo("format", 0.5),
-    "soft_format_reward": RewardInfo("format", 0.5),
-    "strict_format_reward": RewardInfo("format", 0.5),
-    "int_reward": RewardInfo("other", 0.5),
-    "correctness_reward": RewardInfo("accuracy", 2.0),
-    # rewards.course and TRL's reward functions
-    "format_reward": RewardInfo("format", 1.0),
-    "think_format_reward": RewardInfo("format", 1.0),
-    "accuracy_reward": RewardInfo("accuracy", 1.0),
-    "reasoning_accuracy_reward": RewardInfo("accuracy", 1.0),
-    # rewards.visual (the image tasks of datasets_prep.images)
-    "visual_answer_reward": RewardInfo("accuracy", 1.0),
-}
-
 # Metrics that get better when they fall; None = no better direction (a length in tokens).
 LOWER_IS_BETTER_PREFIXES = ("length_error", "clipped", "failed_calls")
 NO_DIRECTION = ("length", "tool_calls", "turns")
-
-
-def reward_info(fn: Callable) -> RewardInfo:
-    """Kind and maximum of a reward function: its own attributes first, then :data:`REWARD_INFO`."""
-    from rewards.compose import reward_name
-
-    name = reward_name(fn)
-    base = REWARD_INFO.get(name, RewardInfo())
-    if hasattr(fn, "ideal_length"):  # rewards.length_reward: -|ideal - length|, best at 0
-        base = RewardInfo("length", 0.0)
-    return RewardInfo(getattr(fn, "reward_kind", base.kind), getattr(fn, "max_reward", base.max_reward))
 
 
 def better_direction(metric: str) -> bool | None:

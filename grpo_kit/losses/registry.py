@@ -14,6 +14,7 @@ from grpo_kit.losses.policy import (
     sapo_objective,
     vespo_objective,
 )
+from grpo_kit.losses.validation import LOSS_TYPE_NAMES
 
 
 @dataclass(frozen=True)
@@ -98,3 +99,5 @@ LOSS_TYPES: dict[str, LossType] = {
         ),
     )
 }
+if tuple(LOSS_TYPES) != LOSS_TYPE_NAMES:  # one list of names: the rules' (validation.py) and this table agree
+    raise ImportError(f"LOSS_TYPES {tuple(LOSS_TYPES)} differ from validation.LOSS_TYPE_NAMES {LOSS_TYPE_NAMES}")

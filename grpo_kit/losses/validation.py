@@ -21,6 +21,7 @@ from typing import Any
 
 __all__ = [
     "IMPORTANCE_SAMPLING_LEVELS",
+    "LOSS_TYPE_NAMES",
     "TRL_LUSPO_ADVICE",
     "TRL_VESPO_ADVICE",
     "LossSettings",
@@ -33,6 +34,9 @@ __all__ = [
 ]
 
 IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence")
+# TRL's loss types by name, in TRL's order. ``registry.LOSS_TYPES`` gives each its objective and normalisation
+# (and refuses to import if its keys differ); the names live here so the rules need no torch and no registry.
+LOSS_TYPE_NAMES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")
 
 # TRL 1.15's warnings (GRPOTrainer.__init__), word for word, so a reader can search for them.
 TRL_LUSPO_ADVICE = (
@@ -117,10 +121,8 @@ def check_loss_call(
     max_completion_length: int | None = LossSettings.max_completion_length,
 ) -> None:
     """The rules ``compute_loss`` enforces on every call: known names, sane numbers; TRL's warnings."""
-    from grpo_kit.losses.registry import LOSS_TYPES  # the objectives import torch; these rules do not
-
-    if loss_type not in LOSS_TYPES:
-        raise ValueError(f"unknown loss_type={loss_type!r}; choose one of {sorted(LOSS_TYPES)}.")
+    if loss_type not in LOSS_TYPE_NAMES:
+        raise ValueError(f"unknown loss_type={loss_type!r}; choose one of {sorted(LOSS_TYPE_NAMES)}.")
     if importance_sampling_level not in IMPORTANCE_SAMPLING_LEVELS:
         raise ValueError(
             f"unknown importance_sampling_level={importance_sampling_level!r}; use 'token' or 'sequence'."

@@ -334,8 +334,8 @@ class TrainedModel:
         command-line input passes), or the catalogue's ``name``. ``ValueError`` naming ``--recipe`` when
         neither says. A recipe file's run whose rewards are code of the user's is refused unless
         ``trust_reward_code`` (``grpo_kit.recipe_files.refuse_reward_code_of_a_run``)."""
+        from grpo_kit.loop_config import to_loop_config
         from grpo_kit.recipes import get_recipe
-        from grpo_kit.runs.plan import to_loop_config
 
         info = self.run.summary() if self.run is not None else {}
         name = name or info.get("recipe")

@@ -11,7 +11,6 @@ standalone loop, TRL's ``GRPOConfig``) is the one that trains.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shlex
@@ -22,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grpo_kit.loop_config import to_loop_config  # re-exported: grpo_kit.runs.to_loop_config
 from grpo_kit.models import TINY_MODEL
 from grpo_kit.paths import check_output_dir
 from grpo_kit.recipes import RECIPES, Recipe, get_recipe
@@ -83,35 +83,6 @@ class RunPlan:
 
 
 # --- before the model loads -------------------------------------------------------------------------
-
-
-def to_loop_config(recipe: Recipe | str, **overrides: Any):
-    """A ``grpo_kit.loop_config.GRPOLoopConfig`` from the recipe's training fields with the same names.
-
-    GRPOConfig fields the standalone loop has no counterpart for (``optim``, ...) are left out with a
-    warning that names them; ``overrides`` are applied last and must be GRPOLoopConfig fields.
-    """
-    from grpo_kit.loop_config import GRPOLoopConfig
-
-    recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
-    loop_fields = {f.name for f in dataclasses.fields(GRPOLoopConfig) if f.init}
-    unknown = sorted(set(overrides) - loop_fields)
-    if unknown:
-        raise ValueError(
-            f"{', '.join(unknown)} are not GRPOLoopConfig fields; choose from {', '.join(sorted(loop_fields))}"
-        )
-    values = recipe.grpo_training()
-    kept = {k: v for k, v in values.items() if k in loop_fields}
-    dropped = sorted(k for k in values if k not in loop_fields)
-    if dropped:
-        warnings.warn(
-            f"recipe {recipe.name!r}: the standalone loop has no {', '.join(dropped)}; they are ignored "
-            "(use --loop trl for the full GRPOConfig).",
-            UserWarning,
-            stacklevel=2,
-        )
-    kept.update(overrides)
-    return GRPOLoopConfig(**kept)
 
 
 def default_output_dir(recipe_name: str) -> Path:
