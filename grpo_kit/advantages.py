@@ -36,8 +36,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-SCALE_REWARDS_OPTIONS = ("group", "batch", "none")
-MULTI_OBJECTIVE_AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
+from grpo_kit.losses.validation import (  # names and defaults, written where the settings read them without torch
+    MULTI_OBJECTIVE_AGGREGATIONS,
+    SCALE_REWARDS_OPTIONS,
+    AdvantageSettings,
+)
 
 # Added to the std before dividing, exactly as TRL: a zero-variance group gives 0 / 1e-4 = 0.
 STD_EPSILON = 1e-4
@@ -160,8 +163,8 @@ def compute_advantages_with_metrics(
     num_generations: int,
     *,
     reward_weights: torch.Tensor | Sequence[float] | None = None,
-    scale_rewards: str | bool = "group",
-    multi_objective_aggregation: str = "sum_then_normalize",
+    scale_rewards: str | bool = AdvantageSettings.scale_rewards,
+    multi_objective_aggregation: str = AdvantageSettings.multi_objective_aggregation,
     reward_func_names: Sequence[str] | None = None,
 ) -> AdvantageResult:
     """``compute_advantages`` plus TRL's reward metrics (see the module docstring for the maths).
@@ -235,8 +238,8 @@ def compute_advantages(
     num_generations: int,
     *,
     reward_weights: torch.Tensor | Sequence[float] | None = None,
-    scale_rewards: str | bool = "group",
-    multi_objective_aggregation: str = "sum_then_normalize",
+    scale_rewards: str | bool = AdvantageSettings.scale_rewards,
+    multi_objective_aggregation: str = AdvantageSettings.multi_objective_aggregation,
 ) -> torch.Tensor:
     """Group-relative advantages ``(N,)`` from rewards ``(N, F)`` (NaN = a reward function's ``None``).
 

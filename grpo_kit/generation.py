@@ -27,6 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from grpo_kit.settings import GRPO_DEFAULTS, training_value
+
 __all__ = ["Decoding", "GeneratedCompletion", "Sampler", "generate", "prompt_texts"]
 
 
@@ -45,12 +47,12 @@ class Decoding:
     chat_template_kwargs: extra arguments for the chat template (``{"enable_thinking": False}``, ``tools``).
     """
 
-    max_new_tokens: int = 512
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
+    max_new_tokens: int = GRPO_DEFAULTS["max_completion_length"]
+    temperature: float = GRPO_DEFAULTS["temperature"]
+    top_p: float = GRPO_DEFAULTS["top_p"]
+    top_k: int = GRPO_DEFAULTS["top_k"]
     min_p: float | None = None
-    repetition_penalty: float = 1.0
+    repetition_penalty: float = GRPO_DEFAULTS["repetition_penalty"]
     greedy: bool = False
     seed: int = 0
     batch_size: int = 8
@@ -60,12 +62,12 @@ class Decoding:
     def from_training(cls, training: Mapping[str, Any], **changes: Any) -> Decoding:
         """The decoding a run's ``training`` settings (GRPOConfig names) ask for, then ``changes``."""
         values = {
-            "max_new_tokens": int(training.get("max_completion_length", 512)),
-            "temperature": float(training.get("temperature", 1.0)),
-            "top_p": float(training.get("top_p", 1.0)),
-            "top_k": int(training.get("top_k") or 0),
+            "max_new_tokens": int(training_value(training, "max_completion_length")),
+            "temperature": float(training_value(training, "temperature")),
+            "top_p": float(training_value(training, "top_p")),
+            "top_k": int(training_value(training, "top_k") or 0),  # TRL reads None as 0 (off)
             "min_p": training.get("min_p"),
-            "repetition_penalty": float(training.get("repetition_penalty", 1.0)),
+            "repetition_penalty": float(training_value(training, "repetition_penalty")),
             "chat_template_kwargs": training.get("chat_template_kwargs"),
         }
         return cls(**{**values, **changes})

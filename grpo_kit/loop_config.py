@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_kit.losses.entropy import ENTROPY_FIELDS, check_entropy_settings
 from grpo_kit.losses.validation import LossSettings
-from grpo_kit.settings import GRPO_DEFAULTS, check_grpo_settings, check_report_to
+from grpo_kit.settings import GRPO_DEFAULTS, GRPO_KIT_DEFAULTS, check_grpo_settings, check_report_to
 
 if TYPE_CHECKING:
     from grpo_kit.recipes import Recipe
@@ -37,17 +37,17 @@ class GRPOLoopConfig:
     # --- run ---
     output_dir: str = "trainer_output"
     """Where ``metrics.jsonl``, ``reward_curve.png`` and ``checkpoint-<step>/`` go (TRL: ``output_dir``)."""
-    max_steps: int = -1
+    max_steps: int = GRPO_DEFAULTS["max_steps"]
     """Optimizer steps to run. ``-1``: derive from ``num_train_epochs`` (TRL/Trainer semantics)."""
-    num_train_epochs: float = 3.0
+    num_train_epochs: float = GRPO_DEFAULTS["num_train_epochs"]
     """Passes over the prompts when ``max_steps = -1`` (Trainer default 3)."""
-    seed: int = 42
+    seed: int = GRPO_DEFAULTS["seed"]
     """Seeds python, numpy and torch at the start (Trainer default 42); also orders the prompts."""
-    shuffle_dataset: bool = True
+    shuffle_dataset: bool = GRPO_DEFAULTS["shuffle_dataset"]
     """Visit prompts in a seeded random order, reshuffled every epoch (TRL default True)."""
-    logging_steps: int = 10
+    logging_steps: int = GRPO_DEFAULTS["logging_steps"]
     """Write a ``metrics.jsonl`` record every N optimizer steps, averaging the window (TRL default 10)."""
-    save_steps: int = 500
+    save_steps: int = GRPO_DEFAULTS["save_steps"]
     """Checkpoint every N optimizer steps and at the end; ``0`` disables checkpoints (Trainer default 500)."""
     save_total_limit: int | None = None
     """Keep at most this many checkpoints, deleting the oldest (Trainer semantics); None keeps all."""
@@ -55,25 +55,25 @@ class GRPOLoopConfig:
     """A ``checkpoint-<step>`` folder to continue from, or True for the latest one in ``output_dir``."""
     disable_tqdm: bool = False
     """Hide the progress display (Trainer's name for it): the rich bar on a terminal, plain lines elsewhere."""
-    report_to: str | list[str] | None = "none"
+    report_to: str | list[str] | None = GRPO_DEFAULTS["report_to"]
     """Where metrics go besides ``metrics.jsonl``, with TRL's values and meaning: ``"none"``, ``"trackio"``
     (local SQLite, offline; ``trackio show``), ``"tensorboard"`` (``<output_dir>/runs``), ``"wandb"``, ``"all"``
     (every one installed) or a list. Metric names are TRL's (``train/reward``). Needs ``grpo-kit[logging]``."""
-    log_completions: bool = False
+    log_completions: bool = GRPO_DEFAULTS["log_completions"]
     """At every logging step write the last generation batch's prompts, completions, rewards, advantages and
     ``log_extra`` columns to ``completions/completions_<step:05d>.parquet`` and print some (TRL default False)."""
     num_completions_to_print: int | None = None
     """Rows of that table printed at each logging step; None prints all (TRL default None)."""
-    max_bad_steps: int = 3
+    max_bad_steps: int = GRPO_KIT_DEFAULTS["max_bad_steps"]
     """grpo-kit only. A *bad* step has rewards that are all NaN/None, a non-finite loss or grad-norm, or (with
     ``on_reward_error="skip"``) a reward function that raised. It is skipped: no optimizer step, nothing saved
     from it, ``skipped_steps`` counts it. After this many bad steps in a row the run saves its last good
     checkpoint and stops with an error naming the cause (``grpo_kit.run_context.BadStepsError``)."""
-    on_reward_error: str = "stop"
+    on_reward_error: str = GRPO_KIT_DEFAULTS["on_reward_error"]
     """grpo-kit only. What a reward function that raises does to the run: ``"stop"`` (default) saves a
     checkpoint and raises ``rewards.RewardFunctionError`` naming the function, the row and the completion's
     start; ``"skip"`` reports it and treats the step as bad (see ``max_bad_steps``)."""
-    reward_timeout: float | None = 600.0
+    reward_timeout: float | None = GRPO_KIT_DEFAULTS["reward_timeout"]
     """grpo-kit only. Seconds one reward function may take to score a generation batch (``async`` ones: all
     together) before the call counts as failed, handled per ``on_reward_error``; None waits without a bound.
     Generous by default: a model-graded or sandboxed reward legitimately takes seconds, a stuck one forever."""
@@ -88,15 +88,15 @@ class GRPOLoopConfig:
     """Micro-batches per optimizer step; together they are one generation batch (TRL's steps_per_generation)."""
     max_completion_length: int = GRPO_DEFAULTS["max_completion_length"]
     """Maximum new tokens per completion (TRL default 512)."""
-    temperature: float = 1.0
+    temperature: float = GRPO_DEFAULTS["temperature"]
     """Sampling temperature; the log-probs are computed at the same temperature (TRL default 1.0)."""
-    top_p: float = 1.0
+    top_p: float = GRPO_DEFAULTS["top_p"]
     """Nucleus sampling: keep the smallest token set with this total probability; 1.0 = off."""
-    top_k: int = 0
+    top_k: int = GRPO_DEFAULTS["top_k"]
     """Keep only the k most likely tokens when sampling; 0 = off (TRL default 0)."""
     min_p: float | None = None
     """Minimum token probability relative to the most likely token; None = off."""
-    repetition_penalty: float = 1.0
+    repetition_penalty: float = GRPO_DEFAULTS["repetition_penalty"]
     """HF generate's repetition penalty; 1.0 = off."""
     chat_template_kwargs: dict[str, Any] | None = None
     """Extra keyword arguments for the chat template (e.g. ``{"enable_thinking": False}``)."""
@@ -111,26 +111,26 @@ class GRPOLoopConfig:
     the bf16 policy and are scored by the autocast one: a small mismatch TRL has too with vLLM."""
 
     # --- optimisation ---
-    learning_rate: float = 1e-6
+    learning_rate: float = GRPO_DEFAULTS["learning_rate"]
     """AdamW peak learning rate (TRL's GRPO default 1e-6; LoRA usually wants 1e-5 … 1e-4)."""
-    lr_scheduler_type: str = "linear"
+    lr_scheduler_type: str = GRPO_DEFAULTS["lr_scheduler_type"]
     """Any ``transformers.SchedulerType`` name: linear, cosine, constant, constant_with_warmup, …"""
-    warmup_steps: float = 0
+    warmup_steps: float = GRPO_DEFAULTS["warmup_steps"]
     """Linear warmup: an int number of steps, or a float in [0, 1) = ratio of ``max_steps`` (transformers 5
     semantics; the older ``warmup_ratio`` is this field with a float)."""
-    weight_decay: float = 0.0
+    weight_decay: float = GRPO_DEFAULTS["weight_decay"]
     """AdamW decoupled weight decay, not applied to biases and norm weights (Trainer default 0)."""
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
-    adam_epsilon: float = 1e-8
-    max_grad_norm: float = 1.0
+    adam_beta1: float = GRPO_DEFAULTS["adam_beta1"]
+    adam_beta2: float = GRPO_DEFAULTS["adam_beta2"]
+    adam_epsilon: float = GRPO_DEFAULTS["adam_epsilon"]
+    max_grad_norm: float = GRPO_DEFAULTS["max_grad_norm"]
     """Clip the global gradient norm to this; ``0`` disables clipping (the norm is still logged)."""
 
     # --- GRPO ---
     beta: float = LossSettings.beta
     """KL coefficient β; 0 (TRL default) skips the reference model. > 0 needs a LoRA model (see module doc).
     DeepSeek-R1 used 0.001 (https://huggingface.co/papers/2501.12948)."""
-    num_iterations: int = 1
+    num_iterations: int = GRPO_DEFAULTS["num_iterations"]
     """μ: optimizer steps per generation batch (DeepSeekMath). > 1 makes old log-probs necessary."""
     epsilon: float = LossSettings.epsilon
     """Lower clip ε of the ratio: clip(ρ, 1 − ε, 1 + ε_high) (PPO, https://arxiv.org/abs/1707.06347)."""
@@ -151,9 +151,9 @@ class GRPOLoopConfig:
     """One weight per reward function (None: all 1.0); ``train(reward_weights=...)`` overrides it."""
     multi_objective_aggregation: str = GRPO_DEFAULTS["multi_objective_aggregation"]
     """sum_then_normalize | normalize_then_sum (GDPO, https://huggingface.co/papers/2601.05242)."""
-    mask_truncated_completions: bool = False
+    mask_truncated_completions: bool = GRPO_DEFAULTS["mask_truncated_completions"]
     """Exclude completions that hit ``max_completion_length`` without EOS from the loss (DAPO)."""
-    top_entropy_quantile: float = 1.0
+    top_entropy_quantile: float = GRPO_DEFAULTS["top_entropy_quantile"]
     """ρ: keep only the top-ρ quantile of tokens by entropy in the policy loss; 1.0 = all
     (Beyond the 80/20 Rule, https://huggingface.co/papers/2506.01939, recommends 0.2)."""
     use_bias_correction_kl: bool = LossSettings.use_bias_correction_kl
@@ -199,7 +199,8 @@ class GRPOLoopConfig:
             ("top_k", 0),
         ):
             _check_int(name, getattr(self, name), minimum=minimum)
-        # The rules every path shares (group size, whole groups, loss type, advantages): grpo_kit.settings.
+        # The rules every path shares (group size, whole groups, loss type, advantages, every number's range:
+        # settings.NUMERIC_RANGES): grpo_kit.settings. What follows is only what the loop adds.
         check_grpo_settings({f.name: getattr(self, f.name) for f in fields(self)})
         check_report_to(self.report_to)
         self.scale_rewards = {True: "group", False: "none"}.get(self.scale_rewards, self.scale_rewards)
@@ -225,24 +226,7 @@ class GRPOLoopConfig:
             _check_int("num_completions_to_print", self.num_completions_to_print, minimum=0)
         if self.save_total_limit is not None:
             _check_int("save_total_limit", self.save_total_limit, minimum=1)
-        if not self.temperature > 0:
-            raise ValueError(
-                f"temperature={self.temperature} must be > 0 (sampling is always on in GRPO); try 1.0."
-            )
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p={self.top_p} must be in (0, 1]; 1.0 turns nucleus sampling off.")
-        if self.learning_rate < 0 or self.weight_decay < 0:
-            raise ValueError("learning_rate and weight_decay must be >= 0.")
-        if self.max_grad_norm < 0:
-            raise ValueError(f"max_grad_norm={self.max_grad_norm} must be >= 0 (0 disables clipping).")
-        if not 0.0 <= self.top_entropy_quantile <= 1.0:
-            raise ValueError(
-                f"top_entropy_quantile={self.top_entropy_quantile} must be in [0, 1]; 1.0 keeps every token, "
-                "the 80/20 paper uses 0.2."
-            )
         check_entropy_settings({name: getattr(self, name) for name in ENTROPY_FIELDS})
-        if self.warmup_steps < 0:
-            raise ValueError(f"warmup_steps={self.warmup_steps} must be >= 0 (an int, or a ratio in [0, 1)).")
         if self.reward_weights is not None:
             if isinstance(self.reward_weights, (str, bytes)) or not all(
                 isinstance(w, (int, float)) and not isinstance(w, bool) for w in self.reward_weights

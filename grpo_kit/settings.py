@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from grpo_kit.losses.validation import (  # the loss rules live with the losses
+    AdvantageSettings,
     LossSettings,
     check_cispo_cap,
     check_loss_call,
@@ -43,6 +44,7 @@ from grpo_kit.reporting import check_report_to  # the report_to rule lives with 
 __all__ = [
     "DEPRECATED_TRAINING_FIELDS",
     "GRPO_DEFAULTS",
+    "GRPO_KIT_DEFAULTS",
     "RETIRED_TRAINING_FIELDS",
     "check_grpo_settings",
     "check_multi_objective_aggregation",
@@ -55,6 +57,7 @@ __all__ = [
     "check_training_fields",
     "check_whole_groups",
     "grpo_config_field_names",
+    "training_value",
     "validate_config",
     "validate_loss_settings",
     "vllm_server_command",
@@ -63,24 +66,80 @@ __all__ = [
 
 VLLM_MODES = ("colocate", "server")
 
-#: GRPOConfig's defaults (TRL 1.15) for the names the rules read, the loss ones as ``LossSettings`` has
-#: them; ``tests/grpo_kit/test_settings.py`` compares them with the installed GRPOConfig.
+#: GRPOConfig's defaults (TRL 1.15) for every GRPOConfig name grpo-kit reads: the one place each is written.
+#: The loss ones are ``LossSettings``', the advantage ones ``AdvantageSettings``' (both torch-free, in
+#: ``losses.validation``); ``GRPOLoopConfig``, ``generation.Decoding`` and every ``training_value`` lookup read
+#: the rest from here. ``tests/grpo_kit/test_settings.py`` compares them with the installed GRPOConfig, and
+#: ``tests/grpo_kit/test_defaults_declared_once.py`` finds any literal default written elsewhere.
 GRPO_DEFAULTS: dict[str, Any] = {
+    # run
+    "max_steps": -1,
+    "num_train_epochs": 3.0,
+    "seed": 42,
+    "shuffle_dataset": True,
+    "logging_steps": 10,
+    "save_steps": 500,
+    "report_to": "none",
+    "log_completions": False,
+    # batch and generation
     "num_generations": 8,
     "per_device_train_batch_size": 8,
     "gradient_accumulation_steps": LossSettings.gradient_accumulation_steps,
     "generation_batch_size": None,
     "steps_per_generation": None,
+    "max_completion_length": 512,  # LossSettings: None (compute_loss assumes no generation limit)
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "top_k": 0,
+    "repetition_penalty": 1.0,
+    # optimizer
+    "learning_rate": 1e-6,
+    "lr_scheduler_type": "linear",
+    "warmup_steps": 0,
+    "weight_decay": 0.0,
+    "adam_beta1": 0.9,
+    "adam_beta2": 0.999,
+    "adam_epsilon": 1e-8,
+    "max_grad_norm": 1.0,
+    # GRPO
+    "num_iterations": 1,
+    "mask_truncated_completions": False,
+    "top_entropy_quantile": 1.0,
     "loss_type": LossSettings.loss_type,
     "importance_sampling_level": LossSettings.importance_sampling_level,
     "beta": LossSettings.beta,
     "epsilon": LossSettings.epsilon,
     "epsilon_high": LossSettings.epsilon_high,
     "delta": LossSettings.delta,
-    "max_completion_length": 512,  # LossSettings: None (compute_loss assumes no generation limit)
-    "scale_rewards": "group",
-    "multi_objective_aggregation": "sum_then_normalize",
+    "scale_rewards": AdvantageSettings.scale_rewards,
+    "multi_objective_aggregation": AdvantageSettings.multi_objective_aggregation,
 }
+
+#: grpo-kit's own settings (GRPOConfig has no such names), written once here; ``GRPOLoopConfig`` documents
+#: them, and the TRL and Unsloth paths read ``reward_timeout`` from here too.
+GRPO_KIT_DEFAULTS: dict[str, Any] = {
+    "max_bad_steps": 3,
+    "on_reward_error": "stop",
+    "reward_timeout": 600.0,
+}
+
+
+def training_value(training: Mapping[str, Any], name: str) -> Any:
+    """``training[name]`` (a recipe's or run.json's GRPOConfig-named settings), else its declared default:
+    :data:`GRPO_DEFAULTS`, :data:`GRPO_KIT_DEFAULTS`, ``LossSettings`` or the entropy bonus' fields."""
+    if name in training:
+        return training[name]
+    for declared in (GRPO_DEFAULTS, GRPO_KIT_DEFAULTS):
+        if name in declared:
+            return declared[name]
+    if name in {f.name for f in dataclasses.fields(LossSettings)}:
+        return getattr(LossSettings, name)
+    from grpo_kit.losses.entropy import ENTROPY_FIELDS  # torch: only for the entropy bonus' names
+
+    if name in ENTROPY_FIELDS:
+        return ENTROPY_FIELDS[name]
+    raise KeyError(f"{name!r} has no declared default (settings.GRPO_DEFAULTS / GRPO_KIT_DEFAULTS)")
+
 
 # GRPOConfig / TrainingArguments fields that older tutorials (the course targets TRL 0.14) still use
 # and that the pinned TRL 1.15 / transformers 5.17 no longer accept, with the fix for each.
@@ -204,21 +263,33 @@ def _is_the_default(name: str) -> str:
 #: AdamW update into NaN weights (0/0 on a step whose gradients are all zero, the usual case early in GRPO
 #: when every group ties). Defaults are TRL 1.15's.
 NUMERIC_RANGES: dict[str, tuple[float, float, bool, bool, str]] = {
-    "learning_rate": (0.0, math.inf, True, False, "e.g. 1e-6 (TRL's GRPO default) or 1e-5 … 1e-4 with LoRA"),
+    "learning_rate": (
+        0.0,
+        math.inf,
+        True,
+        False,
+        f"e.g. {GRPO_DEFAULTS['learning_rate']} (TRL's GRPO default) or 1e-5 … 1e-4 with LoRA",
+    ),
     "adam_epsilon": (
         0.0,
         math.inf,
         False,
         False,
-        "it keeps AdamW from dividing by zero; use 1e-8 (the default)",
+        f"it keeps AdamW from dividing by zero; use {GRPO_DEFAULTS['adam_epsilon']} (the default)",
     ),
-    "adam_beta1": (0.0, 1.0, True, False, "0.9 is the default"),
-    "adam_beta2": (0.0, 1.0, True, False, "0.999 is the default"),
-    "weight_decay": (0.0, math.inf, True, False, "0.0 is the default"),
-    "max_grad_norm": (0.0, math.inf, True, False, "1.0 is the default; 0 turns clipping off"),
+    "adam_beta1": (0.0, 1.0, True, False, f"{GRPO_DEFAULTS['adam_beta1']} is the default"),
+    "adam_beta2": (0.0, 1.0, True, False, f"{GRPO_DEFAULTS['adam_beta2']} is the default"),
+    "weight_decay": (0.0, math.inf, True, False, f"{GRPO_DEFAULTS['weight_decay']} is the default"),
+    "max_grad_norm": (
+        0.0,
+        math.inf,
+        True,
+        False,
+        f"{GRPO_DEFAULTS['max_grad_norm']} is the default; 0 turns clipping off",
+    ),
     "warmup_steps": (0.0, math.inf, True, False, "an int number of steps, or a ratio in [0, 1)"),
-    "num_train_epochs": (0.0, math.inf, True, False, "3.0 is the default"),
-    "temperature": (0.0, math.inf, False, False, "1.0 is the default"),
+    "num_train_epochs": (0.0, math.inf, True, False, f"{GRPO_DEFAULTS['num_train_epochs']} is the default"),
+    "temperature": (0.0, math.inf, False, False, f"{GRPO_DEFAULTS['temperature']} is the default"),
     "top_p": (0.0, 1.0, False, True, "1.0 turns nucleus sampling off"),
     "min_p": (0.0, 1.0, True, True, "None turns it off"),
     "repetition_penalty": (0.0, math.inf, False, False, "1.0 turns it off"),
@@ -273,7 +344,7 @@ def check_numeric_settings(values: Mapping[str, Any]) -> None:
     ):
         raise ValueError(
             f"seed={seed!r}: the seed must be an int from {SEED_RANGE[0]} to {SEED_RANGE[1]} (2**32 - 1, numpy's "
-            "limit); e.g. seed=42 (the default)."
+            f"limit); e.g. seed={GRPO_DEFAULTS['seed']} (the default)."
         )
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from grpo_kit.cli.common import CONFIG_ERRORS, EXIT_INTERRUPTED, UsageError, after_loading
 from grpo_kit.cli.train import headline
+from grpo_kit.settings import training_value
 from grpo_kit.terminal import markup_safe
 
 __all__ = ["cmd_eval", "cmd_export", "cmd_generate"]
@@ -57,7 +58,7 @@ def _evaluate(args, console, trained, recipe) -> int:
     with console.status("loading the trained model…"):
         model, tokenizer = _load(trained, args.base)
     try:  # a shared run.json may ask for more tokens than the model has room for
-        check_fits_context(model, 1, int(recipe.training.get("max_completion_length", 64)))
+        check_fits_context(model, 1, int(training_value(recipe.training, "max_completion_length")))
     except ValueError as error:
         raise UsageError(f"{error} (the run's recipe: --recipe NAME evaluates with another)") from error
     funcs = recipe.build_reward_funcs(tokenizer)

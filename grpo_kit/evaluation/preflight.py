@@ -28,7 +28,7 @@ from typing import Any
 from datasets_prep.chat import prompt_to_sample_from
 from grpo_kit.evaluation.eval_report import reward_info
 from grpo_kit.generation import Decoding, GeneratedCompletion, Sampler, generate, prompt_texts
-from grpo_kit.settings import GRPO_DEFAULTS, check_num_generations
+from grpo_kit.settings import GRPO_DEFAULTS, check_num_generations, training_value
 
 __all__ = ["Finding", "PreflightReport", "check", "check_recipe", "validate_inputs"]
 
@@ -240,7 +240,7 @@ def check_recipe(
     from grpo_kit.tool_rollout import recipe_generate, recipe_reward_funcs, takes_rows
 
     training = recipe.training
-    decoding = Decoding.from_training(training, seed=int(training.get("seed", 42)))
+    decoding = Decoding.from_training(training, seed=int(training_value(training, "seed")))
     sampler = None
     generate_fn = recipe_generate(
         recipe, tokenizer
@@ -268,7 +268,7 @@ def check_recipe(
         dataset,
         funcs,
         num_prompts=num_prompts,
-        num_generations=int(training.get("num_generations", 8)),
+        num_generations=int(training_value(training, "num_generations")),
         decoding=decoding,
         reward_weights=weights,
         sampler=sampler,

@@ -100,4 +100,6 @@ LOSS_TYPES: dict[str, LossType] = {
     )
 }
 if tuple(LOSS_TYPES) != LOSS_TYPE_NAMES:  # one list of names: the rules' (validation.py) and this table agree
-    raise ImportError(f"LOSS_TYPES {tuple(LOSS_TYPES)} differ from validation.LOSS_TYPE_NAMES {LOSS_TYPE_NAMES}")
+    raise ImportError(
+        f"LOSS_TYPES {tuple(LOSS_TYPES)} differ from validation.LOSS_TYPE_NAMES {LOSS_TYPE_NAMES}"
+    )

@@ -1,8 +1,11 @@
-"""The loss hyper-parameters and every rule about them, written once. No torch at import.
+"""The loss and advantage hyper-parameters and every rule about the loss, written once. No torch at import.
 
 ``LossSettings`` carries the loss hyper-parameters of a run from its config to ``compute_loss``; its defaults are
 the pinned TRL's ``GRPOConfig`` defaults, and every other place that needs one (``compute_loss``'s keywords,
 ``GRPOLoopConfig``'s fields, ``grpo_kit.settings.GRPO_DEFAULTS``, the rules below) reads it from here.
+
+``AdvantageSettings`` does the same for the two advantage settings (``grpo_kit.advantages`` reads its defaults and
+option lists from here, so that the settings can name them without importing torch).
 
 ``check_loss_options`` (``check_loss_call``) is what ``compute_loss`` enforces on every call: known names,
 sane numbers, TRL's warnings. ``check_cispo_cap`` and ``warn_sequence_level_sums`` are the configuration-level
@@ -22,8 +25,11 @@ from typing import Any
 __all__ = [
     "IMPORTANCE_SAMPLING_LEVELS",
     "LOSS_TYPE_NAMES",
+    "MULTI_OBJECTIVE_AGGREGATIONS",
+    "SCALE_REWARDS_OPTIONS",
     "TRL_LUSPO_ADVICE",
     "TRL_VESPO_ADVICE",
+    "AdvantageSettings",
     "LossSettings",
     "check_cispo_cap",
     "check_loss_call",
@@ -47,6 +53,19 @@ TRL_VESPO_ADVICE = (
     "VESPO computes sequence-level importance weights internally. `importance_sampling_level` "
     "should be set to `'token'` (the default)."
 )
+
+
+SCALE_REWARDS_OPTIONS = ("group", "batch", "none")
+MULTI_OBJECTIVE_AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
+
+
+@dataclass(frozen=True)
+class AdvantageSettings:
+    """How rewards become advantages, with TRL ``GRPOConfig``'s names and defaults: the one place they are
+    written (``compute_advantages``' keywords and ``settings.GRPO_DEFAULTS`` read them)."""
+
+    scale_rewards: str = "group"
+    multi_objective_aggregation: str = "sum_then_normalize"
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,7 @@ from grpo_kit.runs.held_out import (
 )
 from grpo_kit.runs.models import load_model
 from grpo_kit.runs.plan import RunPlan, prepare_run_dir
+from grpo_kit.settings import training_value
 
 __all__ = [
     "GGUFExportError",
@@ -198,7 +199,7 @@ def _greedy_answers(report: Any, model: Any, tokenizer: Any, prompts: list, reci
         model,
         tokenizer,
         prompts,
-        max_new_tokens=int(t.get("max_completion_length", 64)),
+        max_new_tokens=int(training_value(t, "max_completion_length")),
         chat_template_kwargs=t.get("chat_template_kwargs"),
     )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from grpo_kit.recipes import Recipe
+from grpo_kit.settings import training_value
 
 __all__ = ["load_model"]
 
@@ -18,7 +19,7 @@ def load_model(recipe: Recipe) -> tuple[Any, Any]:
     from grpo_kit import models
 
     model, tokenizer = models.load_model(recipe.model, quantization=recipe.quantization)
-    seed = int(recipe.training.get("seed", 42))
+    seed = int(training_value(recipe.training, "seed"))
     if recipe.trainable_parts:  # a vision-language model: only the chosen parts train (grpo_kit.models.vlm)
         from grpo_kit.models.vlm import select_trainable
 
