@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_kit.path_settings import applied_settings
-from grpo_kit.recipes import Recipe
+from grpo_kit.recipe_schema import Recipe
 from grpo_kit.result import RunResult
 from grpo_kit.runs.folder import RunFolder
 from grpo_kit.runs.held_out import (
