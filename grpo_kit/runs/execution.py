@@ -405,7 +405,7 @@ def execute(
             except Exception as error:  # noqa: BLE001 - recorded in run.json, raised after it
                 gguf_error = error
     evaluation = evaluate(plan, model, tokenizer, reward_funcs) if evaluate else built_in_evaluation
-    from grpo_kit.checkpoint import jsonable_config
+    from grpo_kit.redaction import jsonable_config
 
     rewards = [r["reward"] for r in result.log_history if r.get("reward") is not None]
     summary = {
