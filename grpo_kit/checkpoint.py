@@ -26,7 +26,7 @@ a model whose trainable weights hold NaN/inf (:class:`NonFiniteWeightsError`), s
 
 No credential is written: :func:`jsonable_config` (every configuration a run stores) replaces fields that TRL
 treats as credentials (``hub_token``: :func:`is_credential_field`) with :data:`CREDENTIAL_PLACEHOLDER`, and
-:func:`config_hash` / :func:`config_diff` leave them out.
+:func:`config_hash` / :func:`config_diff` leave them out (the redaction itself lives in ``grpo_kit.redaction``).
 
 The folder is written under a temporary name and renamed at the end, so a run killed while saving
 never leaves a half checkpoint for ``resume_from_checkpoint=True`` to pick up.
@@ -34,8 +34,6 @@ never leaves a half checkpoint for ``resume_from_checkpoint=True`` to pick up.
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 import hashlib
 import json
 import os
@@ -50,6 +48,13 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from grpo_kit.redaction import (  # re-exported: checkpoint was their home
+    CREDENTIAL_PLACEHOLDER,
+    is_credential_field,
+    jsonable_config,
+    without_credentials,
+)
 
 __all__ = [
     "ABSENT",
@@ -291,60 +296,7 @@ def _optimizer_tensors(state_dict: dict[str, Any]) -> dict[str, torch.Tensor]:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# The run's configuration
-
-
-#: What a credential's value becomes in every file a run writes (TrainingArguments writes ``<HUB_TOKEN>``).
-CREDENTIAL_PLACEHOLDER = "<redacted>"
-
-
-def is_credential_field(name: Any) -> bool:
-    """TRL's (TrainingArguments') rule for a field that holds a credential: its name ends in ``_token``
-    (``hub_token``); also ``token`` itself, the Hub's keyword (``model_init_kwargs={"token": ...}``). Such
-    values are never written to a run folder and never enter a configuration hash."""
-    return isinstance(name, str) and (name == "token" or name.endswith("_token"))
-
-
-def _redacted(key: Any, value: Any) -> Any:
-    return (
-        CREDENTIAL_PLACEHOLDER if is_credential_field(key) and value is not None else jsonable_config(value)
-    )
-
-
-def without_credentials(value: Any) -> Any:
-    """``value`` (JSON data) with every credential field left out, at any depth: what a hash or a comparison
-    of two configurations reads, so a token neither changes the hash nor makes two runs differ."""
-    if isinstance(value, dict):
-        return {k: without_credentials(v) for k, v in value.items() if not is_credential_field(k)}
-    if isinstance(value, list):
-        return [without_credentials(v) for v in value]
-    return value
-
-
-def jsonable_config(value: Any) -> Any:
-    """``value`` as plain JSON data, the same on every run: dataclasses -> dicts, paths -> strings, tuples and
-    sets -> lists, enums -> their value, functions -> ``module.qualname``; anything else -> ``repr``.
-    Credential fields (:func:`is_credential_field`) become :data:`CREDENTIAL_PLACEHOLDER`: every file a run
-    writes goes through here, and none may hold a token."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _redacted(f.name, getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, dict):
-        return {str(k): _redacted(k, v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable_config(v) for v in value]
-    if isinstance(value, (set, frozenset)):
-        return sorted((jsonable_config(v) for v in value), key=repr)
-    if isinstance(value, enum.Enum):
-        return jsonable_config(value.value)
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    if isinstance(value, np.generic):
-        return value.item()
-    if callable(value) and hasattr(value, "__qualname__"):
-        return f"{getattr(value, '__module__', '?')}.{value.__qualname__}"
-    return repr(value)
+# The run's configuration (credentials redacted by grpo_kit.redaction)
 
 
 def config_hash(config: Any) -> str:

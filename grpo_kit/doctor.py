@@ -318,7 +318,7 @@ def check_embedded_model() -> list[Finding]:
 
 
 def check_gguf_converter() -> list[Finding]:
-    from grpo_kit.export.gguf import converter_cache_dir
+    from grpo_kit.export.converter import converter_cache_dir
 
     if os.environ.get("LLAMA_CPP_DIR"):
         script = Path(os.environ["LLAMA_CPP_DIR"]) / "convert_hf_to_gguf.py"

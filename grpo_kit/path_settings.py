@@ -83,7 +83,7 @@ def _paths_with(name: str) -> tuple[str, ...]:
 def refusal(name: str, value: Any, loop: str) -> str | None:
     """Why ``loop`` would not apply ``name=value`` (naming the path that does), or None when it applies it.
     A credential's value (``hub_token``) is never part of the message: it reads ``<redacted>``."""
-    from grpo_kit.checkpoint import CREDENTIAL_PLACEHOLDER, is_credential_field
+    from grpo_kit.redaction import CREDENTIAL_PLACEHOLDER, is_credential_field
 
     if loop not in PATHS:
         raise ValueError(f"loop {loop!r}: choose one of {', '.join(PATHS)}.")

@@ -1,4 +1,4 @@
-"""Recipe files: your own task as a YAML or TOML file, read into the same :class:`grpo_kit.recipes.Recipe`
+"""Recipe files: your own task as a YAML or TOML file, read into the same :class:`grpo_kit.recipe_schema.Recipe`
 the shipped recipes are (``grpo-kit train --config my_task.yaml``), and any recipe written back as one
 (``grpo-kit recipes --show NAME --as-yaml``; ``recipe_from_text(recipe_to_text(r)) == r``).
 
@@ -19,7 +19,7 @@ data and your own reward functions:
     lora: {r: 8}                          # null / false: full fine-tuning
     training: {learning_rate: 1.0e-4, max_steps: 40}   # GRPOConfig names
 
-``dataset`` as text: a loader name of ``grpo_kit.recipes.DATASET_LOADERS`` (a shipped recipe's), else your rows
+``dataset`` as text: a loader name of ``grpo_kit.recipe_schema.DATASET_LOADERS`` (a shipped recipe's), else your rows
 (``datasets_prep.load_prompts``, loader ``"prompts"``). Relative paths (data, reward files, a model folder or
 .gguf) are read against the recipe file's folder and stored absolute, so a run folder's copy reads the same
 files from anywhere. TRL's ``trl grpo`` keys are accepted where they mean the same (:data:`TRL_KEYS`), GRPOConfig
@@ -41,7 +41,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from grpo_kit.recipes import DATASET_LOADERS, LoraSettings, Recipe, RewardSpec, UnslothSettings
+from grpo_kit.recipe_schema import DATASET_LOADERS, LoraSettings, Recipe, RewardSpec, UnslothSettings
 from grpo_kit.reward_specs import REWARD_MODEL_PREFIX, RewardImportError, is_user_reward
 
 __all__ = [

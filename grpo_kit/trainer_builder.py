@@ -234,7 +234,7 @@ def build_trainer(
 @contextlib.contextmanager
 def _credentials_removed(args) -> Iterator[None]:
     """``args`` (a GRPOConfig) with every credential field (``hub_token``) set to None for a moment."""
-    from grpo_kit.checkpoint import is_credential_field
+    from grpo_kit.redaction import is_credential_field
 
     held = {
         f.name: getattr(args, f.name)

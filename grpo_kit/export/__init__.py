@@ -9,16 +9,18 @@ reloading it and comparing greedy tokens with the model in memory.
 Each returns an :class:`ExportReport` (path, size, ``verified``, ``details``).
 """
 
+from grpo_kit.export.converter import (
+    LLAMA_CPP_PYTHON_SHA256,
+    LLAMA_CPP_PYTHON_VERSION,
+    download_converter,
+    find_converter,
+)
 from grpo_kit.export.folder import check_export_files, prepare_export_dir
 from grpo_kit.export.gguf import (
     CONVERTER_TYPES,
-    LLAMA_CPP_PYTHON_SHA256,
-    LLAMA_CPP_PYTHON_VERSION,
     QUANTIZE_TYPES,
     UNSLOTH_QUANT_TYPES,
     check_gguf_quantization_available,
-    download_converter,
-    find_converter,
     gguf_vocabulary_type,
     save_gguf,
 )

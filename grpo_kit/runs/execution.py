@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_kit.path_settings import applied_settings
-from grpo_kit.recipes import Recipe
+from grpo_kit.recipe_schema import Recipe
 from grpo_kit.result import RunResult
 from grpo_kit.runs.folder import RunFolder
 from grpo_kit.runs.held_out import (
@@ -406,7 +406,7 @@ def execute(
             except Exception as error:  # noqa: BLE001 - recorded in run.json, raised after it
                 gguf_error = error
     evaluation = evaluate(plan, model, tokenizer, reward_funcs) if evaluate else built_in_evaluation
-    from grpo_kit.checkpoint import jsonable_config
+    from grpo_kit.redaction import jsonable_config
 
     rewards = [r["reward"] for r in result.log_history if r.get("reward") is not None]
     summary = {

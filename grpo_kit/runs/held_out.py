@@ -115,7 +115,7 @@ def training_dataset(recipe: Any):
 
 def _candidates(recipe: Any, n: int):
     import datasets_prep
-    from grpo_kit.recipes import SYNTHETIC_ROWS
+    from grpo_kit.recipe_schema import SYNTHETIC_ROWS
 
     source = held_out_source(recipe)
     if source == "generated":
@@ -128,7 +128,7 @@ def _candidates(recipe: Any, n: int):
             raw = make_rows(size + extra, seed=0)[size:]
         return recipe.load_dataset(source=raw, size=len(raw), dataset_kwargs=recipe.held_out_kwargs)
     if source == "test split":
-        from grpo_kit.recipes import DATASET_LOADERS
+        from grpo_kit.recipe_schema import DATASET_LOADERS
 
         loader = getattr(datasets_prep, DATASET_LOADERS[recipe.dataset])
         kwargs = {**recipe.dataset_kwargs, **recipe.held_out_kwargs}

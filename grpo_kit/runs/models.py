@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from grpo_kit.recipes import Recipe
+from grpo_kit.recipe_schema import Recipe
 from grpo_kit.settings import training_value
 
 __all__ = ["load_model"]

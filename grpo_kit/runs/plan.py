@@ -68,7 +68,7 @@ class RunPlan:
     def run_config(self) -> dict[str, Any]:
         """What identifies this run, stored in ``run_config.json`` and every checkpoint: the arguments it was
         planned with (``invocation``) and the resolved recipe and loop, which a resume must match."""
-        from grpo_kit.checkpoint import jsonable_config
+        from grpo_kit.redaction import jsonable_config
 
         return {
             "invocation": jsonable_config(self.invocation),
@@ -329,7 +329,7 @@ def _stored_invocation(
     stored = RunFolder(folder).stored_run_config(resume)
     if not stored or "invocation" not in stored:
         return None
-    from grpo_kit.checkpoint import CREDENTIAL_PLACEHOLDER
+    from grpo_kit.redaction import CREDENTIAL_PLACEHOLDER
 
     invocation = dict(stored["invocation"])
     if "recipe_file" in invocation:  # a recipe file's run: its stored content, not a catalogue name
@@ -387,7 +387,7 @@ def resume_command(
     ``flags`` that change what the run does or writes (``{"samples": 0, "no_merge": True, "gguf": "f16"}``):
     a value of None or False is a flag that was not given. Credential settings (``hub_token``) are left out,
     since the command is printed."""
-    from grpo_kit.checkpoint import is_credential_field
+    from grpo_kit.redaction import is_credential_field
 
     if "recipe_file" in invocation:  # the run folder's copy of the recipe file (prepare_run_dir)
         words = ["grpo-kit", "train", "--config", os.fspath(Path(output_dir) / RECIPE_FILE)]
