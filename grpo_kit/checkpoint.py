@@ -77,6 +77,7 @@ __all__ = [
     "non_finite_parameters",
     "read_checkpoint_config",
     "restore_rng_state",
+    "resume_target",
     "rotate_checkpoints",
     "save_checkpoint",
     "trainable_parameters",
@@ -543,6 +544,32 @@ def latest_checkpoint(output_dir: str | Path) -> Path | None:
             stacklevel=2,
         )
     return latest
+
+
+def resume_target(output_dir: str | Path, resume: Any) -> Path | None:
+    """The one answer to "which checkpoint does this run continue from?", for every path and every caller (the
+    plan, before anything loads; the loop's bookkeeping; the TRL and Unsloth paths).
+
+    ``resume`` is TRL's ``resume_from_checkpoint``: None or False, a fresh run (None); True, the latest complete
+    ``checkpoint-<step>`` in ``output_dir`` (:func:`latest_checkpoint`); a path, that checkpoint folder. A
+    missing target is a ``FileNotFoundError`` whose line names the fix."""
+    if resume is None or resume is False:
+        return None
+    if resume is True:
+        found = latest_checkpoint(output_dir)
+        if found is None:
+            raise FileNotFoundError(
+                f"resume: {output_dir} has no checkpoint-N folder; train without resuming first, "
+                "or pass a checkpoint folder."
+            )
+        return found
+    checkpoint = Path(resume)
+    if not checkpoint.is_dir():
+        raise FileNotFoundError(
+            f"resume {resume}: no such checkpoint folder (it is not a folder); pass a checkpoint-N folder, "
+            "or resume the latest one (--resume without a value)."
+        )
+    return checkpoint
 
 
 def rotate_checkpoints(output_dir: str | Path, save_total_limit: int | None) -> None:

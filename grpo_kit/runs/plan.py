@@ -95,31 +95,23 @@ def _newest_run_with_checkpoint(recipe_name: str) -> Path | None:
 
 
 def resolve_run_dir(recipe_name: str, output_dir: str | Path | None, resume: Any) -> tuple[Path, Any]:
-    """(output folder, resume value for the trainer: None | True | checkpoint path)."""
+    """(output folder, resume value for the trainer: None | True | checkpoint path). Which checkpoint a resume
+    continues from is :func:`grpo_kit.checkpoint.resume_target`'s answer, here and in every trainer."""
+    from grpo_kit.checkpoint import resume_target
+
     if resume is None:
         return Path(output_dir) if output_dir else default_output_dir(recipe_name), None
     if resume is not True:
-        checkpoint = Path(resume)
-        if not checkpoint.is_dir():
-            raise FileNotFoundError(
-                f"resume {resume}: no such checkpoint folder; pass a checkpoint-N folder or "
-                "resume the latest one (--resume without a value)."
-            )
+        checkpoint = resume_target(output_dir, resume)
         return (Path(output_dir) if output_dir else checkpoint.parent), checkpoint
-    if output_dir:
-        if RunFolder(Path(output_dir)).latest_checkpoint() is None:
-            raise FileNotFoundError(
-                f"resume: {output_dir} has no checkpoint-N folder; train without resuming first, "
-                "or pass a checkpoint folder."
-            )
-        return Path(output_dir), True
-    run = _newest_run_with_checkpoint(recipe_name)
-    if run is None:
+    folder = Path(output_dir) if output_dir else _newest_run_with_checkpoint(recipe_name)
+    if folder is None:
         raise FileNotFoundError(
             f"resume: no outputs/{recipe_name}-*/checkpoint-N found; pass an output folder "
             "(--output-dir RUN) or a checkpoint."
         )
-    return run, True
+    resume_target(folder, True)  # the folder holds a complete checkpoint, or the line names the fix
+    return folder, True
 
 
 def _path_config(recipe: Recipe, loop: str, output_dir: Path, resume: Any):

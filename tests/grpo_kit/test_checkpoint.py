@@ -13,6 +13,7 @@ import torch
 from grpo_kit.checkpoint import (
     ABSENT,
     CheckpointError,
+    HalfFinishedCheckpointWarning,
     capture_rng_state,
     config_diff,
     config_hash,
@@ -21,6 +22,7 @@ from grpo_kit.checkpoint import (
     load_checkpoint,
     read_checkpoint_config,
     restore_rng_state,
+    resume_target,
     rotate_checkpoints,
     save_checkpoint,
 )
@@ -123,6 +125,21 @@ def test_wrong_kind_of_checkpoint_is_refused(tmp_path):
         )
     with pytest.raises(FileNotFoundError, match="not a grpo-kit loop checkpoint"):
         load_checkpoint(tmp_path, model=model, optimizer=optimizer, scheduler=scheduler)
+
+
+def test_resume_target_is_none_the_latest_complete_checkpoint_or_the_folder_named(tmp_path):
+    assert resume_target(tmp_path, None) is None and resume_target(tmp_path, False) is None
+    with pytest.raises(FileNotFoundError, match="has no checkpoint-N folder; train without resuming first"):
+        resume_target(tmp_path, True)
+    for step in (3, 12):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+        (tmp_path / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
+    (tmp_path / "checkpoint-20").mkdir()  # half-written: skipped, with a warning naming it
+    with pytest.warns(HalfFinishedCheckpointWarning, match="checkpoint-20"):
+        assert resume_target(tmp_path, True) == tmp_path / "checkpoint-12"
+    assert resume_target(tmp_path, str(tmp_path / "checkpoint-3")) == tmp_path / "checkpoint-3"
+    with pytest.raises(FileNotFoundError, match="it is not a folder"):
+        resume_target(tmp_path, tmp_path / "checkpoint-7")
 
 
 def test_latest_and_rotation(tmp_path):
