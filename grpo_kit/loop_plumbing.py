@@ -3,9 +3,9 @@ file reads as the algorithm.
 
 Before the first step: the inputs checked (reward models become reward functions; weights, the ``prompt``
 column, the context, LoRA for ``beta > 0``, native bf16, a pad token), the seed, the run length, AdamW and its
-learning-rate schedule, the bookkeeping (``grpo_kit.run_context.RunContext``) and resuming. Around the steps:
-logging a generation batch (advantage metrics, the completions table), forgetting what a bad step left behind,
-writing the completions table at logging steps.
+learning-rate schedule, the bookkeeping (``grpo_kit.run_context.RunContext``, which then resumes). Around
+the steps: logging a generation batch (advantage metrics, the completions table), forgetting what a bad step
+left behind, writing the completions table at logging steps.
 
 Simplifications (``grpo_kit.loop``'s docstring lists them all): ``torch.optim.AdamW`` only, with ``Trainer``'s
 rule of no weight decay on biases and normalisation weights; the data order needs no sampler state (``loop``).
@@ -44,7 +44,7 @@ __all__ = [
 
 
 # ----------------------------------------------------------------------------------------------------------
-# PLUMBING: before the first step (inputs, seed, run length, optimizer, schedule, bookkeeping, resume)
+# PLUMBING: before the first step (inputs, seed, run length, optimizer, schedule, bookkeeping)
 
 
 def check_inputs(
