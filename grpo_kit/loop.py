@@ -11,10 +11,13 @@
    disabled (only when ``beta > 0``);
 6. per micro-batch: log-probs with gradient, ``compute_loss`` (``grpo_kit.losses``, proven equal to TRL),
    backward; then gradient clipping, optimizer and scheduler step; an optimizer step that leaves a trainable
-   weight NaN/inf is undone and counted as a bad step (``RunContext.optimizer_step_kept``).
+   weight NaN/inf is undone and counted as a bad step (``RunContext.checked_step``).
 
-Steps 1-5 make a ``Rollout``, reused for μ optimizer steps when ``num_iterations = μ > 1``. Bookkeeping (resume,
-Ctrl-C, checkpoints, progress, metrics): ``grpo_kit.run_context``; settings: ``grpo_kit.loop_config.GRPOLoopConfig``.
+Steps 1-5 make a ``Rollout``, reused for μ optimizer steps when ``num_iterations = μ > 1``. Every guard
+against a bad step raises ``grpo_kit.run_context.BadStep``; ``train()`` handles it in one place. Banners
+mark the ALGO LOGIC here; the PLUMBING lives elsewhere: setup (inputs, seed, optimizer, schedule) and logging
+in ``grpo_kit.loop_plumbing``; bookkeeping (resume, Ctrl-C, checkpoints, progress, metrics, bad steps) in
+``grpo_kit.run_context``; settings: ``grpo_kit.loop_config.GRPOLoopConfig``.
 
 What this loop simplifies compared with TRL's GRPOTrainer:
 
@@ -50,27 +53,30 @@ What this loop simplifies compared with TRL's GRPOTrainer:
 
 from __future__ import annotations
 
-import math
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-import numpy as np
 import torch
 
 from datasets_prep import SAMPLING_PROMPT, is_conversational_prompt, prompt_to_sample_from, prompt_to_text
 from grpo_kit.advantages import compute_advantages_with_metrics
-from grpo_kit.checkpoint import is_peft_model
 from grpo_kit.completions_table import CompletionsTable
 from grpo_kit.logprobs import entropy_mask, per_token_logps, per_token_logps_grouped
 from grpo_kit.loop_config import GRPOLoopConfig
+from grpo_kit.loop_plumbing import (
+    check_inputs,
+    forget_bad_step,
+    log_generation_batch,
+    reward_name,
+    start_run,
+    write_completions,
+)
 from grpo_kit.losses import LossSettings, compute_loss
 from grpo_kit.losses.entropy import EntropyControl
 from grpo_kit.result import RunResult
-from grpo_kit.reward_models import RewardModelFunc, as_reward_funcs
-from grpo_kit.run_context import LoopState, RunContext
+from grpo_kit.run_context import BadStep, LoopState, RunContext
 from grpo_kit.sampling import (
     check_fits_context,
     mask_after_eos,
@@ -91,7 +97,7 @@ __all__ = [
 
 
 # ----------------------------------------------------------------------------------------------------------
-# What one generation batch carries
+# ALGO LOGIC: what one generation batch carries (steps 1-5 fill it, step 6 reads it)
 
 
 @dataclass
@@ -146,7 +152,7 @@ class Rollout:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# The loop
+# ALGO LOGIC: the loop, steps 1-6 (its PLUMBING: grpo_kit.loop_plumbing, grpo_kit.run_context)
 
 
 def train(
@@ -172,100 +178,63 @@ def train(
     ``close()`` that receive every ``metrics.jsonl`` record. Ctrl-C saves a checkpoint and returns with
     ``interrupted=True``; pass that checkpoint (or ``resume_from_checkpoint=True``) to continue.
     ``run_config``: what else every checkpoint records about the run (``grpo_kit.runs`` passes the recipe).
-    Bad steps (all-NaN rewards, non-finite loss or grad-norm) are skipped: see ``grpo_kit.run_context``.
+    Bad steps (all-NaN or overflowing rewards, a NaN/inf loss, grad-norm or weight) are skipped (``BadStep``).
     """
-    reward_funcs, weights = _check_inputs(
+    # PLUMBING: inputs, seed, run length, optimizer and schedule, bookkeeping, resume (grpo_kit.loop_plumbing)
+    reward_funcs, weights = check_inputs(
         model, tokenizer, train_dataset, reward_funcs, config, reward_weights, reward_processing_classes
     )
-    _seed_everything(config.seed)
-    max_steps = _resolve_max_steps(config, len(train_dataset))
-    model.train()  # TRL trains (and samples) with the model in training mode
-    optimizer = _build_optimizer(model, config)
-    scheduler = _build_scheduler(optimizer, config, max_steps)
-    loss_settings = LossSettings.from_config(config)
-    entropy_control = EntropyControl.from_config(config)  # the bonus coefficient, adaptive or not
-    eos_token_ids = stop_token_ids(model, tokenizer)
-    reward_names = [_reward_name(f) for f in reward_funcs]
-    completions_table = CompletionsTable()  # log_extra columns go here; written when log_completions
-    run = RunContext(
-        config, model, tokenizer, optimizer, scheduler, max_steps, callbacks, reporters, run_config
-    )
-    run.entropy_control = entropy_control  # saved with every checkpoint, restored on resume
+    eos_token_ids, reward_names = stop_token_ids(model, tokenizer), [reward_name(f) for f in reward_funcs]
+    run = start_run(model, tokenizer, config, len(train_dataset), callbacks, reporters, run_config)
     rollout = run.resume(Rollout.from_dict)  # a generation batch still to be reused, when resuming mid-block
+    optimizer, scheduler, entropy_control = run.optimizer, run.scheduler, run.entropy_control
+    loss_settings, completions_table = LossSettings.from_config(config), CompletionsTable()  # TRL's table
+    G, max_steps = config.num_generations, run.state.max_steps
 
+    # ALGO LOGIC: one GRPO optimizer step per iteration, steps 1-6 of the module docstring
     with run:  # progress bar; Ctrl-C saves a checkpoint; the reward curve at the end
         while run.state.global_step < max_steps:
-            if rollout is None or run.state.global_step % config.num_iterations == 0:
-                rows = _next_rows(train_dataset, run.state, config)  # 1. prompts
-                with run.timed("generation"):
-                    samples = _sample(model, tokenizer, rows, config, eos_token_ids)  # 2. G completions each
-                run.log_samples(
-                    samples.prompt_mask, samples.lengths, samples.is_truncated, config.num_generations
-                )
-                with run.timed("scoring"):  # 3. (N, F), NaN for None; None: a bad step, skipped
-                    rewards = run.checked_rewards(
-                        partial(_score, reward_funcs, samples, run, completions_table.log_extra), reward_names
-                    )
-                if rewards is None:
-                    completions_table.discard_pending()
-                    rollout = None
-                    continue
-                advantages = compute_advantages_with_metrics(  # 4. (N,) group-relative
-                    rewards,
-                    config.num_generations,
-                    reward_weights=weights,
-                    scale_rewards=config.scale_rewards,
-                    multi_objective_aggregation=config.multi_objective_aggregation,
-                    reward_func_names=reward_names,
-                )
-                if not run.advantages_are_finite(rewards, advantages, reward_names):  # overflow: a bad step
-                    rollout = None
-                    continue
-                run.log(advantages.metrics)
-                completions_table.record(
-                    samples.prompts,
-                    samples.completions,
-                    {name: rewards[:, i].tolist() for i, name in enumerate(reward_names)},
-                    advantages.advantages.tolist(),
-                )
-                with run.timed("old_ref_logprobs"):  # 5. only with num_iterations > 1 or beta > 0
-                    rollout = _rollout(model, samples, advantages.advantages, config)
-
-            with run.timed("training"):  # 6. one optimizer step over the micro-batches
-                step_loss = 0.0
-                for micro_batch in rollout.micro_batches:
-                    with run.timed("forward"):  # log-probs with gradient and the loss
-                        loss, metrics = _micro_batch_loss(
-                            model, micro_batch, rollout, config, loss_settings, entropy_control
-                        )
-                    with run.timed("backward"):
-                        loss.backward()
-                    step_loss += loss.item()
-                    run.log(metrics)
-                with run.timed("optimizer"):  # clipping, the update and its checks
-                    grad_norm = _clip_gradients(model, config)
-                    if not run.update_is_finite(step_loss, grad_norm, reward_names):  # a bad step: no update
-                        entropy_control.discard_step()
-                        rollout = None
-                        continue
-                    if not run.optimizer_step_kept(optimizer.step, reward_names):  # NaN/inf weights: undone
-                        entropy_control.discard_step()
-                        rollout = None
-                        continue
-                    _schedule_step(optimizer, scheduler)
-                entropy_control.end_step()  # the adaptive coefficient for the next step
-                if entropy_control.enabled:
-                    run.log({"entropy_coef": entropy_control.entropy_coef})
-            run.end_step(step_loss, grad_norm, rollout.to_dict())
-            step = run.state.global_step
-            if config.log_completions and (step % config.logging_steps == 0 or step == max_steps):
-                completions_table.write(config.output_dir, step)  # same moment as the metrics record
-                completions_table.print_sample(step, config.num_completions_to_print)
+            try:  # a guard (run.check*) that finds the step bad raises BadStep: counted, warned, no update
+                if rollout is None or run.state.global_step % config.num_iterations == 0:
+                    rows = _next_rows(train_dataset, run.state, config)  # 1. N/G prompts
+                    with run.timed("generation"):
+                        samples = _sample(model, tokenizer, rows, config, eos_token_ids)  # 2. (N, T)
+                    run.log_samples(samples.prompt_mask, samples.lengths, samples.is_truncated, G)
+                    with run.timed("scoring"):  # 3. (N, F), NaN for None; all NaN: BadStep
+                        score = partial(_score, reward_funcs, samples, run, completions_table.log_extra)
+                        rewards = run.checked_rewards(score, reward_names)
+                    advantages = _advantages(rewards, config, weights, reward_names)  # 4. (N,) group-relative
+                    run.check_advantages(rewards, advantages, reward_names)  # overflow: BadStep
+                    log_generation_batch(run, completions_table, samples, rewards, advantages, reward_names)
+                    with run.timed("old_ref_logprobs"):  # 5. only with num_iterations > 1 or beta > 0
+                        rollout = _rollout(model, samples, advantages.advantages, config)
+                with run.timed("training"):  # 6. one optimizer step over the micro-batches
+                    step_loss = 0.0
+                    for micro_batch in rollout.micro_batches:
+                        with run.timed("forward"):  # log-probs (mb, T) with gradient and the loss
+                            loss, metrics = _micro_batch_loss(
+                                model, micro_batch, rollout, config, loss_settings, entropy_control
+                            )
+                        with run.timed("backward"):
+                            loss.backward()
+                        step_loss += loss.item()
+                        run.log(metrics)
+                    with run.timed("optimizer"):  # clipping, the update; anything NaN/inf: BadStep
+                        grad_norm = _clip_gradients(model, config)
+                        run.checked_step(optimizer.step, step_loss, grad_norm, reward_names)
+                        _schedule_step(optimizer, scheduler)
+                    entropy_control.end_step()  # the adaptive coefficient for the next step
+                    run.log({"entropy_coef": entropy_control.entropy_coef} if entropy_control.enabled else {})
+                run.end_step(step_loss, grad_norm, rollout.to_dict())  # metrics, callbacks, checkpoints
+                write_completions(completions_table, config, run.state.global_step, max_steps)
+            except BadStep:  # the one place a bad step is handled: forgotten; the next step samples anew
+                forget_bad_step(entropy_control, completions_table)
+                rollout = None
     return run.result()
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Steps 1-5
+# ALGO LOGIC: steps 1-5 (prompts, sampling, scoring, advantages, the rollout's fixed log-probs)
 
 
 def _next_rows(dataset, state: LoopState, config: GRPOLoopConfig) -> list[dict[str, Any]]:
@@ -381,6 +350,18 @@ def _score(reward_funcs, samples: Samples, run: RunContext, log_extra: Callable)
     return torch.tensor(table, dtype=torch.float32).reshape(len(rows), len(reward_funcs))  # (N, F)
 
 
+def _advantages(rewards: torch.Tensor, config: GRPOLoopConfig, weights, reward_names: list[str]):
+    """Step 4: group-relative advantages ``(N,)`` from the ``(N, F)`` rewards, with TRL's reward metrics."""
+    return compute_advantages_with_metrics(
+        rewards,
+        config.num_generations,
+        reward_weights=weights,
+        scale_rewards=config.scale_rewards,
+        multi_objective_aggregation=config.multi_objective_aggregation,
+        reward_func_names=reward_names,
+    )
+
+
 def _rollout(model, samples: Samples, advantages: torch.Tensor, config: GRPOLoopConfig) -> Rollout:
     """Step 5: cut the batch into micro-batches in a random order (TRL shuffles too) and add the log-probs
     that stay fixed during the update. When a micro-batch holds whole groups, groups are shuffled instead
@@ -425,7 +406,7 @@ def _rollout(model, samples: Samples, advantages: torch.Tensor, config: GRPOLoop
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Step 6
+# ALGO LOGIC: step 6 (log-probs with gradient, the loss, clipping, the schedule)
 
 
 def _completion_logps(
@@ -508,99 +489,3 @@ def _schedule_step(optimizer, scheduler) -> None:
     """After a kept optimizer step: the learning-rate schedule moves on, the gradients are dropped."""
     scheduler.step()
     optimizer.zero_grad(set_to_none=True)
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Setup: inputs, seed, run length, optimizer, schedule
-
-
-def _reward_name(func: Callable) -> str:
-    from rewards.compose import reward_name
-
-    return reward_name(func)
-
-
-def _check_inputs(
-    model, tokenizer, train_dataset, reward_funcs, config, reward_weights, reward_processing_classes=None
-):
-    if not isinstance(config, GRPOLoopConfig):
-        raise TypeError(f"config must be a GRPOLoopConfig, not {type(config).__name__}.")
-    # Reward model ids/paths/models become reward functions (refused unless sequence-classification).
-    reward_funcs = as_reward_funcs(
-        reward_funcs, reward_processing_classes, chat_template_kwargs=config.chat_template_kwargs
-    )
-    device = next(model.parameters()).device
-    for func in reward_funcs:
-        if isinstance(func, RewardModelFunc):
-            func.to(device)
-    weights = list(reward_weights) if reward_weights is not None else config.reward_weights
-    if weights is not None and len(weights) != len(reward_funcs):
-        raise ValueError(
-            f"{len(weights)} reward_weights for {len(reward_funcs)} reward functions; give one each."
-        )
-    if len(train_dataset) == 0 or "prompt" not in train_dataset[0]:
-        raise ValueError("train_dataset needs rows with a 'prompt' column (text or a list of chat messages).")
-    check_fits_context(
-        model, 1, config.max_completion_length
-    )  # every batch is checked again with its prompts
-    if config.beta > 0 and not is_peft_model(model):
-        raise ValueError(
-            f"beta={config.beta} needs reference log-probs; this loop gets them by disabling the LoRA adapter "
-            "(no second model copy), but the model has no adapter. Load it with LoRA "
-            "(grpo_kit.models.load_model(..., lora=...)) or set beta=0.0."
-        )
-    if config.bf16:
-        from grpo_kit.hardware import require_native_bf16
-
-        require_native_bf16(device.type)  # emulated bf16 would be slower than fp32
-    if tokenizer.pad_token_id is None:
-        raise ValueError(
-            "the tokenizer has no pad token; set tokenizer.pad_token (grpo_kit.models does this)."
-        )
-    return reward_funcs, weights
-
-
-def _seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def _resolve_max_steps(config: GRPOLoopConfig, num_prompts: int) -> int:
-    if config.max_steps > 0:
-        return config.max_steps
-    generations_per_epoch = math.ceil(num_prompts / config.prompts_per_generation)
-    return max(1, math.ceil(config.num_train_epochs * generations_per_epoch)) * config.num_iterations
-
-
-def _build_optimizer(model, config: GRPOLoopConfig) -> torch.optim.Optimizer:
-    decay, no_decay = [], []
-    for name, param in model.named_parameters():
-        if not param.requires_grad:
-            continue
-        # Trainer's rule: no weight decay on biases and normalisation weights (1-D tensors).
-        (no_decay if param.ndim < 2 or name.endswith(".bias") else decay).append(param)
-    if not decay and not no_decay:
-        raise ValueError(
-            "the model has no trainable parameters; add a LoRA adapter or unfreeze some weights."
-        )
-    groups = [
-        {"params": decay, "weight_decay": config.weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
-    ]
-    return torch.optim.AdamW(
-        [g for g in groups if g["params"]],
-        lr=config.learning_rate,
-        betas=(config.adam_beta1, config.adam_beta2),
-        eps=config.adam_epsilon,
-    )
-
-
-def _build_scheduler(optimizer, config: GRPOLoopConfig, max_steps: int):
-    from transformers import get_scheduler
-
-    warmup = config.warmup_steps
-    warmup = math.ceil(warmup * max_steps) if isinstance(warmup, float) and warmup < 1 else int(warmup)
-    return get_scheduler(
-        config.lr_scheduler_type, optimizer, num_warmup_steps=warmup, num_training_steps=max_steps
-    )

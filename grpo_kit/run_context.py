@@ -12,6 +12,8 @@ or a reward function that raised with ``on_reward_error="skip"``. Training on th
 advantages give zero loss) or destroys the weights (one NaN update makes every later step NaN), so the step is skipped before the
 optimizer moves, reported with the reward functions' names, and counted as ``skipped_steps``;
 ``max_bad_steps`` in a row stop the run after saving the last good checkpoint (:class:`BadStepsError`).
+Each guard (``checked_rewards``, ``check_advantages``, ``checked_step``) raises :class:`BadStep` on a bad
+step, so ``loop.train()`` handles every bad step in one place.
 
 Every checkpoint stores the run's configuration (``run_config.json``); resuming from a checkpoint written
 with another configuration is refused, listing the fields that differ.
@@ -28,7 +30,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
@@ -37,11 +39,11 @@ from grpo_kit.checkpoint import (
     capture_rng_state,
     config_diff,
     jsonable_config,
-    latest_checkpoint,
     load_checkpoint,
     non_finite_parameters,
     read_checkpoint_config,
     restore_rng_state,
+    resume_target,
     rotate_checkpoints,
     save_checkpoint,
     trainable_parameters,
@@ -53,6 +55,7 @@ from grpo_kit.result import RunResult
 
 __all__ = [
     "BOOKKEEPING_FIELDS",
+    "BadStep",
     "BadStepWarning",
     "BadStepsError",
     "LoopState",
@@ -79,6 +82,10 @@ BOOKKEEPING_FIELDS = frozenset(
 
 class BadStepWarning(RuntimeWarning):
     """A training step was skipped: its rewards, loss or gradient were unusable."""
+
+
+class BadStep(Exception):
+    """Raised by a guard when the step in progress is bad (already counted and warned): the loop drops it."""
 
 
 class BadStepsError(RuntimeError):
@@ -151,7 +158,7 @@ class RunContext:
 
     def resume(self, rollout_from_dict: Callable[[dict], Any]) -> Any:
         """Restore a checkpoint when the config asks for one (RNG last); returns the saved rollout or None."""
-        checkpoint = _checkpoint_to_resume(self.config)
+        checkpoint = resume_target(self.config.output_dir, self.config.resume_from_checkpoint)
         saved_rollout = None
         if checkpoint is not None:
             self._check_same_run(checkpoint)
@@ -187,10 +194,8 @@ class RunContext:
 
     # --- bad steps --------------------------------------------------------------------------------------
 
-    def checked_rewards(
-        self, score: Callable[[], torch.Tensor], reward_names: Sequence[str]
-    ) -> torch.Tensor | None:
-        """``score()`` -> the ``(N, F)`` rewards, or None when the step is bad and skipped.
+    def checked_rewards(self, score: Callable[[], torch.Tensor], reward_names: Sequence[str]) -> torch.Tensor:
+        """``score()`` -> the ``(N, F)`` rewards; :class:`BadStep` when they are all NaN.
 
         A reward function that raises (``rewards.RewardFunctionError``: name, row, completion start) stops the
         run after a checkpoint with ``on_reward_error="stop"``, and is a bad step with ``"skip"``.
@@ -201,8 +206,7 @@ class RunContext:
             rewards = score()  # (N, F)
         except RewardFunctionError as error:
             if self.config.on_reward_error == "skip":
-                self._skip_step(str(error))
-                return None
+                self._skip_step(str(error))  # raises BadStep
             saved = self._save_last_good()
             raise RewardFunctionError(
                 f"{error} {_saved_text(saved)} Fix the function, or set "
@@ -215,13 +219,10 @@ class RunContext:
                 f"every reward is NaN/None: {', '.join(reward_names)} returned no number for any of "
                 f"the {rewards.size(0)} completions"
             )
-            return None
         return rewards
 
-    def advantages_are_finite(
-        self, rewards: torch.Tensor, advantages: Any, reward_names: Sequence[str]
-    ) -> bool:
-        """True when the ``(N, F)`` rewards (NaN = None) and their statistics are usable; otherwise a bad step.
+    def check_advantages(self, rewards: torch.Tensor, advantages: Any, reward_names: Sequence[str]) -> None:
+        """:class:`BadStep` unless the ``(N, F)`` rewards (NaN = None) and their statistics are usable.
 
         Rewards are finite float64 numbers when they leave ``rewards.call_reward_funcs``, but ±1e308 overflow
         in float32 or in the group mean and std, and then every advantage is NaN (TRL trains on it)."""
@@ -229,7 +230,7 @@ class RunContext:
         overflow = bool(torch.isinf(rewards).any()) or not bool(torch.isfinite(advantages.advantages).all())
         overflow = overflow or any(v is not None and not math.isfinite(v) for v in stats.values())
         if not overflow:
-            return True
+            return
         largest = (
             rewards[~torch.isnan(rewards)].abs().max().item() if (~torch.isnan(rewards)).any() else math.nan
         )
@@ -238,20 +239,12 @@ class RunContext:
             f"{stats['reward']}, std {stats['reward_std']}), so the advantages are not finite; keep rewards "
             "within about ±1e6"
         )
-        return False
 
-    def update_is_finite(self, step_loss: float, grad_norm: float, reward_names: Sequence[str]) -> bool:
-        """True when the loss and gradient norm are finite; otherwise the step is skipped (gradients dropped)."""
-        if math.isfinite(step_loss) and math.isfinite(grad_norm):
-            return True
-        self._skip_step(
-            f"loss {step_loss} / grad_norm {grad_norm} is not finite (rewards from "
-            f"{', '.join(reward_names)}; a NaN weight or an extreme reward scale are the usual causes)"
-        )
-        return False
-
-    def optimizer_step_kept(self, step: Callable[[], None], reward_names: Sequence[str]) -> bool:
-        """Run ``step()`` (the optimizer step) and check the trainable weights; True when they are all finite.
+    def checked_step(
+        self, step: Callable[[], None], step_loss: float, grad_norm: float, reward_names: Sequence[str]
+    ) -> None:
+        """Run ``step()`` (the optimizer step) when the loss and gradient norm are finite, then check the
+        trainable weights; :class:`BadStep` (gradients dropped, no update kept) when one is not finite.
 
         A finite loss and gradient can still give a non-finite update (``adam_epsilon=0`` divides 0 by 0 on a
         step whose gradients are all zero; a huge ``learning_rate`` overflows). Then the step is undone: the
@@ -260,13 +253,18 @@ class RunContext:
         AdamW moments into buffers allocated once (with LoRA a few MB; without LoRA as much memory again as
         the weights and moments).
         """
+        if not (math.isfinite(step_loss) and math.isfinite(grad_norm)):
+            self._skip_step(
+                f"loss {step_loss} / grad_norm {grad_norm} is not finite (rewards from "
+                f"{', '.join(reward_names)}; a NaN weight or an extreme reward scale are the usual causes)"
+            )  # raises BadStep: the optimizer does not move
         self._trainable = self._trainable or trainable_parameters(self.model)
         self._remember_before_step([p for _, p in self._trainable])
         step()
         bad = non_finite_parameters(self._trainable)
         if not bad:
             self._undo = None
-            return True
+            return
         self._undo_step()
         self._skip_step(
             f"the optimizer step made {len(bad)} of {len(self._trainable)} trainable weight tensors NaN/inf "
@@ -274,7 +272,6 @@ class RunContext:
             f"{self.config.learning_rate}, adam_epsilon={self.config.adam_epsilon}: a very large learning rate "
             "or adam_epsilon=0 are the usual causes)"
         )
-        return False
 
     def _remember_before_step(self, params: list[torch.Tensor]) -> None:
         """Copy the weights and the optimizer state (AdamW updates both in place) into reused buffers."""
@@ -303,8 +300,10 @@ class RunContext:
             self.optimizer.state[p][key] = tensor  # the very tensors restored above
         self._undo = None
 
-    def _skip_step(self, reason: str) -> None:
-        """Drop the step's gradients, count it, warn; after max_bad_steps in a row save and stop."""
+    def _skip_step(self, reason: str) -> NoReturn:
+        """Drop the step's gradients, count it, warn and raise :class:`BadStep`; after max_bad_steps in a
+        row save and stop (:class:`BadStepsError`). Only the guards call it: the warning points at the line
+        that called the guard."""
         reason = reason.rstrip(".")
         self.optimizer.zero_grad(set_to_none=True)
         self.skipped_steps += 1
@@ -318,6 +317,7 @@ class RunContext:
                 f"{self._bad_in_a_row} bad steps in a row (max_bad_steps="
                 f"{self.config.max_bad_steps}); the last one: {reason}. {_saved_text(saved)}"
             )
+        raise BadStep(reason)
 
     def _save_last_good(self) -> Path | None:
         """Checkpoint the state after the last finished step (bad steps changed nothing); None before step 1."""
@@ -534,26 +534,6 @@ def _saved_text(checkpoint: Path | None) -> str:
     if checkpoint is None:
         return "No step had finished, so there is no checkpoint."
     return f"The last good state is saved in {checkpoint} (resume from it once fixed)."
-
-
-def _checkpoint_to_resume(config) -> Path | None:
-    target = config.resume_from_checkpoint
-    if target in (None, False):
-        return None
-    if target is True:
-        found = latest_checkpoint(config.output_dir)
-        if found is None:
-            raise FileNotFoundError(
-                f"resume_from_checkpoint=True but {config.output_dir} has no checkpoint-<step> "
-                "folder; run without resuming first, or pass a checkpoint path."
-            )
-        return found
-    path = Path(target)
-    if not path.is_dir():
-        raise FileNotFoundError(
-            f"resume_from_checkpoint={target!r} is not a folder; pass a checkpoint-<step> path."
-        )
-    return path
 
 
 def _progress_bar(disable: bool):

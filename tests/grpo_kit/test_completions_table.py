@@ -150,3 +150,21 @@ def test_report_md_shows_rows_of_the_first_and_last_step(tmp_path):
     text = files["report.md"].read_text()
     assert "## Completions (first and last logged step)" in text
     assert "step 1 a" in text and "step 9 b&#124;pipe" in text and "step 5" not in text
+
+
+def test_a_bad_step_leaves_no_log_extra_values_behind(tmp_path):
+    """An overflowing batch (a bad step, skipped) logged its column too; the next batch's rows keep their own."""
+    calls = []
+
+    def overflow_once(completions, log_extra, **kwargs):
+        calls.append(len(completions))
+        log_extra("call", [len(calls)] * len(completions))
+        return [1e308 if len(calls) == 1 else float(i % 2) for i in range(len(completions))]
+
+    torch.manual_seed(0)
+    model, tokenizer = tiny_model(seed=0, lora=LORA)
+    config = small_config(tmp_path, max_steps=1, log_completions=True, num_completions_to_print=0)
+    with pytest.warns(RuntimeWarning, match="overflow"):
+        train(model, tokenizer, math_rows(), [overflow_once], config)
+    (table,) = read_completions(tmp_path)
+    assert len(calls) == 2 and list(table["call"]) == [2] * 8
