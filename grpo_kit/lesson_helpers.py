@@ -238,17 +238,23 @@ class LiveRewardCurve:
         mo.output.replace(self.figure())
 
 
-def train_with_live_curve(recipe: Any, **train_kwargs: Any) -> Any:
+def train_with_live_curve(
+    recipe: Any, *, train: Any = None, title: str | None = None, **train_kwargs: Any
+) -> Any:
     """``trl_path.train(recipe, **train_kwargs)`` behind a lesson's Train button: a :class:`LiveRewardCurve` on
-    TRL's log (redrawn in the editor while it trains, one line once it returns, so the page then shows the run's
-    saved curve once), no progress bar and no final save unless ``train_kwargs`` say otherwise."""
-    from grpo_kit import trl_path
-
-    curve = LiveRewardCurve(f"{recipe.name}: reward per step")
+    TRL's log (``title``: its title, "<recipe>: reward per step" unless given; redrawn in the editor while it
+    trains, one line once it returns, so the page then shows the run's saved curve once), no progress bar and no
+    final save unless ``train_kwargs`` say otherwise. ``train``: another training function with ``trl_path.train``'s
+    signature (``unsloth_path.train``), called with ``train_kwargs`` and the curve's callback only."""
+    curve = LiveRewardCurve(title or f"{recipe.name}: reward per step")
     train_kwargs["callbacks"] = [curve.trainer_callback(), *train_kwargs.get("callbacks", [])]
-    train_kwargs.setdefault("disable_tqdm", True)
-    train_kwargs.setdefault("save_final", False)
-    run = trl_path.train(recipe, **train_kwargs)
+    if train is None:
+        from grpo_kit import trl_path
+
+        train = trl_path.train
+        train_kwargs.setdefault("disable_tqdm", True)
+        train_kwargs.setdefault("save_final", False)
+    run = train(recipe, **train_kwargs)
     curve.finish()
     return run
 

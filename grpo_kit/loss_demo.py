@@ -76,13 +76,14 @@ def demo_batch(lengths: Sequence[int] = DEFAULT_LENGTHS, rewards: Sequence[float
     return per_token_logps, advantages, mask
 
 
-def loss_weights(
+def on_policy_loss(
     loss_type: str, per_token_logps: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor
-) -> LossWeights:
-    """−∂loss/∂logp for one loss type, on-policy, with the level the loss type is meant for."""
-    leaf = per_token_logps.detach().clone().requires_grad_(True)  # (B, T)
+) -> torch.Tensor:
+    """``compute_loss`` of one loss type on the demo batch, on-policy, with the importance-sampling level the loss
+    type is meant for (and cispo's ε_max above every on-policy ratio): the loss :func:`loss_weights` differentiates,
+    the value a run logs."""
     loss, _ = compute_loss(
-        leaf,
+        per_token_logps,
         advantages,
         mask,
         loss_type=loss_type,
@@ -90,11 +91,57 @@ def loss_weights(
         max_completion_length=mask.size(1),
         epsilon_high=CISPO_EPSILON_HIGH if loss_type == "cispo" else None,
     )
+    return loss
+
+
+def loss_weights(
+    loss_type: str, per_token_logps: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor
+) -> LossWeights:
+    """−∂loss/∂logp for one loss type, on-policy, with the level the loss type is meant for."""
+    leaf = per_token_logps.detach().clone().requires_grad_(True)  # (B, T)
+    loss = on_policy_loss(loss_type, leaf, advantages, mask)
     (grad,) = torch.autograd.grad(loss, leaf)
     weights = -grad * mask  # (B, T)
     per_sequence = weights.sum(-1)  # (B,)
     per_token = per_sequence / mask.sum(-1).clamp(min=1)  # (B,)
     return LossWeights(loss_type, weights, per_token, per_sequence)
+
+
+def _one_token_rows_loss(logps: torch.Tensor, advantage: float, **loss_settings):
+    """``compute_loss`` on one completion of one token per row of ``logps`` ``(R, 1)``, old log-prob 0 (so
+    log π_θ = log ρ), every row with ``advantage``; normalised over the R tokens (``num_items_in_batch``)."""
+    return compute_loss(
+        logps,
+        torch.full((logps.size(0),), advantage),  # (R,)
+        torch.ones_like(logps, dtype=torch.long),  # (R, 1) completion mask
+        old_per_token_logps=torch.zeros_like(logps),  # (R, 1): log π_old = 0
+        max_completion_length=1,
+        num_items_in_batch=logps.size(0),
+        **loss_settings,
+    )
+
+
+def ratio_sweep(ratios: torch.Tensor, advantage: float, **loss_settings) -> tuple[torch.Tensor, dict]:
+    """How hard a loss pushes a token, across probability ratios: one one-token completion per ratio
+    ρ = π_θ/π_old in ``ratios`` ``(R,)``, all with ``advantage``, through ``compute_loss(**loss_settings)``.
+    Returns −∂loss/∂log π_θ of each row on its own (the batch's 1/R undone) ``(R,)`` and the loss's metrics
+    (``clip_ratio/…``). Divided by ``ratios`` it is ∂objective/∂ρ: the slope of the clipped (or gated) objective."""
+    logps = torch.log(ratios).unsqueeze(1).clone().requires_grad_(True)  # (R, 1)
+    loss, metrics = _one_token_rows_loss(logps, advantage, **loss_settings)
+    loss.backward()
+    return (-logps.grad.squeeze(1) * len(ratios)).detach(), metrics
+
+
+def ratio_objective(ratios: torch.Tensor, advantage: float, **loss_settings) -> torch.Tensor:
+    """The objective at each ratio in ``ratios`` ``(R,)`` on its own: minus the loss of a one-token batch whose
+    token has that ratio and ``advantage`` (see :func:`ratio_sweep`)."""
+    with torch.no_grad():
+        return torch.tensor(
+            [
+                -_one_token_rows_loss(torch.log(r).view(1, 1), advantage, **loss_settings)[0].item()
+                for r in ratios
+            ]
+        )  # (R,)
 
 
 def all_loss_weights(

@@ -289,7 +289,7 @@ def _(mo):
 
     The curves are the per-token objective $\min(\rho\hat A,\ \operatorname{clip}(\rho)\hat A)$ and its
     gradient, obtained by calling `grpo_kit.losses.compute_loss` (`loss_type="dapo"`) on one token
-    per value of $\rho$ and backpropagating.
+    per value of $\rho$ and backpropagating (`grpo_kit.loss_demo.ratio_sweep`).
     """)
     return
 
@@ -308,33 +308,23 @@ def _(mo):
 
 @app.cell
 def _(epsilon_high_slider, epsilon_low_slider, torch):
-    from grpo_kit.losses import compute_loss
+    from grpo_kit.loss_demo import ratio_objective, ratio_sweep
 
     ratios = torch.linspace(0.5, 1.6, 111)  # (R,) π_θ / π_old, one token each
 
-    def _dapo_loss(logps, advantage):
-        # One sequence of one token per ratio; old log-prob 0, so log-prob = log ρ.
-        return compute_loss(
-            logps,
-            torch.full((logps.size(0),), advantage),  # (R,)
-            torch.ones_like(logps, dtype=torch.long),  # (R, 1) completion mask
-            old_per_token_logps=torch.zeros_like(logps),  # (R, 1)
-            loss_type="dapo",
-            epsilon=epsilon_low_slider.value,
-            epsilon_high=epsilon_high_slider.value,
-            num_items_in_batch=1,  # loss = −Σ objective: each row's gradient is its own
-        )
-
     def _objective_and_gradient(advantage: float):
-        _logps = torch.log(ratios).unsqueeze(1).clone().requires_grad_(True)  # (R, 1)
-        _loss, _metrics = _dapo_loss(_logps, advantage)
-        _loss.backward()
+        # grpo_kit.loss_demo: compute_loss on one one-token completion per ratio (old log-prob 0, so
+        # log π_θ = log ρ), then −∂loss/∂log ρ by autograd, each row on its own.
+        _dapo = {
+            "loss_type": "dapo",
+            "epsilon": epsilon_low_slider.value,
+            "epsilon_high": epsilon_high_slider.value,
+        }
+        _push, _metrics = ratio_sweep(ratios, advantage, **_dapo)
         # ∂loss/∂log ρ = −ρ·∂objective/∂ρ → report ∂objective/∂ρ.
-        _grad_wrt_ratio = (-_logps.grad.squeeze(1) / ratios).detach()  # (R,)
+        _grad_wrt_ratio = _push / ratios  # (R,)
         # The objective of each ratio on its own: minus the loss of a one-token batch.
-        _objective = torch.tensor(
-            [-_dapo_loss(_lp.view(1, 1), advantage)[0].item() for _lp in _logps.detach()]
-        )  # (R,)
+        _objective = ratio_objective(ratios, advantage, **_dapo)  # (R,)
         return _objective, _grad_wrt_ratio, _metrics
 
     surrogate = {advantage: _objective_and_gradient(advantage) for advantage in (1.0, -1.0)}

@@ -200,26 +200,16 @@ def _(mo):
 
 @app.cell
 def _(torch):
-    from grpo_kit.losses import compute_loss
+    from grpo_kit.loss_demo import ratio_sweep
 
     ratios = torch.linspace(0.2, 3.0, 141)  # (R,) π_θ / π_old, one token each
 
     def push_vs_ratio(advantage: float, **settings) -> torch.Tensor:
-        """−∂loss/∂log π of a one-token completion, for every ratio in `ratios` (each row on its own)."""
-        _logps = torch.log(ratios).unsqueeze(1).clone().requires_grad_(True)  # (R, 1)
-        _loss, _ = compute_loss(
-            _logps,
-            torch.full((len(ratios),), advantage),  # (R,)
-            torch.ones_like(_logps, dtype=torch.long),  # (R, 1)
-            old_per_token_logps=torch.zeros_like(_logps),  # (R, 1): log π_old = 0, so log π_θ = log ρ
-            max_completion_length=1,
-            **settings,
-        )
-        _loss.backward()
-        # Every loss type here divides by the number of rows (sequence or token mean); undo it.
-        return (-_logps.grad.squeeze(1) * len(ratios)).detach()  # (R,)
+        """−∂loss/∂log π of a one-token completion, for every ratio in `ratios` (each row on its own):
+        grpo_kit.loss_demo.ratio_sweep, compute_loss on one token per ratio and autograd."""
+        return ratio_sweep(ratios, advantage, **settings)[0]  # (R,)
 
-    return compute_loss, push_vs_ratio, ratios
+    return push_vs_ratio, ratios
 
 
 @app.cell
@@ -328,18 +318,12 @@ def _(mo):
 
 
 @app.cell
-def _(LOSS_TYPES, advantages, completion_mask, compute_loss, demo_logps, mo, pushes):
+def _(advantages, completion_mask, demo_logps, mo, pushes):
+    from grpo_kit.loss_demo import on_policy_loss
+
+    # the loss each type logs on the demo batch: the one grpo_kit.loss_demo differentiated above
     def _logged_loss(name: str) -> float:
-        _loss, _ = compute_loss(
-            demo_logps,
-            advantages,
-            completion_mask,
-            loss_type=name,
-            importance_sampling_level=LOSS_TYPES[name].levels[0],
-            max_completion_length=completion_mask.size(1),
-            epsilon_high=5.0 if name == "cispo" else None,
-        )
-        return _loss.item()
+        return on_policy_loss(name, demo_logps, advantages, completion_mask).item()
 
     zero_loss_table = {
         name: (_logged_loss(name), r.token_weights.norm().item()) for name, r in pushes.items()

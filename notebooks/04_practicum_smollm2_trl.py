@@ -114,112 +114,92 @@ def _(mo, recipe):
 
 @app.cell
 def _(recipe, train_dataset):
-    from grpo_kit.runs.held_out import evaluate_held_out, held_out_rows
+    from grpo_kit.lesson_runs import evaluate_with_spinner
+    from grpo_kit.runs.held_out import held_out_rows
 
     # Held-out posts: generated after the training rows, never one the run trains on (what `grpo-kit train`
     # evaluates too). 32 prompts: enough to tell learning from noise with a confidence interval.
     held_out = held_out_rows(recipe, 32, training=train_dataset)
-    return evaluate_held_out, held_out, held_out_rows
+    return evaluate_with_spinner, held_out, held_out_rows
 
 
 @app.cell
-def _(mo):
+def _():
     from grpo_kit.lesson_helpers import run_button, should_run
+    from grpo_kit.lesson_runs import button_panel
 
     measure_button = run_button(
         "Measure the base model: pre-flight on 4 posts, then greedy answers to 32 held-out posts",
         kind="neutral",
     )
-    mo.vstack(
-        [
-            mo.md(
-                "### Before training: the base model\n\nA pre-flight (what `grpo-kit train --preflight` runs) "
-                "and the held-out evaluation every later number is compared with; a minute or two on a CPU. "
-                "The Train button appears with the pre-flight's verdict."
-            ),
-            measure_button,
-        ]
+    button_panel(
+        "### Before training: the base model\n\nA pre-flight (what `grpo-kit train --preflight` runs) "
+        "and the held-out evaluation every later number is compared with; a minute or two on a CPU. "
+        "The Train button appears with the pre-flight's verdict.",
+        measure_button,
     )
     return measure_button, run_button, should_run
 
 
 @app.cell
 def _(measure_button, mo, recipe, should_run, train_dataset):
-    from grpo_kit.evaluation.preflight import check_recipe
+    from grpo_kit.lesson_runs import preflight_with_spinner
     from grpo_kit.models import load_model
 
     mo.stop(not should_run(measure_button), mo.md("Press the button to measure the base model."))
     base_model, base_tokenizer = load_model(recipe.model)
     # G completions for a few prompts at the recipe's settings. GRPO learns only from reward differences
     # within a group; no variance, no signal.
-    _g = recipe.training["num_generations"]
-    with mo.status.spinner(title="Pre-flight", subtitle=f"4 posts × {_g} sampled completions"):
-        preflight_report = check_recipe(recipe, base_model, base_tokenizer, train_dataset, num_prompts=4)
+    preflight_report = preflight_with_spinner(
+        recipe, base_model, base_tokenizer, train_dataset, what="posts", unit="sampled completions"
+    )
     return base_model, base_tokenizer, load_model, preflight_report
 
 
 @app.cell
-def _(base_model, base_tokenizer, evaluate_held_out, held_out, mo, preflight_report, recipe):
+def _(base_model, base_tokenizer, evaluate_with_spinner, held_out, preflight_report, recipe):
     assert preflight_report.num_prompts  # measured after the pre-flight, behind the same button
-    with mo.status.spinner(
-        title="Evaluating the base model", subtitle=f"{len(held_out)} held-out posts, greedy"
-    ):
-        # Greedy answers scored per prompt (grpo_kit.evaluation): the decoding is the same before and after,
-        # so only the weights differ.
-        before_report = evaluate_held_out(
-            recipe, base_model, base_tokenizer, recipe.build_reward_funcs(base_tokenizer), held_out
-        )
+    # Greedy answers scored per prompt (grpo_kit.evaluation): the decoding is the same before and after,
+    # so only the weights differ.
+    before_report = evaluate_with_spinner(recipe, base_model, base_tokenizer, held_out, what="held-out posts")
     return (before_report,)
 
 
 @app.cell
-def _(before_report, mo, preflight_report, run_button, train_steps):
+def _(before_report, preflight_report, train_steps):
     from grpo_kit.evaluation import headline_metric
-    from grpo_kit.lesson_helpers import preflight_verdict
+    from grpo_kit.lesson_runs import train_section
 
-    train_button = run_button(
-        f"Train {train_steps} steps with TRL" + ("" if preflight_report.go else " (pre-flight: no-go)")
+    train_button, _section = train_section(
+        f"Train {train_steps} steps with TRL",
+        f"## 3 · Train\n\nThe base model's distance from the target on {before_report.num_prompts} "
+        f"held-out posts: {before_report.metrics[headline_metric(before_report.metrics)]:.1f} on average. "
+        "The reward curve updates after every step (TRL logs every step here).",
+        preflight_report,
     )
-    mo.vstack(
-        [
-            mo.md(
-                f"## 3 · Train\n\nThe base model's distance from the target on {before_report.num_prompts} "
-                f"held-out posts: {before_report.metrics[headline_metric(before_report.metrics)]:.1f} on average. "
-                "The reward curve updates after every step (TRL logs every step here)."
-            ),
-            preflight_verdict(preflight_report, if_no_go="Training at these settings would not learn."),
-            train_button,
-        ]
-    )
+    _section
     return (train_button,)
 
 
 @app.cell
-def _(before_report, load_model, mo, output_root, recipe, should_run, train_button, train_steps):
-    from grpo_kit import trl_path
-    from grpo_kit.lesson_helpers import LiveRewardCurve
+def _(before_report, mo, output_root, recipe, should_run, train_button, train_steps):
+    from grpo_kit.lesson_runs import train_fresh
 
     mo.stop(not should_run(train_button), mo.md("Press the button to train."))
     assert before_report.num_prompts  # evaluate the untouched base model first
-    live_curve = LiveRewardCurve(f"{recipe.name}: reward per step")
-    # A fresh copy of the base model each time: pressing the button again starts over.
-    _model, tokenizer = load_model(recipe.model)
-    run = trl_path.train(
-        recipe,
-        model=_model,
-        tokenizer=tokenizer,
-        output_dir=output_root / "course-run",
-        max_steps=train_steps,
-        callbacks=[live_curve.trainer_callback()],
-        disable_tqdm=True,  # the live curve replaces the progress bar
+    # A fresh copy of the base model each time (pressing the button again starts over), trained with the live
+    # reward curve in place of the progress bar.
+    run, tokenizer = train_fresh(
+        recipe, output_dir=output_root / "course-run", max_steps=train_steps, save_final=True
     )
-    live_curve.finish()  # the saved curve below is the one left on the page
-    return run, tokenizer
+    return run, tokenizer, train_fresh
 
 
 @app.cell
 def _(mo, run):
-    _last = [r for r in run.log_history if r.get("reward") is not None][-1]
+    from grpo_kit.lesson_runs import last_logged, metrics_table, saved_curve
+
+    _last = last_logged(run)
     _names = [
         "reward",
         "reward_std",
@@ -231,13 +211,10 @@ def _(mo, run):
     ]
     mo.vstack(
         [
-            mo.image(src=run.reward_curve_path.read_bytes())
-            if run.reward_curve_path
-            else mo.md("(no curve)"),
+            saved_curve(run),
             mo.md(
                 f"`{run.metrics_path}` holds every logged step with TRL's metric names. The last one:\n\n"
-                "| metric | value |\n|:---|:---|\n"
-                + "\n".join(f"| `{n}` | {_last[n]:.4g} |" for n in _names if _last.get(n) is not None)
+                + metrics_table(_last, _names)
                 + "\n\nThe `loss` is not a progress measure: with β = 0 and one update per batch its "
                 "value says how the batch's advantages and lengths came out, not how well the model does "
                 "(lesson 2; here it ended at "
@@ -246,20 +223,19 @@ def _(mo, run):
             ),
         ]
     )
-    return
+    return (saved_curve,)
 
 
 @app.cell
-def _(before_report, evaluate_held_out, held_out, recipe, run, tokenizer):
+def _(before_report, held_out, recipe, run, tokenizer):
     from grpo_kit.evaluation.reward_hacking import judge_headline
+    from grpo_kit.lesson_runs import evaluate_trained
 
-    after_report = evaluate_held_out(
-        recipe, run.trainer.model, tokenizer, recipe.build_reward_funcs(tokenizer), held_out
-    )
+    after_report = evaluate_trained(recipe, run, tokenizer, held_out, what="held-out posts")
     # Paired per prompt (after − before), with a seeded bootstrap 95 % CI: the claim rests on this. Then the
     # answers themselves are read: "improved" becomes "reward hack suspected" when they collapsed.
     comparison, hack_signs = judge_headline(before_report, after_report)
-    return after_report, comparison, hack_signs, judge_headline
+    return after_report, comparison, evaluate_trained, hack_signs, judge_headline
 
 
 @app.cell
@@ -350,7 +326,7 @@ def _(run_button, token_recipe):
 
 @app.cell
 def _(
-    evaluate_held_out,
+    evaluate_with_spinner,
     held_out_rows,
     load_model,
     mo,
@@ -362,44 +338,24 @@ def _(
     mo.stop(not should_run(token_button), mo.md("Press the button to train the chat-prompt recipe."))
     token_held_out = held_out_rows(token_recipe, token_eval_prompts)
     _base, token_tokenizer = load_model(token_recipe.model)
-    with mo.status.spinner(
-        title="Evaluating the base model", subtitle=f"{len(token_held_out)} held-out posts"
-    ):
-        token_before = evaluate_held_out(
-            token_recipe,
-            _base,
-            token_tokenizer,
-            token_recipe.build_reward_funcs(token_tokenizer),
-            token_held_out,
-        )
+    token_before = evaluate_with_spinner(
+        token_recipe, _base, token_tokenizer, token_held_out, what="held-out posts"
+    )
     return token_before, token_held_out, token_tokenizer
 
 
 @app.cell
-def _(load_model, mo, output_root, token_before, token_recipe):
-    from grpo_kit import trl_path as _trl_path
-    from grpo_kit.lesson_helpers import LiveRewardCurve as _LiveRewardCurve
-
+def _(output_root, saved_curve, token_before, token_recipe, train_fresh):
     assert token_before.num_prompts  # the base model first
-    _curve = _LiveRewardCurve(f"{token_recipe.name}: reward per step")
-    _model, _tokenizer = load_model(token_recipe.model)
-    token_run = _trl_path.train(
-        token_recipe,
-        model=_model,
-        tokenizer=_tokenizer,
-        output_dir=output_root / "trl-run",
-        callbacks=[_curve.trainer_callback()],
-        disable_tqdm=True,
-    )
-    _curve.finish()
-    mo.image(src=token_run.reward_curve_path.read_bytes()) if token_run.reward_curve_path else mo.md("")
+    token_run, _ = train_fresh(token_recipe, output_dir=output_root / "trl-run", save_final=True)
+    saved_curve(token_run, missing="")
     return (token_run,)
 
 
 @app.cell
 def _(
     change_line,
-    evaluate_held_out,
+    evaluate_trained,
     judge_headline,
     mo,
     side_by_side,
@@ -410,12 +366,8 @@ def _(
     token_tokenizer,
 ):
     trained_model = token_run.trainer.model
-    token_after = evaluate_held_out(
-        token_recipe,
-        trained_model,
-        token_tokenizer,
-        token_recipe.build_reward_funcs(token_tokenizer),
-        token_held_out,
+    token_after = evaluate_trained(
+        token_recipe, token_run, token_tokenizer, token_held_out, what="held-out posts"
     )
     token_comparison, token_hack_signs = judge_headline(token_before, token_after)
     mo.vstack(

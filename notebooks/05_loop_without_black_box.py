@@ -484,16 +484,14 @@ def _(
 
 @app.cell
 def _(loop_result, mo):
-    _record = loop_result.log_history[-1]
+    from grpo_kit.lesson_runs import metrics_table, saved_curve
+
     mo.vstack(
         [
-            mo.image(src=loop_result.reward_curve_path.read_bytes())
-            if loop_result.reward_curve_path
-            else mo.md(""),
+            saved_curve(loop_result, missing=""),
             mo.md(
                 f"`{loop_result.metrics_path.name}`, last record — the keys are TRL's:\n\n"
-                "| metric | value |\n|:---|:---|\n"
-                + "\n".join(f"| `{k}` | {v:.4g} |" for k, v in _record.items() if isinstance(v, (int, float)))
+                + metrics_table(loop_result.log_history[-1])
             ),
         ]
     )

@@ -178,33 +178,29 @@ def _(mo, recipe):
 
 
 @app.cell
-def _(eval_size, mo):
+def _(eval_size):
     from grpo_kit.lesson_helpers import run_button, should_run
+    from grpo_kit.lesson_runs import button_panel
 
     measure_button = run_button(
         f"Measure the base model: pre-flight on 4 training problems, then greedy answers to {eval_size} "
         "held-out problems",
         kind="neutral",
     )
-    mo.vstack(
-        [
-            mo.md(
-                "### Before training: the base model\n\nA pre-flight (`grpo-kit preflight`: is there anything "
-                "to learn at the run's settings?) and the held-out answers every later number is compared with. "
-                "The Train button appears with the pre-flight's verdict."
-            ),
-            measure_button,
-        ]
+    button_panel(
+        "### Before training: the base model\n\nA pre-flight (`grpo-kit preflight`: is there anything "
+        "to learn at the run's settings?) and the held-out answers every later number is compared with. "
+        "The Train button appears with the pre-flight's verdict.",
+        measure_button,
     )
-    return measure_button, run_button, should_run
+    return measure_button, should_run
 
 
 @app.cell
 def _(held_out, measure_button, mo, recipe, should_run, train_dataset, use_unsloth):
     from grpo_kit import unsloth_path
-    from grpo_kit.evaluation.preflight import check_recipe
+    from grpo_kit.lesson_runs import evaluate_with_spinner, preflight_with_spinner
     from grpo_kit.models import load_model
-    from grpo_kit.runs.held_out import evaluate_held_out
 
     mo.stop(not should_run(measure_button), mo.md("Press the button to measure the base model."))
     if use_unsloth:
@@ -213,58 +209,51 @@ def _(held_out, measure_button, mo, recipe, should_run, train_dataset, use_unslo
         base_model, base_tokenizer = unsloth_path.load_model(recipe)
     else:
         base_model, base_tokenizer = load_model(recipe.model)
-    _g = recipe.training["num_generations"]
-    with mo.status.spinner(title="Pre-flight", subtitle=f"4 training problems × {_g} sampled completions"):
-        preflight_report = check_recipe(recipe, base_model, base_tokenizer, train_dataset, num_prompts=4)
-    with mo.status.spinner(
-        title="Evaluating the base model", subtitle=f"{len(held_out)} held-out problems, greedy"
-    ):
-        # What `grpo-kit train` reports: the recipe's rewards, weights and completion budget, greedy.
-        before_report = evaluate_held_out(
-            recipe,
-            base_model,
-            base_tokenizer,
-            recipe.build_reward_funcs(base_tokenizer),
-            held_out,
-            generate_fn=unsloth_path.vllm_generate() if use_unsloth else None,  # GPU: the model's vLLM engine
-        )
+    preflight_report = preflight_with_spinner(
+        recipe,
+        base_model,
+        base_tokenizer,
+        train_dataset,
+        what="training problems",
+        unit="sampled completions",
+    )
+    # What `grpo-kit train` reports: the recipe's rewards, weights and completion budget, greedy.
+    before_report = evaluate_with_spinner(
+        recipe,
+        base_model,
+        base_tokenizer,
+        held_out,
+        generate_fn=unsloth_path.vllm_generate() if use_unsloth else None,  # GPU: the model's vLLM engine
+        what="held-out problems",
+    )
     return (
         base_model,
         base_tokenizer,
         before_report,
-        evaluate_held_out,
-        load_model,
         preflight_report,
         unsloth_path,
     )
 
 
 @app.cell
-def _(mo, preflight_report, recipe, run_button, train_steps, use_unsloth):
-    from grpo_kit.lesson_helpers import preflight_verdict
+def _(preflight_report, recipe, train_steps, use_unsloth):
+    from grpo_kit.lesson_runs import train_section
 
     _too_few = train_steps < recipe.training["max_steps"]
-    train_button = run_button(
-        f"Train {train_steps} steps ({'Unsloth + vLLM' if use_unsloth else 'TRL, CPU'})"
-        + ("" if preflight_report.go else " (pre-flight: no-go)")
-        + (" (too few steps to learn)" if _too_few else "")
+    train_button, _section = train_section(
+        f"Train {train_steps} steps ({'Unsloth + vLLM' if use_unsloth else 'TRL, CPU'})",
+        "## 3 · Train"
+        + (
+            f"\n\n**{train_steps} steps are too few to learn:** every part runs, but the format is "
+            f"learned in the recipe's {recipe.training['max_steps']} (run the lesson without `--small` "
+            "or `--max-steps`)."
+            if _too_few
+            else ""
+        ),
+        preflight_report,
+        too_small="too few steps to learn" if _too_few else "",
     )
-    mo.vstack(
-        [
-            mo.md(
-                "## 3 · Train"
-                + (
-                    f"\n\n**{train_steps} steps are too few to learn:** every part runs, but the format is "
-                    f"learned in the recipe's {recipe.training['max_steps']} (run the lesson without `--small` "
-                    "or `--max-steps`)."
-                    if _too_few
-                    else ""
-                )
-            ),
-            preflight_verdict(preflight_report, if_no_go="Training at these settings would not learn."),
-            train_button,
-        ]
-    )
+    _section
     return (train_button,)
 
 
@@ -273,7 +262,6 @@ def _(
     base_model,
     base_tokenizer,
     before_report,
-    load_model,
     mo,
     output_root,
     recipe,
@@ -283,45 +271,32 @@ def _(
     unsloth_path,
     use_unsloth,
 ):
-    from grpo_kit import trl_path
-    from grpo_kit.lesson_helpers import LiveRewardCurve
+    from grpo_kit.lesson_helpers import train_with_live_curve
+    from grpo_kit.lesson_runs import train_fresh
 
     mo.stop(not should_run(train_button), mo.md("Press the button to train."))
     assert before_report.num_prompts  # the base model is evaluated before any adapter exists
-    _curve = LiveRewardCurve(f"{recipe.name}: total reward per step")
+    _title = f"{recipe.name}: total reward per step"
+    _settings = {"output_dir": output_root / "run", "max_steps": train_steps, "title": _title}
     if use_unsloth:
-        run = unsloth_path.train(
-            recipe,
-            model=base_model,
-            tokenizer=base_tokenizer,
-            output_dir=output_root / "run",
-            max_steps=train_steps,
-            callbacks=[_curve.trainer_callback()],
+        run = train_with_live_curve(
+            recipe, train=unsloth_path.train, model=base_model, tokenizer=base_tokenizer, **_settings
         )
-        trained_model, trained_tokenizer = run.model, run.tokenizer
+        trained_tokenizer = run.tokenizer
     else:
         # A fresh copy: TRL adds the LoRA layers in place, and pressing the button again starts over.
-        _model, trained_tokenizer = load_model(recipe.model)
-        run = trl_path.train(
-            recipe,
-            model=_model,
-            tokenizer=trained_tokenizer,
-            output_dir=output_root / "run",
-            max_steps=train_steps,
-            callbacks=[_curve.trainer_callback()],
-            disable_tqdm=True,
-        )
-        trained_model = run.trainer.model
-    _curve.finish()  # the saved curve below is the one left on the page
-    return run, trained_model, trained_tokenizer
+        run, trained_tokenizer = train_fresh(recipe, save_final=True, **_settings)
+    return run, trained_tokenizer
 
 
 @app.cell
 def _(mo, recipe, run):
-    _last = [r for r in run.log_history if r.get("reward") is not None][-1]
+    from grpo_kit.lesson_runs import last_logged, saved_curve
+
+    _last = last_logged(run)
     mo.vstack(
         [
-            mo.image(src=run.reward_curve_path.read_bytes()) if run.reward_curve_path else mo.md(""),
+            saved_curve(run, missing=""),
             mo.md(
                 "Each reward function is logged on its own (TRL: `rewards/<name>/mean`), last step:\n\n"
                 + "| reward | mean |\n|:---|:---|\n"
@@ -333,32 +308,31 @@ def _(mo, recipe, run):
             ),
         ]
     )
-    return
+    return (last_logged,)
 
 
 @app.cell
-def _(evaluate_held_out, held_out, mo, recipe, run, trained_model, trained_tokenizer, use_unsloth):
+def _(held_out, recipe, run, trained_tokenizer, use_unsloth):
+    from grpo_kit.lesson_runs import evaluate_trained
     from grpo_kit.unsloth_path import vllm_generate as _vllm_generate
 
-    with mo.status.spinner(
-        title="Evaluating the trained model", subtitle=f"{len(held_out)} held-out problems, greedy"
-    ):
-        # the same problems, rewards and decoding as before training: only the weights differ (on a GPU, vLLM
-        # with the saved adapter as its lora_request)
-        after_report = evaluate_held_out(
-            recipe,
-            trained_model,
-            trained_tokenizer,
-            recipe.build_reward_funcs(trained_tokenizer),
-            held_out,
-            generate_fn=_vllm_generate(run.adapter_dir) if use_unsloth else None,
-        )
+    # the same problems, rewards and decoding as before training: only the weights differ (on a GPU, vLLM
+    # with the saved adapter as its lora_request)
+    after_report = evaluate_trained(
+        recipe,
+        run,
+        trained_tokenizer,
+        held_out,
+        generate_fn=_vllm_generate(run.adapter_dir) if use_unsloth else None,
+        what="held-out problems",
+    )
     return (after_report,)
 
 
 @app.cell
 def _(after_report, before_report, held_out, mo, recipe):
     from grpo_kit.evaluation import compare_all
+    from grpo_kit.lesson_runs import comparison_table
     from grpo_kit.markdown_text import table_cell as _cell
 
     # Paired per problem (after − before), with a seeded bootstrap 95 % CI and its verdict, for every metric.
@@ -382,13 +356,7 @@ def _(after_report, before_report, held_out, mo, recipe):
                 "(`grpo_kit.runs.held_out.evaluate_held_out`, what `grpo-kit train` reports): the recipe's rewards "
                 "and completion budget, greedy decoding, so the two differ only because the weights did. The "
                 "change is paired per problem, with a bootstrap 95 % confidence interval "
-                "(`grpo_kit.evaluation.compare`).\n\n"
-                "| metric | before | after | change [95 % CI] | verdict |\n|:---|:---|:---|:---|:---|\n"
-                + "\n".join(
-                    f"| {_label} | {_c.before:.3f} | {_c.after:.3f} "
-                    f"| {_c.mean_diff:+.3f} [{_c.ci_low:+.3f}, {_c.ci_high:+.3f}] | {_c.verdict} |"
-                    for _label, _c in _rows
-                )
+                "(`grpo_kit.evaluation.compare`).\n\n" + comparison_table(_rows, digits=3, verdict=True)
             ),
             mo.md(
                 "| question | gold | before | after |\n|:---|:---|:---|:---|\n"
@@ -427,6 +395,7 @@ def test_gsm8k_pipeline_end_to_end(
     before_report,
     held_out,
     held_out_comparisons,
+    last_logged,
     leaked,
     recipe,
     run,
@@ -436,7 +405,7 @@ def test_gsm8k_pipeline_end_to_end(
 ):
     assert not leaked, leaked  # held-out problems never seen in training
     assert all(answer.lstrip("-").isdigit() for answer in held_out["answer"])
-    _last = [r for r in run.log_history if r.get("reward") is not None][-1]
+    _last = last_logged(run)
     for _name in recipe.reward_names:  # each of the five rewards logged under TRL's name
         assert f"rewards/{_name}/mean" in _last, _name
     for _report in (before_report, after_report):

@@ -136,38 +136,38 @@ def _(mo, tokenizer, tools, train_dataset):
 
 
 @app.cell
-def _(mo, num_eval):
+def _(num_eval):
     from grpo_kit.lesson_helpers import run_button, should_run
+    from grpo_kit.lesson_runs import button_panel
 
     measure_button = run_button(
         f"Measure the base model: pre-flight on 4 training questions, then {num_eval} held-out questions",
         kind="neutral",
     )
-    mo.vstack(
-        [
-            mo.md(
-                "## 3 · Preflight: is there anything to learn?\n\nBoth measurements roll the base model out with "
-                "its tools, several minutes on a 2-core CPU; the Train button appears with their verdict."
-            ),
-            measure_button,
-        ]
+    button_panel(
+        "## 3 · Preflight: is there anything to learn?\n\nBoth measurements roll the base model out with "
+        "its tools, several minutes on a 2-core CPU; the Train button appears with their verdict.",
+        measure_button,
     )
-    return measure_button, run_button, should_run
+    return measure_button, should_run
 
 
 @app.cell
 def _(measure_button, mo, recipe, should_run, tokenizer, train_dataset, wrapped_text):
-    from grpo_kit.evaluation.preflight import check_recipe
+    from grpo_kit.lesson_runs import preflight_with_spinner
     from grpo_kit.models import load_model
 
     mo.stop(not should_run(measure_button), mo.md("Press the button to measure the base model."))
     base_model, _ = load_model(recipe.model)  # the tool-prepared tokenizer above is the one used
-    _g = recipe.training["num_generations"]
-    with mo.status.spinner(
-        title="Pre-flight", subtitle=f"4 training questions × {_g} rollouts with the tools"
-    ):
-        # multi-turn rollouts with the recipe's tools, sampled as its first training step samples
-        preflight_report = check_recipe(recipe, base_model, tokenizer, train_dataset, num_prompts=4)
+    # multi-turn rollouts with the recipe's tools, sampled as its first training step samples
+    preflight_report = preflight_with_spinner(
+        recipe,
+        base_model,
+        tokenizer,
+        train_dataset,
+        what="training questions",
+        unit="rollouts with the tools",
+    )
     _call = preflight_report.reward_mean["tool_call_reward"]
     _text = mo.md(
         f"""
@@ -187,123 +187,69 @@ def _(measure_button, mo, recipe, should_run, tokenizer, train_dataset, wrapped_
     """
     )
     mo.vstack([_text, wrapped_text(preflight_report.examples[0] if preflight_report.examples else "")])
-    return base_model, load_model, preflight_report
+    return base_model, preflight_report
 
 
 @app.cell
-def _(base_model, eval_k, held_out, mo, preflight_report, recipe, tokenizer):
-    from grpo_kit.runs.held_out import evaluate_held_out
-
-    def evaluate_tools(model):
-        """The library's held-out evaluation (what `grpo-kit train` reports): a recipe with tools is rolled out
-        with them (grpo_kit.tool_rollout), greedy + eval_k samples at the recipe's temperature."""
-        return evaluate_held_out(
-            recipe, model, tokenizer, recipe.build_reward_funcs(tokenizer), held_out, k=eval_k
-        )
+def _(base_model, eval_k, held_out, preflight_report, recipe, tokenizer):
+    from grpo_kit.lesson_runs import evaluate_with_spinner
 
     assert preflight_report.num_prompts  # measured after the pre-flight, behind the same button
-    with mo.status.spinner(
-        title="Evaluating the base model",
-        subtitle=f"{len(held_out)} held-out questions, greedy + {eval_k} samples",
-    ):
-        before_report = evaluate_tools(base_model)
-    return before_report, evaluate_tools
+    # The library's held-out evaluation (what `grpo-kit train` reports): a recipe with tools is rolled out with
+    # them (grpo_kit.tool_rollout), greedy + eval_k samples at the recipe's temperature.
+    before_report = evaluate_with_spinner(
+        recipe, base_model, tokenizer, held_out, k=eval_k, what="held-out questions"
+    )
+    return (before_report,)
 
 
 @app.cell
-def _(before_report, mo, preflight_report, run_button, size, train_steps):
-    from grpo_kit.lesson_helpers import preflight_verdict
+def _(before_report, preflight_report, size, train_steps):
+    from grpo_kit.lesson_runs import train_section
 
-    train_button = run_button(
-        f"Train {train_steps} steps with TRL and tools"
-        + (" (pre-flight: no-go)" if not preflight_report.go else "")
-        + (" (too small to learn)" if size.small else "")
+    train_button, _section = train_section(
+        f"Train {train_steps} steps with TRL and tools",
+        f"## 4 · Train\n\nThe base model was measured on {before_report.num_prompts} held-out questions "
+        "(section 5 compares). `trl_path.train(recipe)` passes `tools=` to `GRPOTrainer`; the tools, "
+        "`max_tool_calling_iterations` and the tokenizer's template are checked before the model loads.",
+        preflight_report,
+        small=size.small,
     )
-    mo.vstack(
-        [
-            mo.md(
-                f"## 4 · Train\n\nThe base model was measured on {before_report.num_prompts} held-out questions "
-                "(section 5 compares). `trl_path.train(recipe)` passes `tools=` to `GRPOTrainer`; the tools, "
-                "`max_tool_calling_iterations` and the tokenizer's template are checked before the model loads."
-            ),
-            preflight_verdict(
-                preflight_report,
-                if_no_go="Training at these settings would not move the model"
-                + (": run the lesson without `--small`." if size.small else "."),
-            ),
-            train_button,
-        ]
-    )
+    _section
     return (train_button,)
 
 
 @app.cell
-def _(
-    before_report,
-    load_model,
-    mo,
-    output_root,
-    recipe,
-    should_run,
-    train_button,
-    train_dataset,
-    train_steps,
-):
-    from grpo_kit.lesson_helpers import train_with_live_curve
+def _(before_report, mo, output_root, recipe, should_run, train_button, train_dataset, train_steps):
+    from grpo_kit.lesson_runs import train_fresh
 
     mo.stop(not should_run(train_button), mo.md("Press the button to train."))
     assert before_report.num_prompts  # the base model is evaluated first
-    _model, _tokenizer = load_model(recipe.model)  # a fresh base model: pressing again starts over
-    run = train_with_live_curve(
-        recipe,
-        model=_model,
-        tokenizer=_tokenizer,
-        train_dataset=train_dataset,
-        output_dir=output_root / "trl-run",
-        max_steps=train_steps,
+    # a fresh copy of the base model, trained with the live reward curve: pressing again starts over
+    run, _ = train_fresh(
+        recipe, train_dataset=train_dataset, output_dir=output_root / "trl-run", max_steps=train_steps
     )
     return (run,)
 
 
 @app.cell
 def _(mo, recipe, run):
-    _weights = {spec.name: spec.weight for spec in recipe.rewards}
-    _weight_note = (
-        "The curve's total is the weighted sum of the rewards: "
-        + ", ".join(f"`{name}` × {weight:g}" for name, weight in _weights.items())
-        + ". "
-        + (
-            "A reward of weight 0 is logged and drawn but does not train: "
-            + ", ".join(f"`{n}`" for n, w in _weights.items() if w == 0)
-            + " can rise while the total stays flat."
-            if any(w == 0 for w in _weights.values())
-            else ""
-        )
-    )
-    _keys = [
+    from grpo_kit.lesson_runs import reward_weights_note, saved_curve, step_metrics_table
+
+    step_metrics = [r for r in run.log_history if "tools/call_frequency" in r]
+    _columns = [
         ("tools/call_frequency", "calls per rollout"),
         ("tools/failure_frequency", "failed calls"),
         ("rewards/tool_success_reward/mean", "success (call + right answer)"),
         ("frac_reward_zero_std", "zero-variance groups"),
     ]
-    step_metrics = [r for r in run.log_history if "tools/call_frequency" in r]
-    _rows = "\n".join(
-        f"| {r.get('step', i + 1)} | " + " | ".join(f"{r.get(k, float('nan')):.2f}" for k, _ in _keys) + " |"
-        for i, r in enumerate(step_metrics)
-    )
     mo.vstack(
         [
-            mo.image(src=run.reward_curve_path.read_bytes())
-            if run.reward_curve_path
-            else mo.md("(no curve)"),
+            saved_curve(run),
             mo.md(
-                _weight_note
-                + "\n\nTRL's tool metrics per step:\n\n| step | "
-                + " | ".join(n for _, n in _keys)
-                + " |\n|:---"
-                + "|:---" * len(_keys)
-                + "|\n"
-                + _rows
+                reward_weights_note(recipe)
+                + "\n\nTRL's tool metrics per step:\n\n"
+                + step_metrics_table(step_metrics, _columns)
             ),
         ]
     )
@@ -311,33 +257,31 @@ def _(mo, recipe, run):
 
 
 @app.cell
-def _(evaluate_tools, run):
-    after_report = evaluate_tools(run.trainer.model)  # the same questions, decoding and seeds as before
+def _(eval_k, held_out, recipe, run, tokenizer):
+    from grpo_kit.lesson_runs import evaluate_trained
+
+    # the same questions, decoding and seeds as before
+    after_report = evaluate_trained(recipe, run, tokenizer, held_out, k=eval_k, what="held-out questions")
     return (after_report,)
 
 
 @app.cell
 def _(after_report, before_report, mo, wrapped_text):
-    from grpo_kit.evaluation import compare
+    from grpo_kit.lesson_runs import compare_metrics, comparison_table
 
     _k = after_report.settings["k"]
-    _metrics = {
+    _labels = {
         f"mean@{_k}": f"success, {_k} samples at T=1.0 (headline)",
         "reward/tool_success_reward": "success, greedy",
         "reward/tool_call_reward": "well-formed call, greedy",
     }
-    held_out_comparisons = {m: compare(before_report, after_report, metric=m) for m in _metrics}
-    _rows = "\n".join(
-        f"| {label} | {c.before:.2f} | {c.after:.2f} | {c.mean_diff:+.2f} [{c.ci_low:+.2f}, {c.ci_high:+.2f}] |"
-        for (m, label), c in zip(_metrics.items(), held_out_comparisons.values())
-    )
+    held_out_comparisons = compare_metrics(before_report, after_report, _labels)
     mo.vstack(
         [
             mo.md(
                 f"## 5 · Held-out questions, before and after\n\n{after_report.num_prompts} questions the run never saw; "
                 "paired bootstrap 95 % CI of the change (`grpo_kit.evaluation.compare`).\n\n"
-                "| metric | before | after | change [95 % CI] |\n|:---|:---|:---|:---|\n"
-                + _rows
+                + comparison_table((_labels[m], c) for m, c in held_out_comparisons.items())
                 + "\n\nOne rollout after training:"
             ),
             wrapped_text(after_report.completions[0]),

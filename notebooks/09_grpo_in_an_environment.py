@@ -251,36 +251,33 @@ def _(episode_prompt, environment_tools, episode_env, mo, tokenizer):
 
 
 @app.cell
-def _(mo, num_eval):
+def _(num_eval):
     from grpo_kit.lesson_helpers import run_button, should_run
+    from grpo_kit.lesson_runs import button_panel
 
     measure_button = run_button(
         f"Measure the base model: pre-flight on 4 training rows, then {num_eval} held-out rows",
         kind="neutral",
     )
-    mo.vstack(
-        [
-            mo.md(
-                "## 4 · Preflight: is there anything to learn?\n\nBoth measurements play the base model's "
-                "episodes, several minutes on a 2-core CPU; the Train button appears with their verdict."
-            ),
-            measure_button,
-        ]
+    button_panel(
+        "## 4 · Preflight: is there anything to learn?\n\nBoth measurements play the base model's "
+        "episodes, several minutes on a 2-core CPU; the Train button appears with their verdict.",
+        measure_button,
     )
-    return measure_button, run_button, should_run
+    return measure_button, should_run
 
 
 @app.cell
 def _(measure_button, mo, recipe, should_run, tokenizer, train_dataset, wrapped_text):
-    from grpo_kit.evaluation.preflight import check_recipe
+    from grpo_kit.lesson_runs import preflight_with_spinner
     from grpo_kit.models import load_model
 
     mo.stop(not should_run(measure_button), mo.md("Press the button to measure the base model."))
     base_model, _ = load_model(recipe.model)  # the tool-prepared tokenizer above is the one used
-    _g = recipe.training["num_generations"]
-    with mo.status.spinner(title="Pre-flight", subtitle=f"4 training rows × {_g} episodes"):
-        # one episode per rollout, a fresh instance each, sampled as the first training step samples
-        preflight_report = check_recipe(recipe, base_model, tokenizer, train_dataset, num_prompts=4)
+    # one episode per rollout, a fresh instance each, sampled as the first training step samples
+    preflight_report = preflight_with_spinner(
+        recipe, base_model, tokenizer, train_dataset, what="training rows", unit="episodes"
+    )
     _success = [preflight_report.reward_mean.get(n, float("nan")) for n in ("CounterEnv", "LockEnv")]
     _text = mo.md(
         f"""
@@ -300,88 +297,56 @@ def _(measure_button, mo, recipe, should_run, tokenizer, train_dataset, wrapped_
     """
     )
     mo.vstack([_text, wrapped_text(preflight_report.examples[0] if preflight_report.examples else "")])
-    return base_model, load_model, preflight_report
+    return base_model, preflight_report
 
 
 @app.cell
-def _(base_model, eval_k, held_out, mo, preflight_report, recipe, tokenizer):
-    from grpo_kit.runs.held_out import evaluate_held_out
-
-    def evaluate_episodes(model):
-        """The library's held-out evaluation (what `grpo-kit train` reports): one episode per rollout with the
-        recipe's environments, scored by get_reward + the recipe's rewards, greedy + eval_k samples at T = 1.0."""
-        return evaluate_held_out(
-            recipe, model, tokenizer, recipe.build_reward_funcs(tokenizer), held_out, k=eval_k
-        )
+def _(base_model, eval_k, held_out, preflight_report, recipe, tokenizer):
+    from grpo_kit.lesson_runs import evaluate_with_spinner
 
     assert preflight_report.num_prompts  # measured after the pre-flight, behind the same button
-    with mo.status.spinner(
-        title="Evaluating the base model",
-        subtitle=f"{len(held_out)} held-out rows, greedy + {eval_k} samples",
-    ):
-        before_report = evaluate_episodes(base_model)
-    return before_report, evaluate_episodes
+    # The library's held-out evaluation (what `grpo-kit train` reports): one episode per rollout with the
+    # recipe's environments, scored by get_reward + the recipe's rewards, greedy + eval_k samples at T = 1.0.
+    before_report = evaluate_with_spinner(recipe, base_model, tokenizer, held_out, k=eval_k)
+    return (before_report,)
 
 
 @app.cell
-def _(before_report, mo, preflight_report, run_button, size, train_steps):
-    from grpo_kit.lesson_helpers import preflight_verdict
+def _(before_report, preflight_report, size, train_steps):
+    from grpo_kit.lesson_runs import train_section
 
-    train_button = run_button(
-        f"Train {train_steps} steps with TRL in the environments"
-        + (" (pre-flight: no-go)" if not preflight_report.go else "")
-        + (" (too small to learn)" if size.small else "")
+    train_button, _section = train_section(
+        f"Train {train_steps} steps with TRL in the environments",
+        f"## 5 · Train\n\nThe base model was measured on {before_report.num_prompts} held-out rows "
+        "(section 6 compares). `trl_path.train(recipe)` passes the dict of factories as "
+        "`environment_factory=` to `GRPOTrainer`; TRL appends one `get_reward` column per environment "
+        "class (weight 1) to the recipe's rewards.",
+        preflight_report,
+        small=size.small,
     )
-    mo.vstack(
-        [
-            mo.md(
-                f"## 5 · Train\n\nThe base model was measured on {before_report.num_prompts} held-out rows "
-                "(section 6 compares). `trl_path.train(recipe)` passes the dict of factories as "
-                "`environment_factory=` to `GRPOTrainer`; TRL appends one `get_reward` column per environment "
-                "class (weight 1) to the recipe's rewards."
-            ),
-            preflight_verdict(
-                preflight_report,
-                if_no_go="Training at these settings would not move the model"
-                + (": run the lesson without `--small`." if size.small else "."),
-            ),
-            train_button,
-        ]
-    )
+    _section
     return (train_button,)
 
 
 @app.cell
-def _(
-    before_report,
-    load_model,
-    mo,
-    output_root,
-    recipe,
-    should_run,
-    train_button,
-    train_dataset,
-    train_steps,
-):
-    from grpo_kit.lesson_helpers import train_with_live_curve
+def _(before_report, mo, output_root, recipe, should_run, train_button, train_dataset, train_steps):
+    from grpo_kit.lesson_runs import train_fresh
 
     mo.stop(not should_run(train_button), mo.md("Press the button to train."))
     assert before_report.num_prompts  # the base model is evaluated first
-    _model, _tokenizer = load_model(recipe.model)  # a fresh base model: pressing again starts over
-    run = train_with_live_curve(
-        recipe,
-        model=_model,
-        tokenizer=_tokenizer,
-        train_dataset=train_dataset,
-        output_dir=output_root / "trl-run",
-        max_steps=train_steps,
+    # a fresh copy of the base model, trained with the live reward curve: pressing again starts over
+    run, _ = train_fresh(
+        recipe, train_dataset=train_dataset, output_dir=output_root / "trl-run", max_steps=train_steps
     )
     return (run,)
 
 
 @app.cell
 def _(mo, run):
-    _keys = [
+    from grpo_kit.lesson_runs import saved_curve, step_metrics_table
+
+    step_metrics = [r for r in run.log_history if "tools/call_frequency" in r]
+    _columns = [
         ("tools/call_frequency", "calls per episode"),
         ("tools/failure_frequency", "failed calls"),
         ("rewards/CounterEnv/mean", "counter success"),
@@ -389,27 +354,14 @@ def _(mo, run):
         ("rewards/tool_call_reward/mean", "well-formed call"),
         ("frac_reward_zero_std", "zero-variance groups"),
     ]
-    step_metrics = [r for r in run.log_history if "tools/call_frequency" in r]
-    _rows = "\n".join(
-        f"| {r.get('step', i + 1)} | "
-        + " | ".join("—" if r.get(k) is None else f"{r[k]:.2f}" for k, _ in _keys)
-        + " |"
-        for i, r in enumerate(step_metrics)
-    )
     mo.vstack(
         [
-            mo.image(src=run.reward_curve_path.read_bytes())
-            if run.reward_curve_path
-            else mo.md("(no curve)"),
+            saved_curve(run),
             mo.md(
                 "The curve's total is `CounterEnv` or `LockEnv` (whichever the row is for) × 1 + "
                 "`tool_call_reward` × 0.5, at most 1.5. A step logs no value (—) for an "
-                "environment none of its rows played.\n\nTRL's metrics per step:\n\n| step | "
-                + " | ".join(n for _, n in _keys)
-                + " |\n|:---"
-                + "|:---" * len(_keys)
-                + "|\n"
-                + _rows
+                "environment none of its rows played.\n\nTRL's metrics per step:\n\n"
+                + step_metrics_table(step_metrics, _columns)
             ),
         ]
     )
@@ -417,17 +369,21 @@ def _(mo, run):
 
 
 @app.cell
-def _(evaluate_episodes, run):
-    after_report = evaluate_episodes(run.trainer.model)  # the same rows, decoding and seeds as before
+def _(eval_k, held_out, recipe, run, tokenizer):
+    from grpo_kit.lesson_runs import evaluate_trained
+
+    after_report = evaluate_trained(
+        recipe, run, tokenizer, held_out, k=eval_k
+    )  # the same rows, decoding, seeds
     return (after_report,)
 
 
 @app.cell
 def _(after_report, before_report, mo, wrapped_text):
-    from grpo_kit.evaluation import compare
+    from grpo_kit.lesson_runs import compare_metrics, comparison_table
 
     _k = after_report.settings["k"]
-    _metrics = {
+    _labels = {
         f"accuracy@{_k}": f"success, {_k} samples at T = 1.0 (headline)",
         "accuracy": "success, greedy",
         "reward/CounterEnv": "counter success, greedy (counter rows)",
@@ -436,19 +392,14 @@ def _(after_report, before_report, mo, wrapped_text):
         "failed_calls": "failed calls per episode, greedy",
         "turns": "assistant turns per episode, greedy",
     }
-    held_out_comparisons = {m: compare(before_report, after_report, metric=m) for m in _metrics}
-    _rows = "\n".join(
-        f"| {label} | {c.n} | {c.before:.2f} | {c.after:.2f} | {c.mean_diff:+.2f} [{c.ci_low:+.2f}, {c.ci_high:+.2f}] |"
-        for (m, label), c in zip(_metrics.items(), held_out_comparisons.values())
-    )
+    held_out_comparisons = compare_metrics(before_report, after_report, _labels)
     mo.vstack(
         [
             mo.md(
                 f"## 6 · Held-out rows, before and after\n\n{after_report.num_prompts} rows (targets) the run never "
                 "saw, half counter, half lock; paired bootstrap 95 % CI of the change "
                 "(`grpo_kit.evaluation.compare`).\n\n"
-                "| metric | rows | before | after | change [95 % CI] |\n|:---|:---|:---|:---|:---|\n"
-                + _rows
+                + comparison_table(((_labels[m], c) for m, c in held_out_comparisons.items()), n=True)
                 + "\n\nOne episode after training:"
             ),
             wrapped_text(after_report.completions[0]),

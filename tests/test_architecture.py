@@ -38,7 +38,7 @@ ROOMS: list[tuple[str, tuple[str, ...]]] = [
     ("trainers", ("loop", "loop_plumbing", "run_context", "trainer_builder", "trl_path", "unsloth_path")),
     ("export", ("export",)),
     ("runs", ("runs",)),
-    ("front doors", ("cli", "lesson_helpers", "loss_demo", "entropy_demo", "doctor")),
+    ("front doors", ("cli", "lesson_helpers", "lesson_runs", "loss_demo", "entropy_demo", "doctor")),
 ]  # fmt: skip
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+
 import pytest
 
 from grpo_kit.evaluation.preflight import Finding, PreflightReport
@@ -50,3 +52,149 @@ def test_preflight_verdict_names_the_verdict_the_findings_and_what_to_do():
     assert "Raise num_generations." in text and "without" in text and "--small" in text
     go = preflight_verdict(_report(0.25, []), if_no_go="never shown on a go").text
     assert "Pre-flight: GO" in go and "75% of the groups" in go and "never shown" not in go
+
+
+# --- the practicum lessons' Measure / Train / compare cells (grpo_kit.lesson_runs) -----------------------------
+def test_measure_train_measure_compare_on_the_tiny_model(tmp_path):
+    """The practicum's sequence, end to end on the tiny model: pre-flight and held-out evaluation of the base
+    model, a fresh copy trained one step with the live curve, the trained model measured on the same rows and
+    compared with the base model."""
+    from shared import RecordingLoader, tiny_recipe
+
+    from grpo_kit.lesson_runs import (
+        compare_metrics,
+        comparison_table,
+        evaluate_trained,
+        evaluate_with_spinner,
+        last_logged,
+        preflight_with_spinner,
+        train_fresh,
+    )
+    from grpo_kit.models import tiny_model
+    from grpo_kit.runs.held_out import held_out_rows
+
+    recipe = tiny_recipe()
+    base, tokenizer = tiny_model(seed=0)
+    train_dataset = recipe.load_dataset()
+    preflight = preflight_with_spinner(recipe, base, tokenizer, train_dataset, num_prompts=2)
+    assert preflight.num_prompts == 2 and preflight.num_generations == recipe.training["num_generations"]
+    rows = held_out_rows(recipe, 3, training=train_dataset)
+    before = evaluate_with_spinner(recipe, base, tokenizer, rows)
+    assert before.num_prompts == 3 and before.reward_names == [
+        f.__name__ for f in recipe.build_reward_funcs(tokenizer)
+    ]
+
+    loader = RecordingLoader()
+    run, run_tokenizer = train_fresh(recipe, load=loader, output_dir=tmp_path, max_steps=1, device="cpu")
+    assert loader.names == [recipe.model]  # a fresh copy of the recipe's base model, not `base`
+    assert run.model is not base and run.global_step == 1 and run.reward_curve_path.exists()
+    assert last_logged(run)["step"] == 1 and "reward" in last_logged(run)
+    assert not (tmp_path / "adapter_config.json").exists()  # the lessons' default: no final save
+    after = evaluate_trained(recipe, run, run_tokenizer, rows)
+    assert after.num_prompts == 3 and after.settings == before.settings  # the same rows and decoding
+
+    metric = f"reward/{before.reward_names[0]}"
+    comparisons = compare_metrics(before, after, [metric, "reward"])
+    assert list(comparisons) == [metric, "reward"] and comparisons["reward"].n == 3
+    table = comparison_table(((m, c) for m, c in comparisons.items()), n=True, verdict=True).splitlines()
+    assert table[0] == "| metric | rows | before | after | change [95 % CI] | verdict |"
+    assert table[2].startswith(f"| {metric} | 3 | ") and table[2].endswith(
+        f" | {comparisons[metric].verdict} |"
+    )
+
+
+def test_comparison_table_rounds_to_the_digits_asked():
+    from grpo_kit.evaluation.comparison import Comparison
+    from grpo_kit.lesson_runs import comparison_table
+
+    c = Comparison("accuracy", 8, 0.25, 0.75, 0.5, 0.25, 0.875, 0.95, 1000, 0, True, "improved")
+    assert comparison_table([("acc", c)]).splitlines() == [
+        "| metric | before | after | change [95 % CI] |",
+        "|:---|:---|:---|:---|",
+        "| acc | 0.25 | 0.75 | +0.50 [+0.25, +0.88] |",
+    ]
+    assert (
+        comparison_table([("acc", c)], digits=3).splitlines()[2]
+        == "| acc | 0.250 | 0.750 | +0.500 [+0.250, +0.875] |"
+    )
+
+
+def test_metric_tables_show_what_was_logged():
+    from grpo_kit.lesson_runs import metrics_table, step_metrics_table
+
+    record = {"step": 3, "reward": 0.5, "loss": None, "note": "text", "entropy": 1.23456}
+    assert metrics_table(record, ["loss", "reward"]).splitlines()[2:] == ["| `reward` | 0.5 |"]  # no None
+    assert metrics_table(record).splitlines()[2:] == [
+        "| `step` | 3 |",
+        "| `reward` | 0.5 |",
+        "| `entropy` | 1.235 |",
+    ]
+    table = step_metrics_table([{"step": 1, "a": 0.5}, {"b": 1.0}], [("a", "A"), ("b", "B")]).splitlines()
+    assert table == ["| step | A | B |", "|:---|:---|:---|", "| 1 | 0.50 | — |", "| 2 | — | 1.00 |"]
+
+
+def test_reward_weights_note_names_each_weight_and_warns_of_weight_zero():
+    from grpo_kit.lesson_runs import reward_weights_note
+    from grpo_kit.recipes import get_recipe
+
+    note = reward_weights_note(get_recipe("calculator-tool-cpu"))
+    recipe = get_recipe("calculator-tool-cpu")
+    for spec in recipe.rewards:
+        assert f"`{spec.name}` × {spec.weight:g}" in note
+    assert ("does not train" in note) == any(spec.weight == 0 for spec in recipe.rewards)
+    spec = types.SimpleNamespace
+    note = reward_weights_note(spec(rewards=[spec(name="right", weight=2.0), spec(name="tidy", weight=0.0)]))
+    assert (
+        "`right` × 2, `tidy` × 0" in note
+        and "weight 0 is logged and drawn but does not train: `tidy`" in note
+    )
+
+
+def test_train_section_labels_the_button_with_the_preflight_and_the_size():
+    from grpo_kit.lesson_runs import button_panel, train_section
+
+    no_go = Finding(
+        "zero_std", "no-go", "100% of groups have zero reward variance.", "Raise num_generations."
+    )
+    _, section = train_section("Train 8 steps", "## 4 · Train", _report(1.0, [no_go]), small=True)
+    assert "Train 8 steps (pre-flight: no-go) (too small to learn)" in section.text
+    assert "Pre-flight: NO-GO" in section.text and "without" in section.text and "4 · Train" in section.text
+    button, section = train_section("Train", "text", _report(0.25, []), too_small="too few steps to learn")
+    assert "Train (too few steps to learn)" in section.text and "no-go" not in section.text
+    assert "Train (too few steps to learn)" in button.text  # the button bound to a name is the one shown
+    assert "Press me" in button_panel("## 3 · Measure", _button("Press me")).text
+
+
+def _button(label: str):
+    from grpo_kit.lesson_helpers import run_button
+
+    return run_button(label)
+
+
+def test_saved_curve_shows_the_png_or_says_there_is_none(tmp_path):
+    from grpo_kit.lesson_runs import saved_curve
+    from grpo_kit.result import RunResult
+
+    png = tmp_path / "curve.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n" + b"0" * 16)
+    with_curve = RunResult(tmp_path, 1, [], tmp_path / "metrics.jsonl", reward_curve_path=png)
+    assert "<img" in saved_curve(with_curve).text
+    without = RunResult(tmp_path, 1, [], tmp_path / "metrics.jsonl")
+    assert "(no curve)" in saved_curve(without).text and "<img" not in saved_curve(without, missing="").text
+
+
+def test_train_with_live_curve_passes_another_training_function_its_arguments_and_the_curve():
+    from grpo_kit.lesson_helpers import train_with_live_curve
+    from grpo_kit.recipes import get_recipe
+
+    calls = []
+
+    def train(recipe, **kwargs):
+        calls.append(kwargs)
+        kwargs["callbacks"][0].on_log(None, type("S", (), {"global_step": 1})(), None, logs={"reward": 0.5})
+        return "run"
+
+    assert train_with_live_curve(get_recipe("gsm8k-cpu"), train=train, max_steps=2, title="t") == "run"
+    (kwargs,) = calls
+    assert set(kwargs) == {"max_steps", "callbacks"}  # no TRL-only defaults for another path
+    assert len(kwargs["callbacks"]) == 1

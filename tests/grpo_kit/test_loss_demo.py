@@ -90,3 +90,32 @@ def test_main_rejects_bad_input_with_a_usage_error(argv, message, capsys):
         main(argv)
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_on_policy_loss_is_zero_for_grpo_and_what_loss_weights_differentiates():
+    from grpo_kit.loss_demo import demo_batch, loss_weights, on_policy_loss
+
+    logps, advantages, mask = demo_batch(LENGTHS, REWARDS)
+    assert abs(on_policy_loss("grpo", logps, advantages, mask).item()) < 1e-6  # the advantages sum to zero
+    leaf = logps.clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(on_policy_loss("dapo", leaf, advantages, mask), leaf)
+    torch.testing.assert_close(-grad * mask, loss_weights("dapo", logps, advantages, mask).token_weights)
+
+
+def test_ratio_sweep_is_the_clipped_objectives_slope_per_row():
+    from grpo_kit.loss_demo import ratio_objective, ratio_sweep
+
+    ratios = torch.linspace(0.5, 1.6, 12, dtype=torch.float64)
+    for loss_type in (
+        "grpo",
+        "dapo",
+    ):  # a sequence mean and a token mean: each row's push is its own either way
+        push, metrics = ratio_sweep(ratios, 1.0, loss_type=loss_type, epsilon=0.2, epsilon_high=0.28)
+        inside = (ratios > 0.8) & (ratios < 1.28)
+        # −∂loss/∂log ρ = ρ·A inside the clip range, 0 beyond 1 + ε_high (positive advantage)
+        torch.testing.assert_close(push[inside], ratios[inside])
+        assert (push[ratios > 1.28] == 0).all() and any(k.startswith("clip_ratio") for k in metrics)
+    objective = ratio_objective(ratios, -1.0, loss_type="dapo", epsilon=0.2, epsilon_high=0.28)
+    # negative advantage: min(ρA, clip(ρ)A) = −ρ for ρ above 1 − ε, −0.8 below it
+    expected = torch.where(ratios > 0.8, -ratios, torch.full_like(ratios, -0.8))
+    torch.testing.assert_close(objective.double(), expected, atol=1e-6, rtol=0)
