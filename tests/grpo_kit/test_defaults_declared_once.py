@@ -53,7 +53,10 @@ NOT_DEFAULTS = {
     ("recipes.py", "_LESSON_VARIANTS"): "the catalogue: each lesson's own values",
     ("recipes.py", "<module>"): "the catalogue: values of the recipes built by _variant(...)",
     ("recipe_files.py", "TRL_KEYS"): "a table of TRL's keys and their meaning, not values",
-    ("recipe_files.py", "_held_out"): "seed=0: the seed that carves your rows' held-out fraction, not training's",
+    (
+        "recipe_files.py",
+        "_held_out",
+    ): "seed=0: the seed that carves your rows' held-out fraction, not training's",
     ("loop_config.py", "GRPOLoopConfig"): "bf16: the loop's own choice (TRL: True), documented on the field",
     (
         "sampling.py",
