@@ -22,6 +22,7 @@ __all__ = [
     "after_loading",
     "call_tool",
     "debugging",
+    "headline",
     "parse_overrides",
     "parse_value",
 ]
@@ -105,3 +106,13 @@ def call_tool(tool_main, argv, console) -> int:
             console.print(f"[red]error:[/] {markup_safe(exit_.code)}", highlight=False)
             return EXIT_USAGE
         return int(exit_.code or 0)
+
+
+def headline(evaluation: dict) -> str:
+    """``before → after (change, 95% CI [lo, hi]): verdict`` of run.json's evaluation summary."""
+    return (
+        f"{evaluation['before']:.3g} → {evaluation['after']:.3g} (change {evaluation['mean_diff']:+.3g}, "
+        f"{evaluation['level']:.0%} CI [{evaluation['ci_low']:+.3g}, {evaluation['ci_high']:+.3g}]): "
+        f"{evaluation['verdict']}"
+        + (f" ({'; '.join(evaluation['reward_hack_signs'])})" if evaluation.get("reward_hack_signs") else "")
+    )

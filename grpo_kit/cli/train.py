@@ -15,11 +15,12 @@ from grpo_kit.cli.common import (
     RunError,
     UsageError,
     after_loading,
+    headline,
     parse_overrides,
 )
 from grpo_kit.terminal import markup_safe, plain
 
-__all__ = ["cmd_preflight", "cmd_train", "headline"]
+__all__ = ["cmd_preflight", "cmd_train"]
 
 
 def cmd_train(args, console) -> int:
@@ -248,16 +249,6 @@ def _folder_size(folder: Path) -> str:
         size = sum(dir_size(p) for p in checkpoints)
         text += f" ({len(checkpoints)} checkpoint{'s' * (len(checkpoints) > 1)}: {size / 1e6:.0f} MB)"
     return text
-
-
-def headline(evaluation: dict) -> str:
-    """``before → after (change, 95% CI [lo, hi]): verdict`` of run.json's evaluation summary."""
-    return (
-        f"{evaluation['before']:.3g} → {evaluation['after']:.3g} (change {evaluation['mean_diff']:+.3g}, "
-        f"{evaluation['level']:.0%} CI [{evaluation['ci_low']:+.3g}, {evaluation['ci_high']:+.3g}]): "
-        f"{evaluation['verdict']}"
-        + (f" ({'; '.join(evaluation['reward_hack_signs'])})" if evaluation.get("reward_hack_signs") else "")
-    )
 
 
 def _validate_inputs(plan) -> None:

@@ -6,9 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from grpo_kit.cli.common import CONFIG_ERRORS, EXIT_INTERRUPTED, UsageError, after_loading
-from grpo_kit.cli.train import headline
-from grpo_kit.settings import training_value
+from grpo_kit.cli.common import CONFIG_ERRORS, EXIT_INTERRUPTED, UsageError, after_loading, headline
 from grpo_kit.terminal import markup_safe
 
 __all__ = ["cmd_eval", "cmd_export", "cmd_generate"]
@@ -46,73 +44,37 @@ def _eval(args, console) -> int:
 
 
 def _evaluate(args, console, trained, recipe) -> int:
-    """The trained model and the model before training on the recipe's held-out rows (and its second held-out
-    set, ``transfer_eval``, as many of its rows), into a report card."""
-    from grpo_kit.evaluation.report_card import transfer_label, write_report_card
-    from grpo_kit.models import load_model
-    from grpo_kit.runs import evaluate_held_out, evaluation_summary, held_out_rows, transfer_rows
-    from grpo_kit.sampling import check_fits_context
+    """``runs.evaluate_finished_run``, printed: the headline of each held-out set and the report card's files."""
+    from grpo_kit.evaluation.report_card import transfer_label
+    from grpo_kit.runs.finished import FinishedRunError, evaluate_finished_run
 
-    rows = held_out_rows(recipe, args.num_prompts or recipe.eval_prompts or 32)
-    transfer = transfer_rows(recipe, len(rows))
-    with console.status("loading the trained model…"):
-        model, tokenizer = _load(trained, args.base)
-    try:  # a shared run.json may ask for more tokens than the model has room for
-        check_fits_context(model, 1, int(training_value(recipe.training, "max_completion_length")))
-    except ValueError as error:
-        raise UsageError(f"{error} (the run's recipe: --recipe NAME evaluates with another)") from error
-    funcs = recipe.build_reward_funcs(tokenizer)
-    base_model = None
-    if trained.adapter_dir is None:
-        base = args.base or (recipe.model if trained.run is not None else None)
-        if base is None:
-            raise UsageError(
-                f"{trained.source} is a model folder without run.json: pass --base MODEL (the model before "
-                "training)."
-            )
-        base_model = load_model(base)[0]
-
-    def before_and_after(eval_rows, what):
-        """``(before, after)`` on ``eval_rows``: the base model (the adapter's model without it) and the trained one."""
-        k = args.k or recipe.eval_samples
-        with console.status(f"evaluating {len(eval_rows)} {what}: trained…"):
-            after = evaluate_held_out(recipe, model, tokenizer, funcs, eval_rows, k=k)
-        with console.status(f"evaluating {len(eval_rows)} {what}: base model…"):
-            if base_model is None:
-                with model.disable_adapter():
-                    before = evaluate_held_out(recipe, model, tokenizer, funcs, eval_rows, k=k)
-            else:
-                before = evaluate_held_out(recipe, base_model, tokenizer, funcs, eval_rows, k=k)
-        return before, after
-
-    before, after = before_and_after(rows, "held-out prompts")
-    second = None
-    if transfer:
-        second = (recipe.transfer_eval, *before_and_after(transfer, "held-out prompts written differently"))
-    files = write_report_card(
-        Path(args.out) if args.out else trained.source,
-        before,
-        after,
-        log_history=trained.source / "metrics.jsonl",
-        title=f"{recipe.name}: held-out base vs {trained.source.name}",
-        measures=recipe.measures,
-        transfer=second,
-    )
-    evaluation = evaluation_summary(before, after, files)
+    try:
+        result = evaluate_finished_run(
+            trained,
+            recipe,
+            num_prompts=args.num_prompts,
+            k=args.k,
+            base=args.base,
+            out=args.out,
+            status=console.status,
+        )
+    except FinishedRunError as error:
+        raise UsageError(str(error)) from error
+    evaluation = result.evaluation
     console.print(
         markup_safe(
             f"held-out {evaluation['metric']} ({evaluation['num_prompts']} prompts): {headline(evaluation)}"
         )
     )
-    if second is not None:
-        other = evaluation_summary(second[1], second[2])
+    if result.transfer is not None:
+        other = result.transfer
         console.print(
             markup_safe(
-                f"{transfer_label(recipe.transfer_eval)}: {other['metric']} ({other['num_prompts']} prompts): "
+                f"{transfer_label(result.transfer_set)}: {other['metric']} ({other['num_prompts']} prompts): "
                 f"{headline(other)}"
             )
         )
-    for name, path in files.items():
+    for name, path in result.files.items():
         console.print(f"  {name}: {markup_safe(path)}")
     return 0
 

@@ -25,6 +25,7 @@ from grpo_kit.runs.execution import (
     train_on_path,
     validate_run_inputs,
 )
+from grpo_kit.runs.finished import FinishedRunError, FinishedRunEvaluation, evaluate_finished_run
 from grpo_kit.runs.folder import RunFolder, RunFolderInUse, RunJsonError, TrainedModel
 from grpo_kit.runs.held_out import evaluate_held_out, held_out_rows, training_dataset, transfer_rows
 from grpo_kit.runs.models import load_model
@@ -33,6 +34,8 @@ from grpo_kit.runs.plan import DEFAULT_LOOP, LOOPS, RunPlan, plan_run, resume_co
 __all__ = [
     "DEFAULT_LOOP",
     "LOOPS",
+    "FinishedRunError",
+    "FinishedRunEvaluation",
     "GGUFExportError",
     "PreflightNoGo",
     "RunFolder",
@@ -41,6 +44,7 @@ __all__ = [
     "RunOutcome",
     "RunPlan",
     "TrainedModel",
+    "evaluate_finished_run",
     "evaluate_held_out",
     "evaluation_summary",
     "execute",
