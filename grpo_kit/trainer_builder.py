@@ -6,6 +6,11 @@ metrics/Ctrl-C/finite-weights callbacks, ``training_args.bin`` without credentia
     trainer = build_trainer(recipe, backend, output_dir="runs/x", learning_rate=1e-5)
     result = run_trainer(trainer, output_dir="runs/x", title="TRL")
 
+A run's settings are checked once (:func:`check_config`) and its GRPOConfig is built once (:func:`grpo_config`,
+the only place grpo-kit builds one): by ``grpo_kit.runs.plan_run`` for a planned run, whose config then trains as
+it is (``build_trainer(..., args=plan.path_config)`` checks and builds nothing again), else by
+:func:`build_trainer` itself.
+
 ``build_trainer(..., trainer_kwargs={"tools": [...], "environment_factory": ...})`` forwards extra
 ``GRPOTrainer`` arguments unchanged; a recipe's ``tools="calculator"`` fills ``tools`` (``grpo_kit.tool_sets``),
 and the tools, ``max_tool_calling_iterations`` and the tokenizer's tool template are checked before the model
