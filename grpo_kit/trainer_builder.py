@@ -134,8 +134,8 @@ def refuse_guided_sampling(recipe: Recipe, train_dataset: Any = None, *, path: s
 
 def check_config(
     recipe: Recipe,
-    training: dict[str, Any],
-    backend_check: Callable[[Recipe, dict[str, Any], Precision], None] | None,
+    training: Mapping[str, Any],
+    backend_check: Callable[[Recipe, Any, Precision], None] | None,
     precision: Precision | None,
     *,
     world_size: int = 1,

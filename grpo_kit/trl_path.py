@@ -103,7 +103,7 @@ def check_settings(
 
     return check_config(
         recipe,
-        dict(training),
+        training,
         _check_hardware,
         precision or detect_precision(),
         world_size=trainer_builder.world_size() if world_size is None else world_size,
