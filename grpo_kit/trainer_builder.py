@@ -6,6 +6,11 @@ metrics/Ctrl-C/finite-weights callbacks, ``training_args.bin`` without credentia
     trainer = build_trainer(recipe, backend, output_dir="runs/x", learning_rate=1e-5)
     result = run_trainer(trainer, output_dir="runs/x", title="TRL")
 
+A run's settings are checked once (:func:`check_config`) and its GRPOConfig is built once (:func:`grpo_config`,
+the only place grpo-kit builds one): by ``grpo_kit.runs.plan_run`` for a planned run, whose config then trains as
+it is (``build_trainer(..., args=plan.path_config)`` checks and builds nothing again), else by
+:func:`build_trainer` itself.
+
 ``build_trainer(..., trainer_kwargs={"tools": [...], "environment_factory": ...})`` forwards extra
 ``GRPOTrainer`` arguments unchanged; a recipe's ``tools="calculator"`` fills ``tools`` (``grpo_kit.tool_sets``),
 and the tools, ``max_tool_calling_iterations`` and the tokenizer's tool template are checked before the model
@@ -25,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo_kit.checkpoint import latest_checkpoint
 from grpo_kit.hardware import Precision
 from grpo_kit.recipes import Recipe, get_recipe
 from grpo_kit.result import RunResult
@@ -33,20 +39,24 @@ from grpo_kit.settings import (
     check_grpo_settings,
     check_report_to,
     check_training_fields,
+    training_value,
     vllm_server_command,
 )
 from grpo_kit.tool_sets import check_tool_setup, prepare_tool_tokenizer
 
 __all__ = [
     "ModelBackend",
+    "build_and_train",
     "build_trainer",
+    "check_config",
     "check_training",
+    "grpo_config",
     "grpo_config_kwargs",
-    "last_checkpoint",
     "refuse_guided_sampling",
     "resume_point",
     "run_trainer",
     "save_args_without_credentials",
+    "tool_trainer_kwargs",
     "use_plain_progress_bar",
     "world_size",
 ]
@@ -105,7 +115,7 @@ def check_training(training: Mapping[str, Any], *, world_size: int = 1) -> None:
     """The checks every GRPOTrainer path makes on its GRPOConfig keyword arguments (``grpo_kit.settings``)."""
     check_training_fields({k: v for k, v in training.items() if k != "reward_weights"}, where="training")
     check_grpo_settings(training, world_size=world_size)
-    check_report_to(training.get("report_to", "none"))
+    check_report_to(training_value(training, "report_to"))
 
 
 def refuse_guided_sampling(recipe: Recipe, train_dataset: Any = None, *, path: str = "TRL") -> None:
@@ -123,10 +133,57 @@ def refuse_guided_sampling(recipe: Recipe, train_dataset: Any = None, *, path: s
         )
 
 
+def check_config(
+    recipe: Recipe,
+    training: Mapping[str, Any],
+    backend_check: Callable[[Recipe, Any, Precision], None] | None,
+    precision: Precision | None,
+    *,
+    world_size: int = 1,
+    trainer_kwargs: Mapping[str, Any] | None = None,
+    tokenizer: Any = None,
+    dataset: Any = None,
+    load_dataset: Callable[[], Any] | None = None,
+) -> tuple[dict[str, Any], Any]:
+    """The one check pass on a run's GRPOConfig keyword arguments, before the model loads: the shared rules
+    (:func:`check_training`), the tools, the environments (played on the training rows' first rows: ``dataset``,
+    else ``load_dataset()``, default ``recipe.load_dataset``, loaded only for a recipe with an environment) and
+    ``max_tool_calling_iterations`` (``grpo_kit.tool_sets.check_tool_setup``; a given ``tokenizer`` gets its tool
+    template), the vLLM server note, then the path's own checks (``backend_check`` at ``precision``; skipped
+    when either is None). Returns (the ``GRPOTrainer`` keyword arguments with ``tools`` /
+    ``environment_factory`` resolved, the dataset: given, loaded here to play the environments, or None)."""
+    check_training(training, world_size=world_size)
+    if recipe.environment is not None and dataset is None:
+        dataset = (load_dataset or recipe.load_dataset)()  # the environments are played on its first rows
+    resolved = check_tool_setup(
+        recipe.tools,
+        recipe.tool_template,
+        training,
+        trainer_kwargs or {},
+        tokenizer,
+        environment=recipe.environment,
+        dataset=dataset,
+    )
+    if training.get("use_vllm") and training.get("vllm_mode") == "server" and _is_main_process():
+        print(server_mode_note(recipe.model, training), flush=True)  # before the hardware checks refuse
+    if backend_check is not None and precision is not None:
+        backend_check(recipe, training, precision)
+    return resolved, dataset
+
+
+def grpo_config(training: Mapping[str, Any]):
+    """The GRPOConfig of ``training``: the one place grpo-kit builds one. Its own __post_init__ checks run
+    here, still before the model loads; the object returned is the one that trains."""
+    from trl import GRPOConfig
+
+    return GRPOConfig(**training)
+
+
 def build_trainer(
     recipe: Recipe | str,
     backend: ModelBackend,
     *,
+    args: Any = None,
     model: Any = None,
     tokenizer: Any = None,
     train_dataset: Any = None,
@@ -138,52 +195,56 @@ def build_trainer(
     trainer_kwargs: Mapping[str, Any] | None = None,
     **overrides: Any,
 ):
-    """A ready ``trl.GRPOTrainer``: settings → checks (shared, then the backend's) → GRPOConfig → model
-    (``backend.load`` unless ``model``/``tokenizer`` are given) → trainer. Nothing loads before every check
-    passed. ``trainer_kwargs`` go to ``GRPOTrainer`` unchanged (``tools=``, ``environment_factory=``, ...).
-    ``reward_funcs`` may hold reward models as TRL's do (ids, paths, sequence-classification models, with
-    ``trainer_kwargs["reward_processing_classes"]``): checked here, then handed to TRL, which scores them."""
+    """A ready ``trl.GRPOTrainer``: settings → the check pass (:func:`check_config`: shared, then the backend's)
+    → GRPOConfig (:func:`grpo_config`) → model (``backend.load`` unless ``model``/``tokenizer`` are given) →
+    trainer. Nothing loads before every check passed. ``trainer_kwargs`` go to ``GRPOTrainer`` unchanged
+    (``tools=``, ``environment_factory=``, ...). ``reward_funcs`` may hold reward models as TRL's do (ids, paths,
+    sequence-classification models, with ``trainer_kwargs["reward_processing_classes"]``): checked here, then
+    handed to TRL, which scores them.
+
+    ``args``: a GRPOConfig already built and checked (``grpo_kit.runs.plan_run``'s ``plan.path_config``): that
+    very object trains, and nothing is checked or built again (the environments were played when it was
+    planned); ``output_dir``, ``max_steps``, ``report_to`` and the overrides are then its own, not arguments."""
     from grpo_kit.reward_models import as_reward_funcs, unwrap_for_trl
 
     recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
     refuse_guided_sampling(recipe, train_dataset, path=backend.name)
     precision = backend.precision()
-    output_dir = Path(output_dir or Path("outputs") / recipe.name)
-    training = grpo_config_kwargs(
-        recipe,
-        output_dir=output_dir,
-        max_steps=max_steps,
-        report_to=report_to,
-        precision=precision,
-        **overrides,
-    )
     trainer_kwargs = dict(trainer_kwargs or {})
     reward_processing_classes = trainer_kwargs.pop("reward_processing_classes", None)
     if reward_funcs is not None:
         # A reward model that is not sequence-classification is refused here, before the policy loads.
         reward_funcs = as_reward_funcs(reward_funcs, reward_processing_classes)
-        if len(reward_funcs) != len(recipe.rewards):
+    if args is None:
+        training = grpo_config_kwargs(
+            recipe,
+            output_dir=Path(output_dir or Path("outputs") / recipe.name),
+            max_steps=max_steps,
+            report_to=report_to,
+            precision=precision,
+            **overrides,
+        )
+        if reward_funcs is not None and len(reward_funcs) != len(recipe.rewards):
             # The weights come from the recipe; a different number of functions needs its own weights.
             training["reward_weights"] = overrides.get("reward_weights", [1.0] * len(reward_funcs))
-    check_training(training, world_size=world_size())
-    # Tools, max_tool_calling_iterations and a given tokenizer's template are checked before any weights load.
-    if recipe.environment is not None and train_dataset is None:
-        train_dataset = recipe.load_dataset()  # the environments are played on its first rows, before loading
-    trainer_kwargs = check_tool_setup(
-        recipe.tools,
-        recipe.tool_template,
-        training,
-        trainer_kwargs or {},
-        tokenizer,
-        environment=recipe.environment,
-        dataset=train_dataset,
-    )
-    if training.get("use_vllm") and training.get("vllm_mode") == "server" and _is_main_process():
-        print(server_mode_note(recipe.model, training), flush=True)  # before the hardware checks refuse
-    backend.check(recipe, training, precision)
-    from trl import GRPOConfig, GRPOTrainer
+        trainer_kwargs, train_dataset = check_config(
+            recipe,
+            training,
+            backend.check,
+            precision,
+            world_size=world_size(),
+            trainer_kwargs=trainer_kwargs,
+            tokenizer=tokenizer,
+            dataset=train_dataset,
+        )
+        args = grpo_config(training)  # TRL's own config checks, still before loading anything
+    else:
+        _refuse_settings_beside_args(args, output_dir, max_steps, report_to, overrides)
+        trainer_kwargs = tool_trainer_kwargs(recipe, trainer_kwargs)
+        if tokenizer is not None and ("tools" in trainer_kwargs or "environment_factory" in trainer_kwargs):
+            prepare_tool_tokenizer(tokenizer, recipe.tool_template)  # the given tokenizer's template
+    from trl import GRPOTrainer
 
-    args = GRPOConfig(**training)  # TRL's own config checks, still before loading anything
     if model is None:
         model, loaded_tokenizer = backend.load(recipe, precision, args)
         if tokenizer is None and ("tools" in trainer_kwargs or "environment_factory" in trainer_kwargs):
@@ -211,7 +272,7 @@ def build_trainer(
     from rewards.calling import bounded_reward_func
 
     # reward_timeout (a loop field, kept out of GRPOConfig) bounds each call here too; overrunning stops the run.
-    timeout = overrides.get("reward_timeout", recipe.training.get("reward_timeout", 600.0))
+    timeout = overrides.get("reward_timeout", training_value(recipe.training, "reward_timeout"))
     reward_funcs = [bounded_reward_func(fn, timeout) for fn in reward_funcs]
     peft_config = backend.peft_config(recipe, model)
     reference_like_policy(args, model, peft_config)
@@ -229,6 +290,72 @@ def build_trainer(
     use_plain_progress_bar(trainer)
     save_args_without_credentials(trainer)
     return trainer
+
+
+def _refuse_settings_beside_args(args, output_dir, max_steps, report_to, overrides) -> None:
+    """With a built GRPOConfig (``args=``) every setting is already in it: a second one beside it would be
+    dropped, so it is refused (an ``output_dir`` equal to ``args.output_dir`` is the same setting)."""
+    given = sorted(overrides)
+    if max_steps is not None:
+        given.append("max_steps")
+    if report_to is not None:
+        given.append("report_to")
+    if output_dir is not None and os.fspath(output_dir) != args.output_dir:
+        given.append("output_dir")
+    if given:
+        raise TypeError(
+            f"{', '.join(given)} given beside args=: the GRPOConfig already holds the run's settings; set them "
+            "when it is built (plan_run overrides), or leave args out."
+        )
+
+
+def tool_trainer_kwargs(recipe: Recipe, trainer_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """``trainer_kwargs`` with the recipe's ``tools`` (a tool-set name -> its functions) and ``environment``
+    (its factory) filled in, as :func:`check_config` resolves them, without checking or playing anything
+    again: for a GRPOConfig whose check pass already ran (``build_trainer(args=...)``)."""
+    from grpo_kit.environments import resolve_environment_factory
+    from grpo_kit.tool_sets import resolve_tools
+
+    kwargs = dict(trainer_kwargs)
+    tools = resolve_tools(kwargs.get("tools", recipe.tools))
+    if tools is not None:
+        kwargs["tools"] = tools
+    if kwargs.get("environment_factory") is None and recipe.environment is not None:
+        kwargs["environment_factory"] = resolve_environment_factory(recipe.environment)
+    return kwargs
+
+
+def build_and_train(
+    recipe: Recipe | str,
+    build: Callable[..., Any],
+    *,
+    path: str,
+    args: Any = None,
+    resume_from_checkpoint: str | os.PathLike | bool | None = None,
+    plot: bool = True,
+    **kwargs: Any,
+) -> RunResult:
+    """What the TRL and Unsloth paths' ``train`` share: the run folder (``args.output_dir`` when a built
+    GRPOConfig is given, else ``output_dir``, default ``outputs/<recipe>``), the checkpoint to resume (checked
+    before anything loads), ``build(recipe, args=..., **kwargs)`` (the path's ``build_trainer``) and
+    :func:`run_trainer`; ``path`` ("TRL" | "Unsloth") titles the reward curve. The trainer is
+    ``result.trainer``."""
+    recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
+    if args is not None:
+        output_dir = Path(args.output_dir)
+    else:
+        output_dir = Path(kwargs.pop("output_dir", None) or Path("outputs") / recipe.name)
+        kwargs["output_dir"] = output_dir
+    resume, keep_up_to_step = resume_point(output_dir, resume_from_checkpoint)  # before anything loads
+    trainer = build(recipe, args=args, **kwargs)
+    return run_trainer(
+        trainer,
+        output_dir=output_dir,
+        resume=resume,
+        keep_up_to_step=keep_up_to_step,
+        title=f"{recipe.name} ({path})",
+        plot=plot,
+    )
 
 
 @contextlib.contextmanager
@@ -344,30 +471,19 @@ def use_plain_progress_bar(trainer) -> None:
 # --- running it -------------------------------------------------------------------------------------
 
 
-def last_checkpoint(output_dir: Path) -> Path | None:
-    """The latest complete TRL ``checkpoint-N`` (one with ``trainer_state.json``, which transformers writes
-    last); a half-written one is skipped with a warning naming it (``grpo_kit.checkpoint.latest_checkpoint``)."""
-    from grpo_kit.checkpoint import latest_checkpoint
-
-    return latest_checkpoint(output_dir)
-
-
 def resume_point(output_dir: Path, resume_from_checkpoint) -> tuple[Path | None, int | None]:
-    """(checkpoint folder or None, its global step or None); True means the latest checkpoint-N. Call it
-    before anything loads: a missing checkpoint is a configuration error."""
-    resume = resume_from_checkpoint
-    if resume is True:
-        resume = last_checkpoint(output_dir)
-        if resume is None:
-            raise FileNotFoundError(
-                f"resume_from_checkpoint=True but {output_dir} has no checkpoint-N folder."
-            )
-    if not resume:
+    """(checkpoint folder or None, its global step or None): ``checkpoint.resume_target``'s checkpoint (the one
+    resolver every path shares), which on this path must be TRL's. Call it before anything loads: a missing
+    checkpoint is a configuration error."""
+    from grpo_kit.checkpoint import resume_target
+
+    resume = resume_target(output_dir, resume_from_checkpoint)
+    if resume is None:
         return None, None
-    state_file = Path(resume) / "trainer_state.json"
+    state_file = resume / "trainer_state.json"
     if not state_file.is_file():
         raise FileNotFoundError(f"{resume} is not a TRL checkpoint (no trainer_state.json).")
-    return Path(resume), json.loads(state_file.read_text())["global_step"]
+    return resume, json.loads(state_file.read_text())["global_step"]
 
 
 def run_trainer(
@@ -408,7 +524,7 @@ def run_trainer(
         log_history=log_history,
         metrics_path=metrics_path,
         reward_curve_path=curve,
-        checkpoint=last_checkpoint(output_dir),
+        checkpoint=latest_checkpoint(output_dir),
         interrupted=interrupt_callback.stopped,
         step_losses={r["step"]: r["loss"] for r in log_history if "loss" in r and "step" in r},
         trainer=trainer,
@@ -435,7 +551,7 @@ def _finite_weights_callback():
             self.named = self.named or trainable_parameters(model)
             bad = non_finite_parameters(self.named)
             if bad:
-                found = last_checkpoint(Path(args.output_dir))
+                found = latest_checkpoint(Path(args.output_dir))
                 where = f"the last good state is {found}" if found else "no checkpoint was written before it"
                 raise NonFiniteWeightsError(
                     f"step {state.global_step}: {len(bad)} of {len(self.named)} trainable weight tensors became "

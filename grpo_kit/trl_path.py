@@ -20,23 +20,21 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from grpo_kit.hardware import Precision, detect_precision
-from grpo_kit.recipes import Recipe, get_recipe
+from grpo_kit.recipes import Recipe
 from grpo_kit.result import RunResult
 from grpo_kit.settings import check_precision
-from grpo_kit.tool_sets import check_tool_setup
 from grpo_kit.trainer_builder import (
     ModelBackend,
-    check_training,
+    build_and_train,
+    check_config,
     grpo_config_kwargs,
-    resume_point,
-    run_trainer,
     use_plain_progress_bar,
 )
 from grpo_kit.trainer_builder import build_trainer as build_grpo_trainer
+from grpo_kit.trainer_builder import grpo_config as build_grpo_config
 
 __all__ = [
     "TorchChunkedLogProb",
@@ -93,33 +91,29 @@ def check_settings(
     *,
     world_size: int | None = None,
     precision: Precision | None = None,
-) -> None:
-    """Every check that can run before the model loads (``grpo_kit.settings``). Raises ValueError/ImportError/
-    RuntimeError whose message names the fix."""
+    dataset: Any = None,
+    load_dataset: Callable[[], Any] | None = None,
+) -> Any:
+    """Every check that can run before the model loads: ``trainer_builder.check_config`` with this path's
+    hardware rules (``grpo_kit.settings``). The environments are played on ``dataset`` (default: loaded by
+    ``load_dataset``, else ``recipe.load_dataset``, for a recipe with an environment only), which is returned
+    so the run trains on the rows it was checked with. Raises ValueError/ImportError/RuntimeError whose message
+    names the fix."""
     from grpo_kit import trainer_builder
 
-    check_training(training, world_size=trainer_builder.world_size() if world_size is None else world_size)
-    _check_hardware(recipe, training, precision or detect_precision())
-    # the tools, the environments (played on the first training rows) and the tool-call iterations
-    check_tool_setup(
-        recipe.tools,
-        recipe.tool_template,
+    return check_config(
+        recipe,
         training,
-        {},
-        environment=recipe.environment,
-        dataset=recipe.load_dataset() if recipe.environment is not None else None,
-    )
+        _check_hardware,
+        precision or detect_precision(),
+        world_size=trainer_builder.world_size() if world_size is None else world_size,
+        dataset=dataset,
+        load_dataset=load_dataset,
+    )[1]
 
 
 def _check_hardware(recipe: Recipe, training: Mapping[str, Any], precision: Precision) -> None:
     check_precision(training, precision, quantization=recipe.quantization, recipe_name=recipe.name)
-
-
-def build_grpo_config(training: Mapping[str, Any]):
-    """``GRPOConfig(**training)``; its own __post_init__ checks run here, still before the model loads."""
-    from trl import GRPOConfig
-
-    return GRPOConfig(**training)
 
 
 def _quantization_config(recipe: Recipe, precision: Precision):
@@ -255,6 +249,7 @@ def build_trainer(
 ):
     """A ready ``trl.GRPOTrainer`` for ``recipe`` (a Recipe or a recipe name).
 
+    args: a GRPOConfig already built and checked (``plan_run``'s ``plan.path_config``): it trains as it is.
     model / tokenizer: an already loaded pair (e.g. ``grpo_kit.models.tiny_model()``); by default
         ``model_loader(recipe.model, dtype=..., quantization=...)`` loads it, after every check passed.
     train_dataset, reward_funcs, output_dir, max_steps, report_to, callbacks, trainer_kwargs and GRPOConfig
@@ -269,6 +264,7 @@ def build_trainer(
 def train(
     recipe: Recipe | str,
     *,
+    args: Any = None,
     resume_from_checkpoint: str | os.PathLike | bool | None = None,
     save_final: bool = True,
     plot: bool = True,
@@ -276,24 +272,24 @@ def train(
 ) -> RunResult:
     """Build the trainer (see :func:`build_trainer` for the arguments), train, and write the outputs.
 
+    args: a GRPOConfig built and checked by ``grpo_kit.runs.plan_run`` (``plan.path_config``): that very object
+        trains, in its ``output_dir``, and no setting is checked or built again.
     resume_from_checkpoint: a ``checkpoint-N`` folder, or True for the latest one in ``output_dir``.
     save_final: save the adapter (or model) and tokenizer to ``output_dir`` at the end.
     plot: draw ``reward_curve.png`` from the log history.
     """
-    recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
-    output_dir = Path(kwargs.pop("output_dir", None) or Path("outputs") / recipe.name)
-    resume, keep_up_to_step = resume_point(output_dir, resume_from_checkpoint)  # before anything loads
-    trainer = build_trainer(recipe, output_dir=output_dir, **kwargs)
-    result = run_trainer(
-        trainer,
-        output_dir=output_dir,
-        resume=resume,
-        keep_up_to_step=keep_up_to_step,
-        title=f"{recipe.name} (TRL)",
+    result = build_and_train(
+        recipe,
+        build_trainer,
+        path="TRL",
+        args=args,
+        resume_from_checkpoint=resume_from_checkpoint,
         plot=plot,
+        **kwargs,
     )
+    trainer = result.trainer
     if save_final and not result.interrupted and trainer.is_world_process_zero():
-        trainer.save_model(os.fspath(output_dir))
+        trainer.save_model(os.fspath(result.output_dir))
         if trainer.processing_class is not None:
-            trainer.processing_class.save_pretrained(os.fspath(output_dir))
+            trainer.processing_class.save_pretrained(os.fspath(result.output_dir))
     return result

@@ -63,12 +63,13 @@ from grpo_kit.generation import Decoding, GeneratedCompletion
 from grpo_kit.hardware import Precision, cuda_available
 from grpo_kit.recipes import Recipe, get_recipe
 from grpo_kit.result import RunResult
+from grpo_kit.settings import training_value
 from grpo_kit.trainer_builder import (
     ModelBackend,
-    check_training,
+    build_and_train,
+    check_config,
+    grpo_config,
     grpo_config_kwargs,
-    resume_point,
-    run_trainer,
     world_size,
 )
 from grpo_kit.trainer_builder import build_trainer as build_grpo_trainer
@@ -76,6 +77,7 @@ from grpo_kit.trainer_builder import build_trainer as build_grpo_trainer
 __all__ = [
     "COURSE_SAMPLING",
     "backend",
+    "build_config",
     "build_trainer",
     "check_machine",
     "check_settings",
@@ -164,14 +166,32 @@ def sampling_params_kwargs(
 CPU_BACKEND_OPTIMIZERS = ("adamw_torch", "adamw_torch_fused")
 
 
-def check_settings(recipe: Recipe, training: dict[str, Any], precision: Precision | None = None) -> None:
+def check_settings(
+    recipe: Recipe,
+    training: dict[str, Any],
+    precision: Precision | None = None,
+    *,
+    dataset: Any = None,
+    load_dataset: Callable[[], Any] | None = None,
+) -> Any:
     """Checks that need no GPU; run before Unsloth loads anything. Raises ValueError naming the fix.
     The batch and loss rules are the TRL path's (``grpo_kit.settings``): Unsloth would silently raise
     per_device_train_batch_size to num_generations; we ask for it explicitly instead. With ``precision``
     (the machine's), also the hardware rules of ``settings.check_precision`` (an 8-bit optimizer or bf16 on a
-    CPU: Unsloth's CPU backend would swap the optimizer for AdamW without a word)."""
-    check_training(training, world_size=world_size())
+    CPU: Unsloth's CPU backend would swap the optimizer for AdamW without a word). The one check pass
+    (``trainer_builder.check_config``): the tools and environments too, played on ``dataset`` (or the rows
+    ``load_dataset`` / ``recipe.load_dataset`` gives, for a recipe with an environment), which is returned."""
+    _, dataset = check_config(
+        recipe,
+        training,
+        None,
+        None,
+        world_size=world_size(),
+        dataset=dataset,
+        load_dataset=load_dataset,
+    )
     _check_unsloth(recipe, training, precision)
+    return dataset
 
 
 def _check_unsloth(recipe: Recipe, training: dict[str, Any], precision: Precision | None = None) -> None:
@@ -185,7 +205,7 @@ def _check_unsloth(recipe: Recipe, training: dict[str, Any], precision: Precisio
             f"quantization={recipe.quantization!r}: use '4bit' (QLoRA), '8bit' or None (16-bit LoRA)."
         )
     max_seq = recipe.unsloth.max_seq_length
-    completion = training.get("max_completion_length", 256)
+    completion = training_value(training, "max_completion_length")
     if completion >= max_seq:
         raise ValueError(
             f"max_completion_length ({completion}) leaves no room for the prompt in max_seq_length ({max_seq}); "
@@ -333,7 +353,7 @@ def load_model(recipe: Recipe | str, *, model_name: str | None = None) -> tuple[
     # (grpo_kit.models.add_lora does the same on the other paths); forked, so other streams stay as they were.
     devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
     with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(int(recipe.training.get("seed", 42)))
+        torch.manual_seed(int(training_value(recipe.training, "seed")))
         model = FastLanguageModel.get_peft_model(model, **get_peft_model_kwargs(recipe))
     return model, tokenizer
 
@@ -371,6 +391,29 @@ def build_trainer(recipe: Recipe | str, *, model_name: str | None = None, **kwar
     return build_grpo_trainer(recipe, backend(model_name=model_name), **kwargs)
 
 
+def build_config(
+    recipe: Recipe | str,
+    *,
+    output_dir: str | os.PathLike,
+    precision: Precision | None = None,
+    dataset: Any = None,
+    load_dataset: Callable[[], Any] | None = None,
+    **overrides: Any,
+) -> tuple[Any, Any]:
+    """The run's GRPOConfig for this path, built once before any model loads (``grpo_kit.runs.plan_run``):
+    :func:`check_machine`, ``import unsloth`` (its patched ``GRPOConfig`` is the class built), the settings
+    (``grpo_config_kwargs`` at the machine's precision), :func:`check_settings`, then the config. Returns (the
+    config, the dataset the environments were played on, or None); pass both to :func:`train`."""
+    from grpo_kit.hardware import detect_precision
+
+    recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
+    _import_unsloth(recipe)  # first: it patches TRL's GRPOConfig/GRPOTrainer at import
+    precision = precision or detect_precision()
+    training = grpo_config_kwargs(recipe, output_dir=output_dir, precision=precision, **overrides)
+    dataset = check_settings(recipe, training, precision, dataset=dataset, load_dataset=load_dataset)
+    return grpo_config(training), dataset
+
+
 def train(
     recipe: Recipe | str,
     *,
@@ -378,29 +421,28 @@ def train(
     plot: bool = True,
     resume_from_checkpoint: str | os.PathLike | bool | None = None,
     save_final: bool = True,
+    args: Any = None,
     **kwargs: Any,
 ) -> RunResult:
     """Build (see :func:`build_trainer`; ``model``/``tokenizer``/``train_dataset``/``reward_funcs`` may be
     given), train, save the adapter; metrics.jsonl, the reward curve and Ctrl-C checkpoints as in the TRL path
-    (``resume_from_checkpoint``: a checkpoint-N folder or True for the latest in output_dir). The adapter
-    folder is ``result.adapter_dir``: ``model.save_lora`` on a GPU, PEFT's ``save_pretrained`` where the model
-    has no ``save_lora`` (Unsloth's CPU backend); ``save_final=False``: not saved (``grpo_kit.runs.execute``
-    exports it itself, verified)."""
-    recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
-    output_dir = Path(kwargs.pop("output_dir", None) or Path("outputs") / recipe.name)
-    resume, keep_up_to_step = resume_point(output_dir, resume_from_checkpoint)
-    trainer = build_trainer(recipe, output_dir=output_dir, **kwargs)
-    result = run_trainer(
-        trainer,
-        output_dir=output_dir,
-        resume=resume,
-        keep_up_to_step=keep_up_to_step,
-        title=f"{recipe.name} (Unsloth)",
+    (``resume_from_checkpoint``: a checkpoint-N folder or True for the latest in output_dir). ``args``: a
+    GRPOConfig from :func:`build_config` (``plan.path_config``), which trains as it is, in its ``output_dir``.
+    The adapter folder is ``result.adapter_dir``: ``model.save_lora`` on a GPU, PEFT's ``save_pretrained`` where
+    the model has no ``save_lora`` (Unsloth's CPU backend); ``save_final=False``: not saved
+    (``grpo_kit.runs.execute`` exports it itself, verified)."""
+    result = build_and_train(
+        recipe,
+        build_trainer,
+        path="Unsloth",
+        args=args,
+        resume_from_checkpoint=resume_from_checkpoint,
         plot=plot,
+        **kwargs,
     )
     if not save_final or result.interrupted:
         return result
-    result.adapter_dir = Path(lora_dir or output_dir / "grpo_saved_lora")
+    result.adapter_dir = Path(lora_dir or result.output_dir / "grpo_saved_lora")
     save = getattr(result.model, "save_lora", None) or result.model.save_pretrained
     save(os.fspath(result.adapter_dir))
     result.tokenizer.save_pretrained(os.fspath(result.adapter_dir))

@@ -175,13 +175,14 @@ def train_on_path(plan: RunPlan, model: Any, tokenizer: Any, dataset: Any, rewar
     else:
         from grpo_kit import trl_path as trainer_path
 
+    # plan.path_config: the GRPOConfig the plan built and checked, which trains as it is (into plan.output_dir)
     return trainer_path.train(
         plan.recipe,
+        args=plan.path_config,
         model=model,
         tokenizer=tokenizer,
         train_dataset=dataset,
         reward_funcs=reward_funcs,
-        output_dir=plan.output_dir,
         resume_from_checkpoint=plan.resume,
         save_final=False,
     )
@@ -299,7 +300,8 @@ def execute(
             model, tokenizer = unsloth_path.load_model(recipe)
         else:
             model, tokenizer = load_model(recipe)
-        dataset = training_dataset(recipe)  # less the rows reserved for evaluation, if any
+        # less the rows reserved for evaluation, if any; an environment recipe's were loaded by the plan
+        dataset = plan.train_dataset if plan.train_dataset is not None else training_dataset(recipe)
         reward_funcs = recipe.build_reward_funcs(tokenizer)
         # samples are the first rows of the evaluation; none of them is a training prompt
         rows = held_out_rows(recipe, max(n_eval, samples), training=dataset)

@@ -6,11 +6,15 @@ before a model loads and nothing written (:func:`plan_run` -> :class:`RunPlan`).
 Run folders cannot be mixed: a folder that already holds a run is refused unless the plan resumes it (with the
 configuration its checkpoint stored) or moves it aside (``--overwrite``). :func:`resume_command` is the
 ``grpo-kit train`` command that continues a run exactly. The path's config built here (``GRPOLoopConfig`` for the
-standalone loop, TRL's ``GRPOConfig``) is the one that trains.
+standalone loop, TRL's ``GRPOConfig`` for the TRL and Unsloth paths, built once, after ``import unsloth`` on the
+latter) is the very object that trains: ``execute`` hands ``plan.path_config`` to the trainer, which checks and
+builds nothing again. A recipe with an environment has its training rows loaded and the environments played
+here, once (``plan.train_dataset``, the rows it trains on).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
@@ -53,7 +57,8 @@ class RunPlan:
     loop: str  # standalone | trl | unsloth
     output_dir: Path
     resume: Any = None  # None | True | a checkpoint folder
-    path_config: Any = None  # GRPOLoopConfig (standalone) or GRPOConfig (trl); None for unsloth
+    # GRPOLoopConfig (standalone) or GRPOConfig (trl, unsloth): built and checked once here, the object that trains
+    path_config: Any = None
     invocation: dict[str, Any] = field(default_factory=dict)  # recipe name, small, overrides, loop, max_steps
     set_aside: Path | None = None  # --overwrite: where execute() moves the run already in output_dir
     gguf: str | None = None  # the GGUF type to export, checked available before training
@@ -64,6 +69,9 @@ class RunPlan:
     # an interruption outside training is reported with it.
     phase: str = "planned"
     folder_lock: Any = None  # execute(): the ExitStack holding the run folder's lock (grpo_kit.runs.folder)
+    # A recipe with an environment: the training rows the environments were played on while planning,
+    # which execute() trains on (loaded once); None otherwise (execute loads them).
+    train_dataset: Any = None
 
     def run_config(self) -> dict[str, Any]:
         """What identifies this run, stored in ``run_config.json`` and every checkpoint: the arguments it was
@@ -114,8 +122,9 @@ def resolve_run_dir(recipe_name: str, output_dir: str | Path | None, resume: Any
     return folder, True
 
 
-def _path_config(recipe: Recipe, loop: str, output_dir: Path, resume: Any):
-    """Every check the chosen path makes before a model is loaded. Returns the path's config."""
+def _path_config(recipe: Recipe, loop: str, output_dir: Path, resume: Any) -> tuple[Any, Any]:
+    """Every check the chosen path makes before a model is loaded, once. Returns (the path's config, the one
+    that trains; the training rows the environments were played on, or None: the recipe has none)."""
     from grpo_kit.path_settings import check_path_settings
 
     if loop == "standalone":
@@ -155,25 +164,27 @@ def _path_config(recipe: Recipe, loop: str, output_dir: Path, resume: Any):
         with warnings.catch_warnings():
             # what is left of the fields only TRL has is what the loop does anyway (path_settings.LOOP_BEHAVES_AS)
             warnings.simplefilter("ignore", UserWarning)
-            return to_loop_config(recipe, output_dir=str(output_dir), resume_from_checkpoint=resume)
+            return to_loop_config(recipe, output_dir=str(output_dir), resume_from_checkpoint=resume), None
+    from grpo_kit.hardware import detect_precision
+    from grpo_kit.runs.held_out import training_dataset
+
+    # The environments are played on the rows the run will train on (loaded here only for a recipe with an
+    # environment; execute() trains on these very rows).
+    rows = functools.partial(training_dataset, recipe)
     if loop == "trl":
         from grpo_kit import trl_path
-        from grpo_kit.hardware import detect_precision
 
         precision = detect_precision()
         training = trl_path.resolve_training(recipe, output_dir=output_dir, precision=precision)
-        trl_path.check_settings(recipe, training, precision=precision)
-        return trl_path.build_grpo_config(training)
+        dataset = trl_path.check_settings(recipe, training, precision=precision, load_dataset=rows)
+        return trl_path.build_grpo_config(training), dataset
     from grpo_kit import unsloth_path
-    from grpo_kit.hardware import detect_precision
 
-    # What needs a GPU (fast_inference, 8-bit) and the packages, then the settings at this machine's precision;
-    # on a CPU the path runs on Unsloth's CPU backend. Unsloth is not imported yet (it builds its own config).
-    unsloth_path.check_machine(recipe)
-    precision = detect_precision()
-    training = unsloth_path.grpo_config_kwargs(recipe, output_dir=output_dir, precision=precision)
-    unsloth_path.check_settings(recipe, training, precision)
-    return None
+    # What needs a GPU (fast_inference, 8-bit) and the packages, then `import unsloth` (its GRPOConfig is the one
+    # built), the settings at this machine's precision; on a CPU the path runs on Unsloth's CPU backend.
+    return unsloth_path.build_config(
+        recipe, output_dir=output_dir, precision=detect_precision(), load_dataset=rows
+    )
 
 
 def plan_run(
@@ -226,7 +237,8 @@ def plan_run(
     run_dir, resume = resolve_run_dir(recipe.name, output_dir, resume)
     run_dir = check_output_dir(run_dir)
     check_not_in_use(run_dir)  # another process trains there now: refused before anything loads
-    path_config = _path_config(recipe, loop, run_dir, resume)  # the path's own rules first (CUDA, QLoRA, ...)
+    # the path's own rules first (CUDA, QLoRA, ...)
+    path_config, train_dataset = _path_config(recipe, loop, run_dir, resume)
     if recipe.model != TINY_MODEL:
         from grpo_kit.models import check_model_source
 
@@ -241,7 +253,9 @@ def plan_run(
 
         # Unsloth writes its own GGUF types only on a GPU (its CPU backend needs a local llama.cpp for them).
         gguf = check_gguf_quantization_available(gguf, unsloth=loop == "unsloth" and cuda_available())
-    plan = RunPlan(recipe, loop, run_dir, resume, path_config, invocation, gguf=gguf)
+    plan = RunPlan(
+        recipe, loop, run_dir, resume, path_config, invocation, gguf=gguf, train_dataset=train_dataset
+    )
     if resume is not None:
         _check_resumes_the_same_run(plan)
     elif RunFolder(run_dir).holds_a_run():

@@ -85,9 +85,9 @@ NOT_DEFAULTS = {
     ("lesson_helpers.py", "*"): "what a lesson's Train button asks for (no progress bar under marimo)",
     ("cli/train.py", "*"): "'?' shown when run.json lacks max_steps",
     (
-        "loop.py",
-        "_build_optimizer",
-    ): "weight_decay=0.0 for the parameters AdamW must not decay (biases, norms)",
+        "loop_plumbing.py",
+        "build_optimizer",
+    ): "weight_decay=0.0: the parameters AdamW must not decay (biases, norms)",
 }
 
 
