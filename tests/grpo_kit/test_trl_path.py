@@ -208,8 +208,11 @@ def test_precision_rule_does_not_trust_emulated_bf16():
     assert cpu.trainer_kwargs() == {"bf16": False, "fp16": False, "use_cpu": True}
     with pytest.raises(ValueError, match="compute capability"):
         hardware.choose_precision("cuda")
-    if not torch.cuda.is_available():
-        assert hardware.detect_precision() == cpu
+    if not torch.cuda.is_available():  # the reason names this CPU's bf16 hardware (AMX here, none on others)
+        assert hardware.detect_precision() == hardware.choose_precision(
+            "cpu", cpu_bf16=hardware.cpu_bf16_kind()
+        )
+        assert hardware.detect_precision().trainer_kwargs() == cpu.trainer_kwargs()
 
 
 def test_asking_for_fp16_switches_bf16_off():
