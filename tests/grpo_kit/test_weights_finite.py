@@ -155,7 +155,7 @@ def test_verification_refuses_two_nan_models_that_agree():
 def test_the_trl_path_callback_stops_before_a_nan_state_is_saved(tmp_path):
     from transformers import TrainerControl, TrainerState
 
-    from grpo_kit.trainer_builder import _finite_weights_callback
+    from grpo_kit.trainer_run import _finite_weights_callback
 
     class Args:
         output_dir = str(tmp_path)
