@@ -40,10 +40,11 @@ from grpo_kit.models.loading import (
     check_model_source,
     load_model,
     load_tokenizer,
+    model_module_names,
     quantization_record,
     resolve_model,
 )
-from grpo_kit.models.lora import add_lora, check_lora
+from grpo_kit.models.lora import add_lora, check_lora, check_lora_targets
 from grpo_kit.models.tiny import tiny_model
 from grpo_kit.models.tokenizer import CHATML_TEMPLATE, prepare_tokenizer
 
@@ -58,6 +59,7 @@ __all__ = [
     "cache_dir",
     "cached_hub_snapshot",
     "check_lora",
+    "check_lora_targets",
     "check_model_source",
     "embedded_gguf_path",
     "embedded_model_dir",
@@ -66,6 +68,7 @@ __all__ = [
     "hub_available",
     "load_model",
     "load_tokenizer",
+    "model_module_names",
     "prepare_tokenizer",
     "quantization_record",
     "resolve_model",

@@ -30,6 +30,7 @@ from grpo_kit.models.embedded import (
     ALIASES,
     DEFAULT_MODEL,
     EMBEDDED_HUB_ID,
+    embedded_gguf_path,
     embedded_model_dir,
     smollm2_tokenizer,
 )
@@ -375,3 +376,40 @@ def load_model(
             model = prepare_model_for_kbit_training(model)
         model = add_lora(model, lora_config, seed=seed)
     return model, tokenizer
+
+
+# --------------------------------------------------------------------------- the model's shape, without weights
+
+
+def model_module_names(name_or_path: str | os.PathLike) -> list[str] | None:
+    """The names of every module of ``name_or_path``'s architecture, from its config alone (built on the meta
+    device: no weights read or allocated), so that settings naming modules are checked before a model loads.
+    None where the config is not at hand without loading (a vision-language model, a Hub id offline and not
+    cached): those are checked where the model loads."""
+    kind = check_model_source(name_or_path)
+    if kind == "vlm":
+        return None
+    from transformers import AutoConfig
+
+    text = os.fspath(name_or_path)
+    try:
+        if kind == "tiny":
+            config = AutoConfig.from_pretrained(str(_tiny_model_dir()), local_files_only=True)
+        elif kind == "alias" and ALIASES[text.strip().lower()] == EMBEDDED_HUB_ID:
+            gguf = embedded_gguf_path()
+            config = AutoConfig.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        elif kind == "gguf":
+            path = Path(text).expanduser()
+            gguf = path if path.is_file() else next(path.glob("*.gguf"))
+            config = AutoConfig.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        else:
+            source, local_only = resolve_model(name_or_path)
+            config = AutoConfig.from_pretrained(source, local_files_only=local_only)
+    except OSError:  # not reachable without network: the load says so with its own fix
+        return None
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    return [name for name, _ in model.named_modules() if name]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-__all__ = ["add_lora", "check_lora"]
+__all__ = ["add_lora", "check_lora", "check_lora_targets"]
 
 
 def check_lora(lora):
@@ -58,3 +58,22 @@ def add_lora(model, lora_config, *, seed: int | None = None):
     with torch.random.fork_rng(devices=devices):
         torch.manual_seed(seed)
         return get_peft_model(model, lora_config)
+
+
+def check_lora_targets(lora_config, module_names, model: str) -> None:
+    """Refuse, before any weights load, a LoRA whose ``target_modules`` names no module of the model: peft would
+    say so only after loading (``NoMatchingPeftModuleError``). ``module_names``: the model's module names
+    (``grpo_kit.models.model_module_names``); matched by peft's own rule (a name, a suffix or a regex)."""
+    from peft.tuners.tuners_utils import check_target_module_exists
+
+    targets = lora_config.target_modules
+    if targets is None or targets == "all-linear":
+        return
+    if any(check_target_module_exists(lora_config, name) for name in module_names):
+        return
+    linear = sorted({name.rsplit(".", 1)[-1] for name in module_names if "proj" in name or "head" in name})
+    shown = sorted(targets) if isinstance(targets, (set, list, tuple)) else targets
+    raise ValueError(
+        f"lora.target_modules={shown!r} names no module of {model}; its projections are {', '.join(linear)}. "
+        'Set e.g. --set \'lora.target_modules=["q_proj", "v_proj"]\', or "all-linear".'
+    )

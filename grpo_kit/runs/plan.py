@@ -243,6 +243,12 @@ def plan_run(
         from grpo_kit.models import check_model_source
 
         check_model_source(recipe.model)
+    if recipe.lora is not None and recipe.lora.target_modules != "all-linear":
+        from grpo_kit.models import check_lora_targets, model_module_names
+
+        names = model_module_names(recipe.model)  # the architecture from its config, no weights
+        if names is not None:
+            check_lora_targets(recipe.lora.to_peft_config(), names, recipe.model)
     if recipe.sees_images:
         from grpo_kit.models.vlm import check_model_takes_images
 

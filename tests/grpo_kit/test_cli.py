@@ -76,6 +76,11 @@ def test_recipes_name_shows_the_description_and_what_the_metric_measures(capsys)
         (["train", "--set", "model=no/such/model-dir/"], "no/such/model-dir"),  # issue 12: before loading
         (["train", "--set", "model=missing.gguf"], "missing.gguf"),
         (["train", "--set", "model=tiny", "--resume"], "no checkpoint-N"),
+        # issue 42: a LoRA target the model lacks, refused before the weights load (peft would say so after)
+        (
+            ["train", "--set", "model=tiny", "--set", 'lora.target_modules=["nope_proj"]'],
+            "q_proj, up_proj, v_proj",
+        ),
         (["train", "--set", "model=tiny", "--resume", "--overwrite"], "choose one"),
     ],
 )

@@ -81,3 +81,15 @@ def test_guided_sampling_is_refused_off_the_standalone_loop_before_anything_load
     with pytest.raises(ValueError, match=refusal):  # a dataset with the column, whatever the recipe says
         trl_path.build_trainer(recipe, train_dataset=guided_rows, model_loader=loader, output_dir=tmp_path)
     assert not loaded
+
+
+def test_a_lora_target_the_model_lacks_is_refused_from_its_config_before_the_weights_load(tmp_path):
+    def plan(targets):
+        overrides = {"model": "tiny", "lora": {"target_modules": targets}}
+        return runs.plan_run("smoltldr-length-small", overrides=overrides, output_dir=tmp_path / "run")
+
+    with pytest.raises(ValueError, match=r"lora.target_modules=\['nope_proj'\] names no module of tiny"):
+        plan(["nope_proj"])
+    assert not (tmp_path / "run").exists()  # nothing written
+    assert list(plan(["q_proj", "v_proj"]).recipe.lora.target_modules) == ["q_proj", "v_proj"]
+    assert plan(r".*self_attn\.(q|v)_proj").recipe.lora is not None  # peft's regex rule, as peft matches it
