@@ -410,6 +410,9 @@ def model_module_names(name_or_path: str | os.PathLike) -> list[str] | None:
     import torch
     from transformers import AutoModelForCausalLM
 
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config)
+    try:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+    except (ValueError, KeyError):  # not a causal LM transformers builds from a config (a VLM folder)
+        return None
     return [name for name, _ in model.named_modules() if name]

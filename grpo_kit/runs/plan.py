@@ -243,7 +243,7 @@ def plan_run(
         from grpo_kit.models import check_model_source
 
         check_model_source(recipe.model)
-    if recipe.lora is not None and recipe.lora.target_modules != "all-linear":
+    if recipe.lora is not None and not recipe.trainable_parts and recipe.lora.target_modules != "all-linear":
         from grpo_kit.models import check_lora_targets, model_module_names
 
         names = model_module_names(recipe.model)  # the architecture from its config, no weights
