@@ -200,10 +200,7 @@ def _check_unsloth(recipe: Recipe, training: dict[str, Any], precision: Precisio
             f"recipe {recipe.name!r} has lora=None; the Unsloth path trains a LoRA adapter "
             "(get_recipe(..., lora={'r': 16})), or use --loop trl for full fine-tuning."
         )
-    if recipe.quantization not in (None, "4bit", "8bit"):
-        raise ValueError(
-            f"quantization={recipe.quantization!r}: use '4bit' (QLoRA), '8bit' or None (16-bit LoRA)."
-        )
+    # quantization is None | "4bit" | "8bit" by the Recipe's own rule (checked on creation, recipe_schema.py).
     max_seq = recipe.unsloth.max_seq_length
     completion = training_value(training, "max_completion_length")
     if completion >= max_seq:
