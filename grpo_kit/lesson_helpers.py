@@ -187,20 +187,31 @@ class LiveRewardCurve:
     def __init__(self, title: str = "GRPO reward") -> None:
         self.title = title
         self.records: list[dict[str, Any]] = []
+        self.held_out: list[
+            dict[str, Any]
+        ] = []  # eval/... records (eval_steps), drawn on an axis of their own
 
     def __call__(self, state: Any, metrics: dict[str, Any]) -> None:
         # The standalone loop calls back after every step with the loss only; the logged record (reward,
         # reward_std, …) is the last entry of state.log_history when this step was a logging step.
         history = getattr(state, "log_history", None) or []
         step = getattr(state, "global_step", None)
-        if history and history[-1].get("step") == step:
-            self.add(dict(history[-1]))
+        this_step = []  # the step's records: its logged metrics, and its held-out evaluation (eval_steps)
+        for record in reversed(history):
+            if record.get("step") != step:
+                break
+            this_step.append(record)
+        for record in reversed(this_step):
+            self.add(dict(record))
 
     def add(self, record: dict[str, Any]) -> None:
-        if record.get("reward") is None:
-            return  # TRL's final summary record, eval records
-        self.records.append(dict(record))
-        if interactive():
+        if any(str(key).startswith("eval/") for key in record):  # a held-out evaluation during training
+            self.held_out.append(dict(record))
+        elif record.get("reward") is None:
+            return  # TRL's final summary record
+        else:
+            self.records.append(dict(record))
+        if interactive() and self.records:
             self._redraw()
 
     def trainer_callback(self) -> Any:
@@ -220,7 +231,12 @@ class LiveRewardCurve:
         """The run's reward curve so far (grpo_kit.plots.reward_curve_figure: the same drawing as the saved PNG)."""
         from grpo_kit.plots import reward_curve_figure
 
-        return reward_curve_figure(self.records, title=self.title)
+        metric = None
+        if self.held_out:
+            from grpo_kit.evaluation.comparison import headline_metric
+
+            metric = headline_metric({k.removeprefix("eval/"): v for k, v in self.held_out[-1].items()})
+        return reward_curve_figure(self.records + self.held_out, title=self.title, held_out_metric=metric)
 
     def finish(self) -> None:
         """End the live view once training returned: the running cell's curve gives way to one line, so the

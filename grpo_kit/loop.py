@@ -167,6 +167,7 @@ def train(
     callbacks: Sequence[Callable[[LoopState, dict[str, float]], None]] | None = None,
     reporters: Sequence[Any] = (),
     run_config: dict[str, Any] | None = None,
+    evaluate: Callable[[torch.nn.Module, int], dict[str, float]] | None = None,
 ) -> RunResult:
     """Train ``model`` in place with GRPO on the ``prompt`` column of ``train_dataset``.
 
@@ -178,6 +179,8 @@ def train(
     ``close()`` that receive every ``metrics.jsonl`` record. Ctrl-C saves a checkpoint and returns with
     ``interrupted=True``; pass that checkpoint (or ``resume_from_checkpoint=True``) to continue.
     ``run_config``: what else every checkpoint records about the run (``grpo_kit.runs`` passes the recipe).
+    ``evaluate(model, step)``: the held-out evaluation ``config.eval_steps`` schedules (its ``eval/...`` record goes
+    into ``metrics.jsonl``; ``grpo_kit.runs.during_training``); its time is not the steps'.
     Bad steps (all-NaN or overflowing rewards, a NaN/inf loss, grad-norm or weight) are skipped (``BadStep``).
     """
     # PLUMBING: inputs, seed, run length, optimizer and schedule, bookkeeping, resume (grpo_kit.loop_plumbing)
@@ -185,7 +188,7 @@ def train(
         model, tokenizer, train_dataset, reward_funcs, config, reward_weights, reward_processing_classes
     )
     eos_token_ids, reward_names = stop_token_ids(model, tokenizer), [reward_name(f) for f in reward_funcs]
-    run = start_run(model, tokenizer, config, len(train_dataset), callbacks, reporters, run_config)
+    run = start_run(model, tokenizer, config, len(train_dataset), callbacks, reporters, run_config, evaluate)
     rollout = run.resume(Rollout.from_dict)  # a generation batch still to be reused, when resuming mid-block
     optimizer, scheduler, entropy_control = run.optimizer, run.scheduler, run.entropy_control
     loss_settings, completions_table = LossSettings.from_config(config), CompletionsTable()  # TRL's table

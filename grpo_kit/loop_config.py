@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_kit.losses.entropy import ENTROPY_FIELDS, check_entropy_settings
 from grpo_kit.losses.validation import LossSettings
-from grpo_kit.settings import GRPO_DEFAULTS, GRPO_KIT_DEFAULTS, check_grpo_settings, check_report_to
+from grpo_kit.settings import (
+    GRPO_DEFAULTS,
+    GRPO_KIT_DEFAULTS,
+    check_grpo_settings,
+    check_report_to,
+    evaluation_interval,
+)
 
 if TYPE_CHECKING:
     from grpo_kit.recipes import Recipe
@@ -49,6 +55,14 @@ class GRPOLoopConfig:
     """Write a ``metrics.jsonl`` record every N optimizer steps, averaging the window (TRL default 10)."""
     save_steps: int = GRPO_DEFAULTS["save_steps"]
     """Checkpoint every N optimizer steps and at the end; ``0`` disables checkpoints (Trainer default 500)."""
+    eval_strategy: str = GRPO_DEFAULTS["eval_strategy"]
+    """``"steps"``: evaluate the held-out rows every ``eval_steps`` optimizer steps and at the last one (TRL's name
+    and schedule); ``"no"`` (TRL's default): before and after training only. What is evaluated is the caller's
+    ``evaluate`` (``loop.train(evaluate=...)``; ``grpo_kit.runs.during_training`` on a run: greedy, the decoding
+    of the evaluations before and after); the loop says when, and keeps its time off ``step_time``."""
+    eval_steps: int | None = GRPO_DEFAULTS["eval_steps"]
+    """Every how many optimizer steps (``eval_strategy="steps"``; None: every ``logging_steps``, TRL's rule).
+    Alone it means ``eval_strategy="steps"`` (``settings.evaluation_interval``, the rule every path shares)."""
     save_total_limit: int | None = None
     """Keep at most this many checkpoints, deleting the oldest (Trainer semantics); None keeps all."""
     resume_from_checkpoint: str | bool | None = None
@@ -203,6 +217,11 @@ class GRPOLoopConfig:
         # settings.NUMERIC_RANGES): grpo_kit.settings. What follows is only what the loop adds.
         check_grpo_settings({f.name: getattr(self, f.name) for f in fields(self)})
         check_report_to(self.report_to)
+        schedule = {"eval_steps": self.eval_steps, "logging_steps": self.logging_steps}
+        if self.eval_strategy != "no":  # a field's default is not a choice: eval_steps alone means "steps"
+            schedule["eval_strategy"] = self.eval_strategy
+        interval = evaluation_interval(schedule)
+        self.eval_strategy, self.eval_steps = ("no", None) if interval is None else ("steps", interval)
         self.scale_rewards = {True: "group", False: "none"}.get(self.scale_rewards, self.scale_rewards)
         if self.max_steps == 0:
             raise ValueError("max_steps=0 trains nothing; set max_steps>0, or -1 to use num_train_epochs.")

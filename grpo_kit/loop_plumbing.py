@@ -103,17 +103,24 @@ def start_run(
     callbacks: Sequence[Callable] | None,
     reporters: Sequence[Any],
     run_config: dict[str, Any] | None,
+    evaluate: Callable | None = None,
 ) -> RunContext:
     """Seed, run length, training mode, AdamW and its schedule, the entropy-bonus coefficient: the bookkeeping
     of the run (``run.optimizer``, ``run.scheduler``, ``run.entropy_control``, ``run.state.max_steps``), to
-    ``run.resume()`` next."""
+    ``run.resume()`` next. ``evaluate(model, step)``: the held-out evaluation the config schedules (``eval_steps``);
+    a schedule without one is refused here, before the first step."""
+    if config.eval_strategy == "steps" and evaluate is None:
+        raise ValueError(
+            f"eval_steps={config.eval_steps}: the loop says when to evaluate, not what; pass evaluate=fn(model, "
+            "step) -> metrics (grpo_kit.runs.during_training, which grpo-kit train uses), or drop eval_steps."
+        )
     seed_everything(config.seed)
     max_steps = resolve_max_steps(config, num_prompts)
     model.train()  # TRL trains (and samples) with the model in training mode
     optimizer = build_optimizer(model, config)
     scheduler = build_scheduler(optimizer, config, max_steps)
     run = RunContext(
-        config, model, tokenizer, optimizer, scheduler, max_steps, callbacks, reporters, run_config
+        config, model, tokenizer, optimizer, scheduler, max_steps, callbacks, reporters, run_config, evaluate
     )
     run.entropy_control = EntropyControl.from_config(
         config

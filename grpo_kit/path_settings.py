@@ -51,7 +51,6 @@ IMPLEMENTED_BY: dict[str, tuple[str, ...]] = {
     "use_vllm": _TRAINER,
     "vllm_mode": _TRAINER,
     "save_strategy": _TRAINER,
-    "eval_strategy": _TRAINER,
     # grpo-kit's own loop settings; GRPOTrainer has no such field
     "max_bad_steps": ("standalone",),
     "on_reward_error": ("standalone",),

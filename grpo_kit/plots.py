@@ -111,6 +111,46 @@ def _draw_reward_curve(
     ax.legend(fontsize="x-small")
 
 
+def held_out_points(records: Sequence[dict[str, Any]], metric: str) -> list[tuple[int, float]]:
+    """(step, value) of ``eval/<metric>``: the held-out evaluations during training in a log history."""
+    key = f"eval/{metric}"
+    return sorted(
+        {int(r["step"]): float(r[key]) for r in records if r.get(key) is not None and "step" in r}.items()
+    )
+
+
+def _draw_held_out(
+    ax, points: Sequence[tuple[int, float]], metric: str, *, best_step: int | None = None
+) -> None:
+    """The held-out metric per evaluation (step 0: before training) on its own axis, right, beside the
+    training reward: the curve that says when learning stopped, or turned into a hack."""
+    if not points:
+        return
+    right = ax.twinx()
+    label, unit = metric_label(metric)
+    right.plot(
+        [p[0] for p in points],
+        [p[1] for p in points],
+        color="tab:green",
+        marker="s",
+        markersize=4,
+        label=f"held-out {label} (greedy)",
+    )
+    if best_step is not None:
+        best = dict(points).get(best_step)
+        if best is not None:
+            right.scatter(
+                [best_step],
+                [best],
+                s=90,
+                facecolors="none",
+                edgecolors="tab:green",
+                label=f"best (step {best_step})",
+            )
+    right.set_ylabel(f"held-out: {unit}", color="tab:green")
+    right.legend(fontsize="x-small", loc="lower right")
+
+
 def _whole_step_ticks(ax) -> None:
     """Ticks at whole optimizer steps only: a 6-step run is not labelled 0.5, 1.5, …"""
     from matplotlib.ticker import MaxNLocator
@@ -123,15 +163,18 @@ def reward_curve_figure(
     *,
     title: str = "GRPO reward",
     reward_max: float | None = None,
+    held_out_metric: str | None = None,
 ) -> Any:
     """The reward curve as a matplotlib ``Figure`` (no pyplot state): what :func:`plot_reward_curve` saves and
-    what a lesson's live curve redraws after each step. Records without ``reward`` are skipped (TRL's final
+    what a lesson's live curve redraws after each step; ``held_out_metric``: also ``eval/<metric>`` (the held-out
+    evaluations during training, ``eval_steps``) on an axis of its own. Records without ``reward`` are skipped (TRL's final
     summary record, eval records). The ±std band is clipped at ``reward_max``, by default
     :func:`reward_upper_bound` of the logged reward functions where it is known without their weights
     (a length reward's 0): the band says where the completions' rewards lie, and none lies above it."""
     from matplotlib.figure import Figure
 
-    records = [r for r in load_log_history(source) if r.get("reward") is not None and "step" in r]
+    history = load_log_history(source)
+    records = [r for r in history if r.get("reward") is not None and "step" in r]
     if not records:
         raise ValueError("no logged 'reward' values to plot; log at least one step (logging_steps) first.")
     if reward_max is None:
@@ -139,6 +182,8 @@ def reward_curve_figure(
     figure = Figure(figsize=(7, 4))
     ax = figure.subplots()
     _draw_reward_curve(ax, records, reward_max, per_function=True)
+    if held_out_metric is not None:
+        _draw_held_out(ax, held_out_points(history, held_out_metric), held_out_metric)
     ax.set_title(title)
     figure.tight_layout()
     return figure
@@ -260,6 +305,7 @@ def report_card_figure(
     answers: Sequence[tuple[str, str]] = (),
     hack_signs: Sequence[str] = (),
     transfer: dict[str, Any] | None = None,
+    held_out_curve: dict[str, Any] | None = None,
 ) -> Any:
     """The report card as a matplotlib ``Figure`` (no pyplot state): per metric, the before and after means
     each with its own bootstrap CI (a panel in the metric's unit) and, beside it, the paired change with its
@@ -274,6 +320,8 @@ def report_card_figure(
     ``transfer``: the second held-out set's headline comparison (a dict like those of ``comparisons``) plus
     ``label`` (its title), ``about`` (what the set is) and ``hack_signs``: one more row of the same panels
     under the first set's, its label above them and beside them. Without it the card has no such row.
+    ``held_out_curve``: the evaluations during training (``metric``, ``points`` of ``step``/``value``, step 0
+    before training, ``best_step``), drawn on the reward panel's right axis.
     """
     from matplotlib.figure import Figure
 
@@ -308,6 +356,10 @@ def report_card_figure(
         curve = fig.add_subplot(grid[panel_rows, :2])
         _draw_reward_curve(curve, records, reward_max, per_function=False)
         curve.set_title("training reward per step", fontsize="small")
+        if held_out_curve is not None:
+            points = [(p["step"], p["value"]) for p in held_out_curve["points"] if p["value"] is not None]
+            _draw_held_out(curve, points, held_out_curve["metric"], best_step=held_out_curve.get("best_step"))
+            curve.set_title("training reward and held-out metric per step", fontsize="small")
     text_ax.axis("off")
     lines = []
     if hack_signs:

@@ -113,6 +113,11 @@ class LoopState:
     log_history: list[dict[str, Any]] = field(default_factory=list)
 
 
+def is_eval_record(record: Mapping[str, Any]) -> bool:
+    """A record of the held-out evaluation during training (TRL's ``eval/`` prefix), not a training step's."""
+    return any(str(key).startswith("eval/") for key in record)
+
+
 class RunContext:
     """Resume, metrics, timing, progress, callbacks, checkpoints and Ctrl-C for one ``loop.train()`` call."""
 
@@ -127,8 +132,11 @@ class RunContext:
         callbacks: Sequence[Callable] | None = None,
         reporters: Sequence[Any] = (),
         run_config: Mapping[str, Any] | None = None,
+        evaluate: Callable[[Any, int], Mapping[str, float]] | None = None,
     ) -> None:
         self.config, self.model, self.tokenizer = config, model, tokenizer
+        # evaluate(model, step) -> an "eval/..." record, when the config schedules it (eval_strategy="steps")
+        self.evaluate = evaluate
         self.optimizer, self.scheduler = optimizer, scheduler
         self.callbacks, self.reporters = list(callbacks or ()), list(reporters)
         self.output_dir = Path(config.output_dir)
@@ -379,7 +387,7 @@ class RunContext:
         self.writer.write(record)
         for reporter in self.reporters:
             reporter.log(record, step=record["step"])
-        if self._plain is not None:  # no terminal to draw a bar on: one line per logging step
+        if self._plain is not None and not is_eval_record(record):  # no terminal: one line per logging step
             self._plain.update(record["step"], self.state.max_steps, record)
 
     # --- the step -------------------------------------------------------------------------------------
@@ -401,13 +409,16 @@ class RunContext:
             }
         )
         self._seconds.clear()
-        self._step_start = time.perf_counter()
         if state.global_step % config.logging_steps == 0 or state.global_step == state.max_steps:
             self.write_record(
                 {"step": state.global_step, "epoch": round(state.epoch, 4), **self.accumulator.flush()}
             )
-        for callback in self.callbacks:
+        if self.evaluation_due():  # TRL's schedule: every eval_steps, and the last step
+            record = self.evaluate(self.model, state.global_step)
+            self.write_record({"step": state.global_step, "epoch": round(state.epoch, 4), **record})
+        for callback in self.callbacks:  # after the step's records, its evaluation included
             callback(state, {"step": state.global_step, "loss": step_loss})
+        self._step_start = time.perf_counter()  # callbacks and evaluation are not the next step's time
         self._progress.update(
             self._task,
             completed=state.global_step,
@@ -417,6 +428,15 @@ class RunContext:
             state.global_step % config.save_steps == 0 or state.global_step == state.max_steps
         ):
             self.checkpoint = self._save()
+
+    def evaluation_due(self) -> bool:
+        """Whether the held-out rows are evaluated after this step: ``eval_strategy="steps"``, every ``eval_steps``
+        optimizer steps and at the last one (``transformers.DefaultFlowCallback``'s rule, which the TRL path
+        follows)."""
+        config, step = self.config, self.state.global_step
+        if config.eval_strategy != "steps":
+            return False
+        return step % config.eval_steps == 0 or step == self.state.max_steps
 
     def _take_snapshot(self, rollout: dict[str, Any] | None) -> None:
         """Everything that moves during a step besides weights/optimizer/scheduler (which only change at its

@@ -43,9 +43,11 @@ from grpo_kit.reporting import check_report_to  # the report_to rule lives with 
 
 __all__ = [
     "DEPRECATED_TRAINING_FIELDS",
+    "EVAL_STRATEGIES",
     "GRPO_DEFAULTS",
     "GRPO_KIT_DEFAULTS",
     "RETIRED_TRAINING_FIELDS",
+    "TRL_EVALUATION_ONLY",
     "check_grpo_settings",
     "check_multi_objective_aggregation",
     "check_num_generations",
@@ -56,6 +58,8 @@ __all__ = [
     "check_scale_rewards",
     "check_training_fields",
     "check_whole_groups",
+    "evaluation_interval",
+    "evaluation_settings",
     "grpo_config_field_names",
     "training_value",
     "validate_config",
@@ -81,6 +85,8 @@ GRPO_DEFAULTS: dict[str, Any] = {
     "save_steps": 500,
     "report_to": "none",
     "log_completions": False,
+    "eval_strategy": "no",
+    "eval_steps": None,
     # batch and generation
     "num_generations": 8,
     "per_device_train_batch_size": 8,
@@ -434,22 +440,67 @@ def warn_deprecated_fields(training: Mapping[str, Any], *, where: str = "trainin
             )
 
 
+#: The evaluation schedules grpo-kit runs (TRL's ``eval_strategy`` values it applies): "no", or every N steps.
+EVAL_STRATEGIES = ("no", "steps")
+#: TRL settings of its own sampled evaluation, which grpo-kit's held-out evaluation during training replaces
+#: (greedy, one answer per prompt, plus the recipe's ``eval_samples``): refused rather than dropped.
+TRL_EVALUATION_ONLY = ("num_generations_eval", "per_device_eval_batch_size", "eval_delay", "eval_on_start")
+
+
+def evaluation_interval(training: Mapping[str, Any], *, where: str = "training") -> int | None:
+    """Every how many optimizer steps the held-out rows are evaluated during training (TRL's ``eval_steps``),
+    or None: not during training (before and after only). One rule for every path (``grpo_kit.runs.during_training``
+    evaluates; the loop's ``RunContext`` and TRL's ``DefaultFlowCallback`` say when: every N steps and the last).
+
+    - ``eval_steps=N`` alone means ``eval_strategy="steps"`` (TRL would evaluate nothing: its default is "no").
+    - ``eval_strategy="steps"`` alone evaluates every ``logging_steps`` (TRL's rule).
+    - ``eval_steps`` with ``eval_strategy="no"``, ``"epoch"``, a fraction of the run (TRL's float < 1) and TRL's own
+      sampled-evaluation settings (:data:`TRL_EVALUATION_ONLY`) are refused, each with its fix.
+    """
+    strategy = str(getattr(training.get("eval_strategy"), "value", training.get("eval_strategy")) or "no")
+    steps = training.get("eval_steps")
+    if strategy not in EVAL_STRATEGIES:
+        raise ValueError(
+            f"{where}: eval_strategy={strategy!r}: grpo-kit evaluates the held-out rows every N optimizer steps; "
+            "set eval_steps=N (eval_strategy='steps'), or leave both out."
+        )
+    if steps is None:
+        interval = None if strategy == "no" else training_value(training, "logging_steps")
+    elif strategy == "no" and "eval_strategy" in training:
+        raise ValueError(
+            f"{where}: eval_steps={steps!r} with eval_strategy='no' evaluates nothing; drop eval_strategy "
+            "(eval_steps alone means 'steps'), or drop eval_steps."
+        )
+    elif isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(
+            f"{where}: eval_steps={steps!r}: give a whole number of optimizer steps >= 1 (a fraction of the run, "
+            "TRL's float < 1, is not accepted: write the steps)."
+        )
+    else:
+        interval = steps
+    if interval is not None:
+        given = [name for name in TRL_EVALUATION_ONLY if name in training]
+        if given:
+            raise ValueError(
+                f"{where}: {', '.join(given)}: settings of TRL's sampled evaluation, which grpo-kit replaces by "
+                "its held-out evaluation (greedy, the decoding of the evaluations before and after); drop them."
+            )
+    return interval
+
+
+def evaluation_settings(training: Mapping[str, Any]) -> dict[str, Any]:
+    """The GRPOConfig / GRPOLoopConfig fields that schedule :func:`evaluation_interval`: ``eval_strategy`` and
+    ``eval_steps`` written out ("steps", N), or ``{}`` (no evaluation during training)."""
+    interval = evaluation_interval(training)
+    return {} if interval is None else {"eval_strategy": "steps", "eval_steps": interval}
+
+
 def check_training_fields(training: Mapping[str, Any], *, where: str = "training") -> None:
     """Raise ValueError for keys GRPOConfig would reject: retired names get their fix, typos a suggestion;
     warn for deprecated ones (:func:`warn_deprecated_fields`)."""
     valid = grpo_config_field_names() | LOOP_ONLY_FIELDS
     warn_deprecated_fields(training, where=where)
-    evaluating = {k: training[k] for k in ("eval_steps", "eval_strategy") if k in training}
-    if evaluating and (
-        evaluating.get("eval_steps") is not None or str(evaluating.get("eval_strategy", "no")) != "no"
-    ):
-        # No path passes an eval_dataset to GRPOTrainer, so TRL would ignore eval_steps (eval_strategy="no") or
-        # stop at its first step: evaluation during training is not built yet, on any path.
-        raise ValueError(
-            f"{where}: {', '.join(f'{k}={v!r}' for k, v in evaluating.items())}: grpo-kit evaluates the held-out "
-            "rows before and after training (the run's report card; grpo-kit eval RUN), not during it yet; drop "
-            "eval_steps and eval_strategy."
-        )
+    evaluation_interval(training, where=where)  # eval_steps / eval_strategy: their rules, once
     for key in training:
         if key in RETIRED_TRAINING_FIELDS and key not in valid:
             raise ValueError(

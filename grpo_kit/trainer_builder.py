@@ -35,6 +35,7 @@ from grpo_kit.settings import (
     check_grpo_settings,
     check_report_to,
     check_training_fields,
+    evaluation_settings,
     training_value,
     vllm_server_command,
 )
@@ -173,7 +174,10 @@ def grpo_config(training: Mapping[str, Any]):
     here, still before the model loads; the object returned is the one that trains."""
     from trl import GRPOConfig
 
-    return GRPOConfig(**training)
+    scheduled = evaluation_settings(training)  # eval_steps alone -> eval_strategy="steps", written out
+    if scheduled:  # TRL checks its eval batch against num_generations_eval, though its sampled evaluation
+        scheduled["num_generations_eval"] = 1  # never runs: grpo_kit.runs.during_training evaluates instead
+    return GRPOConfig(**{**training, **scheduled})
 
 
 def build_trainer(
@@ -240,6 +244,15 @@ def build_trainer(
         trainer_kwargs = tool_trainer_kwargs(recipe, trainer_kwargs)
         if tokenizer is not None and ("tools" in trainer_kwargs or "environment_factory" in trainer_kwargs):
             prepare_tool_tokenizer(tokenizer, recipe.tool_template)  # the given tokenizer's template
+    if (
+        str(getattr(args.eval_strategy, "value", args.eval_strategy)) != "no"
+        and "eval_dataset" not in trainer_kwargs
+    ):
+        raise ValueError(
+            f"recipe {recipe.name!r}: eval_steps={args.eval_steps} evaluates its held-out rows during training, which "
+            "grpo_kit.runs does (grpo-kit train; train(..., evaluate=...)); this trainer has none to evaluate. "
+            "Train through grpo-kit train, or set eval_steps=None."
+        )
     from trl import GRPOTrainer
 
     if model is None:
@@ -330,13 +343,16 @@ def build_and_train(
     args: Any = None,
     resume_from_checkpoint: str | os.PathLike | bool | None = None,
     plot: bool = True,
+    evaluate: Any = None,
     **kwargs: Any,
 ) -> RunResult:
     """What the TRL and Unsloth paths' ``train`` share: the run folder (``args.output_dir`` when a built
     GRPOConfig is given, else ``output_dir``, default ``outputs/<recipe>``), the checkpoint to resume (checked
     before anything loads), ``build(recipe, args=..., **kwargs)`` (the path's ``build_trainer``) and
     :func:`run_trainer`; ``path`` ("TRL" | "Unsloth") titles the reward curve. The trainer is
-    ``result.trainer``."""
+    ``result.trainer``. ``evaluate``: the held-out evaluation ``eval_steps`` schedules
+    (``grpo_kit.runs.during_training.HeldOutDuringTraining``: called with (model, step), its ``rows`` the
+    ``eval_dataset`` Trainer schedules with); required when the GRPOConfig schedules one."""
     recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
     if args is not None:
         output_dir = Path(args.output_dir)
@@ -344,6 +360,21 @@ def build_and_train(
         output_dir = Path(kwargs.pop("output_dir", None) or Path("outputs") / recipe.name)
         kwargs["output_dir"] = output_dir
     resume, keep_up_to_step = resume_point(output_dir, resume_from_checkpoint)  # before anything loads
+    if (
+        evaluate is None
+        and args is not None
+        and str(getattr(args.eval_strategy, "value", args.eval_strategy)) != "no"
+    ):
+        raise ValueError(
+            f"eval_steps={args.eval_steps}: the trainer says when to evaluate, not what; pass evaluate=fn(model, "
+            "step) -> metrics (grpo_kit.runs.during_training, which grpo-kit train uses), or drop eval_steps."
+        )
+    if evaluate is not None:  # Trainer wants an eval_dataset to schedule evaluations: the held-out prompts
+        from datasets import Dataset
+
+        trainer_kwargs = dict(kwargs.pop("trainer_kwargs", None) or {})
+        trainer_kwargs["eval_dataset"] = Dataset.from_dict({"prompt": [r["prompt"] for r in evaluate.rows]})
+        kwargs["trainer_kwargs"] = trainer_kwargs
     trainer = build(recipe, args=args, **kwargs)
     return run_trainer(
         trainer,
@@ -352,6 +383,7 @@ def build_and_train(
         keep_up_to_step=keep_up_to_step,
         title=f"{recipe.name} ({path})",
         plot=plot,
+        evaluate=evaluate,
     )
 
 

@@ -43,13 +43,18 @@ def run_trainer(
     keep_up_to_step: int | None = None,
     title: str = "TRL",
     plot: bool = True,
+    evaluate: Any = None,
 ) -> RunResult:
     """``trainer.train()`` with metrics.jsonl, a clean Ctrl-C (checkpoint, then stop) and the reward curve
-    (``title``: e.g. "smoltldr-length-small (TRL)")."""
+    (``title``: e.g. "smoltldr-length-small (TRL)"). ``evaluate(model, step) -> {"eval/...": value}``: the held-out
+    evaluation ``eval_strategy="steps"`` schedules (``grpo_kit.runs.during_training``), run where Trainer would run
+    its own sampled one, which it replaces."""
     output_dir = Path(output_dir)
     metrics_path = output_dir / "metrics.jsonl"
     metrics_callback, interrupt_callback, shareable_callback = _make_callbacks(metrics_path, keep_up_to_step)
     trainer.add_callback(_finite_weights_callback())
+    if evaluate is not None:  # after DefaultFlowCallback, which says when (eval_steps and the last step)
+        trainer.add_callback(_held_out_callback(evaluate, metrics_callback))
     trainer.add_callback(metrics_callback)
     trainer.add_callback(interrupt_callback)
     trainer.add_callback(shareable_callback)
@@ -112,6 +117,31 @@ def _finite_weights_callback():
     return FiniteWeightsCallback()
 
 
+def _held_out_callback(evaluate: Any, metrics_callback: Any):
+    """At a step where ``DefaultFlowCallback`` set ``should_evaluate`` (``eval_strategy="steps"``: every
+    ``eval_steps`` and the last step): ``evaluate(model, step)``, its record appended to the log history and
+    metrics.jsonl as Trainer logs an evaluation (TRL's ``eval/`` names), and Trainer's own evaluation (sampled
+    completions of ``eval_dataset``, TRL's loss) switched off for that step: one evaluation, grpo-kit's."""
+    from transformers import TrainerCallback
+
+    class HeldOutCallback(TrainerCallback):
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            if not control.should_evaluate:
+                return control
+            control.should_evaluate = False
+            if state.is_world_process_zero:
+                record = {
+                    **evaluate(model, state.global_step),
+                    "step": state.global_step,
+                    "epoch": state.epoch,
+                }
+                state.log_history.append(record)
+                metrics_callback.write(record)
+            return control
+
+    return HeldOutCallback()
+
+
 def _make_callbacks(metrics_path: Path, keep_up_to_step: int | None):
     from transformers import TrainerCallback
 
@@ -126,9 +156,12 @@ def _make_callbacks(metrics_path: Path, keep_up_to_step: int | None):
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not state.is_world_process_zero or not state.log_history:
                 return
+            self.write(dict(state.log_history[-1]))
+
+        def write(self, record: dict[str, Any]) -> None:
             if self.writer is None:
                 self.writer = MetricsWriter(metrics_path, keep_up_to_step=keep_up_to_step)
-            self.writer.write(dict(state.log_history[-1]))
+            self.writer.write(record)
 
     class InterruptCallback(TrainerCallback):
         """Ctrl-C or SIGTERM -> finish this step, save a checkpoint TRL can resume, stop. A second one aborts."""

@@ -101,6 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="run `grpo-kit preflight` first and refuse to train on a no-go",
     )
     train.add_argument("--force", action="store_true", help="with --preflight: train even on a no-go")
+    train.add_argument(
+        "--keep-best",
+        action="store_true",
+        help="with eval_steps: export the weights of the evaluation during training with the best held-out "
+        "metric, not the last step's (chosen on those rows: the figure after training is optimistic for them)",
+    )
 
     export = sub.add_parser(
         "export", help="export a trained run: merged 16-bit model and/or GGUF, verified", parents=[debug]

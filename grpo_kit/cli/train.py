@@ -41,6 +41,7 @@ def cmd_train(args, console) -> int:
             overwrite=args.overwrite,
             gguf=args.gguf,
             trust_reward_code=args.trust_reward_code,
+            eval_prompts=args.eval_prompts,
         )
     except CONFIG_ERRORS as error:
         raise UsageError(str(error)) from error
@@ -53,6 +54,7 @@ def cmd_train(args, console) -> int:
         "eval_prompts": args.eval_prompts,
         "preflight": args.preflight,
         "force": args.force,
+        "keep_best": args.keep_best,
     }
     if plan.set_aside is not None:
         console.print(
@@ -68,6 +70,14 @@ def cmd_train(args, console) -> int:
     )
     if args.eval_prompts is not None and args.eval_prompts < 0:
         raise UsageError(f"--eval-prompts must be >= 0 (0 turns evaluation off), got {args.eval_prompts}.")
+    try:
+        from grpo_kit.runs.during_training import check_schedule
+
+        check_schedule(
+            recipe, recipe.eval_prompts if args.eval_prompts is None else args.eval_prompts, args.keep_best
+        )
+    except ValueError as error:
+        raise UsageError(str(error)) from error
     if args.force and not args.preflight:
         raise UsageError("--force only matters with --preflight (train even when pre-flight says no-go).")
     hook = None
@@ -91,6 +101,7 @@ def cmd_train(args, console) -> int:
                     status=console.status,
                     preflight=hook,
                     eval_prompts=args.eval_prompts,
+                    keep_best=args.keep_best,
                 ),
             )
     except KeyboardInterrupt:  # outside the training steps (they save a checkpoint and return)
@@ -203,7 +214,11 @@ def _print_summary(console, output_dir: Path, summary: dict, reports) -> None:
 
     rows = [
         ("steps", str(summary["steps"])),
-        ("wall time", f"{summary['total_seconds']:.0f} s (training {summary['train_seconds']:.0f} s)"),
+        (
+            "wall time",
+            f"{summary['total_seconds']:.0f} s (training {summary['train_seconds']:.0f} s"
+            + (f", evaluation {summary['eval_seconds']:.0f} s)" if "eval_seconds" in summary else ")"),
+        ),
         (
             "reward (first → last step)",
             f"{fmt(summary['reward_first_step'])} → {fmt(summary['reward_last_step'])}",
@@ -218,6 +233,10 @@ def _print_summary(console, output_dir: Path, summary: dict, reports) -> None:
         label = f"held-out reward, samples.md ({summary.get('samples', '?')} prompts, before → after)"
         before, after = summary["samples_mean_reward_before"], summary["samples_mean_reward_after"]
         rows.append((label, f"{fmt(before)} → {fmt(after)}"))
+    during = summary.get("evaluation_during_training")
+    if during:  # where the held-out metric peaked (eval_steps), and whether it fell after
+        label = f"held-out {during['metric']} during training (every {during['every']} steps)"
+        rows.append((markup_safe(label), markup_safe(during["line"])))
     # The second held-out set (the recipe's transfer_eval, written differently), one row the same way.
     transfer = summary.get("transfer_evaluation")
     if transfer and "headline" in transfer:

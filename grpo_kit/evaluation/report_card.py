@@ -23,7 +23,7 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -147,6 +147,7 @@ def render_report_md(
     completions: Sequence[str] = (),
     hack_signs: Sequence[str] = (),
     transfer_section: Sequence[str] = (),
+    held_out_curve: Mapping[str, Any] | None = None,
 ) -> str:
     """Markdown: settings, the metric table with CIs and verdicts, what the metric measures (the recipe's
     ``measures``), ``transfer_section`` (the second held-out set's lines, :func:`transfer_section_md`), a few
@@ -168,6 +169,8 @@ def render_report_md(
         lines += ["", _hack_warning(hack_signs, comparisons)]
     if measures:
         lines += ["", f"**What the metric measures.** {measures}"]
+    if held_out_curve is not None:
+        lines += held_out_curve_md(held_out_curve)
     lines += list(transfer_section)
     if num_samples > 0:
         lines += [
@@ -187,6 +190,31 @@ def render_report_md(
     if completions:
         lines += ["", *completions]
     return "\n".join(lines) + "\n"
+
+
+def held_out_curve_md(curve: Mapping[str, Any]) -> list[str]:
+    """The held-out evaluations during training (``runs.during_training.curve_summary``): one row per evaluation
+    (step 0: before training) with its collapse signs, then the line that says where it peaked."""
+    lines = [
+        "",
+        f"## Held-out {table_cell(curve['metric'])} during training (every {curve['every']} steps)",
+        "",
+        (
+            f"The same held-out rows, {table_cell(curve['how'].split(', on the same')[0])}, evaluated while training ran "
+            "(`eval_steps`; `eval/...` in metrics.jsonl). Step 0 is the evaluation before training."
+        ),
+        "",
+        f"| step | {table_cell(curve['metric'])} | collapse signs |",
+        "|---|---|---|",
+    ]
+    for point in curve["points"]:
+        signs = point.get("signs")
+        shown = "—" if signs is None else (table_cell("; ".join(signs)) if signs else "none")
+        lines.append(f"| {point['step']} | {_fmt(point['value'])} | {shown} |")
+    lines += ["", f"**Held-out {table_cell(curve['metric'])}: {table_cell(curve['line'])}.**"]
+    if curve.get("kept_note"):
+        lines += ["", table_cell(curve["kept_note"])]
+    return lines
 
 
 def _metric_rows(comparisons: dict[str, Comparison]) -> list[str]:
@@ -258,6 +286,7 @@ def write_report_card(
     num_samples: int = 4,
     measures: str = "",
     transfer: tuple[str, EvalReport, EvalReport] | None = None,
+    held_out_curve: Mapping[str, Any] | None = None,
 ) -> dict[str, Path]:
     """Compare ``before`` and ``after`` on every metric and write the three files into ``out_dir``.
 
@@ -269,7 +298,9 @@ def write_report_card(
     report.md section (module docstring).
 
     ``log_history``: the run's ``metrics.jsonl`` (or TRL log history) for the reward-curve panel; a
-    missing file is skipped. Returns ``{"eval.json": path, "report.md": path, "report_card.png": path}``;
+    missing file is skipped. ``held_out_curve``: the evaluations during training
+    (``runs.during_training.curve_summary``): eval.json's ``"during_training"``, a report.md section, and the
+    held-out curve drawn beside the training reward. Returns ``{"eval.json": path, "report.md": path, "report_card.png": path}``;
     without matplotlib the PNG is skipped (and not returned) with a note.
     """
     from grpo_kit.completions_table import report_rows
@@ -291,6 +322,8 @@ def write_report_card(
         },
         "reward_hack_signs": hack_signs,  # grpo_kit.evaluation.reward_hacking: [] when the answers did not collapse
     }
+    if held_out_curve is not None:
+        payload["during_training"] = dict(held_out_curve)
     section: list[str] = []
     if transfer is not None:
         set_name, t_before, t_after = transfer
@@ -322,6 +355,7 @@ def write_report_card(
             measures=measures,
             hack_signs=hack_signs,
             transfer_section=section,
+            held_out_curve=held_out_curve,
             completions=report_rows(out),  # the run's completions table, when log_completions wrote one
         ),
     }
@@ -342,6 +376,7 @@ def write_report_card(
                 "measures": measures,
                 "answers": list(zip(before.completions, after.completions))[: min(num_samples, 2)],
                 "hack_signs": hack_signs,
+                "held_out_curve": held_out_curve,
                 "reward_max": reward_upper_bound(
                     before.reward_names, before.settings.get("reward_weights"), kinds=before.reward_kinds
                 ),

@@ -154,9 +154,12 @@ def preflight_hook(
 # --- the run -------------------------------------------------------------------------------------------
 
 
-def train_on_path(plan: RunPlan, model: Any, tokenizer: Any, dataset: Any, reward_funcs: list) -> RunResult:
+def train_on_path(
+    plan: RunPlan, model: Any, tokenizer: Any, dataset: Any, reward_funcs: list, *, evaluate: Any = None
+) -> RunResult:
     """Train ``model`` on the plan's path (standalone loop, TRL or Unsloth); the result's ``model`` is the
-    trained one."""
+    trained one. ``evaluate``: the held-out evaluation during training (``during_training.HeldOutDuringTraining``)
+    the recipe's ``eval_steps`` schedules, on any path."""
     if plan.loop == "standalone":
         from grpo_kit import loop
 
@@ -168,6 +171,7 @@ def train_on_path(plan: RunPlan, model: Any, tokenizer: Any, dataset: Any, rewar
             plan.path_config,
             reward_weights=plan.recipe.reward_weights,
             run_config=plan.run_config(),
+            evaluate=evaluate,
         )
     # the TRL and Unsloth paths take the same arguments: the model loaded above, trained through GRPOTrainer
     if plan.loop == "unsloth":
@@ -185,6 +189,7 @@ def train_on_path(plan: RunPlan, model: Any, tokenizer: Any, dataset: Any, rewar
         reward_funcs=reward_funcs,
         resume_from_checkpoint=plan.resume,
         save_final=False,
+        evaluate=evaluate,
     )
 
 
@@ -274,6 +279,7 @@ def execute(
     preflight: Callable[..., dict | None] | None = None,
     evaluate: Callable[..., dict | None] | None = None,
     eval_prompts: int | None = None,
+    keep_best: bool = False,
 ) -> RunOutcome:
     """Run the plan into its folder. ``eval_prompts``: held-out prompts evaluated before and after (default
     the recipe's ``eval_prompts``; 0: no evaluation) into the report card (``eval.json``, ``report.md``,
@@ -282,7 +288,10 @@ def execute(
     write the merged 16-bit model; ``gguf``: also a GGUF of that type; ``status(message)``: a context
     manager shown while a phase runs (the CLI passes ``console.status``). An interrupted run returns
     right after training (``outcome.result.interrupted``), without samples, exports or run.json.
-    ``plan.phase`` says what was running when it stopped."""
+    ``plan.phase`` says what was running when it stopped. A recipe with ``eval_steps`` has the held-out rows
+    evaluated during training too (``grpo_kit.runs.during_training``: ``eval/...`` records, the report card's
+    held-out curve, ``run.json["evaluation_during_training"]``); ``keep_best`` exports the best of those
+    evaluations' weights instead of the last step's."""
     from grpo_kit.evaluation import samples as samples_mod
 
     recipe = plan.recipe
@@ -291,6 +300,9 @@ def execute(
     n_eval = recipe.eval_prompts if eval_prompts is None else eval_prompts
     if n_eval < 0:
         raise ValueError(f"eval_prompts must be >= 0 (0 turns evaluation off), got {n_eval}.")
+    from grpo_kit.runs import during_training
+
+    eval_every = during_training.check_schedule(recipe, n_eval, keep_best)  # before the model loads
     started = time.perf_counter()
     plan.phase = "loading"
     with status("loading model and data…"):
@@ -321,13 +333,21 @@ def execute(
     transfer_before = _transfer_evaluation("before", recipe, model, tokenizer, reward_funcs, transfer, status)
     eval_seconds = time.perf_counter() - eval_started
 
+    during = None
+    if eval_every is not None:  # the same rows, decoding and scoring as eval_before, every eval_every steps
+        during = during_training.HeldOutDuringTraining(
+            recipe, tokenizer, reward_funcs, rows[:n_eval], eval_before, plan.output_dir, keep_best=keep_best
+        )
     plan.phase = "training"
-    result = train_on_path(plan, model, tokenizer, dataset, reward_funcs)
+    result = train_on_path(plan, model, tokenizer, dataset, reward_funcs, evaluate=during)
     plan.phase = "evaluation after training"
     if result.interrupted:
         return RunOutcome(plan, result)
     model = result.model
+    if during is not None:
+        eval_seconds += during.seconds  # evaluation, not training
     train_seconds = time.perf_counter() - started - eval_seconds  # loading + training, not the evaluation
+    kept = during_training.restore_best(model, plan.output_dir) if keep_best else None
 
     from grpo_kit.export import save_adapter, save_merged
 
@@ -337,7 +357,11 @@ def execute(
         "after", recipe, model, tokenizer, reward_funcs, rows[:n_eval], prompts, status
     )
     transfer_after = _transfer_evaluation("after", recipe, model, tokenizer, reward_funcs, transfer, status)
-    built_in_evaluation = transfer_evaluation = None
+    built_in_evaluation = transfer_evaluation = curve = None
+    if during is not None:
+        curve = during_training.curve_summary(
+            plan.output_dir, result.log_history, eval_before, every=eval_every, kept=kept
+        )
     if eval_after is not None:
         from grpo_kit.evaluation.report_card import transfer_label, write_report_card
 
@@ -349,9 +373,11 @@ def execute(
             eval_before,
             eval_after,
             log_history=result.log_history,
-            title=f"{recipe.name}: held-out before / after {result.global_step} GRPO steps",
+            title=f"{recipe.name}: held-out before / after {result.global_step} GRPO steps"
+            + (f" (the weights of step {kept['step']}: --keep-best)" if kept else ""),
             measures=recipe.measures,
             transfer=second,
+            held_out_curve=curve,
         )
         built_in_evaluation = evaluation_summary(eval_before, eval_after, files)
         if second is not None:
@@ -450,6 +476,8 @@ def execute(
         summary["evaluation"] = evaluation
     if transfer_evaluation is not None:
         summary["transfer_evaluation"] = transfer_evaluation
+    if curve is not None:
+        summary["evaluation_during_training"] = curve
     if gguf_error is not None:
         summary["gguf_error"] = f"{type(gguf_error).__name__}: {' '.join(str(gguf_error).split())}"
     RunFolder(plan.output_dir).write_summary(summary)

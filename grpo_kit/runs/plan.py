@@ -199,6 +199,7 @@ def plan_run(
     overwrite: bool = False,
     gguf: str | None = None,
     trust_reward_code: bool = False,
+    eval_prompts: int | None = None,
 ) -> RunPlan:
     """The recipe with its overrides (``loop`` may also come from ``overrides["loop"]``), the run folder and
     the path's config: every configuration mistake raises here (ValueError, TypeError, FileNotFoundError,
@@ -211,7 +212,9 @@ def plan_run(
     aside to ``<folder>.old-<timestamp>``). Also checked: the folder is writable and not a file, the model
     path is a model, and the ``gguf`` type can be written (before training, not after it). ``--resume`` alone
     replays a recipe file's stored content; reward code it names is imported only with ``trust_reward_code``
-    (``grpo_kit.recipe_files.refuse_reward_code_of_a_run``).
+    (``grpo_kit.recipe_files.refuse_reward_code_of_a_run``). ``eval_prompts=0`` (held-out evaluation off) turns
+    the recipe's evaluation during training (``eval_steps``) off too, before its config is built, as it turns the
+    second held-out set off; ``run.json`` then records no ``eval_steps``.
     """
     if resume is not None and overwrite:
         raise ValueError(
@@ -233,6 +236,8 @@ def plan_run(
     if invocation["max_steps"] is not None:  # None: the recipe's own length (or its epochs), never None
         overrides["max_steps"] = invocation["max_steps"]
     recipe = get_recipe(_invoked_recipe(invocation), small=invocation["small"], **overrides).validate()
+    if eval_prompts == 0:  # no held-out rows to evaluate, during training either
+        recipe = without_evaluation_during_training(recipe)
     loop = invocation["loop"]
     run_dir, resume = resolve_run_dir(recipe.name, output_dir, resume)
     run_dir = check_output_dir(run_dir)
@@ -279,6 +284,14 @@ def plan_run(
             )
         plan.set_aside = run_dir.with_name(f"{run_dir.name}.old-{time.strftime('%Y%m%d-%H%M%S')}")
     return plan
+
+
+def without_evaluation_during_training(recipe: Recipe) -> Recipe:
+    """``recipe`` without ``eval_steps`` / ``eval_strategy`` (itself when it has neither)."""
+    scheduling = ("eval_steps", "eval_strategy")
+    if not any(name in recipe.training for name in scheduling):
+        return recipe
+    return recipe.replace(training={k: v for k, v in recipe.training.items() if k not in scheduling})
 
 
 def _resolve_invocation(
@@ -389,6 +402,7 @@ _FLAG_WORDS = {
     "no_merge": "--no-merge",
     "preflight": "--preflight",
     "force": "--force",
+    "keep_best": "--keep-best",
 }
 
 

@@ -46,6 +46,7 @@ def main(out_dir: str) -> None:
         reward_funcs=[recording_reward],
         output_dir=out_dir,
         max_steps=2,
+        eval_steps=None,  # no held-out rows here to evaluate during training
         per_device_train_batch_size=2,
         num_generations=4,
         max_completion_length=8,

@@ -78,6 +78,7 @@ def tiny_recipe(name: str = "smoltldr-length-small", **overrides: Any):
         "num_generations": 4,
         "max_completion_length": 8,
         "save_steps": 1000,
+        "eval_steps": None,  # trains through the paths directly, with no held-out evaluation to schedule
     }
     return get_recipe(name, **{**defaults, **overrides})
 

@@ -73,7 +73,11 @@ def test_the_trl_path_writes_the_same_file(tmp_path):
 
     model, tokenizer = tiny_model(seed=0)
     recipe = get_recipe(
-        "smoltldr-length-small", per_device_train_batch_size=4, num_generations=4, max_completion_length=6
+        "smoltldr-length-small",
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=6,
+        eval_steps=None,
     )
     trainer = trl_path.build_trainer(
         recipe,

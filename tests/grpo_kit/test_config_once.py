@@ -33,6 +33,7 @@ def test_the_config_the_plan_builds_is_the_one_that_trains(tmp_path, constructio
         loop="trl",
         max_steps=1,
         output_dir=tmp_path / "run",
+        eval_prompts=0,
     )
     assert isinstance(plan.path_config, GRPOConfig) and constructions == [plan.path_config]
     outcome = execute(plan, samples=0, eval_prompts=0, merge=False)
@@ -85,6 +86,7 @@ def test_a_trainer_built_without_a_plan_builds_its_config_once(tmp_path, constru
         output_dir=tmp_path,
         max_steps=1,
         device="cpu",
+        eval_steps=None,  # no held-out rows here to evaluate during training
     )
     assert constructions == [trainer.args]
 

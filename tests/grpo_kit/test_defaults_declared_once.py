@@ -73,6 +73,10 @@ NOT_DEFAULTS = {
     ("models/vlm.py", "*"): "seed of the random vision tower's weights",
     ("evaluation/*", "*"): "the evaluation's own sampling seed and decoding, not training's",
     ("runs/held_out.py", "evaluate_held_out"): "the evaluation's own sampling seed",
+    (
+        "settings.py",
+        "evaluation_settings",
+    ): "eval_strategy='steps': the schedule evaluation_interval resolved",
     ("generation.py", "Decoding"): "seed: the evaluation's own sampling seed (the rest read GRPO_DEFAULTS)",
     ("tool_rollout.py", "generate_with_tools"): "num_generations=1: one rollout per prompt for evaluation",
     (

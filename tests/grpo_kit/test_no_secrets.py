@@ -48,6 +48,7 @@ def test_the_standalone_loop_refuses_a_token_without_showing_it(tmp_path):
             loop="standalone",
             max_steps=1,
             output_dir=tmp_path / "run",
+            eval_prompts=0,
         )
         runs.execute(plan, samples=1, merge=False, eval_prompts=0)
     assert SECRET not in str(refused.value) and SECRET[3:] not in str(refused.value)
@@ -58,7 +59,12 @@ def test_the_standalone_loop_refuses_a_token_without_showing_it(tmp_path):
 @pytest.mark.parametrize("loop", ["trl"])
 def test_a_token_lands_in_no_file_of_a_run(tmp_path, loop):
     plan = runs.plan_run(
-        "smoltldr-length-small", overrides=OVERRIDES, loop=loop, max_steps=1, output_dir=tmp_path / "run"
+        "smoltldr-length-small",
+        overrides=OVERRIDES,
+        loop=loop,
+        max_steps=1,
+        output_dir=tmp_path / "run",
+        eval_prompts=0,
     )
     outcome = runs.execute(plan, samples=1, merge=False, eval_prompts=0)
     folder = outcome.plan.output_dir

@@ -79,7 +79,11 @@ def test_the_same_rewards_as_trl_on_the_same_completions(reward_model_dir, tmp_p
 
     policy, tokenizer = tiny_model(seed=0)
     recipe = get_recipe(
-        "smoltldr-length-small", per_device_train_batch_size=4, num_generations=4, max_completion_length=8
+        "smoltldr-length-small",
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=8,
+        eval_steps=None,
     )
     trainer = trl_path.build_trainer(
         recipe,
@@ -127,6 +131,7 @@ def test_a_reward_model_trains_on_the_loop_and_the_trl_path(reward_model_dir, tm
         num_generations=4,
         max_completion_length=8,
         save_steps=1000,
+        eval_steps=None,
     )
     trl_result = trl_path.train(
         recipe,

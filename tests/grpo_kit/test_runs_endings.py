@@ -175,7 +175,9 @@ def test_the_lock_is_held_for_the_run_and_checked_again_after_loading(held_folde
     from grpo_kit.runs.folder import RunFolderInUse, lock_run_folder
 
     folder, pid = held_folder
-    plan = runs.plan_run(overrides={"model": "tiny"}, max_steps=1, output_dir=folder.with_name("other"))
+    plan = runs.plan_run(
+        overrides={"model": "tiny"}, max_steps=1, output_dir=folder.with_name("other"), eval_prompts=0
+    )
     plan.output_dir = folder  # another process took the folder between the plan and the run
     with pytest.raises(RunFolderInUse, match=f"PID {pid}"):
         runs.execute(plan, samples=0, merge=False, eval_prompts=0)

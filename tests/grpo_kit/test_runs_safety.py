@@ -155,7 +155,12 @@ def test_standalone_loop_same_seed_same_run_with_lora(tmp_path):
         torch.manual_seed(noise)  # whatever ran before must not matter
         plan = runs.plan_run(
             "smoltldr-length-small",
-            overrides={**TINY, "max_completion_length": 8, "per_device_train_batch_size": 4},
+            overrides={
+                **TINY,
+                "max_completion_length": 8,
+                "per_device_train_batch_size": 4,
+                "eval_steps": None,
+            },
             max_steps=2,
             output_dir=tmp_path / f"run{attempt}",
         )
@@ -175,7 +180,13 @@ def test_trl_path_same_seed_same_run_with_lora(tmp_path):
 
     recipe = runs.plan_run(
         "smoltldr-length-small",
-        overrides={**TINY, "max_completion_length": 8, "per_device_train_batch_size": 4, "save_steps": 1000},
+        overrides={
+            **TINY,
+            "max_completion_length": 8,
+            "per_device_train_batch_size": 4,
+            "save_steps": 1000,
+            "eval_steps": None,
+        },
         max_steps=2,
         output_dir=tmp_path / "unused",
     ).recipe

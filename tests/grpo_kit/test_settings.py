@@ -88,13 +88,15 @@ RULES = [
     ("retired names", {"max_prompt_length": 256}, ValueError, "max_prompt_length", (TRL, UNSLOTH)),
     ("precision", {"fp16": True}, ValueError, "fp32", (TRL,)),
     ("report_to", {"report_to": "comet"}, ValueError, "trackio", (TRL, UNSLOTH)),
-    # no path gives GRPOTrainer an eval_dataset: TRL would ignore eval_steps, so it is refused
-    ("evaluation during training", {"eval_steps": 10}, ValueError, "not during it yet", (TRL, UNSLOTH)),
+    # evaluation during training (settings.evaluation_interval): the schedules no path runs are refused
+    ("eval_strategy epoch", {"eval_strategy": "epoch"}, ValueError, "set eval_steps=N", CONFIG_PATHS),
+    ("eval_steps fraction", {"eval_steps": 0.25}, ValueError, "whole number", CONFIG_PATHS),
+    ("eval_steps zero", {"eval_steps": 0}, ValueError, "whole number", CONFIG_PATHS),
     (
-        "eval_strategy",
-        {"eval_strategy": "steps"},
+        "TRL's sampled evaluation",
+        {"eval_steps": 2, "num_generations_eval": 2},
         ValueError,
-        "drop eval_steps and eval_strategy",
+        "num_generations_eval",
         (TRL, UNSLOTH),
     ),
 ]
