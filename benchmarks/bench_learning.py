@@ -522,8 +522,10 @@ def main(argv=None) -> int:
     seeds = [int(s) for s in args.seeds.split(",")]
     loops = args.loops.split(",")
     base_recipe = get_recipe(args.recipe or DEFAULT_RECIPE, **parse_overrides(args.overrides))
-    recipe = get_recipe(
-        base_recipe, max_steps=args.max_steps or int(base_recipe.training.get("max_steps", 24))
+    recipe = get_recipe(  # its own held-out points (callbacks), not the recipe's eval_steps
+        base_recipe,
+        max_steps=args.max_steps or int(base_recipe.training.get("max_steps", 24)),
+        eval_steps=None,
     )
     rows = held_out_rows(recipe, args.eval_prompts)
     transfer = transfer_rows(recipe, args.transfer_prompts) if args.transfer_prompts else []

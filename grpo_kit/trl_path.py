@@ -1,7 +1,9 @@
 """Recipe -> TRL ``GRPOConfig`` + ``GRPOTrainer``: TRL does the training.
 
     from grpo_kit import trl_path
-    result = trl_path.train("smoltldr-length-small", output_dir="runs/tldr")   # CPU, offline
+    result = trl_path.train("smoltldr-length-quick", output_dir="runs/tldr")   # CPU, offline
+    # a recipe that evaluates during training (eval_steps: the main job) trains through grpo-kit train /
+    # runs.execute, which hold its held-out rows; here it is refused, naming that fix
     result.metrics_path, result.reward_curve_path
 
 The trainer is assembled by ``grpo_kit.trainer_builder`` (shared with the Unsloth path); this module is

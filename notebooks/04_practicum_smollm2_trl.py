@@ -52,7 +52,12 @@ def _(mo):
     # Part 2: the recipe `grpo-kit train` runs (a chat prompt, a target in tokens); on a CPU its 8-step variant,
     # measured in this lesson's default run: |length - 16| 20.1 -> 5.3 tokens on 32 held-out posts, 95 % CI of
     # the change [-20.8, -9.4]; the whole lesson took 328 s on 2 cores.
-    token_recipe = get_recipe("smoltldr-length-small" if size.gpu else "smoltldr-length-quick")
+    # (its held-out curve during training, eval_steps, is grpo-kit train's: this lesson evaluates in its own cells)
+    token_recipe = (
+        get_recipe("smoltldr-length-small", eval_steps=None)
+        if size.gpu
+        else get_recipe("smoltldr-length-quick")
+    )
     token_eval_prompts = size.pick(gpu=32, cpu=32, small=16)
     output_root = size.output_dir("lesson4")
     mo.callout(

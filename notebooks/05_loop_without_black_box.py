@@ -420,6 +420,7 @@ def _(mo):
         "save_steps": loop_steps,
         "learning_rate": 3e-4,
         "disable_tqdm": True,
+        "eval_steps": None,  # the recipe's held-out evaluation during training is grpo-kit train's, not this cell's
     }
     _preview = to_loop_config(loop_recipe, output_dir="(set when training)", **loop_config_overrides)
     mo.vstack(

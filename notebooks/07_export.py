@@ -101,6 +101,7 @@ def _(Path, adapter_source, export_button, export_recipe, export_root, mo, on_gp
             save_steps=0,
             learning_rate=1e-3,
             disable_tqdm=True,
+            eval_steps=None,  # one step to export; no held-out evaluation during it
         )
         loop.train(
             model,
