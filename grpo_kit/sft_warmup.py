@@ -193,6 +193,9 @@ def train_trl(
     trainer = SFTTrainer(
         model=model, args=args, train_dataset=Dataset.from_list(list(rows)), processing_class=tokenizer
     )
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)  # its dict per step on stdout; the losses go to run.json
     trainer.train()
     return [float(r["loss"]) for r in trainer.state.log_history if "loss" in r]
 
