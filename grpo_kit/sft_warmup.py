@@ -156,7 +156,7 @@ def train_trl(
     *,
     seed: int,
     output_dir: Path,
-    bf16: bool = False,
+    bf16: bool,
 ) -> list[float]:
     """The TRL path's SFT: ``trl.SFTTrainer`` with one ``SFTConfig`` (prompt-completion rows, loss on the
     completion only, constant learning rate, AdamW, nothing saved but its logs); returns the loss of each step."""
@@ -201,9 +201,10 @@ def train_trl(
 
 
 def run_warmup(
-    recipe: Any, model: Any, tokenizer: Any, *, loop: str, run_dir: Path, seed: int, bf16: bool = False
+    recipe: Any, model: Any, tokenizer: Any, *, loop: str, run_dir: Path, seed: int, bf16: bool
 ) -> dict[str, Any]:
-    """Run ``recipe.warmup_sft`` on ``model`` (in place) on ``loop`` ("standalone" | "trl"); returns the record
+    """Run ``recipe.warmup_sft`` on ``model`` (in place) on ``loop`` ("standalone" | "trl"; ``bf16``: the TRL
+    path's resolved ``GRPOConfig.bf16``, the loop's SFT runs in fp32); returns the record
     ``run.json["warmup_sft"]`` holds. The per-step losses are also written to ``<run>/warmup_sft/losses.json``."""
     warmup = recipe.warmup_sft
     if loop not in ("standalone", "trl"):
