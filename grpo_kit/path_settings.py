@@ -27,8 +27,10 @@ __all__ = [
     "IMPLEMENTED_BY",
     "LOOP_BEHAVES_AS",
     "PATHS",
+    "RECIPE_FIELDS_IMPLEMENTED_BY",
     "applied_settings",
     "check_path_settings",
+    "check_recipe_fields",
     "loop_fields",
     "refusal",
 ]
@@ -54,6 +56,13 @@ IMPLEMENTED_BY: dict[str, tuple[str, ...]] = {
     # grpo-kit's own loop settings; GRPOTrainer has no such field
     "max_bad_steps": ("standalone",),
     "on_reward_error": ("standalone",),
+}
+
+#: Recipe fields (not ``training`` settings) that not every path applies -> the paths that apply them.
+RECIPE_FIELDS_IMPLEMENTED_BY: dict[str, tuple[str, ...]] = {
+    # grpo_kit.sft_warmup: a plain masked SFT step on the loop, TRL's SFTTrainer on the TRL path; Unsloth's
+    # patched trainers are not wired to it
+    "warmup_sft": ("standalone", "trl"),
 }
 
 #: GRPOConfig fields the loop has no field for, with the values it always behaves as (accepted only at them).
@@ -112,6 +121,20 @@ def check_path_settings(training: Mapping[str, Any], loop: str, *, where: str = 
     problems = [r for name, value in training.items() if (r := refusal(name, value, loop)) is not None]
     if problems:
         raise ValueError(f"{where}: " + " ".join(problems))
+
+
+def check_recipe_fields(recipe: Any, loop: str, *, where: str = "this run") -> None:
+    """Refuse (ValueError, before the model loads) a recipe field that is set (not None) and that ``loop`` does
+    not apply (:data:`RECIPE_FIELDS_IMPLEMENTED_BY`), naming the paths that apply it."""
+    if loop not in PATHS:
+        raise ValueError(f"loop {loop!r}: choose one of {', '.join(PATHS)}.")
+    for name, paths in RECIPE_FIELDS_IMPLEMENTED_BY.items():
+        if getattr(recipe, name, None) is not None and loop not in paths:
+            others = " or ".join(f"--loop {p}" for p in paths)
+            raise ValueError(
+                f"{where}: {name}: the {loop} path does not implement {name}; {others} does. "
+                f"Use {others}, or drop it (--set {name}=null)."
+            )
 
 
 def applied_settings(training: Mapping[str, Any], path_config: Any) -> dict[str, Any]:

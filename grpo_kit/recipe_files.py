@@ -18,6 +18,7 @@ data and your own reward functions:
       - {name: length_reward, weight: 0.5, kwargs: {ideal_length: 50}}
     lora: {r: 8}                          # null / false: full fine-tuning
     training: {learning_rate: 1.0e-4, max_steps: 40}   # GRPOConfig names
+    warmup_sft: {dataset: sft_rows.jsonl, steps: 30}     # optional: SFT first (recipe_schema.WarmupSFT)
 
 ``dataset`` as text: a loader name of ``grpo_kit.recipe_schema.DATASET_LOADERS`` (a shipped recipe's), else your rows
 (``datasets_prep.load_prompts``, loader ``"prompts"``). Relative paths (data, reward files, a model folder or
@@ -41,7 +42,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from grpo_kit.recipe_schema import DATASET_LOADERS, LoraSettings, Recipe, RewardSpec, UnslothSettings
+from grpo_kit.recipe_schema import (
+    DATASET_LOADERS,
+    LoraSettings,
+    Recipe,
+    RewardSpec,
+    UnslothSettings,
+    WarmupSFT,
+)
 from grpo_kit.reward_specs import REWARD_MODEL_PREFIX, RewardImportError, is_user_reward
 
 __all__ = [
@@ -303,6 +311,8 @@ def _fields(data: dict[str, Any], where: str, base_dir: Path, default_name: str)
                 )
         elif key == "unsloth":
             fields["unsloth"] = UnslothSettings(**_table(value, where, key))
+        elif key == "warmup_sft":
+            fields["warmup_sft"] = _warmup_sft(value, where, base_dir)
         elif key in _RECIPE_KEYS:
             fields[key] = value
         elif key in training_names:
@@ -507,6 +517,29 @@ def _lora(lora: dict[str, Any], where: str) -> LoraSettings | None:
         ) from None
 
 
+def _warmup_sft(value: Any, where: str, base_dir: Path) -> WarmupSFT | None:
+    """``warmup_sft:`` -> :class:`WarmupSFT` (null / false: none); a .jsonl path relative to the recipe file is
+    stored absolute, and a missing one refused here."""
+    if value in (None, False):
+        return None
+    table = _table(value, where, "warmup_sft")
+    known = [f.name for f in dataclasses.fields(WarmupSFT)]
+    unknown = sorted(set(table) - set(known))
+    if unknown:
+        raise RecipeFileError(
+            f"{where}: warmup_sft: unknown key {unknown[0]!r}; its keys are {', '.join(known)}."
+        )
+    dataset = table.get("dataset")
+    if isinstance(dataset, str) and dataset.endswith(".jsonl"):
+        local = _resolve(dataset, base_dir)
+        if not local.is_file():
+            raise RecipeFileError(
+                f"{where}: warmup_sft.dataset: no such file {local}; fix the path (relative to the recipe file)."
+            )
+        table["dataset"] = str(local)
+    return WarmupSFT(**table)
+
+
 def _check_rewards(recipe: Recipe, where: str) -> None:
     """Every reward name resolves: a ``rewards`` export, or a user function imported now and held to the
     contract (``rewards.check_reward_funcs``); reward models are checked where they load."""
@@ -555,10 +588,8 @@ def recipe_to_dict(recipe: Recipe) -> dict[str, Any]:
         value = getattr(recipe, f.name)
         if f.name == "rewards":
             value = [{"name": s.name, "weight": s.weight, "kwargs": _plain(s.kwargs)} for s in value]
-        elif f.name == "lora":
+        elif f.name in ("lora", "unsloth", "warmup_sft"):
             value = None if value is None else _plain(dataclasses.asdict(value))
-        elif f.name == "unsloth":
-            value = _plain(dataclasses.asdict(value))
         elif f.name == "dataset" and value == "prompts":
             value = "prompts"
         data[f.name] = _plain(value)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from datasets_prep.gsm8k import check_worked_example
+from datasets_prep.sft_rows import SFT_DATASETS
 from datasets_prep.shipped import TRANSFER_SETS
 from grpo_kit.environments import check_environment_names
 from grpo_kit.reward_specs import REWARD_MODEL_PREFIX, RewardSpec
@@ -45,6 +46,7 @@ __all__ = [
     "Recipe",
     "RewardSpec",
     "UnslothSettings",
+    "WarmupSFT",
     "apply_overrides",
 ]
 
@@ -128,6 +130,61 @@ class UnslothSettings:
 
 
 @dataclass(frozen=True)
+class WarmupSFT:
+    """A supervised warm-up before GRPO (the Unsloth GRPO notebooks' "pre fine-tuning for formatting"): a few
+    steps of SFT on prompt-completion rows, on the same (LoRA) model, then GRPO from the result
+    (``grpo_kit.sft_warmup``: TRL's ``SFTTrainer`` on the TRL path, a plain masked cross-entropy step on the
+    standalone loop; the loss is on the completion tokens only).
+
+    dataset: a built-in set (``datasets_prep.sft_rows.SFT_DATASETS``: "gsm8k-worked", 300 worked GSM8K
+        solutions in the course's format) or a local ``.jsonl`` file (a recipe file's path, relative to it).
+    columns: the file's column for ``prompt`` and for ``completion`` (``{"prompt": "question"}``); default {}:
+        the columns are named ``prompt`` and ``completion``. Both text, or both chat messages.
+    steps: optimizer steps (>= 1), each on ``batch_size`` rows taken in a seeded shuffled order, epoch after
+        epoch. Default 30.
+    learning_rate: AdamW's learning rate, constant (> 0, at most 1). Default 2e-4 (LoRA).
+    batch_size: rows per step (>= 1). Default 8.
+    rows: use the first this many rows of the set (>= 1), None: all. Default None.
+    max_length: prompt + completion tokens kept per row (>= 16); a longer row is cut at the end. Default 512.
+    """
+
+    dataset: str = "gsm8k-worked"
+    columns: Mapping[str, str] = field(default_factory=dict)
+    steps: int = 30
+    learning_rate: float = 2e-4
+    batch_size: int = 8
+    rows: int | None = None
+    max_length: int = 512
+
+    def __post_init__(self):
+        where = "warmup_sft"
+        if not isinstance(self.dataset, str) or not (
+            self.dataset in SFT_DATASETS or self.dataset.endswith(".jsonl")
+        ):
+            raise ValueError(
+                f"{where}.dataset={self.dataset!r}: name a built-in set ({', '.join(SFT_DATASETS)}) or a "
+                ".jsonl file of prompt-completion rows."
+            )
+        if not isinstance(self.columns, Mapping) or not all(
+            k in ("prompt", "completion") and isinstance(v, str) and v for k, v in self.columns.items()
+        ):
+            raise ValueError(
+                f"{where}.columns={self.columns!r}: map 'prompt' and/or 'completion' to column names, e.g. "
+                "{prompt: question, completion: solution}."
+            )
+        for name, minimum in (("steps", 1), ("batch_size", 1), ("max_length", 16)):
+            if not _is_int_at_least(getattr(self, name), minimum):
+                raise ValueError(f"{where}.{name}={getattr(self, name)!r}: must be an int >= {minimum}.")
+        if self.rows is not None and not _is_int_at_least(self.rows, 1):
+            raise ValueError(
+                f"{where}.rows={self.rows!r}: must be an int >= 1 (the first rows used), or null for all."
+            )
+        lr = self.learning_rate
+        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr <= 1:
+            raise ValueError(f"{where}.learning_rate={lr!r}: must be a number in (0, 1], e.g. 2e-4.")
+
+
+@dataclass(frozen=True)
 class Recipe:
     """A named GRPO configuration.
 
@@ -184,6 +241,9 @@ class Recipe:
     measures: what the reward and the held-out headline metric measure, and what they do not, in plain
         words; the report card (report.md, report_card.png) prints it next to the verdict so that
         "improved" is read as what it is. Default "": nothing is claimed.
+    warmup_sft: a supervised warm-up (:class:`WarmupSFT`) run after the evaluation before training and before
+        GRPO, on the standalone loop and the TRL path (the Unsloth path refuses it before the model loads);
+        the held-out rows are evaluated after it too (the report's "SFT only" column). Default None: none.
     """
 
     name: str
@@ -208,6 +268,7 @@ class Recipe:
     summary: str = ""
     measures: str = ""
     trainable_parts: tuple[str, ...] = ()
+    warmup_sft: WarmupSFT | None = None
 
     @property
     def one_line(self) -> str:
@@ -284,6 +345,11 @@ class Recipe:
             raise ValueError(
                 f"recipe {self.name!r}: trainable_parts {list(self.trainable_parts)} and lora={self.lora!r} disagree; "
                 "with 'lm_lora' give lora=LoraSettings(...), without it lora=None."
+            )
+        if self.warmup_sft is not None and not isinstance(self.warmup_sft, WarmupSFT):
+            raise ValueError(
+                f"recipe {self.name!r}: warmup_sft must be a WarmupSFT(dataset=..., steps=...) or None, "
+                f"got {self.warmup_sft!r}."
             )
         check_tool_names(self.tools, self.tool_template, where=f"recipe {self.name!r}")
         check_environment_names(self.environment, where=f"recipe {self.name!r}")
@@ -404,6 +470,10 @@ def apply_overrides(recipe: Recipe, overrides: Mapping[str, Any]) -> Recipe:
         recipe_changes["lora"] = dataclasses.replace(recipe.lora or LoraSettings(), **recipe_changes["lora"])
     if isinstance(recipe_changes.get("unsloth"), Mapping):
         recipe_changes["unsloth"] = dataclasses.replace(recipe.unsloth, **recipe_changes["unsloth"])
+    if isinstance(recipe_changes.get("warmup_sft"), Mapping):
+        recipe_changes["warmup_sft"] = dataclasses.replace(
+            recipe.warmup_sft or WarmupSFT(), **recipe_changes["warmup_sft"]
+        )
     if "rewards" in recipe_changes:
         recipe_changes["rewards"] = tuple(
             RewardSpec(r) if isinstance(r, str) else r for r in recipe_changes["rewards"]

@@ -35,7 +35,7 @@ ROOMS: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("rollouts", ("generation", "scoring", "tool_rollout", "vllm_generation")),
     ("evaluation", ("evaluation",)),
-    ("trainers", ("loop", "loop_plumbing", "run_context", "trainer_builder", "trainer_run", "trl_path", "unsloth_path")),
+    ("trainers", ("loop", "loop_plumbing", "run_context", "sft_warmup", "trainer_builder", "trainer_run", "trl_path", "unsloth_path")),
     ("export", ("export",)),
     ("runs", ("runs",)),
     ("front doors", ("cli", "lesson_helpers", "lesson_runs", "loss_demo", "entropy_demo", "doctor")),

@@ -71,8 +71,10 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
             )
         if "." in key:
             head, _, field = key.partition(".")
-            if head not in ("lora", "unsloth"):
-                raise UsageError(f"dotted --set keys exist for lora.* and unsloth.* only, got {key!r}.")
+            if head not in ("lora", "unsloth", "warmup_sft"):
+                raise UsageError(
+                    f"dotted --set keys exist for lora.*, unsloth.* and warmup_sft.* only, got {key!r}."
+                )
             overrides.setdefault(head, {})[field] = parse_value(value)
         else:
             overrides[key] = parse_value(value)

@@ -72,6 +72,7 @@ class RunFacts:
     lora: dict[str, Any] | None = None
     training: dict[str, Any] = field(default_factory=dict)
     evaluation: dict[str, Any] | None = None  # eval.json
+    warmup_sft: dict[str, Any] | None = None  # run.json "warmup_sft": the SFT stage before GRPO
     reward_curve: Path | None = None
 
     @property
@@ -137,6 +138,7 @@ def read_run_facts(
         lora=recipe.get("lora"),
         training=dict(summary.get("training") or recipe.get("training") or {}),
         evaluation=_read_json(run_dir / "eval.json"),
+        warmup_sft=summary.get("warmup_sft") if isinstance(summary.get("warmup_sft"), dict) else None,
         reward_curve=curve if curve.is_file() else None,
     )
 
@@ -305,6 +307,8 @@ def build_model_card(
             lines.append(f"| {key} | `{_cell(facts.training[key])}` |")
     if facts.lora:
         lines.append(f"| LoRA | {_cell(', '.join(f'{k}={v}' for k, v in facts.lora.items()))} |")
+    if facts.warmup_sft:
+        lines.append(f"| SFT warm-up before GRPO | {_warmup_text(facts.warmup_sft)} |")
     if facts.description:
         lines += ["", f"The recipe: {_cell(facts.description)}"]
     lines += ["", "## Held-out evaluation (before / after training)", "", *held_out_table(facts.evaluation)]
@@ -316,6 +320,21 @@ def build_model_card(
     lines += ["", "## Use", "", *_usage(kind, repo_id or "path/to/this/folder", base, gguf_files)]
     content = f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(lines) + "\n"
     return ModelCard(content)
+
+
+def _warmup_text(warmup: Mapping[str, Any]) -> str:
+    """run.json's ``warmup_sft`` in one table cell: what ran, and the held-out headline after SFT alone."""
+    if not warmup.get("ran"):
+        return _cell(warmup.get("reason") or "not run")
+    text = (
+        f"{warmup.get('steps')} steps of {_cell(warmup.get('path'))} at learning rate {warmup.get('learning_rate')} "
+        f"on {warmup.get('rows')} rows of `{_cell(warmup.get('dataset'))}`, loss {_num(warmup.get('first_loss'))} "
+        f"-> {_num(warmup.get('last_loss'))}"
+    )
+    for key, label in (("evaluation", "held-out, SFT only"), ("grpo_added", "what GRPO added")):
+        if isinstance(warmup.get(key), Mapping) and warmup[key].get("headline"):
+            text += f"; {label}: {_cell(warmup[key]['headline'])}"
+    return text
 
 
 def _dataset_text(facts: RunFacts, hub_id: str | None) -> str:

@@ -332,6 +332,13 @@ def execute(
     )
     transfer_before = _transfer_evaluation("before", recipe, model, tokenizer, reward_funcs, transfer, status)
     eval_seconds = time.perf_counter() - eval_started
+    warmup = None
+    if recipe.warmup_sft is not None:  # SFT first, on the same model (grpo_kit.runs.warmup), then GRPO
+        from grpo_kit.runs.warmup import warmup_stage
+
+        plan.phase = "SFT warm-up"
+        warmup = warmup_stage(plan, model, tokenizer, reward_funcs, rows[:n_eval], transfer, status)
+        eval_seconds += warmup.eval_seconds
 
     during = None
     if eval_every is not None:  # the same rows, decoding and scoring as eval_before, every eval_every steps
@@ -389,6 +396,11 @@ def execute(
                 "description": TRANSFER_SETS[recipe.transfer_eval].description,
                 **evaluation_summary(transfer_before, transfer_after, files),
             }
+        if warmup is not None:  # report.md: base | SFT only | SFT + GRPO
+            label = transfer_label(recipe.transfer_eval) if second is not None else None
+            warmup.append_to_report(
+                plan.output_dir, eval_before, eval_after, label, transfer_before, transfer_after
+            )
     eval_seconds += time.perf_counter() - eval_started
     plan.phase = "export"
     with status("exports…"):
@@ -478,6 +490,10 @@ def execute(
         summary["transfer_evaluation"] = transfer_evaluation
     if curve is not None:
         summary["evaluation_during_training"] = curve
+    if warmup is not None:
+        summary["warmup_sft"] = warmup.summary(
+            evaluation_summary, eval_before, eval_after, transfer_before, transfer_after
+        )
     if gguf_error is not None:
         summary["gguf_error"] = f"{type(gguf_error).__name__}: {' '.join(str(gguf_error).split())}"
     RunFolder(plan.output_dir).write_summary(summary)

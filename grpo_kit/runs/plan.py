@@ -125,7 +125,7 @@ def resolve_run_dir(recipe_name: str, output_dir: str | Path | None, resume: Any
 def _path_config(recipe: Recipe, loop: str, output_dir: Path, resume: Any) -> tuple[Any, Any]:
     """Every check the chosen path makes before a model is loaded, once. Returns (the path's config, the one
     that trains; the training rows the environments were played on, or None: the recipe has none)."""
-    from grpo_kit.path_settings import check_path_settings
+    from grpo_kit.path_settings import check_path_settings, check_recipe_fields
 
     if loop == "standalone":
         if recipe.training.get(
@@ -160,6 +160,7 @@ def _path_config(recipe: Recipe, loop: str, output_dir: Path, resume: Any) -> tu
         refuse_guided_sampling(recipe, path="TRL" if loop == "trl" else "Unsloth")
     # A setting the path would drop is refused here, naming the path that applies it (path_settings).
     check_path_settings(recipe.training, loop, where=f"recipe {recipe.name!r}")
+    check_recipe_fields(recipe, loop, where=f"recipe {recipe.name!r}")  # warmup_sft: standalone and trl
     if loop == "standalone":
         with warnings.catch_warnings():
             # what is left of the fields only TRL has is what the loop does anyway (path_settings.LOOP_BEHAVES_AS)

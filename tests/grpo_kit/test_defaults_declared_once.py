@@ -53,6 +53,7 @@ NOT_DEFAULTS = {
     ("recipes.py", "_LESSON_VARIANTS"): "the catalogue: each lesson's own values",
     ("recipes.py", "<module>"): "the catalogue: values of the recipes built by _variant(...)",
     ("recipe_files.py", "TRL_KEYS"): "a table of TRL's keys and their meaning, not values",
+    ("recipe_schema.py", "WarmupSFT"): "learning_rate: the SFT warm-up's own (before GRPO), not GRPO's",
     (
         "recipe_files.py",
         "_held_out",

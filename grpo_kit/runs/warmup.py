@@ -1,0 +1,118 @@
+"""The SFT warm-up stage of a run (a recipe's ``warmup_sft``), between the evaluation before training and GRPO:
+``grpo_kit.sft_warmup`` trains (TRL's SFTTrainer | the loop's plain SFT step), then the held-out rows and the
+second set are evaluated again by the same ``evaluate_held_out`` (the "SFT only" column). A resumed run does
+not run it again (its GRPO checkpoint holds the warm-up's weights) and has no "SFT only" column.
+
+``grpo_kit.runs.execution.execute`` calls :func:`warmup_stage` and, once GRPO is evaluated,
+:meth:`WarmupStage.summary` (``run.json["warmup_sft"]``) and :meth:`WarmupStage.append_to_report` (report.md).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grpo_kit.runs.held_out import evaluate_held_out
+from grpo_kit.settings import training_value
+
+__all__ = ["WarmupStage", "warmup_stage"]
+
+
+@dataclass
+class WarmupStage:
+    """What the warm-up did: its record, the evaluations after it (None when it did not run or evaluation is
+    off) and the seconds they took."""
+
+    record: dict[str, Any]
+    evaluation: Any = None
+    transfer: Any = None
+    eval_seconds: float = 0.0
+
+    def summary(
+        self,
+        summarize: Callable[..., dict],
+        before: Any,
+        after: Any,
+        transfer_before: Any = None,
+        transfer_after: Any = None,
+    ) -> dict[str, Any]:
+        """``run.json["warmup_sft"]``: the record, plus (when it ran and was evaluated) ``evaluation``: base ->
+        SFT only, ``grpo_added``: SFT only -> SFT + GRPO, and the same two for the second set
+        (``transfer_evaluation``, ``transfer_grpo_added``); ``summarize`` is execution's evaluation_summary."""
+        out = dict(self.record)
+        if self.evaluation is not None and before is not None and after is not None:
+            out["evaluation"] = summarize(before, self.evaluation)
+            out["grpo_added"] = summarize(self.evaluation, after)
+        if self.transfer is not None and transfer_before is not None and transfer_after is not None:
+            out["transfer_evaluation"] = summarize(transfer_before, self.transfer)
+            out["transfer_grpo_added"] = summarize(self.transfer, transfer_after)
+        return out
+
+    def append_to_report(
+        self,
+        run_dir: Path,
+        before: Any,
+        after: Any,
+        transfer_label: str | None = None,
+        transfer_before: Any = None,
+        transfer_after: Any = None,
+    ) -> None:
+        """Add the three-column section (base | SFT only | SFT + GRPO) to ``<run>/report.md``."""
+        if self.evaluation is None or before is None or after is None:
+            return
+        from grpo_kit.paths import write_atomic
+        from grpo_kit.sft_warmup import report_section
+
+        sets = [("held-out", before, self.evaluation, after)]
+        if self.transfer is not None and transfer_before is not None and transfer_after is not None:
+            sets.append(
+                (
+                    transfer_label or "held-out, written differently",
+                    transfer_before,
+                    self.transfer,
+                    transfer_after,
+                )
+            )
+        report = Path(run_dir) / "report.md"
+        text = report.read_text(encoding="utf-8") if report.is_file() else ""
+        write_atomic(report, text + report_section(self.record, sets))
+
+
+def warmup_stage(
+    plan: Any, model: Any, tokenizer: Any, reward_funcs: list, rows: list, transfer: list, status: Callable
+) -> WarmupStage:
+    """Run the plan's warm-up on ``model`` (in place), then evaluate ``rows`` and ``transfer`` after it; on a
+    resumed run, only say it was not run again."""
+    from grpo_kit import sft_warmup
+
+    recipe = plan.recipe
+    if plan.resume is not None:
+        return WarmupStage(sft_warmup.skipped_on_resume(recipe, plan.resume))
+    with status(f"SFT warm-up: {recipe.warmup_sft.steps} steps…"):
+        record = sft_warmup.run_warmup(
+            recipe,
+            model,
+            tokenizer,
+            loop=plan.loop,
+            run_dir=plan.output_dir,
+            seed=int(training_value(recipe.training, "seed")),
+            bf16=bool(getattr(plan.path_config, "bf16", False)) if plan.loop == "trl" else False,
+        )
+    started = time.perf_counter()
+    evaluation = second = None
+    if rows:
+        with status(f"evaluating {len(rows)} held-out prompts after the SFT warm-up…"):
+            evaluation = evaluate_held_out(
+                recipe, model, tokenizer, reward_funcs, rows, k=recipe.eval_samples
+            )
+    if transfer:
+        with status(
+            f"evaluating {len(transfer)} held-out prompts written differently after the SFT warm-up…"
+        ):
+            second = evaluate_held_out(
+                recipe, model, tokenizer, reward_funcs, transfer, k=recipe.eval_samples
+            )
+    return WarmupStage(record, evaluation, second, time.perf_counter() - started)
