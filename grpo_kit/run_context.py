@@ -461,7 +461,8 @@ class RunContext:
             "prompts_seen": snapshot["prompts_seen"],
             "num_input_tokens_seen": snapshot["num_input_tokens_seen"],
             "log_history": state.log_history,
-            "config": {f.name: getattr(config, f.name) for f in fields(config)},
+            # every field, JSON-safe (resume_from_checkpoint may be a Path: --resume <run>/checkpoint-N)
+            "config": {f.name: jsonable_config(getattr(config, f.name)) for f in fields(config)},
         }
         if snapshot.get("entropy_control") is not None:  # TRL keeps it in entropy_ctrl_state.json
             trainer_state["entropy_control"] = snapshot["entropy_control"]

@@ -244,3 +244,23 @@ def test_the_report_card_and_the_live_curve_draw_the_held_out_curve_beside_the_t
     figure = live.figure()
     drawn = [line for ax in figure.axes for line in ax.get_lines() if "held-out" in line.get_label()]
     assert len(drawn) == 1 and list(drawn[0].get_ydata()) == [0.5, 1.0]
+
+
+def test_the_loop_resumes_from_a_checkpoint_folder_named_and_keeps_evaluating(tmp_path, monkeypatch):
+    """``--resume <run>/checkpoint-N`` on the loop (the checkpoint it then writes once failed on the Path in its
+    config), with the held-out evaluation every 2 steps continuing after the resume."""
+    monkeypatch.chdir(tmp_path)
+    argv = [
+        "train", "--set", "model=tiny", "--set", "max_completion_length=8", "--set", "save_steps=1",
+        "--set", "eval_steps=2", "--eval-prompts", "2", "--samples", "1", "--no-merge", "--output-dir", "run",
+    ]  # fmt: skip
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main([*argv, "--max-steps", "2"]) == 0
+        first = _records(tmp_path / "run")
+        assert main([*argv, "--max-steps", "2", "--resume", "run/checkpoint-1"]) == 0
+    again = _records(tmp_path / "run")
+    evals = [r["step"] for r in again if "eval/reward" in r]
+    assert evals == [2]  # step 2 evaluated again after the resume, once; the older record dropped
+    assert [r["step"] for r in again if "loss" in r] == [r["step"] for r in first if "loss" in r] == [1, 2]
+    summary = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert [p["step"] for p in summary["evaluation_during_training"]["points"]] == [0, 2]
