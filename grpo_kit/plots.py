@@ -148,7 +148,7 @@ def _draw_held_out(
                 label=f"best (step {best_step})",
             )
     right.set_ylabel(f"held-out: {unit}", color="tab:green")
-    right.legend(fontsize="x-small", loc="lower right")
+    right.legend(fontsize="x-small", loc="center right")  # the reward legend takes a lower corner
 
 
 def _whole_step_ticks(ax) -> None:
