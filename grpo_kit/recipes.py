@@ -35,6 +35,7 @@ from grpo_kit.recipe_schema import (
     WarmupSFT,
     apply_overrides,
 )
+from grpo_kit.settings import EVALUATION_SCHEDULE
 
 __all__ = [
     "CURRICULUM_KWARGS",
@@ -553,7 +554,7 @@ def _variant(
     (importing the catalogue stays free of TRL). The base's evaluation during training (``eval_steps``) is not
     inherited: a lesson trains through ``trl_path.train`` and evaluates in its own cells, before and after."""
     recipe = RECIPES[base]
-    inherited = {k: v for k, v in recipe.training.items() if k not in ("eval_steps", "eval_strategy")}
+    inherited = {k: v for k, v in recipe.training.items() if k not in EVALUATION_SCHEDULE}
     return dataclasses.replace(
         recipe,
         name=name,

@@ -43,6 +43,7 @@ from grpo_kit.reporting import check_report_to  # the report_to rule lives with 
 
 __all__ = [
     "DEPRECATED_TRAINING_FIELDS",
+    "EVALUATION_SCHEDULE",
     "EVAL_STRATEGIES",
     "GRPO_DEFAULTS",
     "GRPO_KIT_DEFAULTS",
@@ -440,6 +441,8 @@ def warn_deprecated_fields(training: Mapping[str, Any], *, where: str = "trainin
             )
 
 
+#: The training fields that schedule the held-out evaluation during training (:func:`evaluation_interval`).
+EVALUATION_SCHEDULE = ("eval_strategy", "eval_steps")
 #: The evaluation schedules grpo-kit runs (TRL's ``eval_strategy`` values it applies): "no", or every N steps.
 EVAL_STRATEGIES = ("no", "steps")
 #: TRL settings of its own sampled evaluation, which grpo-kit's held-out evaluation during training replaces

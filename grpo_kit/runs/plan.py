@@ -289,10 +289,11 @@ def plan_run(
 
 def without_evaluation_during_training(recipe: Recipe) -> Recipe:
     """``recipe`` without ``eval_steps`` / ``eval_strategy`` (itself when it has neither)."""
-    scheduling = ("eval_steps", "eval_strategy")
-    if not any(name in recipe.training for name in scheduling):
+    from grpo_kit.settings import EVALUATION_SCHEDULE
+
+    if not any(name in recipe.training for name in EVALUATION_SCHEDULE):
         return recipe
-    return recipe.replace(training={k: v for k, v in recipe.training.items() if k not in scheduling})
+    return recipe.replace(training={k: v for k, v in recipe.training.items() if k not in EVALUATION_SCHEDULE})
 
 
 def _resolve_invocation(
