@@ -113,9 +113,14 @@ def cmd_train(args, console) -> int:
         if not isinstance(error, runs.PreflightNoGo) and not isinstance(error.__cause__, runs.PreflightNoGo):
             raise
         _remove_if_empty(output_dir)
+        kept = (
+            f" {markup_safe(output_dir)} keeps the evaluation before training and the SFT warm-up's losses."
+            if output_dir.exists()
+            else ""
+        )
         console.print(
             "[red]Not training[/]: pre-flight says no-go (findings above). Apply a fix, or train anyway "
-            "with --force."
+            f"with --force.{kept}"
         )
         return EXIT_NO_GO
     result = outcome.result
@@ -313,7 +318,35 @@ def cmd_preflight(args, console) -> int:
         model, tokenizer = runs.load_model(plan.recipe)
         dataset = runs.training_dataset(plan.recipe)  # less the held-out rows
         funcs = plan.recipe.build_reward_funcs(tokenizer)
+    if plan.recipe.warmup_sft is not None:  # GRPO starts from the model after the warm-up: check that one
+        _warm_up_for_preflight(plan, model, tokenizer, console)
     with console.status(f"sampling completions for {args.num_prompts} prompts…"):
         report = runs.preflight_check(plan, model, tokenizer, dataset, funcs, num_prompts=args.num_prompts)
     _print_preflight(console, report)
     return 0 if report.go else EXIT_NO_GO
+
+
+def _warm_up_for_preflight(plan, model, tokenizer, console) -> None:
+    """Run the recipe's SFT warm-up on ``model`` in a temporary folder (removed after), so pre-flight samples the
+    model GRPO would start from; one line says so, with its time."""
+    from grpo_kit import sft_warmup
+    from grpo_kit.settings import training_value
+
+    warmup = plan.recipe.warmup_sft
+    with (
+        tempfile.TemporaryDirectory(prefix="grpo-kit-preflight-sft-") as folder,
+        console.status(f"SFT warm-up first ({warmup.steps} steps): GRPO starts from its model…"),
+    ):
+        record = sft_warmup.run_warmup(
+            plan.recipe,
+            model,
+            tokenizer,
+            loop="trl" if plan.loop == "trl" else "standalone",
+            run_dir=Path(folder),
+            seed=int(training_value(plan.recipe.training, "seed")),
+            bf16=False,
+        )
+    console.print(
+        f"pre-flight samples the model after the recipe's SFT warm-up ({record['steps']} steps, "
+        f"{record['seconds']:.0f} s, loss {record['first_loss']:.2f} -> {record['last_loss']:.2f})."
+    )

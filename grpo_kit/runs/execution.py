@@ -16,7 +16,8 @@ built on the 16-bit base (``grpo_kit.export.save_merged``).
     outcome = execute(plan_run("smoltldr-length-small", overrides={"model": "tiny"}, max_steps=3))
 
 Two hooks are reserved for the preflight and evaluation rooms: ``execute(plan, preflight=fn, evaluate=fn)``
-calls ``preflight(plan, model, tokenizer, dataset, reward_funcs)`` before training and ``evaluate(plan,
+calls ``preflight(plan, model, tokenizer, dataset, reward_funcs)`` before training (after a recipe's SFT
+warm-up: it checks the model GRPO starts from) and ``evaluate(plan,
 model, tokenizer, reward_funcs)`` after it; a dict either returns lands in ``run.json`` under
 ``"preflight"`` / ``"evaluation"``.
 
@@ -322,8 +323,12 @@ def execute(
         columns = {k: [r[k] for r in rows[:samples]] for k in (rows[0] if rows else {}) if k != "prompt"}
         # the second held-out set, as many rows as the first (never a training prompt either)
         transfer = transfer_rows(recipe, n_eval, training=dataset)
+    # pre-flight samples the model GRPO starts from: with a warm-up, the model after it (below)
+    preflight_after_warmup = recipe.warmup_sft is not None and plan.resume is None
     plan.phase = "pre-flight"
-    checks = preflight(plan, model, tokenizer, dataset, reward_funcs) if preflight else None
+    checks = None
+    if preflight and not preflight_after_warmup:
+        checks = preflight(plan, model, tokenizer, dataset, reward_funcs)
     prepare_run_dir(plan)  # only now: a model, data or pre-flight failure leaves no folder behind
     plan.phase = "evaluation before training"
     eval_started = time.perf_counter()
@@ -339,6 +344,10 @@ def execute(
         plan.phase = "SFT warm-up"
         warmup = warmup_stage(plan, model, tokenizer, reward_funcs, rows[:n_eval], transfer, status)
         eval_seconds += warmup.eval_seconds
+        if preflight and preflight_after_warmup:
+            plan.phase = "pre-flight"
+            checks = preflight(plan, model, tokenizer, dataset, reward_funcs)
+            checks = {**checks, "sampled": "the model after the SFT warm-up"} if checks is not None else None
 
     during = None
     if eval_every is not None:  # the same rows, decoding and scoring as eval_before, every eval_every steps

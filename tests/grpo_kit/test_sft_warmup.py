@@ -313,3 +313,62 @@ def test_a_recipe_file_with_warmup_through_the_cli_trl(tmp_path):
     assert summary["warmup_sft"]["rows"] == 4 and summary["warmup_sft"]["dataset"] == str(
         tmp_path / "sft.jsonl"
     )
+
+
+# --- pre-flight checks the model GRPO starts from -------------------------------------------------------
+
+_TINY_WARMUP = [
+    "--set",
+    "model=tiny",
+    "--set",
+    "warmup_sft.steps=2",
+    "--set",
+    "warmup_sft.rows=4",
+    "--set",
+    "warmup_sft.batch_size=2",
+    "--set",
+    "max_completion_length=8",
+]
+
+
+def _lora_b_norm(model) -> float:
+    return float(sum(p.detach().abs().sum() for n, p in model.named_parameters() if "lora_B" in n))
+
+
+def test_train_preflight_samples_the_model_after_the_warm_up(tmp_path):
+    """LoRA's B matrices start at zero; the model pre-flight is handed already holds the warm-up's update."""
+    from grpo_kit import runs
+
+    plan = runs.plan_run(
+        "gsm8k-cpu-sft",
+        overrides={
+            "model": "tiny",
+            "warmup_sft": {"steps": 2, "rows": 4, "batch_size": 2},
+            "max_completion_length": 8,
+        },
+        max_steps=1,
+        output_dir=tmp_path / "run",
+    )
+    seen = []
+    real = runs.preflight_hook(force=True, num_prompts=2)
+
+    def recording(plan, model, tokenizer, dataset, reward_funcs):
+        seen.append(_lora_b_norm(model))
+        return real(plan, model, tokenizer, dataset, reward_funcs)
+
+    runs.execute(plan, samples=0, merge=False, preflight=recording, eval_prompts=0)
+    assert len(seen) == 1 and seen[0] > 0  # after the SFT steps, not the freshly loaded adapter (0)
+    summary = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert summary["preflight"]["sampled"] == "the model after the SFT warm-up"
+    assert summary["warmup_sft"]["ran"] is True
+
+
+def test_the_preflight_command_warms_up_first_and_leaves_nothing(tmp_path, capsys, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # every temporary folder under tmp_path
+    status = main(["preflight", "--recipe", "gsm8k-cpu-sft", *_TINY_WARMUP, "--num-prompts", "2"])
+    out = capsys.readouterr().out
+    assert status in (0, 1), out  # go (0) or no-go (1): the tiny random model may be either
+    assert "pre-flight samples the model after the recipe's SFT warm-up (2 steps" in " ".join(out.split())
+    assert list(tmp_path.iterdir()) == []  # the warm-up's folder is removed
