@@ -72,6 +72,10 @@ _GSM8K_REWARDS = (
     RewardSpec("int_reward", 1.0),
     RewardSpec("correctness_reward", 1.0),
 )
+# The course's five and calculation_reward (0.5: the reasoning shows a right calculation on a number of the
+# problem, 0.25: a wrong one): with the five alone, gsm8k-cpu-guided and gsm8k-cpu-sft learned to write one
+# number as their reasoning (docs/results.md).
+_GSM8K_REWARDS_WITH_WORK_SHOWN = (*_GSM8K_REWARDS, RewardSpec("calculation_reward", 1.0))
 
 # gsm8k-cpu's settings, which gsm8k-cpu-guided shares (see gsm8k-cpu's description for each value's reason).
 _GSM8K_CPU_TRAINING = {
@@ -310,7 +314,7 @@ _RECIPE_LIST = [
         dataset_size=80,
         dataset_kwargs={"worked_example": True, "worked_example_fade": 64, "worked_example_guides": True},
         transfer_eval="gsm8k-handwritten",
-        rewards=(*_GSM8K_REWARDS, RewardSpec("calculation_reward", 1.0)),
+        rewards=_GSM8K_REWARDS_WITH_WORK_SHOWN,
         lora=LoraSettings(r=16, lora_alpha=32, target_modules="all-linear"),
         training=dict(_GSM8K_CPU_TRAINING),
     ),
@@ -327,7 +331,10 @@ _RECIPE_LIST = [
             "synthetic GSM8K problems of another seed, none of them a training, held-out or gsm8k-handwritten "
             "problem, asked with the system prompt alone and answered '<reasoning> the calculation </reasoning> "
             "<answer> N </answer>'), then gsm8k-cpu's GRPO with the course's system prompt alone: no worked "
-            "example in any prompt (load_gsm8k(worked_example=False)), no fade, no guided sampling. Why: from "
+            "example in any prompt (load_gsm8k(worked_example=False)), no fade, no guided sampling, and "
+            "gsm8k-cpu-guided's sixth reward, calculation_reward (with the course's five alone, the TRL path's "
+            "seed 42 learned to write one number as its reasoning: flagged 'reasoning of 2 words or fewer' "
+            "0% -> 100%, accuracy after SFT 20% -> 0% after GRPO). Why the warm-up: from "
             "the system prompt alone the 135M model writes the tags for no problem, so GRPO has no signal; after "
             "the warm-up it writes the layout, the groups differ, and GRPO has something to reinforce. The held-out "
             "rows and gsm8k-handwritten are both asked without the example; the report card's extra table shows "
@@ -342,7 +349,7 @@ _RECIPE_LIST = [
         dataset_size=80,
         dataset_kwargs={"worked_example": False},
         transfer_eval="gsm8k-handwritten",
-        rewards=_GSM8K_REWARDS,
+        rewards=_GSM8K_REWARDS_WITH_WORK_SHOWN,
         lora=LoraSettings(r=16, lora_alpha=32, target_modules="all-linear"),
         training=dict(_GSM8K_CPU_TRAINING),
         warmup_sft=WarmupSFT(dataset="gsm8k-worked", steps=40, learning_rate=2e-4, batch_size=8),

@@ -359,6 +359,7 @@ def test_every_shipped_recipe_written_as_a_file_reads_back_equal(tmp_path, capsy
 
 
 OWN_TASK = Path(__file__).resolve().parents[2] / "docs" / "own_task.md"  # the README's "Your own task", moved
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def test_readme_as_yaml_line_writes_a_file_that_trains_as_the_recipe(tmp_path):
@@ -444,6 +445,7 @@ def test_readme_new_task_trains_on_the_embedded_model_as_written(tmp_path):
     the embedded SmolLM2-135M on CPU; then the scaffold README's own three commands, as written."""
     command = _readme_line(OWN_TASK, "grpo-kit new demo")
     assert command == "grpo-kit new demo && cd demo && grpo-kit train --config demo.yaml"
+    assert f"`{command}`" in README.read_text(encoding="utf-8")  # the README shows the same line
     done = _shell(command, tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (run,) = (tmp_path / "demo" / "outputs").iterdir()
