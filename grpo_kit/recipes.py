@@ -325,8 +325,8 @@ _RECIPE_LIST = [
         description=(
             "gsm8k-cpu with the Unsloth GRPO notebooks' 'pre fine-tuning for formatting' step instead of the "
             "worked example: first a short SFT warm-up (warmup_sft: 40 steps of 8 rows at lr 2e-4, constant, on "
-            "the same LoRA adapter; the loss on the answer's tokens only; 739 s with one thread on a loaded 2-core "
-            "machine, not yet timed on a quiet one) on 300 "
+            "the same LoRA adapter; the loss on the answer's tokens only; 6-13 min with one thread, two runs sharing 2 cores) "
+            "on 300 "
             "synthetic worked solutions in the course's format (datasets_prep.sft_rows, 'gsm8k-worked': "
             "synthetic GSM8K problems of another seed, none of them a training, held-out or gsm8k-handwritten "
             "problem, asked with the system prompt alone and answered '<reasoning> the calculation </reasoning> "
