@@ -115,7 +115,7 @@ def cmd_train(args, console) -> int:
         _remove_if_empty(output_dir)
         kept = (
             f" {markup_safe(output_dir)} keeps the evaluation before training and the SFT warm-up's losses."
-            if output_dir.exists()
+            if plan.recipe.warmup_sft is not None and plan.resume is None and output_dir.exists()
             else ""
         )
         console.print(
@@ -329,23 +329,15 @@ def cmd_preflight(args, console) -> int:
 def _warm_up_for_preflight(plan, model, tokenizer, console) -> None:
     """Run the recipe's SFT warm-up on ``model`` in a temporary folder (removed after), so pre-flight samples the
     model GRPO would start from; one line says so, with its time."""
-    from grpo_kit import sft_warmup
-    from grpo_kit.settings import training_value
+    from grpo_kit.runs.warmup import train_warmup
 
-    warmup = plan.recipe.warmup_sft
     with (
         tempfile.TemporaryDirectory(prefix="grpo-kit-preflight-sft-") as folder,
-        console.status(f"SFT warm-up first ({warmup.steps} steps): GRPO starts from its model…"),
+        console.status(
+            f"SFT warm-up first ({plan.recipe.warmup_sft.steps} steps): GRPO starts from its model…"
+        ),
     ):
-        record = sft_warmup.run_warmup(
-            plan.recipe,
-            model,
-            tokenizer,
-            loop="trl" if plan.loop == "trl" else "standalone",
-            run_dir=Path(folder),
-            seed=int(training_value(plan.recipe.training, "seed")),
-            bf16=False,
-        )
+        record = train_warmup(plan, model, tokenizer, Path(folder))
     console.print(
         f"pre-flight samples the model after the recipe's SFT warm-up ({record['steps']} steps, "
         f"{record['seconds']:.0f} s, loss {record['first_loss']:.2f} -> {record['last_loss']:.2f})."

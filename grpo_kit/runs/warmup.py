@@ -18,7 +18,7 @@ from typing import Any
 from grpo_kit.runs.held_out import evaluate_held_out
 from grpo_kit.settings import training_value
 
-__all__ = ["WarmupStage", "warmup_stage"]
+__all__ = ["WarmupStage", "train_warmup", "warmup_stage"]
 
 
 @dataclass
@@ -81,6 +81,23 @@ class WarmupStage:
         write_atomic(report, text + report_section(self.record, sets))
 
 
+def train_warmup(plan: Any, model: Any, tokenizer: Any, folder: Path) -> dict[str, Any]:
+    """``grpo_kit.sft_warmup.run_warmup`` with the plan's path, seed and precision, its files under ``folder``;
+    returns the stage's record (what ``run.json["warmup_sft"]`` holds)."""
+    from grpo_kit import sft_warmup
+
+    recipe = plan.recipe
+    return sft_warmup.run_warmup(
+        recipe,
+        model,
+        tokenizer,
+        loop=plan.loop,
+        run_dir=folder,
+        seed=int(training_value(recipe.training, "seed")),
+        bf16=bool(getattr(plan.path_config, "bf16", False)) if plan.loop == "trl" else False,
+    )
+
+
 def warmup_stage(
     plan: Any, model: Any, tokenizer: Any, reward_funcs: list, rows: list, transfer: list, status: Callable
 ) -> WarmupStage:
@@ -92,15 +109,7 @@ def warmup_stage(
     if plan.resume is not None:
         return WarmupStage(sft_warmup.skipped_on_resume(recipe, plan.resume))
     with status(f"SFT warm-up: {recipe.warmup_sft.steps} steps…"):
-        record = sft_warmup.run_warmup(
-            recipe,
-            model,
-            tokenizer,
-            loop=plan.loop,
-            run_dir=plan.output_dir,
-            seed=int(training_value(recipe.training, "seed")),
-            bf16=bool(getattr(plan.path_config, "bf16", False)) if plan.loop == "trl" else False,
-        )
+        record = train_warmup(plan, model, tokenizer, plan.output_dir)
     started = time.perf_counter()
     evaluation = second = None
     if rows:

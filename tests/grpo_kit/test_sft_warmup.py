@@ -260,24 +260,30 @@ def _check_run(run: Path, path: str) -> dict:
     return summary
 
 
+# the tiny model, a 2-step warm-up on 4 rows, short completions
+_TINY_WARMUP = [
+    "--set",
+    "model=tiny",
+    "--set",
+    "warmup_sft.steps=2",
+    "--set",
+    "warmup_sft.rows=4",
+    "--set",
+    "warmup_sft.batch_size=2",
+    "--set",
+    "max_completion_length=8",
+]
+
+
 def test_a_run_with_warmup_through_the_cli_standalone(tmp_path):
     run = tmp_path / "run"
     argv = [
         "train",
         "--recipe",
         "gsm8k-cpu-sft",
-        "--set",
-        "model=tiny",
-        "--set",
-        "warmup_sft.steps=2",
-        "--set",
-        "warmup_sft.rows=4",
-        "--set",
-        "warmup_sft.batch_size=2",
+        *_TINY_WARMUP,
         "--set",
         "save_steps=1",
-        "--set",
-        "max_completion_length=8",
         "--max-steps",
         "2",
         "--eval-prompts",
@@ -316,19 +322,6 @@ def test_a_recipe_file_with_warmup_through_the_cli_trl(tmp_path):
 
 
 # --- pre-flight checks the model GRPO starts from -------------------------------------------------------
-
-_TINY_WARMUP = [
-    "--set",
-    "model=tiny",
-    "--set",
-    "warmup_sft.steps=2",
-    "--set",
-    "warmup_sft.rows=4",
-    "--set",
-    "warmup_sft.batch_size=2",
-    "--set",
-    "max_completion_length=8",
-]
 
 
 def _lora_b_norm(model) -> float:
