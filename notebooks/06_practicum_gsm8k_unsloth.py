@@ -389,6 +389,35 @@ def _(held_out_comparisons, mo):
     return (strict_format,)
 
 
+@app.cell(hide_code=True)
+def _(mo):
+    mo.md(r"""
+    ## 5 · The format on the course's prompt alone: three ways
+
+    This lesson's CPU recipe shows the model a worked example in its first prompts. Asked with the
+    course's system prompt alone, what did it learn? Three recipes, measured (`grpo-kit recipes NAME`
+    describes each; the README and docs/results.md show the same table):
+    Measured on `gsm8k-handwritten` (40 grade-school problems written by hand, never trained on) asked with the course's
+    system prompt alone: `grpo-kit train --recipe R --eval-prompts 40 --set seed=S [--loop trl]`, greedy, the same
+    decoding before and after, 95 % paired bootstrap CI; two runs at once with `OMP_NUM_THREADS=1` on 2-core machines
+    (guided: AMD EPYC, 2026-12-03; plain and SFT: Intel Xeon, 2026-12-03 and 2026-12-05).
+
+    | way (recipe) | what changes from the course's practicum | paths | strict format, seed 42 | strict format, seed 7 | training (2 cores, one thread each) |
+    |---|---|---|---|---|---|
+    | plain (`gsm8k-cpu`) | a worked example in the first prompts, faded out by step 30 | loop | 0 % → 0 % | 0 % → 0 % | 19–20 min |
+    | guided sampling (`gsm8k-cpu-guided`) | completions drawn with a worked example, trained under the prompt alone (off-policy, no importance weight), plus `calculation_reward` | loop only | 0 % → **95 %** (+95 % [+87.5, +100]) | 0 % → **82.5 %** (+82.5 % [+70, +92.5]) | 13 min |
+    | SFT warm-up (`gsm8k-cpu-sft`), loop | 40 SFT steps on 300 worked solutions, then GRPO on the prompt alone, plus `calculation_reward` | loop | 0 % → 80 % → **90 %** (GRPO: +10 % [0, +22.5]) | 0 % → 82.5 % → **97.5 %** (GRPO: +15 % [+2.5, +27.5]) | 15 min, SFT 7–8 min of it |
+    | SFT warm-up (`gsm8k-cpu-sft`), TRL | the same, SFT by TRL's `SFTTrainer` | TRL | 0 % → 80 % → **100 %** (GRPO: +20 % [+7.5, +32.5]) | 0 % → 92.5 % → **97.5 %** (GRPO: +5 % [−5, +15]) | 22 min, SFT 6–7 min of it |
+
+    The SFT rows read base → SFT only → SFT + GRPO: the middle figure is what supervised
+    fine-tuning on 300 worked solutions taught, and "GRPO" is what reinforcement learning added.
+    Guided sampling reaches the format without SFT, but only on the standalone loop and off-policy;
+    the SFT warm-up (the Unsloth notebooks' "pre fine-tuning for formatting") works on both paths.
+    Try it: `grpo-kit train --recipe gsm8k-cpu-sft --loop trl`.
+    """)
+    return
+
+
 @app.cell
 def test_gsm8k_pipeline_end_to_end(
     after_report,

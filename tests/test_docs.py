@@ -99,3 +99,37 @@ def test_the_link_checker_catches_a_missing_file_and_a_missing_anchor(tmp_path):
         "page.md: other.md#nope (no heading with that anchor)",
         "page.md: img/x.png (no such file)",
     ]
+
+
+THREE_WAYS = "The format on the course's prompt alone: three ways"
+LESSON_6 = ROOT / "notebooks" / "06_practicum_gsm8k_unsloth.py"
+
+
+def table_under(text: str, heading: str) -> list[str]:
+    """The first Markdown table after the line naming ``heading``, its rows stripped of indentation."""
+    lines = [line.strip() for line in text.splitlines()]
+    start = next(i for i, line in enumerate(lines) if line.startswith(heading))
+    rows = []
+    for line in lines[start + 1 :]:
+        if line.startswith("|"):
+            rows.append(line)
+        elif rows:
+            break
+    return rows
+
+
+def test_the_three_ways_table_is_the_same_in_the_readme_results_and_lesson_6():
+    readme = table_under(README.read_text(encoding="utf-8"), "## " + THREE_WAYS)
+    results_text = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    results = table_under(results_text, "### " + THREE_WAYS)
+    lesson = table_under(LESSON_6.read_text(encoding="utf-8"), "## 5 · " + THREE_WAYS)
+    assert len(readme) == 6, readme  # header, rule, plain, guided, SFT on the loop, SFT on TRL
+    assert readme == results == lesson
+    for recipe in ("gsm8k-cpu", "gsm8k-cpu-guided", "gsm8k-cpu-sft"):
+        assert any(f"(`{recipe}`)" in row for row in readme[2:]), recipe
+    # each SFT figure is the one its own section measured: base → SFT only → SFT + GRPO, seed by seed
+    sft_section = results_text.split("### The format after an SFT warm-up")[1].split("\n## ")[0]
+    for row in readme[4:]:
+        for cell in row.split("|")[4:6]:
+            chain = cell.split("(GRPO")[0].strip()
+            assert chain in sft_section, chain
