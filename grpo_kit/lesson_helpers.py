@@ -19,7 +19,7 @@ Nothing in this module imports torch at import time: it only needs marimo.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -329,3 +329,49 @@ def stack(items: list[Any]) -> Any:
         else:
             display(item)
     return None
+
+
+def picture(image: Any, *, width: int = 96) -> Any:
+    """A PIL image shown at ``width`` pixels (scaled without smoothing, so a 64-pixel picture stays sharp)."""
+    import io
+
+    import marimo as mo
+
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return mo.image(
+        src=buffer.getvalue(), width=width, style={"image-rendering": "pixelated", "border": "1px solid #999"}
+    )
+
+
+def picture_answers(rows: Any, answers: Mapping[str, Sequence[str]], *, width: int = 96) -> Any:
+    """Image rows side by side: each picture, its gold ``answer`` and, for every label of ``answers`` (``{"before":
+    [...], "after": [...]}``, one completion per row), the answer with ✓ or ✗ as ``rewards.visual_answer_reward``
+    scores it. The answers are model output: shown as text, never read as markup."""
+    import html
+
+    import marimo as mo
+
+    from rewards import visual_answer_reward
+
+    rows = list(rows)
+    marks = {
+        label: visual_answer_reward(
+            list(texts),
+            answer=[row["answer"] for row in rows],
+            choices=[row.get("choices", "") for row in rows],
+        )
+        for label, texts in answers.items()
+    }
+    cards = []
+    for index, row in enumerate(rows):
+        lines = [f"gold: <b>{html.escape(str(row['answer']))}</b>"]
+        for label, texts in answers.items():
+            mark = "✓" if marks[label][index] == 1.0 else "✗"
+            lines.append(
+                f"{html.escape(label)}: {mark} <code>{html.escape(str(texts[index]).strip())}</code>"
+            )
+        cards.append(
+            mo.vstack([picture(row["image"], width=width), mo.Html("<br>".join(lines))], align="center")
+        )
+    return mo.hstack(cards, wrap=True, justify="start", gap=1.0)

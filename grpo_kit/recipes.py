@@ -518,6 +518,59 @@ _RECIPE_LIST.append(
     )
 )
 
+_RECIPE_LIST.append(
+    Recipe(
+        name="shapes-vlm-gpu",
+        summary="GRPO that sees (GPU)",
+        measures=(
+            "Accuracy on three visual questions (a shape's colour, how many dots, which side the square is on): the "
+            "first answer word named equals the picture's. It says nothing about any other question or picture."
+        ),
+        description=(
+            "A real small VLM, HuggingFaceTB/SmolVLM-256M-Instruct (pretrained vision tower and language model), "
+            "through TRL's GRPOTrainer VLM path on one GPU, on the same offline Pillow tasks as shapes-vlm-cpu "
+            "(colour, count, side). The settings are Unsloth's vision GRPO notebook's (Qwen3-VL): a LoRA r=16, "
+            "alpha 16, no dropout, on the language model only (its vision layers frozen, as the notebook's "
+            "finetune_vision_layers=False), GSPO (importance_sampling_level='sequence', loss_type='dr_grpo', "
+            "mask_truncated_completions=False), lr 5e-6 cosine with 10 % warm-up, AdamW 8-bit, beta2 0.99, weight "
+            "decay 0.1, max_grad_norm 0.1, 2 completions per prompt, bf16 where the GPU has it (the TRL path's choice). Answers are one word, so completions stop "
+            "at 64 tokens (the notebook's 1024 is for reasoning). --loop trl only: Unsloth's FastVisionModel path is "
+            "not wired here, and the standalone loop refuses images. Checked on CPU up to loading the Hub weights "
+            "(tests/grpo_kit/test_vlm.py); not yet run on a GPU."
+        ),
+        model="HuggingFaceTB/SmolVLM-256M-Instruct",
+        dataset="shapes",
+        dataset_kwargs={"tasks": ["colour", "count", "side"]},
+        dataset_size=1024,
+        rewards=(RewardSpec("visual_answer_reward", 1.0),),
+        lora=LoraSettings(r=16, lora_alpha=16, lora_dropout=0.0),
+        trainable_parts=("lm_lora",),
+        eval_prompts=128,
+        transfer_eval="shapes-transfer",
+        training={
+            "learning_rate": 5e-6,
+            "adam_beta1": 0.9,
+            "adam_beta2": 0.99,
+            "weight_decay": 0.1,
+            "warmup_steps": 0.1,  # transformers 5: a float < 1 is a ratio (the notebook's warmup_ratio=0.1)
+            "lr_scheduler_type": "cosine",
+            "optim": "adamw_8bit",
+            "logging_steps": 1,
+            "per_device_train_batch_size": 2,
+            "gradient_accumulation_steps": 1,
+            "num_generations": 2,
+            "max_completion_length": 64,
+            "max_steps": 250,
+            "save_steps": 60,
+            "max_grad_norm": 0.1,
+            "importance_sampling_level": "sequence",
+            "mask_truncated_completions": False,
+            "loss_type": "dr_grpo",
+            "remove_unused_columns": False,
+        },
+    )
+)
+
 RECIPES: dict[str, Recipe] = {recipe.name: recipe for recipe in _RECIPE_LIST}
 # Recipes with a CPU-sized sibling reachable through get_recipe(name, small=True).
 SMALL_VARIANTS = {"smoltldr-length": "smoltldr-length-small", "gsm8k-unsloth": "gsm8k-cpu"}

@@ -42,7 +42,7 @@ def _env() -> dict[str, str]:
 def test_lessons_exist():
     numbers = [p.name[:2] for p in LESSONS]
     assert numbers == [f"{i:02d}" for i in range(1, len(LESSONS) + 1)], numbers
-    assert len(LESSONS) == 9, [p.name for p in LESSONS]
+    assert len(LESSONS) == 10, [p.name for p in LESSONS]
 
 
 # Lessons 6 and 8 at CI size take 6-10 minutes on 2 busy cores (one thread each under xdist).

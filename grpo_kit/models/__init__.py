@@ -12,7 +12,8 @@
 * :func:`tiny_model` -- a random 2-layer Llama with the SmolLM2 tokenizer, for fast tests; ``load_model("tiny")``
   (:data:`TINY_MODEL`) loads it like any other model name.
 * ``load_model("smolvlm-cpu")`` / ``load_model("tiny-vlm")`` -- a vision-language model and its processor,
-  assembled offline (:mod:`grpo_kit.models.vlm`: transformers' Llava around the embedded SmolLM2 or the test model).
+  assembled offline (:mod:`grpo_kit.models.vlm`: transformers' Llava around the embedded SmolLM2 or the test model);
+  a Hub VLM id (SmolVLM, Qwen2.5-VL) loads the same way, with its processor.
 * :func:`embedded_model_dir` -- the embedded default as a plain HF directory (for TRL, vLLM, export).
 * :func:`gguf_to_hf_dir` / :func:`strip_gguf_quantizer` -- GGUF -> trainable, savable model, cached.
 

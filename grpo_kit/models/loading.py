@@ -5,8 +5,9 @@ Resolution, in this order:
 
 0. ``"tiny"`` (:data:`TINY_MODEL`): the random 2-layer test model (:func:`grpo_kit.models.tiny_model`, weights
    seed 0), loaded like any other name (LoRA and its seed included), so no caller has a branch of its own;
-   ``"smolvlm-cpu"`` / ``"tiny-vlm"`` and any folder whose ``config.json`` has a ``vision_config``: a
-   vision-language model and its *processor* (:mod:`grpo_kit.models.vlm`; LoRA on the language model only);
+   ``"smolvlm-cpu"`` / ``"tiny-vlm"``, any folder whose ``config.json`` has a ``vision_config``, and a Hub id
+   whose config has one (SmolVLM, Qwen2.5-VL): a vision-language model and its *processor*
+   (:mod:`grpo_kit.models.vlm`; LoRA on the language model only);
 1. an alias (``smollm2-135m-instruct``, the embedded default: see :mod:`grpo_kit.models.embedded`);
 2. a ``.gguf`` file, or a directory holding exactly one ``.gguf`` and no ``config.json``
    (dequantised once and cached: :mod:`grpo_kit.models.gguf`);
@@ -267,6 +268,28 @@ def resolve_model(name_or_path: str | os.PathLike) -> tuple[str, bool]:
     return _resolve_hub_id(text)
 
 
+def _is_vlm_source(source: str, local_only: bool) -> bool:
+    """Whether a resolved Hub id (or its cached snapshot folder) is a vision-language model: its config, not its
+    weights, is read. A config that cannot be read is left to the load, which says why."""
+    if Path(source).is_dir():
+        return is_vlm_folder(source)
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(source, local_files_only=local_only)
+    except (OSError, ValueError):
+        return False
+    return getattr(config, "vision_config", None) is not None
+
+
+def _refuse_quantized_vlm(quantization) -> None:
+    if quantization is not None:
+        raise ValueError(
+            "quantization is not supported for vision-language models here; pass quantization=None "
+            "(--set quantization=null): a VLM trains in 16 or 32 bits with a LoRA on its language model."
+        )
+
+
 def _resolve_hub_id(repo_id: str) -> tuple[str, bool]:
     if hub_available():
         return repo_id, False
@@ -303,7 +326,12 @@ def load_tokenizer(name_or_path: str | os.PathLike = DEFAULT_MODEL):
         return smollm2_tokenizer()  # tiny_model's tokenizer
     if kind == "vlm" or (kind == "directory" and is_vlm_folder(name_or_path)):
         return load_vlm(os.fspath(name_or_path))[1]  # the processor (assembling builds the weights too)
-    return _tokenizer_at(*resolve_model(name_or_path))
+    source, local_only = resolve_model(name_or_path)
+    if kind == "hub" and _is_vlm_source(source, local_only):
+        from grpo_kit.models.vlm import load_processor
+
+        return load_processor(source, local_only=local_only)
+    return _tokenizer_at(source, local_only)
 
 
 def load_model(
@@ -344,13 +372,13 @@ def load_model(
             return (model if lora_config is None else add_lora(model, lora_config, seed=seed)), tokenizer
         source, local_only = str(_tiny_model_dir()), True
     elif check_model_source(name_or_path) == "vlm" or is_vlm_folder(name_or_path):
-        if quantization is not None:
-            raise ValueError(
-                "quantization is not supported for vision-language models here; pass quantization=None."
-            )
+        _refuse_quantized_vlm(quantization)
         return load_vlm(os.fspath(name_or_path), dtype=torch_dtype, lora=lora, seed=seed)
     else:
         source, local_only = resolve_model(name_or_path)
+        if check_model_source(name_or_path) == "hub" and _is_vlm_source(source, local_only):
+            _refuse_quantized_vlm(quantization)  # a Hub VLM id (SmolVLM, Qwen2.5-VL): model and processor
+            return load_vlm(source, local_only=local_only, dtype=torch_dtype, lora=lora, seed=seed)
 
     from transformers import AutoModelForCausalLM
 

@@ -19,9 +19,10 @@ the image-token positions with projected image features); images are resized and
 safetensors, processor) under :func:`grpo_kit.models.cache.cache_dir`, so TRL, export and a second process read
 it like any model folder. ``tiny-vlm`` is the same assembly around :func:`grpo_kit.models.tiny_model` with a
 smaller tower (:data:`TINY_VLM_VISION`), built in memory, for fast tests. Hub VLMs (``HuggingFaceTB/SmolVLM-256M-
-Instruct``, ``Qwen/Qwen2.5-VL-3B-Instruct``) are *not* faked: :func:`load_vlm` reads an id through
-``AutoModelForImageTextToText`` where there is a Hub (``load_model`` does not route Hub ids here yet; untested
-without a Hub).
+Instruct``, ``Qwen/Qwen2.5-VL-3B-Instruct``) are *not* faked: ``load_model(id)`` reads the id's config, and one with a
+``vision_config`` comes here (:func:`load_vlm`: ``AutoModelForImageTextToText`` + ``AutoProcessor``), from the Hub
+or, offline, the HF cache (tested with a cached copy of ``tiny-vlm``; no Hub here). A LoRA goes on the language
+model (``language_model`` or, in Idefics3/SmolVLM, ``text_model``); the vision parts by name are Llava's.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ __all__ = [
     "image_token_count",
     "is_vlm",
     "is_vlm_folder",
+    "load_processor",
     "load_vlm",
     "select_trainable",
     "smolvlm_cpu_dir",
@@ -205,15 +207,24 @@ def smolvlm_cpu_dir(seed: int = 0) -> Path:
     return atomic_build(target, build)
 
 
-def _read_folder(folder: str, *, local_only: bool, dtype):
-    from transformers import AutoModelForImageTextToText, AutoProcessor
+def load_processor(source: str, *, local_only: bool = True):
+    """A VLM folder's or Hub id's processor, its tokenizer padding on the left with a pad token (as every
+    tokenizer :func:`grpo_kit.models.load_model` returns)."""
+    from transformers import AutoProcessor
 
-    processor = AutoProcessor.from_pretrained(folder, local_files_only=local_only)
-    model = AutoModelForImageTextToText.from_pretrained(folder, dtype=dtype, local_files_only=local_only)
+    processor = AutoProcessor.from_pretrained(source, local_files_only=local_only)
     tokenizer = processor.tokenizer
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
+    return processor
+
+
+def _read_folder(folder: str, *, local_only: bool, dtype):
+    from transformers import AutoModelForImageTextToText
+
+    processor = load_processor(folder, local_only=local_only)
+    model = AutoModelForImageTextToText.from_pretrained(folder, dtype=dtype, local_files_only=local_only)
     return model, processor
 
 
@@ -281,7 +292,9 @@ def is_vlm(model_or_processor) -> bool:
     return getattr(config, "vision_config", None) is not None
 
 
-_LM_LINEARS = r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
+#: The language model's linear layers: ``language_model`` (Llava, Qwen2.5-VL, Gemma 3) or ``text_model`` (Idefics3,
+#: SmolVLM); the vision tower's own ``q_proj``/``k_proj``... are left out.
+_LM_LINEARS = r".*(language_model|text_model)\..*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
 
 
 def select_trainable(model, parts, *, lora=None, seed: int | None = None):
@@ -302,6 +315,14 @@ def select_trainable(model, parts, *, lora=None, seed: int | None = None):
             f"trainable parts {list(parts)} are not understood; choose one or more of {list(known)}."
         )
     modules = [VISION_PARTS[part] for part in parts if part in VISION_PARTS]
+    present = {name.split(".")[-1] for name, _ in model.named_modules()}
+    missing = [part for part in parts if part in VISION_PARTS and VISION_PARTS[part] not in present]
+    if missing:  # another VLM family names its parts otherwise: training nothing would be a silent no-op
+        raise ValueError(
+            f"{type(model).__name__} has no {', '.join(VISION_PARTS[part] for part in missing)} (trainable parts "
+            f"{missing} name Llava's modules); train it with trainable_parts=['lm_lora'] (a LoRA on its language "
+            "model) or pass a Llava-style model."
+        )
     if "lm_lora" in parts:
         if hasattr(lora, "lora_alpha") and not hasattr(lora, "peft_type"):  # a recipe's LoraSettings
             lora = {"r": lora.r, "lora_alpha": lora.lora_alpha, "lora_dropout": lora.lora_dropout}

@@ -5,7 +5,7 @@ errors that only happen in the app, browser console errors, and widgets that sto
 outputs, content wider than its box, sliders that hide their value, and a page that takes more than a minute
 to become usable (everything heavy sits behind a button). Lesson 5's run button is pressed (on the tiny random
 model, one step) and its reward curve must appear once; every other button stays unclicked, and lessons 4, 6,
-8 and 9 show "Press the button to measure the base model.".
+8, 9 and 10 show "Press the button to measure the base model.".
 """
 
 from __future__ import annotations
@@ -48,6 +48,12 @@ KEY_OUTPUTS = {
         "state after the call",
         "Press the button to measure the base model.",
     ),
+    "10": (
+        "Lesson 10 · GRPO that sees",
+        "How an image becomes tokens",
+        "image tokens",
+        "Press the button to measure the base model.",
+    ),
 }
 
 # A learner waits at most this long, on 2 cores, for a lesson to be usable.
@@ -70,7 +76,7 @@ def expects_formulas(number: str) -> bool:
 
 # Lessons 1, 2, 3 and 5 are checked the same way by their interaction tests below.
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("number", ["04", "06", "07", "08", "09"])
+@pytest.mark.parametrize("number", ["04", "06", "07", "08", "09", "10"])
 def test_lesson_renders_cleanly(open_lesson, number):
     lesson = open_lesson(number)
     lesson.settle(KEY_OUTPUTS[number])

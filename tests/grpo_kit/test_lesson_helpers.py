@@ -198,3 +198,16 @@ def test_train_with_live_curve_passes_another_training_function_its_arguments_an
     (kwargs,) = calls
     assert set(kwargs) == {"max_steps", "callbacks"}  # no TRL-only defaults for another path
     assert len(kwargs["callbacks"]) == 1
+
+
+def test_picture_answers_marks_each_answer_by_the_reward_and_shows_model_output_as_text():
+    from datasets_prep.images import shapes_rows
+    from grpo_kit.lesson_helpers import picture_answers
+
+    rows = shapes_rows(2, seed=3)
+    right = f"The shape is {rows[0]['answer']}."
+    wrong = next(c for c in ("red", "green", "blue", "yellow") if c != rows[1]["answer"])
+    html = picture_answers(rows, {"after": [right, f"<b>{wrong}</b>"]}).text
+    assert html.count("<img") == 2 and "image/png" in html
+    assert "after: ✓" in html and "after: ✗" in html
+    assert f"<code>&lt;b&gt;{wrong}&lt;/b&gt;</code>" in html  # model output shown as text, not rendered

@@ -22,6 +22,8 @@ CASES = [(name, loop) for name in RECIPES for loop in ("standalone", "trl")]
 
 
 def _refused_because(recipe, loop: str) -> str | None:
+    if recipe.sees_images:  # images: the standalone loop is text-only, and so is the tiny model (test_vlm.py)
+        return "text-only"
     if loop == "standalone" and recipe.quantization == "8bit":
         return "8bit"
     if loop == "standalone" and recipe.training.get("optim", "adamw_torch") != "adamw_torch":
@@ -30,8 +32,6 @@ def _refused_because(recipe, loop: str) -> str | None:
         return "tools"
     if loop == "standalone" and recipe.environment:
         return "in an environment"
-    if recipe.sees_images:  # images: the standalone loop is text-only, and so is the tiny model (test_vlm.py)
-        return "text-only"
     if loop != "standalone" and recipe.guided_sampling:
         return "only the standalone loop does"
     return None

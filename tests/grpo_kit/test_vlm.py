@@ -209,3 +209,112 @@ def test_a_merged_vlm_export_reloads_as_a_vlm_and_is_verified(tmp_path):
         str(tmp_path / "merged")
     )  # a folder with a vision_config: a VLM
     assert type(reloaded).__name__ == "LlavaForConditionalGeneration" and reloaded_processor.image_processor
+
+
+def _hub_cache_with(tmp_path, repo_id: str, save) -> None:
+    """A Hugging Face cache holding ``repo_id`` as the Hub would leave it (``models--org--name/snapshots/<rev>`` and
+    ``refs/main``); ``save(folder)`` writes the files."""
+    revision = "0" * 40
+    entry = tmp_path / "hub" / ("models--" + repo_id.replace("/", "--"))
+    snapshot = entry / "snapshots" / revision
+    snapshot.mkdir(parents=True)
+    save(snapshot)
+    (entry / "refs").mkdir()
+    (entry / "refs" / "main").write_text(revision)
+
+
+def test_a_hub_vlm_id_loads_as_a_vlm_with_its_processor_and_a_lora_on_its_language_model(
+    tmp_path, monkeypatch
+):
+    """What a GPU user gets from `--set model=HuggingFaceTB/SmolVLM-256M-Instruct`: load_model reads the id's config,
+    sees a vision_config and returns the VLM and its processor. Here the id is served from an HF cache (no Hub),
+    the same resolution a real id takes offline once downloaded."""
+    import huggingface_hub
+
+    from grpo_kit.models import load_tokenizer
+    from grpo_kit.models.vlm import is_vlm
+
+    model, processor = load_model(TINY_VLM)
+
+    def save(folder):
+        model.save_pretrained(folder)
+        processor.save_pretrained(folder)
+
+    _hub_cache_with(tmp_path, "grpo-kit-test/tiny-vlm", save)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+
+    loaded, loaded_processor = load_model("grpo-kit-test/tiny-vlm", lora={"r": 4, "lora_alpha": 8})
+    assert is_vlm(loaded_processor) and loaded_processor.tokenizer.padding_side == "left"
+    trained = {name for name, p in loaded.named_parameters() if p.requires_grad}
+    assert trained and all("lora_" in name and "language_model" in name for name in trained)
+    assert is_vlm(load_tokenizer("grpo-kit-test/tiny-vlm"))
+    with pytest.raises(ValueError, match="quantization is not supported for vision-language models"):
+        load_model("grpo-kit-test/tiny-vlm", quantization="4bit")
+
+
+def test_trainable_parts_a_model_does_not_have_are_refused_not_skipped():
+    from grpo_kit.models import tiny_model
+    from grpo_kit.models.vlm import select_trainable
+
+    text_model, _ = tiny_model(seed=0)
+    with pytest.raises(ValueError, match=r"has no multi_modal_projector.*trainable_parts=\['lm_lora'\]"):
+        select_trainable(text_model, ("projector",))
+
+
+def test_the_gpu_vlm_recipe_runs_its_unsloth_notebook_settings_on_trls_vlm_path(tmp_path, monkeypatch):
+    """shapes-vlm-gpu up to the GPU boundary: its plan passes on CPU, its Hub model is asked for by id (no Hub here:
+    the load stops with the download line), and its settings (GSPO's sequence-level ratio, dr_grpo, AdamW 8-bit,
+    a LoRA on the language model only) run two real steps on TRL's VLM path with the test VLM in its place."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    plan = runs.plan_run("shapes-vlm-gpu", loop="trl", output_dir=tmp_path / "plan")
+    assert plan.recipe.model == "HuggingFaceTB/SmolVLM-256M-Instruct"
+    with pytest.raises(OSError, match="huggingface-cli download HuggingFaceTB/SmolVLM-256M-Instruct"):
+        runs.load_model(plan.recipe)
+
+    recipe = get_recipe("shapes-vlm-gpu", model=TINY_VLM, bf16=False)
+    model, processor = runs.load_model(recipe)
+    trainable = {name for name, p in model.named_parameters() if p.requires_grad}
+    assert trainable and all("lora_" in name and "language_model" in name for name in trainable)
+    lora_grads: list[float] = []
+    from transformers import TrainerCallback
+
+    class RecordGradients(TrainerCallback):
+        def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+            lora_grads.append(
+                sum(
+                    float(p.grad.norm())
+                    for n, p in model.named_parameters()
+                    if p.grad is not None and "lora_" in n
+                )
+            )
+
+    def length_reward(completions, **kwargs):  # differs within a group on a random LM; the point is the path
+        return [float(len(c[0]["content"] if isinstance(c, list) else c)) for c in completions]
+
+    trainer = trl_path.build_trainer(
+        recipe,
+        model=model,
+        tokenizer=processor,
+        train_dataset=load_shapes(n=8, tasks=("colour", "count", "side")),
+        reward_funcs=[length_reward],
+        output_dir=tmp_path / "run",
+        max_steps=2,
+        device="cpu",
+        max_completion_length=4,
+        save_strategy="no",
+        report_to="none",
+        callbacks=[RecordGradients()],
+    )
+    args = trainer.args
+    assert (args.importance_sampling_level, args.loss_type, args.optim) == (
+        "sequence",
+        "dr_grpo",
+        "adamw_8bit",
+    )
+    assert args.num_generations == 2 and args.max_grad_norm == 0.1 and args.lr_scheduler_type == "cosine"
+    assert type(trainer.create_optimizer()).__module__.startswith(
+        "bitsandbytes"
+    )  # its 8-bit AdamW, on CPU too
+    trainer.train()
+    assert trainer.state.global_step == 2 and len(lora_grads) == 2 and all(g > 0 for g in lora_grads)
