@@ -106,6 +106,14 @@ def prompt_texts(tokenizer, prompts: Sequence[Any], chat_template_kwargs: Mappin
     return [prompt_to_text(p, tokenizer, **dict(chat_template_kwargs or {})) for p in prompts]
 
 
+def row_images(rows: Sequence[Mapping[str, Any]]) -> list[Any] | None:
+    """Each row's image (TRL's ``image`` column) or images (``images``), for :func:`generate`'s ``images=``;
+    None when the rows have neither (text prompts)."""
+    if not rows or not ("image" in rows[0] or "images" in rows[0]):
+        return None
+    return [row["images"] if "images" in row else row["image"] for row in rows]
+
+
 def generate(
     model,
     tokenizer,

@@ -19,7 +19,7 @@ Nothing in this module imports torch at import time: it only needs marimo.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,9 @@ __all__ = [
     "interactive",
     "lesson_size",
     "on_gpu",
+    "picture",
+    "picture_gallery",
+    "picture_png",
     "preflight_verdict",
     "run_button",
     "should_run",
@@ -301,6 +304,56 @@ def wrapped_text(text: str) -> Any:
     )
 
 
+def picture_png(image: Any, *, scale: int = 3, grid: int | None = None) -> bytes:
+    """A PIL ``image`` enlarged ``scale`` times without smoothing (each pixel a ``scale`` × ``scale`` block), as PNG
+    bytes. ``grid``: also draw the vision tower's patch grid, a line every ``grid`` pixels of the original picture
+    (lesson 10: 16-px patches on a 64-px picture, 16 image tokens)."""
+    import io
+
+    from PIL import Image, ImageDraw
+
+    if isinstance(scale, bool) or not isinstance(scale, int) or scale < 1:
+        raise ValueError(f"scale must be a whole number, 1 or more (got {scale!r}).")
+    big = image.convert("RGB").resize((image.width * scale, image.height * scale), Image.Resampling.NEAREST)
+    if grid:
+        draw = ImageDraw.Draw(big)
+        for x in range(0, image.width + 1, grid):  # the last line sits on the right edge
+            column = min(x * scale, big.width - 1)
+            draw.line((column, 0, column, big.height - 1), fill=(255, 0, 255), width=1)
+        for y in range(0, image.height + 1, grid):
+            row = min(y * scale, big.height - 1)
+            draw.line((0, row, big.width - 1, row), fill=(255, 0, 255), width=1)
+    buffer = io.BytesIO()
+    big.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def picture(image: Any, *, scale: int = 3, grid: int | None = None, caption: str | None = None) -> Any:
+    """``mo.image`` of :func:`picture_png` (a small picture enlarged so its pixels show), with ``caption``."""
+    import marimo as mo
+
+    # a thin frame: a white picture on a white page would otherwise have no edge
+    return mo.image(
+        src=picture_png(image, scale=scale, grid=grid), caption=caption, style={"border": "1px solid #bbb"}
+    )
+
+
+def picture_gallery(items: Any, *, scale: int = 2) -> Any:
+    """Pictures side by side, wrapping: ``items`` are ``(PIL image, caption markdown)`` pairs, each caption under
+    its picture."""
+    import marimo as mo
+
+    return mo.hstack(
+        [
+            mo.vstack([picture(image, scale=scale), mo.md(caption)], align="center")
+            for image, caption in items
+        ],
+        justify="start",
+        wrap=True,
+        gap=1.0,
+    )
+
+
 def stack(items: list[Any]) -> Any:
     """``mo.vstack(items)`` under marimo; in Jupyter/Colab (the exported ipynb, no marimo runtime) each item is
     displayed on its own instead, so the notebook's outputs hold what a learner must see: a matplotlib figure
@@ -329,49 +382,3 @@ def stack(items: list[Any]) -> Any:
         else:
             display(item)
     return None
-
-
-def picture(image: Any, *, width: int = 96) -> Any:
-    """A PIL image shown at ``width`` pixels (scaled without smoothing, so a 64-pixel picture stays sharp)."""
-    import io
-
-    import marimo as mo
-
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
-    return mo.image(
-        src=buffer.getvalue(), width=width, style={"image-rendering": "pixelated", "border": "1px solid #999"}
-    )
-
-
-def picture_answers(rows: Any, answers: Mapping[str, Sequence[str]], *, width: int = 96) -> Any:
-    """Image rows side by side: each picture, its gold ``answer`` and, for every label of ``answers`` (``{"before":
-    [...], "after": [...]}``, one completion per row), the answer with ✓ or ✗ as ``rewards.visual_answer_reward``
-    scores it. The answers are model output: shown as text, never read as markup."""
-    import html
-
-    import marimo as mo
-
-    from rewards import visual_answer_reward
-
-    rows = list(rows)
-    marks = {
-        label: visual_answer_reward(
-            list(texts),
-            answer=[row["answer"] for row in rows],
-            choices=[row.get("choices", "") for row in rows],
-        )
-        for label, texts in answers.items()
-    }
-    cards = []
-    for index, row in enumerate(rows):
-        lines = [f"gold: <b>{html.escape(str(row['answer']))}</b>"]
-        for label, texts in answers.items():
-            mark = "✓" if marks[label][index] == 1.0 else "✗"
-            lines.append(
-                f"{html.escape(label)}: {mark} <code>{html.escape(str(texts[index]).strip())}</code>"
-            )
-        cards.append(
-            mo.vstack([picture(row["image"], width=width), mo.Html("<br>".join(lines))], align="center")
-        )
-    return mo.hstack(cards, wrap=True, justify="start", gap=1.0)

@@ -4,7 +4,7 @@ Under ``pytest -n 2`` on a 2-core machine each worker gets one torch thread whil
 two workers with two OpenMP threads each oversubscribe the cores, and torch's spinning barriers then
 make a training step many times slower. Restored afterwards, so other tests are unaffected.
 
-The lessons that train (4-9) are not collected here by default: their ``test_*`` cells re-run their
+The lessons that train (4-10) are not collected here by default: their ``test_*`` cells re-run their
 ancestors, training included, and ``tests/test_notebooks.py::test_lesson_runs_as_a_script`` already runs every
 cell of them, the ``test_*`` cells as ordinary cells whose failed assert fails the run. Collecting them too ran
 each training a second time (about 14 minutes of CI on 2 cores). ``GRPO_KIT_LESSON_CELLS=all`` collects them
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-TRAINING_LESSONS = ("04", "05", "06", "07", "08", "09")
+TRAINING_LESSONS = ("04", "05", "06", "07", "08", "09", "10")
 collect_ignore = (
     []
     if os.environ.get("GRPO_KIT_LESSON_CELLS") == "all"

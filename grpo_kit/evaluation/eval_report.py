@@ -61,7 +61,7 @@ def better_direction(metric: str) -> bool | None:
 # --------------------------------------------------------------------------- generation
 # Decoding lives in grpo_kit.generation (one decoder for evaluation, pre-flight, samples and tool rollouts);
 # these names stay importable from here.
-from grpo_kit.generation import Decoding, GeneratedCompletion, Sampler, generate
+from grpo_kit.generation import Decoding, GeneratedCompletion, Sampler, generate, row_images
 
 # --------------------------------------------------------------------------- evaluation
 
@@ -196,10 +196,8 @@ def evaluate(
             return sampler(prompts, num_generations)
         # An environment rollout (tool_rollout.tool_generate(environment_factory=...)) resets on the rows.
         extra_kwargs = {"rows": rows} if takes_rows(generate_fn) else {}
-        if rows and (
-            "image" in rows[0] or "images" in rows[0]
-        ):  # TRL's image columns: a VLM and its processor
-            extra_kwargs["images"] = [r["images"] if "images" in r else r["image"] for r in rows]
+        if row_images(rows) is not None:  # TRL's image columns: a VLM and its processor
+            extra_kwargs["images"] = row_images(rows)
         return (generate_fn or generate)(
             model, tokenizer, prompts, num_generations, decoding.replace(greedy=greedy), **extra_kwargs
         )

@@ -27,7 +27,7 @@ from typing import Any
 
 from datasets_prep.chat import prompt_to_sample_from
 from grpo_kit.evaluation.eval_report import reward_info
-from grpo_kit.generation import Decoding, GeneratedCompletion, Sampler, generate, prompt_texts
+from grpo_kit.generation import Decoding, GeneratedCompletion, Sampler, generate, prompt_texts, row_images
 from grpo_kit.settings import GRPO_DEFAULTS, check_num_generations, training_value
 
 __all__ = ["Finding", "PreflightReport", "check", "check_recipe", "validate_inputs"]
@@ -184,7 +184,8 @@ def check(
     if sampler is not None:
         groups = sampler(prompts, num_generations)
     else:
-        groups = generate(model, tokenizer, prompts, num_generations, decoding)
+        # image rows (TRL's image column) are sampled with their pictures, the processor as tokenizer
+        groups = generate(model, tokenizer, prompts, num_generations, decoding, images=row_images(rows))
     flat: list[GeneratedCompletion] = [c for g in groups for c in g]
     flat_rows = [r for r in rows for _ in range(num_generations)]
     # Multi-turn tool rollouts (grpo_kit.tool_rollout) are scored as their message lists, as TRL does.

@@ -50,8 +50,8 @@ KEY_OUTPUTS = {
     ),
     "10": (
         "Lesson 10 · GRPO that sees",
-        "How an image becomes tokens",
-        "image tokens",
+        "16 image tokens, one per patch",
+        "language model (SmolLM2-135M, pretrained)",
         "Press the button to measure the base model.",
     ),
 }

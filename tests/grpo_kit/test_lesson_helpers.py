@@ -200,14 +200,22 @@ def test_train_with_live_curve_passes_another_training_function_its_arguments_an
     assert len(kwargs["callbacks"]) == 1
 
 
-def test_picture_answers_marks_each_answer_by_the_reward_and_shows_model_output_as_text():
-    from datasets_prep.images import shapes_rows
-    from grpo_kit.lesson_helpers import picture_answers
+def test_picture_png_enlarges_without_smoothing_and_draws_the_patch_grid():
+    import io
 
-    rows = shapes_rows(2, seed=3)
-    right = f"The shape is {rows[0]['answer']}."
-    wrong = next(c for c in ("red", "green", "blue", "yellow") if c != rows[1]["answer"])
-    html = picture_answers(rows, {"after": [right, f"<b>{wrong}</b>"]}).text
-    assert html.count("<img") == 2 and "image/png" in html
-    assert "after: ✓" in html and "after: ✗" in html
-    assert f"<code>&lt;b&gt;{wrong}&lt;/b&gt;</code>" in html  # model output shown as text, not rendered
+    from PIL import Image
+
+    from grpo_kit.lesson_helpers import picture_gallery, picture_png
+
+    image = Image.new("RGB", (64, 64), (255, 255, 255))
+    image.putpixel((5, 5), (220, 30, 30))
+    plain = Image.open(io.BytesIO(picture_png(image, scale=3)))
+    assert plain.size == (192, 192)
+    assert {plain.getpixel((15 + dx, 15 + dy)) for dx in range(3) for dy in range(3)} == {(220, 30, 30)}
+    gridded = Image.open(io.BytesIO(picture_png(image, scale=3, grid=16))).convert("RGB")
+    lines = [x for x in range(192) if gridded.getpixel((x, 100)) == (255, 0, 255)]
+    assert lines == [0, 48, 96, 144, 191]  # 4 columns of 16-px patches: 5 lines, the last on the edge
+    with pytest.raises(ValueError, match="scale must be a whole number"):
+        picture_png(image, scale=0)
+    html = picture_gallery([(image, "**red** ✓"), (image, "blue ✗")]).text
+    assert html.count("<img") == 2 and "blue" in html

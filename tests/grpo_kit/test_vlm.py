@@ -318,3 +318,15 @@ def test_the_gpu_vlm_recipe_runs_its_unsloth_notebook_settings_on_trls_vlm_path(
     )  # its 8-bit AdamW, on CPU too
     trainer.train()
     assert trainer.state.global_step == 2 and len(lora_grads) == 2 and all(g > 0 for g in lora_grads)
+
+
+def test_preflight_samples_image_rows_with_their_pictures():
+    """`grpo-kit train --preflight` on a VLM recipe: the pre-flight draws each row's completions with its picture
+    through the processor (it once stopped on the processor's missing eos_token_id)."""
+    from grpo_kit.evaluation.preflight import check_recipe
+
+    recipe = get_recipe("shapes-vlm-cpu", model=TINY_VLM)
+    model, processor = runs.load_model(recipe)
+    report = check_recipe(recipe, model, processor, load_shapes(n=4), num_prompts=2)
+    assert report.num_prompts == 2 and report.num_generations == recipe.training["num_generations"]
+    assert report.examples and 0.0 <= report.zero_std_share <= 1.0
