@@ -262,6 +262,12 @@ def build_trainer(
         tokenizer = tokenizer or loaded_tokenizer
     elif tokenizer is None:
         raise ValueError("a model was given without its tokenizer; pass tokenizer= too.")
+    elif recipe.trainable_parts:  # a VLM handed in trains the parts the recipe names, not every weight
+        from grpo_kit.checkpoint import is_peft_model
+        from grpo_kit.models.vlm import select_trainable
+
+        if not ("lm_lora" in recipe.trainable_parts and is_peft_model(model)):  # a PeftModel: chosen already
+            model = select_trainable(model, recipe.trainable_parts, lora=recipe.lora, seed=args.seed)
     from grpo_kit.sampling import check_fits_context
 
     check_fits_context(model, 1, args.max_completion_length)  # before TRL allocates for 100,000 tokens

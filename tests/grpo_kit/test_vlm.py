@@ -330,3 +330,24 @@ def test_preflight_samples_image_rows_with_their_pictures():
     report = check_recipe(recipe, model, processor, load_shapes(n=4), num_prompts=2)
     assert report.num_prompts == 2 and report.num_generations == recipe.training["num_generations"]
     assert report.examples and 0.0 <= report.zero_std_share <= 1.0
+
+
+def test_a_vlm_handed_to_the_trainer_trains_only_the_recipes_parts(tmp_path):
+    """trl_path.build_trainer(recipe, model=...) with a VLM loaded whole (every weight trainable): the recipe's
+    trainable_parts still decide what trains, as when the path loads the model itself."""
+    recipe = get_recipe("shapes-vlm-cpu", model=TINY_VLM)
+    model, processor = load_model(TINY_VLM)
+    assert all(p.requires_grad for p in model.parameters())
+    trainer = trl_path.build_trainer(
+        recipe,
+        model=model,
+        tokenizer=processor,
+        train_dataset=load_shapes(n=8),
+        output_dir=tmp_path,
+        max_steps=1,
+        device="cpu",
+        save_strategy="no",
+        report_to="none",
+    )
+    trained = {name for name, p in trainer.model.named_parameters() if p.requires_grad}
+    assert trained and all("vision_tower" in n or "multi_modal_projector" in n for n in trained)
