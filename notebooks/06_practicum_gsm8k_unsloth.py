@@ -403,7 +403,7 @@ def _(mo):
     (guided: AMD EPYC, 2026-12-03; plain and SFT: Intel Xeon, 2026-12-03 and 2026-12-05).
 
     | way (recipe) | what changes from the course's practicum | paths | strict format, seed 42 | strict format, seed 7 | training (2 cores, one thread each) |
-    |---|---|---|---|---|---|
+    |:---|:---|:---|:---|:---|:---|
     | plain (`gsm8k-cpu`) | a worked example in the first prompts, faded out by step 30 | loop | 0 % → 0 % | 0 % → 0 % | 19–20 min |
     | guided sampling (`gsm8k-cpu-guided`) | completions drawn with a worked example, trained under the prompt alone (off-policy, no importance weight), plus `calculation_reward` | loop only | 0 % → **95 %** (+95 % [+87.5, +100]) | 0 % → **82.5 %** (+82.5 % [+70, +92.5]) | 13 min |
     | SFT warm-up (`gsm8k-cpu-sft`), loop | 40 SFT steps on 300 worked solutions, then GRPO on the prompt alone, plus `calculation_reward` | loop | 0 % → 80 % → **90 %** (GRPO: +10 % [0, +22.5]) | 0 % → 82.5 % → **97.5 %** (GRPO: +15 % [+2.5, +27.5]) | 15 min, SFT 7–8 min of it |

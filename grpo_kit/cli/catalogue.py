@@ -51,11 +51,26 @@ def cmd_recipes(args, console) -> int:
     table.add_column("what it teaches")
     for recipe in RECIPES.values():
         name = recipe.name + ("*" if recipe.name == DEFAULT_RECIPE else "")
-        table.add_row(markup_safe(name), markup_safe(recipe.model), markup_safe(recipe.one_line))
+        table.add_row(
+            markup_safe(name), markup_safe(listed_model(recipe.model)), markup_safe(recipe.one_line)
+        )
     console.print(table)
     console.print("* the default. In full: grpo-kit recipes NAME", highlight=False)
     console.print("As a recipe file of your own: grpo-kit recipes --show NAME --as-yaml", highlight=False)
     return 0
+
+
+#: Model ids longer than this are listed by their name alone ("…/SmolVLM-256M-Instruct"), so that each recipe
+#: keeps one line of 80 columns; `grpo-kit recipes NAME` shows the whole id.
+LISTED_MODEL_WIDTH = 26
+
+
+def listed_model(model: str) -> str:
+    """``model`` as the recipe list shows it: whole, or ``…/<name>`` when a Hub id is over
+    :data:`LISTED_MODEL_WIDTH` characters."""
+    if len(model) <= LISTED_MODEL_WIDTH or "/" not in model:
+        return model
+    return "…/" + model.rsplit("/", 1)[1]
 
 
 def cmd_losses(args, console) -> int:

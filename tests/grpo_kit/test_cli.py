@@ -37,6 +37,7 @@ def test_parse_values_and_overrides():
 
 
 def test_recipes_lists_every_recipe_on_one_line_of_80_columns(capsys, monkeypatch):
+    from grpo_kit.cli.catalogue import listed_model
     from grpo_kit.recipes import RECIPES
 
     monkeypatch.setenv("COLUMNS", "80")
@@ -45,8 +46,9 @@ def test_recipes_lists_every_recipe_on_one_line_of_80_columns(capsys, monkeypatc
     assert max(len(line.rstrip()) for line in lines) <= 80
     for recipe in RECIPES.values():  # name, model and summary whole on the recipe's own line
         (row,) = [line for line in lines if line.split()[:1] in ([recipe.name], [recipe.name + "*"])]
-        assert recipe.model in row and recipe.one_line in row
+        assert listed_model(recipe.model) in row and recipe.one_line in row
         assert recipe.description[:40] not in "\n".join(lines)  # the description waits for `recipes NAME`
+    assert listed_model("HuggingFaceTB/SmolVLM-256M-Instruct") == "…/SmolVLM-256M-Instruct"
 
 
 def test_recipes_name_shows_the_description_and_what_the_metric_measures(capsys):
