@@ -262,7 +262,7 @@ def build_trainer(
         tokenizer = tokenizer or loaded_tokenizer
     elif tokenizer is None:
         raise ValueError("a model was given without its tokenizer; pass tokenizer= too.")
-    elif recipe.trainable_parts:  # a VLM handed in trains the parts the recipe names, not every weight
+    if recipe.trainable_parts:  # a VLM, loaded here or handed in, trains the parts the recipe names only
         from grpo_kit.checkpoint import is_peft_model
         from grpo_kit.models.vlm import select_trainable
 

@@ -144,10 +144,7 @@ def backend(
             from grpo_kit.models import load_model as loader
         quantization = _quantization_config(recipe, precision) if recipe.quantization else None
         model, tokenizer = loader(recipe.model, dtype=precision.dtype, quantization=quantization)
-        if recipe.trainable_parts:  # a VLM: only the chosen parts train (LoRA on the LM, vision modules)
-            from grpo_kit.models.vlm import select_trainable
-
-            model = select_trainable(model, recipe.trainable_parts, lora=recipe.lora, seed=args.seed)
+        # a VLM's trainable_parts: trainer_builder.build_trainer chooses them, for a loaded or a handed-in model
         if quantization is not None:
             from peft import prepare_model_for_kbit_training
 

@@ -351,3 +351,17 @@ def test_a_vlm_handed_to_the_trainer_trains_only_the_recipes_parts(tmp_path):
     )
     trained = {name for name, p in trainer.model.named_parameters() if p.requires_grad}
     assert trained and all("vision_tower" in n or "multi_modal_projector" in n for n in trained)
+
+
+def test_a_vlm_the_trainer_loads_itself_trains_only_the_recipes_parts(tmp_path):
+    recipe = get_recipe("shapes-vlm-cpu", model=TINY_VLM)
+    trainer = trl_path.build_trainer(
+        recipe,
+        train_dataset=load_shapes(n=8),
+        output_dir=tmp_path,
+        max_steps=1,
+        device="cpu",
+        report_to="none",
+    )
+    trained = {name for name, p in trainer.model.named_parameters() if p.requires_grad}
+    assert trained and all("vision_tower" in n or "multi_modal_projector" in n for n in trained)
