@@ -115,7 +115,21 @@ def check_settings(
 
 
 def _check_hardware(recipe: Recipe, training: Mapping[str, Any], precision: Precision) -> None:
+    refuse_unsloths_patches()
     check_precision(training, precision, quantization=recipe.quantization, recipe_name=recipe.name)
+
+
+def refuse_unsloths_patches() -> None:
+    """``import unsloth`` replaces TRL's GRPOConfig/GRPOTrainer for the rest of the process (on CPU its config
+    also rewrites ``optim='adamw_8bit'`` to ``adamw_torch_fused``): a TRL-path run after it would train Unsloth's
+    trainer while its run folder says TRL. Refused before the model loads."""
+    import sys
+
+    if "unsloth" in sys.modules:
+        raise RuntimeError(
+            "Unsloth was imported in this process and has patched TRL's GRPOTrainer, so the TRL path would run "
+            "Unsloth's: start the TRL run in a fresh process (or use --loop unsloth)."
+        )
 
 
 def _quantization_config(recipe: Recipe, precision: Precision):

@@ -72,6 +72,17 @@ def pytest_configure(config):
         )
 
 
+@pytest.fixture(autouse=True)
+def _unsloth_stays_out_of_the_worker():
+    """``import unsloth`` patches TRL's GRPOConfig/GRPOTrainer for the rest of the process: a test that imports it
+    in the worker changes what every later TRL test of that worker runs (and the TRL path then refuses to run).
+    Such a test runs unsloth in a subprocess; one that does not fails here, named."""
+    already = "unsloth" in sys.modules
+    yield
+    if not already and "unsloth" in sys.modules:
+        pytest.fail("this test imported unsloth in the pytest worker: run that part in a subprocess")
+
+
 @pytest.fixture(scope="session")
 def tiny():
     """A randomly initialised 2-layer Llama + the SmolLM2 tokenizer, built once per test session.

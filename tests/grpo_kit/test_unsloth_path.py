@@ -654,31 +654,59 @@ def test_cli_trains_the_cpu_recipe_on_unsloths_cpu_backend(tmp_path):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU commands docs/cpu.md shows")
 def test_the_readmes_unsloth_commands_plan_on_this_cpu(tmp_path):
     """Every `grpo-kit train --loop unsloth ...` docs/cpu.md shows, exactly as written, parses and passes every
-    check before a model loads (plan_run) on this CPU: the recipe, the loop, the flags. The run itself is the
-    CLI test above (tiny model) and docs/cpu.md's measured one (the 135M model takes minutes per step here)."""
+    check before a model loads (plan_run) on this CPU: the recipe, the loop, the flags. Planned in a subprocess:
+    it imports unsloth, whose patches of TRL would reach the worker's later tests. The run itself is the CLI test
+    above (tiny model) and docs/cpu.md's measured one (the 135M model takes minutes per step here)."""
+    import json
     import re
-    import shlex
+    import subprocess
 
     from doc_pages import page_text
-
-    from grpo_kit import runs
-    from grpo_kit.cli.common import parse_overrides
-    from grpo_kit.cli.parser import build_parser
 
     cpu_page = page_text("docs/cpu.md")  # moved there from the README ("Unsloth on a CPU")
     commands = [" ".join(c.split()) for c in re.findall(r"`(grpo-kit train --loop unsloth[^`]*)`", cpu_page)]
     assert len(commands) >= 2, commands  # the recipe's run and the measured short run
-    for command in commands:
-        args = build_parser().parse_args([*shlex.split(command)[1:], "--output-dir", str(tmp_path / "run")])
-        plan = runs.plan_run(
-            args.recipe,
-            overrides=parse_overrides(args.overrides),
-            loop=args.loop,
-            max_steps=args.max_steps,
-            output_dir=args.output_dir,
-        )
-        assert (plan.loop, plan.recipe.name, plan.recipe.quantization) == (
-            "unsloth",
-            "gsm8k-unsloth-cpu",
-            "4bit",
-        )
+    plan_each = """
+import json, shlex, sys
+from grpo_kit import runs
+from grpo_kit.cli.common import parse_overrides
+from grpo_kit.cli.parser import build_parser
+for command in json.loads(sys.argv[1]):
+    args = build_parser().parse_args([*shlex.split(command)[1:], "--output-dir", sys.argv[2]])
+    plan = runs.plan_run(args.recipe, overrides=parse_overrides(args.overrides), loop=args.loop,
+                         max_steps=args.max_steps, output_dir=args.output_dir)
+    print(json.dumps([plan.loop, plan.recipe.name, plan.recipe.quantization]))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", plan_each, json.dumps(commands), str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    plans = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("[")]
+    assert plans == [["unsloth", "gsm8k-unsloth-cpu", "4bit"]] * len(commands)
+
+
+@needs_unsloth
+def test_the_trl_path_refuses_to_run_after_unsloth_patched_trl(tmp_path):
+    """After ``import unsloth`` TRL's GRPOConfig is Unsloth's (on CPU it turns optim='adamw_8bit' into
+    adamw_torch_fused): a TRL-path plan in that process is refused before the model loads, naming the fix."""
+    import subprocess
+
+    plan_after_unsloth = (
+        "import unsloth\n"
+        "from grpo_kit import runs\n"
+        "runs.plan_run('smoltldr-length-small', overrides={'model': 'tiny'}, loop='trl', output_dir=__import__('sys').argv[1])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", plan_after_unsloth, str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "start the TRL run in a fresh process (or use --loop unsloth)" in done.stderr, done.stderr[-2000:]
+    assert not (tmp_path / "run").exists()
