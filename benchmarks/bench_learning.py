@@ -34,6 +34,7 @@ end's, printed with it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -83,6 +84,16 @@ def parse_args(argv=None):
     )
     p.add_argument("--loops", default="standalone,trl", help="which paths to run, comma-separated")
     p.add_argument(
+        "--sampler",
+        choices=("own", "loop", "generate"),
+        default="own",
+        help=(
+            "how completions are drawn: own (each trainer its own), loop (grpo_kit.sampling on both: TRL through "
+            "its rollout_func), generate (transformers' generate with the model in training mode, TRL's way, on "
+            "both: the loop with its sampler swapped)"
+        ),
+    )
+    p.add_argument(
         "--jobs", type=int, default=1, help="run the sides in this many processes at once (2: one per side)"
     )
     p.add_argument(
@@ -90,6 +101,21 @@ def parse_args(argv=None):
         type=int,
         default=int(os.environ.get("BENCH_THREADS", "1")),
         help="torch threads per process (equal on both sides; 1 on a shared machine)",
+    )
+    p.add_argument(
+        "--sampling-stream",
+        type=int,
+        default=None,
+        help="the standalone loop draws its completions from this random stream (the seed's LoRA start, prompts "
+        "and sampler unchanged): two streams of one trainer are the noise floor of a per-step comparison",
+    )
+    p.add_argument(
+        "--compare",
+        nargs="+",
+        default=None,
+        metavar="CURVES_JSON",
+        help="print the arms of several runs' curves.json side by side (every side of every file), per step, "
+        "with the paired difference of every two arms; runs nothing",
     )
     p.add_argument("--out", default="outputs/bench_learning", help="folder for curves.json and curves.png")
     p.add_argument("--side-out", default=None, help=argparse.SUPPRESS)  # a --jobs worker's raw results
@@ -154,6 +180,124 @@ def _nanmean(values: list[float]) -> float:
     return sum(kept) / len(kept) if kept else math.nan
 
 
+# ------------------------------------------------------------------------------------ the samplers swapped
+# Two arms of issue #45's experiment: each trainer drawing its completions the other's way. The update is untouched
+# (tests/grpo_kit/test_step_parity.py: given the same completions, one step of each is the same step).
+
+
+@contextlib.contextmanager
+def sampled_by_generate(loop_module):
+    """The standalone loop drawing its completions TRL's way: ``model.generate`` with TRL's GenerationConfig
+    fields (do_sample, temperature, top_p, top_k, min_p, repetition_penalty, the stop ids), the model as the
+    loop holds it (training mode, LoRA unmerged, prompts repeated G times, multinomial sampling)."""
+    real_sample, real_merged = loop_module.sample_completions, loop_module.merged_lora
+
+    def generate_completions(
+        model,
+        prompt_ids,
+        prompt_mask,
+        *,
+        num_generations,
+        max_new_tokens,
+        eos_token_ids,
+        pad_token_id,
+        temperature,
+        top_k,
+        top_p,
+        min_p,
+        repetition_penalty,
+    ):
+        from transformers import GenerationConfig
+
+        config = GenerationConfig(
+            max_new_tokens=max_new_tokens,
+            do_sample=True,
+            pad_token_id=pad_token_id,
+            eos_token_id=eos_token_ids,
+            temperature=temperature,
+            top_p=top_p,
+            top_k=top_k,
+            min_p=min_p,
+            repetition_penalty=repetition_penalty,
+            disable_compile=True,
+        )
+        ids, mask = (
+            prompt_ids.repeat_interleave(num_generations, 0),
+            prompt_mask.repeat_interleave(num_generations, 0),
+        )
+        with torch.no_grad():
+            out = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)  # (N, P + T)
+        return out[:, ids.size(1) :]  # (N, T)
+
+    import torch
+
+    loop_module.sample_completions = generate_completions
+    loop_module.merged_lora = lambda *a, **k: contextlib.nullcontext(False)
+    try:
+        yield
+    finally:
+        loop_module.sample_completions, loop_module.merged_lora = real_sample, real_merged
+
+
+@contextlib.contextmanager
+def sampling_stream(loop_module, stream: int):
+    """The loop's sampler, unchanged, drawing from its own random stream: call k of the run reseeds a forked
+    generator with (stream, k); everything else the global generator decides (dropout, ...) is left as it was."""
+    import itertools
+
+    import torch
+
+    real_sample, calls = loop_module.sample_completions, itertools.count()
+
+    def drawn(*args, **kwargs):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(1_000_003 * stream + next(calls))
+            return real_sample(*args, **kwargs)
+
+    loop_module.sample_completions = drawn
+    try:
+        yield
+    finally:
+        loop_module.sample_completions = real_sample
+
+
+def rollout_with_loop_sampler(recipe, tokenizer):
+    """TRL's ``rollout_func`` drawing completions with the standalone loop's sampler (``grpo_kit.loop._sample``:
+    one prefill per prompt, LoRA merged, inverse-CDF sampling), from TRL's own rendering of each prompt."""
+    import warnings
+
+    from grpo_kit import loop
+    from grpo_kit.runs import to_loop_config
+    from grpo_kit.sampling import stop_token_ids
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        config = to_loop_config(recipe, output_dir="unused", save_steps=0)
+
+    def rollout(prompts, trainer):
+        G = trainer.num_generations
+        unique = prompts[::G]
+        assert all(p == unique[i // G] for i, p in enumerate(prompts)), (
+            "TRL's batch is not G copies per prompt"
+        )
+        samples = loop._sample(
+            trainer.model,
+            tokenizer,
+            [{"prompt": p} for p in unique],
+            config,
+            stop_token_ids(trainer.model, tokenizer),
+        )
+        prompt_ids, _, _ = trainer._tokenize_prompts(prompts)
+        completion_ids = [ids[: int(n)].tolist() for ids, n in zip(samples.completion_ids, samples.lengths)]
+        return {
+            "prompt_ids": prompt_ids,
+            "completion_ids": completion_ids,
+            "logprobs": [[0.0] * len(c) for c in completion_ids],
+        }
+
+    return rollout
+
+
 def run_side(loop_name: str, recipe, rows, transfer, metric: str, args, output_dir: Path) -> dict:
     """One training run of ``recipe`` on one path, evaluated at the checkpoints (and once trained, on the
     ``transfer`` rows: the recipe's set written differently); its points and wall time."""
@@ -181,16 +325,23 @@ def run_side(loop_name: str, recipe, rows, transfer, metric: str, args, output_d
                 "ignore", UserWarning
             )  # TRL-only fields (optim, ...), as grpo-kit train does
             config = runs.to_loop_config(recipe, output_dir=str(output_dir), save_steps=0)
+        swapped = sampled_by_generate(loop) if args.sampler == "generate" else contextlib.nullcontext()
+        stream = (
+            sampling_stream(loop, args.sampling_stream)
+            if args.sampling_stream is not None
+            else contextlib.nullcontext()
+        )
         try:
-            loop.train(
-                model,
-                tokenizer,
-                dataset,
-                funcs,
-                config,
-                reward_weights=recipe.reward_weights,
-                callbacks=[on_step],
-            )
+            with swapped, stream:
+                loop.train(
+                    model,
+                    tokenizer,
+                    dataset,
+                    funcs,
+                    config,
+                    reward_weights=recipe.reward_weights,
+                    callbacks=[on_step],
+                )
         except BudgetReached:
             pass
     else:
@@ -214,6 +365,11 @@ def run_side(loop_name: str, recipe, rows, transfer, metric: str, args, output_d
             plot=False,
             callbacks=[OnStep()],
             save_strategy="no",
+            trainer_kwargs=(
+                {"rollout_func": rollout_with_loop_sampler(recipe, tokenizer)}
+                if args.sampler == "loop"
+                else None
+            ),
         )
     train_minutes = round(clock.minutes(), 3)
     after_transfer = (
@@ -507,10 +663,81 @@ def plot(data: dict, path: Path, args) -> None:
     plt.close(fig)
 
 
+# Student's t, two-sided 95 %, by degrees of freedom (the seeds are few: 2-10 runs per arm).
+_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+
+def _seed_interval(means: list[float]) -> str:
+    """The mean of per-seed differences with its t interval: the run, not the prompt, as the unit (a run's prompts
+    share one trajectory, so pooling them as independent pairs gives too narrow an interval)."""
+    if len(means) < 2 or len(means) - 1 not in _T975:
+        return "—"
+    centre = statistics.mean(means)
+    half = _T975[len(means) - 1] * statistics.stdev(means) / math.sqrt(len(means))
+    return f"{centre:+.2f} [{centre - half:+.2f}, {centre + half:+.2f}]"
+
+
+def compare(paths: list[str], step_every: int) -> str:
+    """Several benchmark runs (``curves.json``) as arms: each side of each file, named ``folder/side``; per step the
+    arm's median [min–max] over seeds, then for every two arms the paired per-prompt difference pooled over the
+    seeds they share (95 % bootstrap CI, as ``summarize`` prints it), the per-seed means, and their t interval
+    with the seed as the unit."""
+    from itertools import combinations
+
+    from grpo_kit.evaluation.comparison import bootstrap_mean_ci
+
+    arms: dict[str, dict] = {}
+    for path in paths:
+        data = json.loads(Path(path).read_text())
+        for side, runs in data["sides"].items():
+            arms[f"{Path(path).parent.name}/{side}"] = runs
+    steps = sorted(
+        {
+            p["step"]
+            for runs in arms.values()
+            for r in runs.values()
+            for p in r["points"]
+            if p["step"] % step_every == 0
+        }
+    )
+    out = ["step | " + " | ".join(arms)]
+    for step in steps:
+        cells = [
+            _spread([p["metric"] for r in runs.values() if (p := point_at_step(r, step))])
+            for runs in arms.values()
+        ]
+        out.append(f"{step} | " + " | ".join(cells))
+    out.append("")
+    for a, b in combinations(arms, 2):
+        for step in steps:
+            diffs, per_seed = [], []
+            for seed in sorted(set(arms[a]) & set(arms[b])):
+                pa, pb = point_at_step(arms[a][seed], step), point_at_step(arms[b][seed], step)
+                if pa and pb:
+                    d = [
+                        x - y
+                        for x, y in zip(pa["per_prompt"], pb["per_prompt"])
+                        if not (math.isnan(x) or math.isnan(y))
+                    ]
+                    diffs += d
+                    per_seed.append(f"{seed}: {sum(d) / len(d):+.2f}")
+            if diffs:
+                low, high = bootstrap_mean_ci(diffs)
+                means = [float(x.split(": ")[1]) for x in per_seed]
+                out.append(
+                    f"{a} − {b}, step {step}: {sum(diffs) / len(diffs):+.2f} [{low:+.2f}, {high:+.2f}] "
+                    f"(n={len(diffs)}; per seed {', '.join(per_seed)}; over seeds {_seed_interval(means)})"
+                )
+    return "\n".join(out)
+
+
 # --------------------------------------------------------------------------------------------------- driver
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
+    if args.compare:
+        print(compare(args.compare, max(args.step_every, 1)))
+        return 0
     import torch
 
     torch.set_num_threads(args.threads)

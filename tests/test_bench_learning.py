@@ -115,3 +115,74 @@ def test_the_readme_command_on_the_tiny_model_writes_curves_for_every_seed_and_s
     ), out
     assert "standalone: seed 1 " in out and "trl: seed 1 " in out
     assert "steps per training minute, median: standalone" in out
+
+
+def test_the_swapped_samplers_draw_exactly_the_other_trainers_way(tmp_path):
+    """Issue #45's cross arms on the tiny model, same seed, same prompts: the loop with ``--sampler generate`` draws
+    the very completions ``model.generate`` draws; TRL with ``--sampler loop`` draws the very completions the loop's
+    own sampler draws; the loop's sampler is back afterwards."""
+    import warnings
+
+    import torch
+
+    from grpo_kit import loop, runs, trl_path
+    from grpo_kit.recipes import get_recipe
+    from grpo_kit.sampling import sample_completions, stop_token_ids
+
+    bench = _bench()
+    recipe = get_recipe("smoltldr-length-small", model="tiny", max_completion_length=6, seed=3)
+    model, tokenizer = runs.load_model(recipe)
+    rows = [dict(r) for r in recipe.load_dataset().select(range(2))]
+    eos = stop_token_ids(model, tokenizer)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        config = runs.to_loop_config(recipe, output_dir=str(tmp_path), save_steps=0)
+    ids, mask = loop._encode_prompts(model, tokenizer, [r["prompt"] for r in rows], config)
+
+    torch.manual_seed(0)
+    with bench.sampled_by_generate(loop):
+        swapped = loop._sample(model, tokenizer, rows, config, eos).completion_ids
+    assert loop.sample_completions is sample_completions  # restored
+    torch.manual_seed(0)
+    generated = model.generate(
+        input_ids=ids.repeat_interleave(4, 0),
+        attention_mask=mask.repeat_interleave(4, 0),
+        do_sample=True,
+        max_new_tokens=6,
+        top_k=0,
+        eos_token_id=eos,
+        pad_token_id=tokenizer.pad_token_id,
+    )[:, ids.size(1) :]
+    assert torch.equal(swapped[:, : generated.size(1)], generated)
+
+    trainer = trl_path.build_trainer(
+        recipe,
+        model=model,
+        tokenizer=tokenizer,
+        train_dataset=recipe.load_dataset(),
+        reward_funcs=recipe.build_reward_funcs(tokenizer),
+        output_dir=tmp_path / "trl",
+        save_strategy="no",
+        report_to="none",
+        eval_steps=None,
+        trainer_kwargs={"rollout_func": bench.rollout_with_loop_sampler(recipe, tokenizer)},
+    )
+    torch.manual_seed(1)
+    through_trl = trainer._generate([r["prompt"] for r in rows for _ in range(4)])[1]
+    torch.manual_seed(1)
+    own = loop._sample(model, tokenizer, rows, config, eos)
+    assert [list(c) for c in through_trl] == [
+        c[: int(n)].tolist() for c, n in zip(own.completion_ids, own.lengths)
+    ]
+
+
+def test_compare_pairs_every_two_arms_by_seed_and_prompt(tmp_path):
+    bench = _bench()
+    for name, values in (("a", [4.0, 6.0]), ("b", [5.0, 9.0])):
+        folder = tmp_path / name
+        folder.mkdir()
+        run = {"points": [{"step": 8, "metric": sum(values) / 2, "per_prompt": values}]}
+        (folder / "curves.json").write_text(json.dumps({"sides": {"trl": {"42": run}}}))
+    out = bench.compare([str(tmp_path / "a" / "curves.json"), str(tmp_path / "b" / "curves.json")], 8)
+    assert "8 | 5.00 | 7.00" in out
+    assert "a/trl − b/trl, step 8: -2.00 [" in out and "per seed 42: -2.00" in out

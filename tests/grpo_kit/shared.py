@@ -121,14 +121,49 @@ def numbered_curriculum_rows(recipe) -> tuple[Any, list[list[int]], Any]:
 
 
 # --- statistics ------------------------------------------------------------------------------------------------
-def two_sample_chi_square_p(a, b) -> float:
+def two_sample_chi_square_p(a, b, *, min_bins: int = 4) -> float:
     """p-value of "binned counts ``a`` and ``b`` (K,) come from one distribution" (a 2 × K contingency table; torch tensors)."""
     import torch
 
     rows = torch.stack([a, b]).double()
     rows = rows[:, rows.sum(0) > 0]  # (2, K)
     expected = rows.sum(1, keepdim=True) * rows.sum(0, keepdim=True) / rows.sum()  # (2, K)
-    assert rows.size(1) >= 4 and expected.min() >= 5, "too few or too thin bins for the test to mean anything"
+    assert rows.size(1) >= min_bins and expected.min() >= 5, (
+        "too few or too thin bins for the test to mean anything"
+    )
     statistic = ((rows - expected) ** 2 / expected).sum()
     dof = rows.size(1) - 1
     return float(torch.special.gammaincc(torch.tensor(dof / 2.0), statistic / 2))  # chi-square survival
+
+
+def mann_whitney_p(a, b) -> float:
+    """Two-sided p-value of the Mann-Whitney U test that samples ``a`` and ``b`` (lists of numbers) come from one
+    distribution: the normal approximation with the tie correction (fine from ~20 per side)."""
+    import math
+
+    pooled = sorted((v, side) for side, values in ((0, a), (1, b)) for v in values)
+    ranks, ties, i = [0.0] * len(pooled), 0.0, 0
+    while i < len(pooled):
+        j = i
+        while j + 1 < len(pooled) and pooled[j + 1][0] == pooled[i][0]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[k] = (i + j) / 2 + 1  # average rank of a run of ties
+        t = j - i + 1
+        ties += t**3 - t
+        i = j + 1
+    n1, n2 = len(a), len(b)
+    u = sum(r for r, (_, side) in zip(ranks, pooled) if side == 0) - n1 * (n1 + 1) / 2
+    n = n1 + n2
+    variance = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1)))
+    z = (u - n1 * n2 / 2) / math.sqrt(variance)
+    return math.erfc(abs(z) / math.sqrt(2))
+
+
+def two_proportion_p(k1: int, n1: int, k2: int, n2: int) -> float:
+    """Two-sided p-value of the pooled two-proportion z-test that ``k1/n1`` and ``k2/n2`` share one rate."""
+    import math
+
+    pooled = (k1 + k2) / (n1 + n2)
+    se = math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
+    return 1.0 if se == 0 else math.erfc(abs(k1 / n1 - k2 / n2) / se / math.sqrt(2))

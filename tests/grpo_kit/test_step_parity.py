@@ -34,7 +34,12 @@ CASES = {
     "num_iterations=2": {"num_iterations": 2},
     "beta=0.04": {"beta": 0.04},
     "gradient_accumulation_steps=2": {"gradient_accumulation_steps": 2},
+    "completions of different lengths": {},  # EOS written into the draws (ENDS_EARLY)
 }
+# The random tiny model never ends a completion, so every case above trains on equal lengths, where a loss
+# normalised per sequence, per token or per batch cannot be told apart; in this case completion j of a draw ends
+# with an EOS at position 2 + (3 j mod T), or not at all, as the embedded model's completions do.
+ENDS_EARLY = {"completions of different lengths"}
 STEPS = 2
 
 
@@ -48,10 +53,22 @@ def _trainable(model) -> dict[str, torch.Tensor]:
     return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
 
 
-def _train_loop(recipe, rows, steps, output_dir, monkeypatch):
+def _train_loop(recipe, rows, steps, output_dir, monkeypatch, ends_early=False):
     """The loop's run; returns its trainable weights and {prompt ids: [completion ids, ...]} as it sampled them."""
     sampled: dict[tuple[int, ...], list[list[int]]] = {}
     real_sample = loop._sample
+    if ends_early:
+        real_draw = loop.sample_completions
+
+        def drawn_with_ends(*args, eos_token_ids, **kwargs):
+            ids = real_draw(*args, eos_token_ids=eos_token_ids, **kwargs)  # (N, T)
+            for j in range(ids.size(0)):
+                end = 2 + (3 * j) % ids.size(1)
+                if end < ids.size(1):  # the others run to max_completion_length
+                    ids[j, end] = eos_token_ids[0]
+            return ids
+
+        monkeypatch.setattr(loop, "sample_completions", drawn_with_ends)
 
     def recording_sample(model, tokenizer, unique_rows, config, eos_token_ids):
         samples = real_sample(model, tokenizer, unique_rows, config, eos_token_ids)
@@ -123,7 +140,12 @@ def test_one_step_of_the_loop_equals_one_step_of_trl(case, tmp_path, monkeypatch
     # Exactly one generation batch of prompts: both sides see the same prompts whatever order they shuffle into.
     rows = recipe.load_dataset().select(range(prompts_per_step))
     before = _trainable(load_model(recipe)[0])
-    loop_weights, sampled, loop_result = _train_loop(recipe, rows, steps, tmp_path / "loop", monkeypatch)
+    loop_weights, sampled, loop_result = _train_loop(
+        recipe, rows, steps, tmp_path / "loop", monkeypatch, ends_early=case in ENDS_EARLY
+    )
+    if case in ENDS_EARLY:
+        lengths = {len(c) for group in sampled.values() for c in group}
+        assert len(lengths) >= 4, lengths  # several lengths, the longest cut by max_completion_length
     trl_weights, trainer = _train_trl(recipe, rows, steps, tmp_path / "trl", sampled)
 
     assert set(loop_weights) == set(trl_weights)
