@@ -4,6 +4,10 @@
     python benchmarks/bench_learning.py --seeds 42 --eval-prompts 16       # one seed, a short look
     python benchmarks/bench_learning.py --set model=tiny --max-steps 2 --eval-prompts 2 --seeds 1,2   # plumbing
 
+Issue 45's arms (docs/benchmarks.md, "Same recipe, two trainers"): ``--sampler loop`` (TRL drawing with the loop's
+sampler), ``--sampler generate`` (the loop drawing with ``generate``, TRL's way), ``--sampling-stream K`` (the loop
+with other random draws: the noise floor), and ``--compare A/curves.json B/curves.json ...`` to pair every two arms.
+
 What is held equal. Both sides get the same recipe (default ``smoltldr-length-small``, its own ``max_steps``
 and so its own learning-rate schedule), and for each seed the same LoRA initialisation, prompts and thread
 count (1 torch thread per side by default; ``--jobs 2`` runs the two sides at once, one process per core).
