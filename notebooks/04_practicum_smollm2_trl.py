@@ -468,7 +468,8 @@ def test_course_setting_collapses_and_token_recipe_learns(
     assert comparison.metric.startswith("length_error/") and comparison.n == 32, comparison
     assert comparison.ci_high < 0, comparison.summary()
     assert comparison.verdict == ("reward hack suspected" if hack_signs else "improved"), comparison.summary()
-    assert preflight_report.zero_std_share < 0.5, preflight_report.summary()  # the groups carry a signal
+    # Pre-flight says go: on its 4 × 4 draws some groups carry a signal (how many is the draw's luck: 1-3 of 4).
+    assert preflight_report.go and preflight_report.zero_std_share < 1.0, preflight_report.summary()
     # The token recipe learns without collapsing: its CI excludes 0 and nothing is flagged.
     assert token_comparison.metric == "length_error/length_reward_16_tokens", token_comparison
     assert token_comparison.ci_high < 0 and not token_hack_signs, (
