@@ -117,9 +117,10 @@ def parse_args(argv=None):
         "--compare",
         nargs="+",
         default=None,
-        metavar="CURVES_JSON",
+        metavar="[NAME=]CURVES_JSON",
         help="print the arms of several runs' curves.json side by side (every side of every file), per step, "
-        "with the paired difference of every two arms; runs nothing",
+        "with the paired difference of every two arms; runs nothing. NAME=: the file's sides are arms NAME/side, "
+        "and files given one NAME pool their seeds (runs of other seeds, the same code)",
     )
     p.add_argument("--out", default="outputs/bench_learning", help="folder for curves.json and curves.png")
     p.add_argument("--side-out", default=None, help=argparse.SUPPRESS)  # a --jobs worker's raw results
@@ -682,8 +683,9 @@ def _seed_interval(means: list[float]) -> str:
 
 
 def compare(paths: list[str], step_every: int) -> str:
-    """Several benchmark runs (``curves.json``) as arms: each side of each file, named ``folder/side``; per step the
-    arm's median [min–max] over seeds, then for every two arms the paired per-prompt difference pooled over the
+    """Several benchmark runs (``curves.json``) as arms: each side of each file, named ``folder/side`` (or
+    ``NAME/side`` for ``NAME=path``: files under one NAME pool their seeds, a seed given twice is refused); per step
+    the arm's median [min–max] over seeds, then for every two arms the paired per-prompt difference pooled over the
     seeds they share (95 % bootstrap CI, as ``summarize`` prints it), the per-seed means, and their t interval
     with the seed as the unit."""
     from itertools import combinations
@@ -691,10 +693,16 @@ def compare(paths: list[str], step_every: int) -> str:
     from grpo_kit.evaluation.comparison import bootstrap_mean_ci
 
     arms: dict[str, dict] = {}
-    for path in paths:
+    for given in paths:
+        name, _, path = given.rpartition("=") if "=" in given else ("", "", given)
         data = json.loads(Path(path).read_text())
         for side, runs in data["sides"].items():
-            arms[f"{Path(path).parent.name}/{side}"] = runs
+            arm = arms.setdefault(f"{name or Path(path).parent.name}/{side}", {})
+            if twice := sorted(set(arm) & set(runs), key=int):
+                raise ValueError(
+                    f"{given}: seed {', '.join(twice)} of {side} is in an earlier file of the same arm."
+                )
+            arm.update(runs)
     steps = sorted(
         {
             p["step"]

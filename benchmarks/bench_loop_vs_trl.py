@@ -7,8 +7,8 @@
 Each side runs in its own subprocess (so its peak RSS is its own) on the same model, LoRA, prompts
 (``synthetic_tldr`` in smoltldr's schema), reward (course 12.5: length ideal 50 characters), G, lengths,
 learning rate, seed and thread count. TRL is configured to do the same work as the loop: fp32 (its
-default would be bf16), no gradient checkpointing (its default is on; the loop has none), no
-completion logging, no checkpoints. Seconds per step are measured the same way on both sides: wall
+default would be bf16), no gradient checkpointing (its default is on), no completion logging, no
+checkpoints. Seconds per step are measured the same way on both sides: wall
 time between consecutive optimizer-step ends, after ``--warmup`` steps. Model loading is excluded.
 
 ``--bf16``: both sides in bf16 mixed precision (TRL's default; the loop's ``bf16=True``: bf16 autocast for the
@@ -30,6 +30,10 @@ also the LM head) at this shape (8 rows, ~65-token prompts, 32 new tokens):
   base needs input gradients only): >= 1.3 s fp32, >= 0.2 s bf16.
 * so a step at the limit is ~2.6 s fp32, ~0.9 s bf16. What the loop measures, and why it is above that, is in
   docs/benchmarks.md ("A faster step").
+
+``--gradient-checkpointing ours|both``: Trainer's ``gradient_checkpointing`` on the loop only (against TRL without
+it: the memory target's comparison) or on both sides; each layer of the log-prob forward keeps only its input and
+is recomputed in the backward pass. ``--seed``: the LoRA start, the prompts' order and the draws of both sides.
 
 ``--practicum``: the course 12.5 shape (SmolLM2-135M-Instruct, LoRA r=16/alpha 32 on all linear layers,
 G=8, 96 new tokens, length reward with ideal 50 characters, ``synthetic_tldr`` prompts) on our loop for
@@ -68,6 +72,12 @@ def parse_args(argv=None):
     p.add_argument("--lora-r", type=int, default=16)
     p.add_argument("--learning-rate", type=float, default=2e-5)
     p.add_argument(
+        "--lora-dropout",
+        type=float,
+        default=0.05,
+        help="LoRA dropout, both sides (0: no dropout output is kept for the backward pass)",
+    )
+    p.add_argument(
         "--threads",
         type=int,
         default=int(os.environ.get("BENCH_THREADS", "1")),
@@ -78,6 +88,13 @@ def parse_args(argv=None):
         action="store_true",
         help="both sides in bf16 mixed precision (TRL's own default); needs native bf16 (AMX/AVX512-BF16 or a GPU)",
     )
+    p.add_argument(
+        "--gradient-checkpointing",
+        choices=["none", "ours", "both"],
+        default="none",
+        help="Trainer's gradient_checkpointing on no side, on the loop only, or on both sides",
+    )
+    p.add_argument("--seed", type=int, default=0, help="LoRA start, data order and draws, both sides")
     p.add_argument("--practicum", action="store_true", help="course 12.5 on our loop for --minutes")
     p.add_argument("--minutes", type=float, default=10.0)
     p.add_argument(
@@ -104,12 +121,12 @@ def setup(args):
     lora = {
         "r": args.lora_r,
         "lora_alpha": 2 * args.lora_r,
-        "lora_dropout": 0.05,
+        "lora_dropout": args.lora_dropout,
         "target_modules": "all-linear",
     }
-    torch.manual_seed(0)
+    torch.manual_seed(args.seed)
     if args.model == "tiny":
-        model, tokenizer = tiny_model(seed=0, lora=lora)
+        model, tokenizer = tiny_model(seed=args.seed, lora=lora)
     else:  # --bf16: the frozen base in bf16 (no cast copy per forward pass), the LoRA adapter in fp32
         model, tokenizer = load_model(args.model, lora=lora, dtype="bfloat16" if args.bf16 else None)
     dataset = load_smoltldr("train", source=synthetic_tldr(args.prompts, seed=0))
@@ -130,12 +147,17 @@ def common_settings(args, output_dir):
         "temperature": 1.0,
         "beta": 0.0,
         "loss_type": "dapo",
-        "seed": 0,
+        "seed": args.seed,
         "logging_steps": 1,
         "lr_scheduler_type": "linear",
         "max_grad_norm": 1.0,
         "bf16": args.bf16,
     }
+
+
+def checkpointing(args, side: str) -> bool:
+    """Whether ``side`` ("ours" or "trl") runs with ``gradient_checkpointing`` (``--gradient-checkpointing``)."""
+    return args.gradient_checkpointing == "both" or args.gradient_checkpointing == side
 
 
 def peak_rss_mib() -> float:
@@ -196,7 +218,12 @@ def run_ours(args) -> None:
     reset_peak_rss()
     step_ends = []
     with tempfile.TemporaryDirectory() as out:
-        config = GRPOLoopConfig(**common_settings(args, out), save_steps=0, disable_tqdm=True)
+        config = GRPOLoopConfig(
+            **common_settings(args, out),
+            save_steps=0,
+            disable_tqdm=True,
+            gradient_checkpointing=checkpointing(args, "ours"),
+        )
         step_ends.append(clock())
         result = train(
             model,
@@ -241,7 +268,7 @@ def run_trl(args) -> None:
             save_strategy="no",
             report_to="none",
             use_cpu=True,
-            gradient_checkpointing=False,
+            gradient_checkpointing=checkpointing(args, "trl"),
             disable_tqdm=True,
             dataloader_num_workers=0,
             log_completions=False,
@@ -282,7 +309,8 @@ def compare(args) -> None:
     mean = {s: sum(r["step_seconds"]) / len(r["step_seconds"]) for s, r in results.items()}
     table = Table(
         title=f"GRPO step on CPU — {args.model}, G={args.num_generations}, batch={args.batch}, "
-        f"{args.max_completion_length} new tokens, LoRA r={args.lora_r}, {args.threads} thread(s)"
+        f"{args.max_completion_length} new tokens, LoRA r={args.lora_r}, {args.threads} thread(s), seed {args.seed}, "
+        f"gradient checkpointing: {args.gradient_checkpointing}"
     )
     for col in ("", "TRL GRPOTrainer", "grpo_kit loop", "ours / TRL"):
         table.add_column(col, justify="right")

@@ -185,22 +185,20 @@ def per_token_logps_grouped(
     completions are packed into one row, without their padding.
 
     ``prompt_ids``/``prompt_mask`` ``(B, P)`` hold the B *distinct* prompts; ``completion_ids``/``completion_mask``
-    ``(B*G, T)`` their G completions each, group by group. Two forward passes:
-
-    1. the prompts, keeping their key/value cache and the logit that predicts each group's first token;
-    2. one row per prompt holding its G completions back to back, each cut after its last masked-in token
-       (``(B, S)``, S = the longest group's total, usually far less than G·T): a 4-D attention mask lets every
-       token see its prompt and the earlier tokens of its own completion only, and position ids continue
-       each completion from the prompt's width, so every position computes what the padded
-       ``(B*G, P+T)`` batch computes for it, and padding after an EOS costs nothing.
+    ``(B*G, T)`` their G completions each, group by group. One forward pass, one row per prompt: the prompt,
+    then its G completions back to back, each cut after its last masked-in token (``(B, P+S)``, S = the
+    longest group's total, usually far less than G·T). A 4-D attention mask lets a prompt token see the
+    prompt causally and a completion token see its prompt and the earlier tokens of its own completion only;
+    position ids continue each completion from the prompt's width. So every position computes what the padded
+    ``(B*G, P+T)`` batch computes for it, the prompt runs once for its G completions, and padding after an EOS
+    costs nothing. No key/value cache is kept, so layer-wise gradient checkpointing (which drops a cache)
+    applies to this pass unchanged.
 
     The result equals ``per_token_logps(model, cat([prompt_ids.repeat_interleave(G), completion_ids]), …)``
     (same positions, same masks) up to float rounding; positions whose mask is 0 get 0. (Under LoRA dropout
     the G completions of a prompt share one dropout draw on the prompt, and the draws on the completions
     are other random numbers.) ``float32_logits``: as in :func:`per_token_logps`.
     """
-    from transformers import DynamicCache
-
     if temperature <= 0:
         raise ValueError(f"temperature must be positive (got {temperature}); use e.g. temperature=1.0.")
     G = num_generations
@@ -210,27 +208,19 @@ def per_token_logps_grouped(
             "the distinct prompts and their completions group by group, with a mask of the completions' shape."
         )
     N, T = completion_ids.shape
-    cache = DynamicCache(config=getattr(model, "config", None))
-    # 1. The prompt pass: keys/values of every prompt position, and the logit that predicts completion token 0.
-    first = model(
-        input_ids=prompt_ids,
-        attention_mask=prompt_mask,
-        past_key_values=cache,
-        use_cache=True,
-        logits_to_keep=1,
-    ).logits[:, -1, :]  # (B, V)
     packed = _pack_completions(prompt_mask, completion_ids, completion_mask, G)
-    rows = [first.repeat_interleave(G, dim=0)[packed.first_rows]]  # (n0, V) completion token 0
-    if packed.input_ids.size(1) > 0:
-        # 2. The completions, packed: the logits at real positions predict completion tokens 1 … L-1.
-        logits = model(
-            input_ids=packed.input_ids,
-            attention_mask=packed.attention_mask,
-            position_ids=packed.position_ids,
-            past_key_values=cache,
-            use_cache=True,
-        ).logits  # (B, S, V)
-        rows.append(logits[packed.source])  # (n1, V)
+    S = packed.input_ids.size(1)
+    # The logits of the prompt's last position (predicting completion token 0) and of every packed position.
+    logits = model(
+        input_ids=torch.cat([prompt_ids, packed.input_ids], dim=1),  # (B, P+S)
+        attention_mask=packed.attention_mask,  # (B, 1, P+S, P+S)
+        position_ids=packed.position_ids,  # (B, P+S)
+        use_cache=False,
+        logits_to_keep=S + 1,
+    ).logits  # (B, S+1, V)
+    rows = [logits[:, 0].repeat_interleave(G, dim=0)[packed.first_rows]]  # (n0, V) completion token 0
+    if S > 0:  # the packed positions predict completion tokens 1 … L-1
+        rows.append(logits[:, 1:][packed.source])  # (n1, V)
     flat = torch.cat(rows).unsqueeze(0)  # (1, n, V): one logit row per completion position computed
     if float32_logits:
         flat = flat.float()
@@ -255,9 +245,11 @@ class _PackedCompletions:
     """The index tables of :func:`per_token_logps_grouped`'s packed pass (all long tensors)."""
 
     input_ids: torch.Tensor  # (B, S) the G completions of prompt b back to back, each without its last token
-    attention_mask: torch.Tensor  # (B, 1, S, P+S) bool: the prompt's real tokens + own completion, causal
-    position_ids: torch.Tensor  # (B, S) P + offset within the completion (the padded batch's positions)
-    # (n0,) completions with at least one token: their token 0 is predicted by the prompt pass
+    # (B, 1, P+S, P+S) bool: a prompt token sees the prompt causally; a completion token the prompt's real tokens
+    # and its own completion, causally
+    attention_mask: torch.Tensor
+    position_ids: torch.Tensor  # (B, P+S) the prompt's 0 … P-1, then P + offset within each completion
+    # (n0,) completions with at least one token: their token 0 is predicted by the prompt's last position
     first_rows: torch.Tensor
     source: tuple[torch.Tensor, torch.Tensor]  # (n1,), (n1,) real packed positions (b, s)
     # (n,), (n,) the (completion, column) each computed logit row predicts: first_rows' column 0, then source's
@@ -296,7 +288,16 @@ def _pack_completions(prompt_mask, completion_ids, completion_mask, G: int) -> _
     # of its own completion up to itself.
     own = same_completion & causal & key_in.unsqueeze(1)  # (B, S, S)
     prompt = prompt_mask.bool().unsqueeze(1).expand(B, width, P)  # (B, S, P)
-    attention_mask = torch.cat([prompt, own], dim=2).unsqueeze(1)  # (B, 1, S, P+S)
+    completions_rows = torch.cat([prompt, own], dim=2)  # (B, S, P+S)
+    # The prompt's rows, as a plain forward of the prompt computes them: causal over its real tokens. A padding
+    # position also sees itself, so no row is empty (its output is never read, nor seen by any other token).
+    prompt_causal = torch.ones(P, P, dtype=torch.bool, device=device).tril()  # (P, P)
+    prompt_rows = (prompt_causal & prompt_mask.bool().unsqueeze(1)) | torch.eye(
+        P, dtype=torch.bool, device=device
+    )
+    prompt_rows = torch.cat([prompt_rows, prompt_rows.new_zeros(B, P, width)], dim=2)  # (B, P, P+S)
+    attention_mask = torch.cat([prompt_rows, completions_rows], dim=1).unsqueeze(1)  # (B, 1, P+S, P+S)
+    prompt_positions = torch.arange(P, device=device).expand(B, P)  # (B, P)
 
     def longs(values) -> torch.Tensor:
         return torch.tensor(list(values), dtype=torch.long, device=device)
@@ -304,7 +305,7 @@ def _pack_completions(prompt_mask, completion_ids, completion_mask, G: int) -> _
     return _PackedCompletions(
         input_ids=input_ids,
         attention_mask=attention_mask,
-        position_ids=P + offset,
+        position_ids=torch.cat([prompt_positions, P + offset], dim=1),
         first_rows=longs(first_rows),
         source=(longs(source_b), longs(source_s)),
         target=(longs(first_rows + target_n), longs([0] * len(first_rows) + target_t)),

@@ -23,7 +23,8 @@ What this loop simplifies compared with TRL's GRPOTrainer:
 
 * one process, one device, float32 (``bf16=True``: bf16 autocast and bf16 sampling weights, where the
   hardware has native bf16); no vLLM, tools, environments or multimodal inputs;
-  ``steps_per_generation`` is always ``gradient_accumulation_steps``;
+  ``steps_per_generation`` is always ``gradient_accumulation_steps``; ``gradient_checkpointing`` is off unless
+  asked for (TRL's default is on), and applies to the log-prob pass only, never to sampling;
 * reward models (ids, paths, sequence-classification models) score like TRL's, through
   ``grpo_kit.reward_models`` (eval mode, no gradient, batched, logit = reward);
 * the reference policy is the base model with the LoRA adapter disabled, never a second copy

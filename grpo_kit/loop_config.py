@@ -124,6 +124,14 @@ class GRPOLoopConfig:
     ``train`` refuses it, since emulated bf16 is slower than fp32. The sampled completions then come from
     the bf16 policy and are scored by the autocast one: a small mismatch TRL has too with vLLM."""
 
+    gradient_checkpointing: bool = False
+    """Keep only each decoder layer's input during the log-prob forward pass and recompute the layer in the
+    backward pass (Trainer's flag, non-reentrant ``torch.utils.checkpoint`` through transformers'
+    ``gradient_checkpointing_enable``; TRL's GRPOConfig defaults it to True). Less memory for more time:
+    the benchmark shape's measured trade-off is in docs/benchmarks.md ("A faster step"). Sampling
+    never checkpoints (it decodes with a key/value cache, under no gradient). Default False: the fp32 loop
+    without it is the one proven equal to TRL, and a 135M model on CPU has the memory."""
+
     # --- optimisation ---
     learning_rate: float = GRPO_DEFAULTS["learning_rate"]
     """AdamW peak learning rate (TRL's GRPO default 1e-6; LoRA usually wants 1e-5 … 1e-4)."""

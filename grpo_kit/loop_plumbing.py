@@ -117,6 +117,10 @@ def start_run(
     seed_everything(config.seed)
     max_steps = resolve_max_steps(config, num_prompts)
     model.train()  # TRL trains (and samples) with the model in training mode
+    if (
+        config.gradient_checkpointing
+    ):  # the log-prob pass recomputes each layer in backward; sampling does not
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     optimizer = build_optimizer(model, config)
     scheduler = build_scheduler(optimizer, config, max_steps)
     run = RunContext(

@@ -69,7 +69,6 @@ RECIPE_FIELDS_IMPLEMENTED_BY: dict[str, tuple[str, ...]] = {
 LOOP_BEHAVES_AS: dict[str, tuple[Any, ...]] = {
     "optim": ("adamw_torch",),  # torch.optim.AdamW, no fused or 8-bit variant
     "remove_unused_columns": (False,),  # every dataset column reaches the reward functions
-    "gradient_checkpointing": (False,),  # the loop keeps activations
     "fp16": (False,),  # the loop has bf16 mixed precision (GRPOLoopConfig.bf16), not fp16
 }
 

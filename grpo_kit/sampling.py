@@ -283,6 +283,21 @@ def repeat_cache(cache: Any, repeats: int) -> Any:
     )  # (B*G, H, T, D)
 
 
+@contextlib.contextmanager
+def _no_checkpointing(model: torch.nn.Module) -> Iterator[None]:
+    """Inside the block no layer of ``model`` checkpoints: transformers' checkpointing layers (after
+    ``gradient_checkpointing_enable``, in training mode) set ``use_cache=False`` and drop the cache a decode
+    step reads. Put back on exit."""
+    checkpointing = [m for m in model.modules() if getattr(m, "gradient_checkpointing", False) is True]
+    for module in checkpointing:
+        module.gradient_checkpointing = False
+    try:
+        yield
+    finally:
+        for module in checkpointing:
+            module.gradient_checkpointing = True
+
+
 @torch.no_grad()
 def sample_completions(
     model: torch.nn.Module,
@@ -307,8 +322,9 @@ def sample_completions(
     from transformers import DynamicCache
 
     check_fits_context(model, prompt_ids.size(1), max_new_tokens)
-    # Every linear multiplies with a oneDNN-packed copy of its weight while decoding (CPU).
-    with packed_linears(model, rows=prompt_ids.size(0) * num_generations):
+    # Every linear multiplies with a oneDNN-packed copy of its weight while decoding (CPU); a layer that
+    # checkpoints for training would drop the key/value cache, so none does here.
+    with packed_linears(model, rows=prompt_ids.size(0) * num_generations), _no_checkpointing(model):
         G = num_generations
         cache = DynamicCache(config=getattr(model, "config", None))
         position_ids = (prompt_mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, P) left padding starts at 0

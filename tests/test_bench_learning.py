@@ -186,3 +186,24 @@ def test_compare_pairs_every_two_arms_by_seed_and_prompt(tmp_path):
     out = bench.compare([str(tmp_path / "a" / "curves.json"), str(tmp_path / "b" / "curves.json")], 8)
     assert "8 | 5.00 | 7.00" in out
     assert "a/trl − b/trl, step 8: -2.00 [" in out and "per seed 42: -2.00" in out
+
+
+def test_compare_pools_the_seeds_of_files_given_one_name(tmp_path):
+    bench = _bench()
+    for name, seed, loop, trl in (
+        ("first", "42", [4.0, 6.0], [5.0, 9.0]),
+        ("second", "1", [3.0, 3.0], [3.0, 5.0]),
+    ):
+        folder = tmp_path / name
+        folder.mkdir()
+        sides = {
+            side: {seed: {"points": [{"step": 8, "metric": sum(v) / 2, "per_prompt": v}]}}
+            for side, v in (("standalone", loop), ("trl", trl))
+        }
+        (folder / "curves.json").write_text(json.dumps({"sides": sides}))
+    paths = [f"all={tmp_path / name / 'curves.json'}" for name in ("first", "second")]
+    out = bench.compare(paths, 8)
+    assert "step | all/standalone | all/trl" in out
+    assert "per seed 1: -1.00, 42: -2.00" in out and "(n=4;" in out  # both files' seeds, paired by seed
+    with pytest.raises(ValueError, match="seed 42 of standalone is in an earlier file"):
+        bench.compare([paths[0], paths[0]], 8)

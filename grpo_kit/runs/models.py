@@ -27,9 +27,10 @@ def load_model(recipe: Recipe) -> tuple[Any, Any]:
     if recipe.quantization is not None:
         from peft import prepare_model_for_kbit_training
 
-        model = prepare_model_for_kbit_training(
-            model, use_gradient_checkpointing=bool(recipe.training.get("gradient_checkpointing", False))
-        )
+        # Checkpointing here only when the recipe asks for it; the path that trains applies its own setting
+        # (the loop's start_run, Trainer's gradient_checkpointing) either way.
+        asked = recipe.training.get("gradient_checkpointing") is True
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=asked)
     if recipe.lora is not None:
         # LoRA's A matrices start random: seed them, or the same recipe and seed give another run each time.
         model = models.add_lora(model, recipe.lora.to_peft_config(), seed=seed)
