@@ -2,7 +2,9 @@
 
 Rows follow TRL's vision-language format (TRL's GRPO docs, "Dataset format"): an ``image`` column (a PIL image)
 and a conversational ``prompt`` whose user message holds an image placeholder block ``{"type": "image"}`` before
-its text; TRL's ``prepare_multimodal_messages`` puts the row's image into that placeholder. Each row also carries
+its text; TRL's ``prepare_multimodal_messages`` puts the row's image into that placeholder. A synthetic row's prompt
+ends with an assistant turn that opens the answer (``"The square is on the"``): the VLM chat template leaves it
+open, so the first word generated is the choice (:class:`ImageTask`). Each row also carries
 ``answer`` (the gold word), ``choices`` (the task's answer words, comma-separated, for
 :func:`rewards.visual.visual_answer_reward`) and ``task``.
 
@@ -26,7 +28,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
     "IMAGE_PLACEHOLDER",
@@ -46,14 +48,32 @@ IMAGE_PLACEHOLDER = "<image>"
 _COLOURS = {"red": (220, 30, 30), "green": (30, 170, 40), "blue": (30, 60, 220), "yellow": (235, 215, 20)}
 _COUNT_WORDS = ("1", "2", "3", "4")
 
-#: task -> (question, answer words). The question lists the answers (``{choices}``), in an order drawn per row, so
-#: that the untrained model names one of them and its habit of naming the first one listed is no answer.
-IMAGE_TASKS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "colour": ("What colour is the shape? Answer with one word: {choices}.", tuple(_COLOURS)),
-    "count": ("How many dots are in the picture? Answer with one number: {choices}.", _COUNT_WORDS),
-    "side": (
+
+class ImageTask(NamedTuple):
+    """One synthetic task: the question (``{choices}`` lists the answers), the answer words, the answer opening."""
+
+    question: str
+    answers: tuple[str, ...]
+    #: The assistant's first words, given in the prompt (a prefill), so that the next word sampled is the answer:
+    #: the untrained model, asked "Answer with one word", mostly starts "The ..." and wanders before naming one.
+    opening: str
+
+
+#: task -> :class:`ImageTask`. The question lists the answers (``{choices}``), in an order drawn per row, so that the
+#: untrained model's habit of naming the first one listed is no answer.
+IMAGE_TASKS: dict[str, ImageTask] = {
+    "colour": ImageTask(
+        "What colour is the shape? Answer with one word: {choices}.", tuple(_COLOURS), "The shape is"
+    ),
+    "count": ImageTask(
+        "How many dots are in the picture? Answer with one number: {choices}.",
+        _COUNT_WORDS,
+        "The number of dots is",
+    ),
+    "side": ImageTask(
         "Is the square on the left or on the right? Answer with one word: {choices}.",
         ("left", "right"),
+        "The square is on the",
     ),
 }
 
@@ -70,9 +90,13 @@ class ImageDataError(ValueError):
     """Image rows that cannot be used; the message names the file or row and the fix."""
 
 
-def image_prompt(text: str) -> list[dict[str, Any]]:
-    """A one-turn conversational prompt: the image placeholder, then ``text`` (TRL's layout)."""
-    return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
+def image_prompt(text: str, opening: str = "") -> list[dict[str, Any]]:
+    """A conversational prompt: the image placeholder, then ``text`` (TRL's layout); with ``opening``, an assistant
+    turn that starts the answer (the VLM chat template leaves it open: generation continues it)."""
+    prompt = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
+    if opening:
+        prompt.append({"role": "assistant", "content": [{"type": "text", "text": opening}]})
+    return prompt
 
 
 def _shape_box(rng: random.Random, size: int, style: str) -> tuple[int, int, int]:
@@ -133,9 +157,13 @@ def draw_image_task(task: str, rng: random.Random, *, size: int = 64, style: str
 
 
 def shapes_rows(
-    n: int, *, seed: int = 0, tasks=("colour",), size: int = 64, style: str = "train"
+    n: int, *, seed: int = 0, tasks=("colour",), size: int = 64, style: str = "train", opening: bool = True
 ) -> list[dict]:
-    """``n`` synthetic rows (TRL's image column + conversational prompt), tasks in turn, reproducible from ``seed``."""
+    """``n`` synthetic rows (TRL's image column + conversational prompt), tasks in turn, reproducible from ``seed``.
+
+    ``opening``: end each prompt with the task's answer opening (an open assistant turn; the chat template of the
+    VLMs grpo-kit assembles leaves it open). ``False`` for a model whose template would close that turn instead.
+    """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ImageDataError(f"n must be a positive int; got {n!r}.")
     tasks = (tasks,) if isinstance(tasks, str) else tuple(tasks)
@@ -147,11 +175,11 @@ def shapes_rows(
     for index in range(n):
         task = tasks[index % len(tasks)]
         image, answer = draw_image_task(task, rng, size=size, style=style)
-        question, choices = IMAGE_TASKS[task]
+        question, choices, task_opening = IMAGE_TASKS[task]
         question = question.format(choices=_listed(rng.sample(choices, len(choices))))
         rows.append(
             {
-                "prompt": image_prompt(question),
+                "prompt": image_prompt(question, task_opening if opening else ""),
                 "image": image,
                 "answer": answer,
                 "choices": ",".join(choices),
@@ -255,12 +283,19 @@ _SPLIT_SEEDS = {"train": 0, "test": 1}
 
 
 def load_shapes(
-    split: str = "train", source=None, *, tasks=("colour",), n: int = SHAPES_ROWS, style: str = "train"
+    split: str = "train",
+    source=None,
+    *,
+    tasks=("colour",),
+    n: int = SHAPES_ROWS,
+    style: str = "train",
+    opening: bool = True,
 ):
     """The image-task rows as a ``datasets.Dataset`` (columns prompt, image, answer, choices, task).
 
     ``source``: None draws :func:`shapes_rows` (``split`` "train" seed 0, "test" seed 1: disjoint pictures);
     a ``.jsonl`` path reads :func:`load_image_tasks`; a list of such rows is taken as it is.
+    ``opening``: :func:`shapes_rows`' (synthetic rows only).
     """
     import datasets
 
@@ -269,7 +304,7 @@ def load_shapes(
             raise ImageDataError(
                 f"Unknown split {split!r} for synthetic shapes; use one of {sorted(_SPLIT_SEEDS)}."
             )
-        rows = shapes_rows(n, seed=_SPLIT_SEEDS[split], tasks=tasks, style=style)
+        rows = shapes_rows(n, seed=_SPLIT_SEEDS[split], tasks=tasks, style=style, opening=opening)
     elif isinstance(source, (str, Path)):
         rows = load_image_tasks(source)
     elif isinstance(source, list):

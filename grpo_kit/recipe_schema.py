@@ -440,6 +440,20 @@ class Recipe:
 _RECIPE_FIELDS = {f.name for f in dataclasses.fields(Recipe)} - {"name", "training"}
 
 
+def _reward_spec(entry: Any) -> RewardSpec:
+    """One ``rewards`` override entry: a name, a :class:`RewardSpec`, or ``{"name", "weight", "kwargs"}``."""
+    if isinstance(entry, (str, RewardSpec)):
+        return RewardSpec(entry) if isinstance(entry, str) else entry
+    fields = {field.name for field in dataclasses.fields(RewardSpec)}
+    if isinstance(entry, Mapping) and "name" in entry and set(entry) <= fields:
+        return RewardSpec(**entry)
+    raise ValueError(
+        f'rewards entry {entry!r} is not understood; give a reward name or {{"name": ..., "weight": 1.0, '
+        '"kwargs": {}}, e.g. --set rewards=\'["visual_answer_reward", {"name": "visual_choice_reward", '
+        '"weight": 0.2}]\'.'
+    )
+
+
 def apply_overrides(recipe: Recipe, overrides: Mapping[str, Any]) -> Recipe:
     """``recipe`` with ``overrides`` applied (``grpo_kit.recipes.get_recipe``'s rule), validated again.
 
@@ -475,7 +489,5 @@ def apply_overrides(recipe: Recipe, overrides: Mapping[str, Any]) -> Recipe:
             recipe.warmup_sft or WarmupSFT(), **recipe_changes["warmup_sft"]
         )
     if "rewards" in recipe_changes:
-        recipe_changes["rewards"] = tuple(
-            RewardSpec(r) if isinstance(r, str) else r for r in recipe_changes["rewards"]
-        )
+        recipe_changes["rewards"] = tuple(_reward_spec(r) for r in recipe_changes["rewards"])
     return dataclasses.replace(recipe, training=training, **recipe_changes).validate()

@@ -36,6 +36,7 @@ REWARD_INFO: dict[str, RewardInfo] = {
     "reasoning_accuracy_reward": RewardInfo("accuracy", 1.0),
     # rewards.visual (the image tasks of datasets_prep.images)
     "visual_answer_reward": RewardInfo("accuracy", 1.0),
+    "visual_choice_reward": RewardInfo("format", 1.0),
 }
 
 

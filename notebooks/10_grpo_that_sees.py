@@ -46,14 +46,14 @@ def _(mo):
 
     size = lesson_size()
     recipe = get_recipe("shapes-vlm-cpu")
-    # the recipe's steps on CPU and GPU alike (one picture × 8 answers a step); -- --small: 2 steps
+    # the recipe's steps on CPU and GPU alike; -- --small: 2 steps
     train_steps = size.steps(gpu=recipe.training["max_steps"], cpu=recipe.training["max_steps"], small=2)
     num_eval = size.pick(gpu=recipe.eval_prompts, cpu=recipe.eval_prompts, small=8)
     output_root = size.output_dir("lesson10")
     mo.callout(
         mo.md(
             f"**{size.name.upper()} settings** — recipe `{recipe.name}`, model `{recipe.model}`, {train_steps} steps "
-            f"of {recipe.training['per_device_train_batch_size'] // recipe.training['num_generations']} picture × "
+            f"of {recipe.training['per_device_train_batch_size'] // recipe.training['num_generations']} pictures × "
             f"{recipe.training['num_generations']} answers of ≤ {recipe.training['max_completion_length']} tokens "
             f"at T = {recipe.training['temperature']}, {num_eval} held-out pictures per set, greedy."
             + (
@@ -84,6 +84,11 @@ def _(mo):
     one `<image>` token per patch; inside the model, Llava overwrites those token positions with the projected
     patch vectors. The language model then reads them like any other token embeddings, and answers in text,
     which the reward scores as it would any completion.
+
+    The prompt also **opens the answer**: it ends with an assistant turn, "The shape is", which the chat
+    template leaves open, so the next word generated is the colour. Asked without it, the untrained model
+    mostly begins "The …" and wanders, and a group of answers that name no colour all score 0: nothing to
+    learn from. With it, a few tokens suffice and every group is a choice among colours.
     """)
     return
 
@@ -160,11 +165,14 @@ def _(base_model, mo, processor, shown_answer, shown_image, shown_prompt):
 
 
 @app.cell
-def _(base_model, mo):
+def _(base_model, mo, recipe):
+    _llava = (
+        base_model.get_base_model() if hasattr(base_model, "get_base_model") else base_model
+    )  # under a LoRA
     _parts = {
-        "vision tower (CLIP, random)": base_model.model.vision_tower,
-        "projector (Llava's MLP, random)": base_model.model.multi_modal_projector,
-        "language model (SmolLM2-135M, pretrained)": base_model.model.language_model,
+        "vision tower (CLIP, random)": _llava.model.vision_tower,
+        "projector (Llava's MLP, random)": _llava.model.multi_modal_projector,
+        "language model (SmolLM2-135M, pretrained)": _llava.model.language_model,
     }
     part_counts = {
         name: (
@@ -176,9 +184,15 @@ def _(base_model, mo):
     trainable_total = sum(p.numel() for p in base_model.parameters() if p.requires_grad)
     all_total = sum(p.numel() for p in base_model.parameters())
     mo.md(
-        'What trains (the recipe\'s `trainable_parts = ("vision_tower", "projector")`): the language model '
-        "stays frozen, so it keeps its English, and the reward can only teach the parts that look at the picture "
-        "to hand the language model vectors it can name a colour from.\n\n"
+        f"What trains (the recipe's `trainable_parts = {recipe.trainable_parts}`): the vision tower and the "
+        "projector learn to hand the language model vectors it can name a colour from"
+        + (
+            f"; a LoRA (r = {recipe.lora.r}) on the language model's linear layers learns to read them, while its "
+            "own weights stay frozen, so it keeps its English"
+            if "lm_lora" in recipe.trainable_parts
+            else "; the language model stays frozen, so it keeps its English"
+        )
+        + ".\n\n"
         "| part | parameters | trained |\n|:---|---:|:---|\n"
         + "\n".join(
             f"| {name} | {total:,} | "
@@ -260,17 +274,19 @@ def _(before_report, before_transfer, held_out, mo):
 
 
 @app.cell
-def _(before_report, button_panel, mo, run_button, size, train_steps):
+def _(before_report, button_panel, mo, recipe, run_button, size, train_steps):
     train_button = run_button(
         f"Train {train_steps} steps with TRL on the pictures"
         + (" (too small to learn)" if size.small else "")
     )
+    _group = recipe.training["num_generations"]
+    _pictures = recipe.training["per_device_train_batch_size"] // _group
     _panel = button_panel(
         f"## 3 · Press Train\n\nThe base model was measured on {before_report.num_prompts} held-out pictures "
         "(section 4 compares). `trl_path.train(recipe)` hands `GRPOTrainer` the processor as `processing_class` "
-        "and the dataset's `image` column; each step samples 8 answers for one picture, scores them with "
-        "`visual_answer_reward` and updates the vision tower and the projector only. A group whose 8 answers all "
-        "score the same (all wrong, or all right) has no advantage and teaches nothing.",
+        f"and the dataset's `image` column; each step samples {_group} answers for each of {_pictures} pictures, "
+        f"scores them with `visual_answer_reward` and updates only `{', '.join(recipe.trainable_parts)}`. A group "
+        f"whose {_group} answers all score the same (all wrong, or all right) has no advantage and teaches nothing.",
         train_button,
     )
     _too_small = mo.callout(
@@ -297,7 +313,7 @@ def _(
 
     mo.stop(not should_run(train_button), mo.md("Press the button to train."))
     assert before_report.num_prompts  # the base model is measured first
-    # a fresh copy of the base model with only the vision parts trainable: pressing again starts over
+    # a fresh copy of the base model with only its trainable_parts trainable: pressing again starts over
     run, _ = train_fresh(
         recipe,
         load=lambda _name: load_recipe_model(recipe),

@@ -34,7 +34,7 @@ from .trl_compat import (
     reasoning_accuracy_reward,
     think_format_reward,
 )
-from .visual import visual_answer_reward
+from .visual import visual_answer_reward, visual_choice_reward
 
 # The course's names (LLM Course ch. 12.5–12.6), so that code pasted from the course imports the fixed
 # functions. They are the same objects: TRL logs them under the new names (rewards/xmlcount_reward/mean).
@@ -87,6 +87,7 @@ __all__ = [
     "tool_call_reward",
     "tool_success_reward",
     "visual_answer_reward",
+    "visual_choice_reward",
     "xmlcount_reward",
     "xmlcount_reward_func",
 ]

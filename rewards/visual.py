@@ -5,6 +5,11 @@ completion names, as a whole word, case-insensitive, number words read as digits
 1.0 when it is the gold ``answer``, else 0.0. Only the first named word counts, so listing every choice scores
 like a guess. Without ``choices`` the completion's first word is compared. Pure Python: no torch import. Never
 raises on model output; calling mistakes (no ``answer`` column) raise with the fix.
+
+:func:`visual_choice_reward` is its format reward: 1.0 when the completion names any of the row's answer words,
+right or wrong. Weighted small beside the answer reward, it keeps "names no answer at all" below "names a wrong
+one", so pushing a wrong answer down does not push the model out of answering (the collapse it guards against is
+in docs/results.md, "GRPO that sees").
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import Any
 
 from ._text import completion_texts, require_column
 
-__all__ = ["first_answer_word", "visual_answer_reward"]
+__all__ = ["first_answer_word", "visual_answer_reward", "visual_choice_reward"]
 
 _NUMBER_WORDS = {"one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7"}
 _WORD = re.compile(r"[a-z]+|\d+")
@@ -48,4 +53,23 @@ def visual_answer_reward(completions: Sequence, answer: Sequence | None = None, 
         options = [option for option in str(options or "").split(",") if option.strip()]
         word = first_answer_word(text, options)
         rewards.append(1.0 if word is not None and word == _normalise(str(gold)) else 0.0)
+    return rewards
+
+
+def visual_choice_reward(
+    completions: Sequence, choices: Sequence | None = None, **kwargs: Any
+) -> list[float]:
+    """1.0 when the completion names one of the row's ``choices`` (any, right or wrong), else 0.0 (TRL's contract)."""
+    texts = completion_texts(completions, "visual_choice_reward")
+    options_per_row = require_column(
+        choices,
+        "choices",
+        "visual_choice_reward",
+        len(texts),
+        "(the answer words of each image, comma-separated)",
+    )
+    rewards = []
+    for text, options in zip(texts, options_per_row):
+        options = [option for option in str(options or "").split(",") if option.strip()]
+        rewards.append(1.0 if options and first_answer_word(text, options) is not None else 0.0)
     return rewards

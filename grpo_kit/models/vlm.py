@@ -66,20 +66,24 @@ VLM_NAMES = (SMOLVLM_CPU, TINY_VLM)
 #: The placeholder token the processor expands into one token per image patch.
 IMAGE_TOKEN = "<image>"
 #: Bump when the assembly changes: cached folders of an older build are not reused.
-ASSEMBLY_VERSION = "1"
+ASSEMBLY_VERSION = "2"
 
 #: ChatML (SmolLM2's format) for content that is a string or a list of ``{"type": "text" | "image"}`` blocks.
+#: A prompt whose last message is the assistant's is an *answer opening* (a prefill): with ``add_generation_prompt``
+#: that turn is left open (no ``<|im_end|>``, no second assistant header), so generation continues its text. TRL's
+#: GRPOTrainer always asks for the generation prompt, so this is how a row opens the answer on TRL's VLM path.
 VLM_CHAT_TEMPLATE = (
     "{% for message in messages %}"
+    "{% set opening = loop.last and message['role'] == 'assistant' and add_generation_prompt %}"
     "{{ '<|im_start|>' + message['role'] + '\n' }}"
     "{% if message['content'] is string %}{{ message['content'] }}"
     "{% else %}{% for block in message['content'] %}"
     "{% if block['type'] == 'image' %}{{ '<image>' }}"
     "{% elif block['type'] == 'text' %}{{ block['text'] }}{% endif %}"
     "{% endfor %}{% endif %}"
-    "{{ '<|im_end|>' + '\n' }}"
+    "{% if not opening %}{{ '<|im_end|>' + '\n' }}{% endif %}"
     "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+    "{% if add_generation_prompt and messages[-1]['role'] != 'assistant' %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
 
 

@@ -15,7 +15,7 @@ from datasets_prep.images import (
     load_shapes,
     shapes_rows,
 )
-from rewards import visual_answer_reward
+from rewards import visual_answer_reward, visual_choice_reward
 
 
 def _pixels(image):
@@ -39,6 +39,16 @@ def test_rows_follow_trls_image_format_and_repeat_from_their_seed():
     assert all(all(colour in q for colour in ("red", "green", "blue", "yellow")) for q in questions)
     other = shapes_rows(6, seed=4, tasks=("colour", "count", "side"))
     assert [_pixels(r["image"]) for r in rows] != [_pixels(r["image"]) for r in other]
+
+
+def test_each_prompt_opens_the_answer_so_the_next_word_is_the_choice():
+    for row in shapes_rows(3, seed=0, tasks=("colour", "count", "side")):
+        opening = row["prompt"][-1]
+        assert opening["role"] == "assistant" and len(row["prompt"]) == 2
+        assert opening["content"] == [{"type": "text", "text": IMAGE_TASKS[row["task"]].opening}]
+        assert not any(block["type"] == "image" for block in opening["content"])
+    plain = shapes_rows(3, seed=0, tasks=("colour", "count", "side"), opening=False)
+    assert [[message["role"] for message in row["prompt"]] for row in plain] == [["user"]] * 3
 
 
 @pytest.mark.parametrize("task", sorted(IMAGE_TASKS))
@@ -87,6 +97,11 @@ def test_the_reward_reads_the_first_answer_word():
     assert visual_answer_reward(conversational, answer=["red"]) == [1.0]
     with pytest.raises(ValueError, match="needs the `answer` column"):
         visual_answer_reward(["red"])
+    # its format reward: any listed answer named, right or wrong, scores; none named, or no list, scores 0
+    assert visual_choice_reward(completions, choices=choices) == [1.0, 1.0, 0.0, 1.0, 1.0, 1.0]
+    assert visual_choice_reward(["a shape", "red"], choices=["red,blue", ""]) == [0.0, 0.0]
+    with pytest.raises(ValueError, match="needs the `choices` column"):
+        visual_choice_reward(["red"])
 
 
 def _write(tmp_path, lines):

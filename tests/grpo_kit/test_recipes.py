@@ -165,6 +165,20 @@ def test_overrides_go_to_recipe_fields_or_training():
     assert get_recipe("gsm8k-cpu", lora=None).lora is None
 
 
+def test_a_rewards_override_takes_names_and_weighted_entries_and_refuses_the_rest():
+    """What `--set rewards='[...]'` parses to (JSON: names and {"name", "weight", "kwargs"} objects)."""
+    r = get_recipe(
+        "shapes-vlm-cpu", rewards=["visual_answer_reward", {"name": "visual_choice_reward", "weight": 0.2}]
+    )
+    assert [(spec.name, spec.weight) for spec in r.rewards] == [
+        ("visual_answer_reward", 1.0),
+        ("visual_choice_reward", 0.2),
+    ]
+    for bad in ({"weight": 1.0}, {"name": "visual_answer_reward", "wieght": 1.0}, 3):
+        with pytest.raises(ValueError, match="is not understood; give a reward name"):
+            get_recipe("shapes-vlm-cpu", rewards=[bad])
+
+
 def test_unknown_recipe_lists_the_recipes():
     with pytest.raises(ValueError) as err:
         get_recipe("smoltldr-lenght")

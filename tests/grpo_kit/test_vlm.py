@@ -51,6 +51,21 @@ def test_processor_image_token_count_matches_the_model_config():
     assert sum(f.shape[0] for f in features) == count and logits.shape[1] == inputs["input_ids"].shape[1]
 
 
+def test_an_answer_opening_is_left_open_for_generation_to_continue():
+    """A prompt ending in an assistant turn (the rows' answer opening) renders as that turn, unclosed, with no
+    second assistant header, when asked as TRL asks (``add_generation_prompt=True``); a user-last prompt gets
+    the header."""
+    _, processor = load_model(TINY_VLM)
+    row = load_shapes(n=1, tasks=("side",))[0]
+    opened = processor.apply_chat_template([row["prompt"]], add_generation_prompt=True, tokenize=False)[0]
+    assert opened.endswith("<|im_start|>assistant\nThe square is on the")
+    assert opened.count("<|im_start|>assistant") == 1 and opened.count("<|im_end|>") == 1
+    asked = processor.apply_chat_template([row["prompt"][:1]], add_generation_prompt=True, tokenize=False)[0]
+    assert asked == opened[: -len("The square is on the")]
+    closed = processor.apply_chat_template([row["prompt"]], add_generation_prompt=False, tokenize=False)[0]
+    assert closed.endswith("The square is on the<|im_end|>\n")
+
+
 def test_two_grpo_steps_through_trls_vlm_path_train_the_chosen_parts(tmp_path):
     """TRL's GRPOTrainer with the processor as processing_class and TRL's image column: two real steps, and
     every trained part (vision tower, projector, LoRA on the LM) gets a non-zero gradient; the LM stays frozen."""

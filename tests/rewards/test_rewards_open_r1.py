@@ -207,4 +207,5 @@ def test_readme_contract_table_is_true():
         "tool_call_reward",
         "tool_success_reward",
         "visual_answer_reward",  # grpo-kit's own names, like the three above: no peer's contract to follow
+        "visual_choice_reward",
     }
