@@ -514,7 +514,6 @@ _RECIPE_LIST.append(
             "max_completion_length": 3,
             "temperature": 1.0,
             "max_steps": 200,
-            "eval_steps": 50,
             "save_steps": 100,
             "gradient_checkpointing": False,
             "remove_unused_columns": False,
