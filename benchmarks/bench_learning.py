@@ -57,7 +57,9 @@ sys.path.insert(0, str(REPO))
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
-        "--recipe", default=None, help="recipe (default: the main job, grpo_kit.recipes.DEFAULT_RECIPE)"
+        "--recipe",
+        default=None,
+        help="recipe (default: the main job, grpo_kit.recipes.catalogue.DEFAULT_RECIPE)",
     )
     p.add_argument(
         "--set",
@@ -92,7 +94,7 @@ def parse_args(argv=None):
         choices=("own", "loop", "generate"),
         default="own",
         help=(
-            "how completions are drawn: own (each trainer its own), loop (grpo_kit.sampling on both: TRL through "
+            "how completions are drawn: own (each trainer its own), loop (grpo_kit.core.sampling on both: TRL through "
             "its rollout_func), generate (transformers' generate with the model in training mode, TRL's way, on "
             "both: the loop with its sampler swapped)"
         ),
@@ -267,13 +269,13 @@ def sampling_stream(loop_module, stream: int):
 
 
 def rollout_with_loop_sampler(recipe, tokenizer):
-    """TRL's ``rollout_func`` drawing completions with the standalone loop's sampler (``grpo_kit.loop._sample``:
+    """TRL's ``rollout_func`` drawing completions with the standalone loop's sampler (``grpo_kit.loop.training._sample``:
     one prefill per prompt, LoRA merged, inverse-CDF sampling), from TRL's own rendering of each prompt."""
     import warnings
 
-    from grpo_kit import loop
+    from grpo_kit.core.sampling import stop_token_ids
+    from grpo_kit.loop import training as loop
     from grpo_kit.runs import to_loop_config
-    from grpo_kit.sampling import stop_token_ids
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
@@ -319,7 +321,7 @@ def run_side(loop_name: str, recipe, rows, transfer, metric: str, args, output_d
     clock = Clock(args.every, args.step_every, max_steps, args.max_minutes, evaluate)
     started = time.perf_counter()
     if loop_name == "standalone":
-        from grpo_kit import loop
+        from grpo_kit.loop import training as loop
 
         def on_step(state, _info):
             if clock.step_end(state.global_step):
@@ -352,7 +354,7 @@ def run_side(loop_name: str, recipe, rows, transfer, metric: str, args, output_d
     else:
         from transformers import TrainerCallback
 
-        from grpo_kit import trl_path
+        from grpo_kit.trainers import trl_path
 
         class OnStep(TrainerCallback):
             def on_step_end(self, args, state, control, **kwargs):
@@ -392,7 +394,7 @@ def run_side(loop_name: str, recipe, rows, transfer, metric: str, args, output_d
 
 def run_sides(loops: list[str], seeds: list[int], recipe, rows, transfer, metric: str, args) -> dict:
     """Every seed on every path in ``loops``, in this process: ``{loop: {seed: run}}``."""
-    from grpo_kit.recipes import get_recipe
+    from grpo_kit.recipes.catalogue import get_recipe
 
     sides: dict[str, dict[str, dict]] = {name: {} for name in loops}
     with tempfile.TemporaryDirectory() as tmp:
@@ -628,7 +630,7 @@ def plot(data: dict, path: Path, args) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from grpo_kit.plots import metric_label
+    from grpo_kit.artifacts.plots import metric_label
 
     base = data["base"]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
@@ -755,7 +757,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     from grpo_kit.cli import parse_overrides
     from grpo_kit.evaluation import better_direction, headline_metric
-    from grpo_kit.recipes import DEFAULT_RECIPE, get_recipe
+    from grpo_kit.recipes.catalogue import DEFAULT_RECIPE, get_recipe
     from grpo_kit.runs import evaluate_held_out, held_out_rows, load_model, transfer_rows
 
     seeds = [int(s) for s in args.seeds.split(",")]

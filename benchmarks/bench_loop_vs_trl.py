@@ -56,7 +56,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 IDEAL_LENGTH = 50  # course 12.5: ideal completion length, in characters
-#: The phases of a loop step, as ``grpo_kit.loop`` times them (``timing/<phase>_s`` per step).
+#: The phases of a loop step, as ``grpo_kit.loop.training`` times them (``timing/<phase>_s`` per step).
 LOOP_PHASES = ("generation", "scoring", "old_ref_logprobs", "forward", "backward", "optimizer")
 
 
@@ -211,8 +211,8 @@ def report(step_ends: list[tuple[float, float]], warmup: int, extra: dict) -> No
 
 
 def run_ours(args) -> None:
-    from grpo_kit.loop import train
-    from grpo_kit.loop_config import GRPOLoopConfig
+    from grpo_kit.config.loop import GRPOLoopConfig
+    from grpo_kit.loop.training import train
 
     model, tokenizer, dataset, reward = setup(args)
     reset_peak_rss()
@@ -251,7 +251,7 @@ def run_trl(args) -> None:
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from grpo_kit.trl_path import ensure_logprob_kernel
+    from grpo_kit.trainers.trl_path import ensure_logprob_kernel
 
     ensure_logprob_kernel()  # CPU torch has no Triton; TRL's fused LM head needs this stand-in
     model, tokenizer, dataset, reward = setup(args)
@@ -368,8 +368,8 @@ def profile_table(profile: dict[str, float], args):
 
 
 def practicum(args) -> None:
-    from grpo_kit.loop import train
-    from grpo_kit.loop_config import GRPOLoopConfig
+    from grpo_kit.config.loop import GRPOLoopConfig
+    from grpo_kit.loop.training import train
 
     if args.model == "tiny":
         args.model = "smollm2-135m-instruct"

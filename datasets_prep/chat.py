@@ -19,7 +19,7 @@ from typing import Any
 
 #: A dataset column the standalone loop samples from instead of ``prompt`` when a row has it (guided sampling:
 #: the completions are drawn from this prompt, e.g. with a worked example, and the update scores them under
-#: ``prompt``; ``grpo_kit.loop``). TRL's GRPOTrainer has no such column, so the other paths refuse it.
+#: ``prompt``; ``grpo_kit.loop.training``). TRL's GRPOTrainer has no such column, so the other paths refuse it.
 SAMPLING_PROMPT = "sampling_prompt"
 
 

@@ -232,7 +232,7 @@ def load_gsm8k(
     ``worked_example_guides``: with ``worked_example=True``, put the example (where the fade shows one) in a
     second column, ``sampling_prompt`` (:data:`datasets_prep.SAMPLING_PROMPT`), and keep ``prompt`` the
     course's own on every row. The standalone loop draws the completions from ``sampling_prompt`` and trains
-    on them under ``prompt`` (guided sampling, ``grpo_kit.loop``), so the model learns to write from the
+    on them under ``prompt`` (guided sampling, ``grpo_kit.loop.training``), so the model learns to write from the
     course's prompt alone what it writes with the example. Rows without an example have ``sampling_prompt ==
     prompt``. Only the standalone loop reads the column; the TRL and Unsloth paths refuse it. Default False.
     """

@@ -52,7 +52,7 @@ def _():
     import matplotlib.pyplot as plt
     import torch
 
-    from grpo_kit.lesson_helpers import stack  # mo.vstack under marimo; figures as images in Jupyter
+    from grpo_kit.teaching.lesson_helpers import stack  # mo.vstack under marimo; figures as images in Jupyter
 
     return plt, stack, torch
 
@@ -102,7 +102,7 @@ def _(mo):
 
 @app.cell
 def _(group_a_sliders, group_b_sliders):
-    from grpo_kit.advantages import SCALE_REWARDS_OPTIONS, compute_advantages_with_metrics, stack_rewards
+    from grpo_kit.core.advantages import SCALE_REWARDS_OPTIONS, compute_advantages_with_metrics, stack_rewards
 
     num_generations = 4
     slider_rewards = [*group_a_sliders.value, *group_b_sliders.value]
@@ -199,7 +199,7 @@ def _(mo):
     * $k_1 = -x$ — unbiased, but **negative** on half the samples (a "KL" that rewards drift);
     * $k_3 = e^{x} - x - 1$ — unbiased too, **never negative**, and $\approx x^2/2$ near 0.
 
-    Left: the two as functions of $x$ (`grpo_kit.kl.k3_kl`). Right: both averaged over sampled tokens
+    Left: the two as functions of $x$ (`grpo_kit.core.kl.k3_kl`). Right: both averaged over sampled tokens
     of a 50-token "vocabulary", against the exact KL, as the reference drifts away.
     """)
     return
@@ -216,7 +216,7 @@ def _(mo):
 
 @app.cell
 def _(drift_slider, torch):
-    from grpo_kit.kl import k3_kl
+    from grpo_kit.core.kl import k3_kl
 
     _generator = torch.Generator().manual_seed(0)
     _vocab = 50
@@ -288,8 +288,8 @@ def _(mo):
     gives rare tokens with positive advantage more room to grow.
 
     The curves are the per-token objective $\min(\rho\hat A,\ \operatorname{clip}(\rho)\hat A)$ and its
-    gradient, obtained by calling `grpo_kit.losses.compute_loss` (`loss_type="dapo"`) on one token
-    per value of $\rho$ and backpropagating (`grpo_kit.loss_demo.ratio_sweep`).
+    gradient, obtained by calling `grpo_kit.core.losses.compute_loss` (`loss_type="dapo"`) on one token
+    per value of $\rho$ and backpropagating (`grpo_kit.teaching.loss_demo.ratio_sweep`).
     """)
     return
 
@@ -308,12 +308,12 @@ def _(mo):
 
 @app.cell
 def _(epsilon_high_slider, epsilon_low_slider, torch):
-    from grpo_kit.loss_demo import ratio_objective, ratio_sweep
+    from grpo_kit.teaching.loss_demo import ratio_objective, ratio_sweep
 
     ratios = torch.linspace(0.5, 1.6, 111)  # (R,) π_θ / π_old, one token each
 
     def _objective_and_gradient(advantage: float):
-        # grpo_kit.loss_demo: compute_loss on one one-token completion per ratio (old log-prob 0, so
+        # grpo_kit.teaching.loss_demo: compute_loss on one one-token completion per ratio (old log-prob 0, so
         # log π_θ = log ρ), then −∂loss/∂log ρ by autograd, each row on its own.
         _dapo = {
             "loss_type": "dapo",
@@ -387,11 +387,11 @@ def _(mo):
 
     | step | what happens | where in grpo-kit |
     |:---|:---|:---|
-    | sample | $G$ completions per prompt from $\pi_{\text{old}}$ | `grpo_kit.loop` (HF `generate`) |
+    | sample | $G$ completions per prompt from $\pi_{\text{old}}$ | `grpo_kit.loop.training` (HF `generate`) |
     | score | one reward per completion per reward function | `rewards` |
-    | advantages | reward minus the group mean, optionally ÷ std | `grpo_kit.advantages` |
-    | loss | clipped ratio × advantage, minus $\beta\,k_3$, aggregated per `loss_type` | `grpo_kit.losses` |
-    | update | backward, optimizer step | `grpo_kit.loop` |
+    | advantages | reward minus the group mean, optionally ÷ std | `grpo_kit.core.advantages` |
+    | loss | clipped ratio × advantage, minus $\beta\,k_3$, aggregated per `loss_type` | `grpo_kit.core.losses` |
+    | update | backward, optimizer step | `grpo_kit.loop.training` |
 
     Next: **Lesson 2** puts one batch through all eight `loss_type`s and shows how they weigh long and
     short completions differently.

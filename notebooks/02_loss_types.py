@@ -29,7 +29,7 @@ def _(mo):
     `sapo` (a soft sigmoid gate instead of a hard clip), `luspo` (sequence-level, weighted by length),
     `vespo` (a Gamma-shaped weight on the sequence ratio).
 
-    Everything below calls `grpo_kit.losses.compute_loss` and reads the gradient with autograd. The
+    Everything below calls `grpo_kit.core.losses.compute_loss` and reads the gradient with autograd. The
     project's parity tests feed the same tensors to TRL 1.15.0's own `GRPOTrainer._compute_loss` and
     check that value **and** gradient agree to 1e-6 for every loss type, importance-sampling level,
     β, gradient-accumulation setting and `delta` — so what you see here is what TRL computes.
@@ -47,7 +47,7 @@ def _():
 
 @app.cell
 def _(mo):
-    from grpo_kit.losses import LOSS_TYPES
+    from grpo_kit.core.losses import LOSS_TYPES
 
     mo.md(
         "| loss_type | what it does | paper |\n|:---|:---|:---|\n"
@@ -85,11 +85,11 @@ def _(mo):
 
 @app.cell
 def _(length_sliders):
-    from grpo_kit.loss_demo import all_loss_weights, demo_batch
+    from grpo_kit.teaching.loss_demo import all_loss_weights, demo_batch
 
     completion_names = ["correct, short", "correct, long", "wrong, short", "wrong, long"]
     batch_rewards = [1.0, 1.0, 0.0, 0.0]
-    # grpo_kit.loss_demo: for every loss type, compute_loss on this batch, then w = −∂loss/∂log π by autograd
+    # grpo_kit.teaching.loss_demo: for every loss type, compute_loss on this batch, then w = −∂loss/∂log π by autograd
     # (the push each token gets: up if > 0). On-policy, so the ratio is 1 whatever the log-probs are.
     weight_results, advantages, completion_mask = all_loss_weights(length_sliders.value, batch_rewards)
     pushes = {result.loss_type: result for result in weight_results}
@@ -134,7 +134,7 @@ def _(
 ):
     import tempfile
 
-    from grpo_kit.loss_demo import plot_weights
+    from grpo_kit.teaching.loss_demo import plot_weights
 
     _png = plot_weights(weight_results, advantages, completion_mask, tempfile.mkdtemp() + "/loss_weights.png")
     _header = (
@@ -200,13 +200,13 @@ def _(mo):
 
 @app.cell
 def _(torch):
-    from grpo_kit.loss_demo import ratio_sweep
+    from grpo_kit.teaching.loss_demo import ratio_sweep
 
     ratios = torch.linspace(0.2, 3.0, 141)  # (R,) π_θ / π_old, one token each
 
     def push_vs_ratio(advantage: float, **settings) -> torch.Tensor:
         """−∂loss/∂log π of a one-token completion, for every ratio in `ratios` (each row on its own):
-        grpo_kit.loss_demo.ratio_sweep, compute_loss on one token per ratio and autograd."""
+        grpo_kit.teaching.loss_demo.ratio_sweep, compute_loss on one token per ratio and autograd."""
         return ratio_sweep(ratios, advantage, **settings)[0]  # (R,)
 
     return push_vs_ratio, ratios
@@ -319,9 +319,9 @@ def _(mo):
 
 @app.cell
 def _(advantages, completion_mask, demo_logps, mo, pushes):
-    from grpo_kit.loss_demo import on_policy_loss
+    from grpo_kit.teaching.loss_demo import on_policy_loss
 
-    # the loss each type logs on the demo batch: the one grpo_kit.loss_demo differentiated above
+    # the loss each type logs on the demo batch: the one grpo_kit.teaching.loss_demo differentiated above
     def _logged_loss(name: str) -> float:
         return on_policy_loss(name, demo_logps, advantages, completion_mask).item()
 

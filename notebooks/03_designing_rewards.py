@@ -256,7 +256,7 @@ def _(
     mo,
     pitfalls,
 ):
-    from grpo_kit.lesson_helpers import source_code as _source_code
+    from grpo_kit.teaching.lesson_helpers import source_code as _source_code
 
     _rows = "\n".join(
         f"| {p['pitfall']} | {p['course']:+.2f} | **{p['ours']:+.2f}** | {p['right']:+.2f} |"
@@ -401,7 +401,7 @@ def _(rewards):
 
 @app.cell
 def _(library_report, mo, my_format_reward, my_report):
-    from grpo_kit.lesson_helpers import source_code, wrapped_text
+    from grpo_kit.teaching.lesson_helpers import source_code, wrapped_text
 
     mo.vstack(
         [

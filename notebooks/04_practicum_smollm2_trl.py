@@ -27,7 +27,7 @@ def _(mo):
     `GRPOTrainer`, a LoRA adapter and a single reward — the length reward.
 
     grpo-kit packages the course's settings as the recipe `smoltldr-length` and runs them through
-    `grpo_kit.trl_path`, which checks every setting *before* the model loads (batch sizes that do not
+    `grpo_kit.trainers.trl_path`, which checks every setting *before* the model loads (batch sizes that do not
     hold whole groups, arguments TRL 1.x retired, bf16 on a GPU that cannot do it, …) and writes
     `metrics.jsonl` and a reward curve beside the adapter.
     """)
@@ -36,8 +36,8 @@ def _(mo):
 
 @app.cell
 def _(mo):
-    from grpo_kit.lesson_helpers import lesson_size
-    from grpo_kit.recipes import get_recipe
+    from grpo_kit.recipes.catalogue import get_recipe
+    from grpo_kit.teaching.lesson_helpers import lesson_size
 
     size = lesson_size()
     if size.gpu:
@@ -82,7 +82,7 @@ def _(mo):
 
 @app.cell
 def _(mo, recipe):
-    from grpo_kit.markdown_text import text_block
+    from grpo_kit.support.markdown_text import text_block
 
     train_dataset = recipe.load_dataset()
     mo.md(
@@ -119,8 +119,8 @@ def _(mo, recipe):
 
 @app.cell
 def _(recipe, train_dataset):
-    from grpo_kit.lesson_runs import evaluate_with_spinner
     from grpo_kit.runs.held_out import held_out_rows
+    from grpo_kit.teaching.lesson_runs import evaluate_with_spinner
 
     # Held-out posts: generated after the training rows, never one the run trains on (what `grpo-kit train`
     # evaluates too). 32 prompts: enough to tell learning from noise with a confidence interval.
@@ -130,8 +130,8 @@ def _(recipe, train_dataset):
 
 @app.cell
 def _():
-    from grpo_kit.lesson_helpers import run_button, should_run
-    from grpo_kit.lesson_runs import button_panel
+    from grpo_kit.teaching.lesson_helpers import run_button, should_run
+    from grpo_kit.teaching.lesson_runs import button_panel
 
     measure_button = run_button(
         "Measure the base model: pre-flight on 4 posts, then greedy answers to 32 held-out posts",
@@ -148,8 +148,8 @@ def _():
 
 @app.cell
 def _(measure_button, mo, recipe, should_run, train_dataset):
-    from grpo_kit.lesson_runs import preflight_with_spinner
     from grpo_kit.models import load_model
+    from grpo_kit.teaching.lesson_runs import preflight_with_spinner
 
     mo.stop(not should_run(measure_button), mo.md("Press the button to measure the base model."))
     base_model, base_tokenizer = load_model(recipe.model)
@@ -173,7 +173,7 @@ def _(base_model, base_tokenizer, evaluate_with_spinner, held_out, preflight_rep
 @app.cell
 def _(before_report, preflight_report, train_steps):
     from grpo_kit.evaluation import headline_metric
-    from grpo_kit.lesson_runs import train_section
+    from grpo_kit.teaching.lesson_runs import train_section
 
     train_button, _section = train_section(
         f"Train {train_steps} steps with TRL",
@@ -188,7 +188,7 @@ def _(before_report, preflight_report, train_steps):
 
 @app.cell
 def _(before_report, mo, output_root, recipe, should_run, train_button, train_steps):
-    from grpo_kit.lesson_runs import train_fresh
+    from grpo_kit.teaching.lesson_runs import train_fresh
 
     mo.stop(not should_run(train_button), mo.md("Press the button to train."))
     assert before_report.num_prompts  # evaluate the untouched base model first
@@ -202,7 +202,7 @@ def _(before_report, mo, output_root, recipe, should_run, train_button, train_st
 
 @app.cell
 def _(mo, run):
-    from grpo_kit.lesson_runs import last_logged, metrics_table, saved_curve
+    from grpo_kit.teaching.lesson_runs import last_logged, metrics_table, saved_curve
 
     _last = last_logged(run)
     _names = [
@@ -234,7 +234,7 @@ def _(mo, run):
 @app.cell
 def _(before_report, held_out, recipe, run, tokenizer):
     from grpo_kit.evaluation.reward_hacking import judge_headline
-    from grpo_kit.lesson_runs import evaluate_trained
+    from grpo_kit.teaching.lesson_runs import evaluate_trained
 
     after_report = evaluate_trained(recipe, run, tokenizer, held_out, what="held-out posts")
     # Paired per prompt (after − before), with a seeded bootstrap 95 % CI: the claim rests on this. Then the
@@ -245,7 +245,7 @@ def _(before_report, held_out, recipe, run, tokenizer):
 
 @app.cell
 def _(mo):
-    from grpo_kit.markdown_text import table_cell
+    from grpo_kit.support.markdown_text import table_cell
 
     def side_by_side(before_report, after_report, metric: str, rows: int = 4):
         """A few held-out answers before and after, each with its score on ``metric``."""

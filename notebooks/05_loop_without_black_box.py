@@ -31,9 +31,9 @@ def _(mo):
 
     first on a **tiny random model** (2 layers, the real SmolLM2 tokenizer — every cell runs in
     milliseconds, so you can re-run and watch the numbers change), then on the **embedded
-    SmolLM2-135M** with `grpo_kit.loop.train`, the standalone loop that strings the same functions
+    SmolLM2-135M** with `grpo_kit.loop.training.train`, the standalone loop that strings the same functions
     together and logs the same metrics, under the same names, as TRL's `GRPOTrainer`.
-    The building blocks are the library's: `grpo_kit.advantages` and `grpo_kit.losses` are proven
+    The building blocks are the library's: `grpo_kit.core.advantages` and `grpo_kit.core.losses` are proven
     equal to TRL's code by the project's parity tests.
     """)
     return
@@ -63,8 +63,8 @@ def _(torch):
     import tempfile
 
     from datasets_prep import load_gsm8k, synthetic_gsm8k
-    from grpo_kit import loop
-    from grpo_kit.loop_config import GRPOLoopConfig
+    from grpo_kit.config.loop import GRPOLoopConfig
+    from grpo_kit.loop import training as loop
     from grpo_kit.models import tiny_model
 
     torch.manual_seed(0)
@@ -86,7 +86,7 @@ def _(torch):
 
 @app.cell
 def _(mo, problems):
-    from grpo_kit.markdown_text import text_block
+    from grpo_kit.support.markdown_text import text_block
 
     mo.md(
         "The first prompt, as the model receives it (system prompt + question, conversational):\n\n"
@@ -103,7 +103,7 @@ def _(mo):
 
     Render each prompt with the chat template (`datasets_prep.prompt_to_text`, as TRL does), pad on
     the **left** so every completion starts in the same column, and sample $G$ completions per prompt
-    (`grpo_kit.sampling.sample_completions`: what `model.generate` does, with the prompt run through the
+    (`grpo_kit.core.sampling.sample_completions`: what `model.generate` does, with the prompt run through the
     model once per group instead of once per completion).
     The **completion mask** keeps every token up to and including the first EOS; a completion that
     never reached EOS is *truncated* (TRL logs the share as `completions/clipped_ratio`).
@@ -114,7 +114,7 @@ def _(mo):
 @app.cell
 def _(mo, problems, step_config, tiny, tiny_tokenizer, torch):
     from datasets_prep import prompt_to_text
-    from grpo_kit.sampling import mask_after_eos, sample_completions, stop_token_ids
+    from grpo_kit.core.sampling import mask_after_eos, sample_completions, stop_token_ids
 
     G = step_config.num_generations
     _texts = [prompt_to_text(row["prompt"], tiny_tokenizer) for row in problems]
@@ -124,7 +124,7 @@ def _(mo, problems, step_config, tiny, tiny_tokenizer, torch):
     )
     _eos_ids = stop_token_ids(tiny, tiny_tokenizer)  # the tokenizer's EOS plus the model's end-of-turn ids
     torch.manual_seed(1)
-    # G completions per prompt, rows b*G … b*G+G-1 for prompt b; the prompt is prefilled once (grpo_kit.sampling).
+    # G completions per prompt, rows b*G … b*G+G-1 for prompt b; the prompt is prefilled once (grpo_kit.core.sampling).
     _sampled = sample_completions(
         tiny,
         _encoded["input_ids"],
@@ -204,7 +204,7 @@ def _(mo):
 
 @app.cell
 def _(completion_ids, completion_lengths, completions, mo, reward_funcs, rows):
-    from grpo_kit.advantages import stack_rewards
+    from grpo_kit.core.advantages import stack_rewards
 
     _columns = {key: [row[key] for row in rows] for key in rows[0] if key != "prompt"}
     _ids = [ids[: int(n)].tolist() for ids, n in zip(completion_ids, completion_lengths)]
@@ -236,7 +236,7 @@ def _(mo):
 
 @app.cell
 def _(mo, reward_funcs, reward_weights, rewards_per_func, step_config):
-    from grpo_kit.advantages import compute_advantages_with_metrics
+    from grpo_kit.core.advantages import compute_advantages_with_metrics
 
     advantage_result = compute_advantages_with_metrics(
         rewards_per_func,
@@ -282,7 +282,7 @@ def _(mo):
     mo.md(r"""
     ## 4 · Per-token log-probabilities and the loss
 
-    Prompt and completion go through the model once; `grpo_kit.logprobs.per_token_logps` keeps only
+    Prompt and completion go through the model once; `grpo_kit.core.logprobs.per_token_logps` keeps only
     $\log\pi_\theta$ of each **sampled** completion token — `(N, T)`, never the whole `(N, T, V)`
     distribution. `compute_loss` turns them, the advantages and the mask into the loss. With one
     update per batch (`num_iterations = 1`) the "old" log-probs are these very values, detached.
@@ -302,8 +302,8 @@ def _(
     tiny,
     torch,
 ):
-    from grpo_kit.logprobs import per_token_logps
-    from grpo_kit.losses import compute_loss
+    from grpo_kit.core.logprobs import per_token_logps
+    from grpo_kit.core.losses import compute_loss
 
     full_ids = torch.cat([prompt_ids, completion_ids], dim=1)  # (N, P+T)
     full_mask = torch.cat([prompt_mask, completion_mask], dim=1)  # (N, P+T)
@@ -391,9 +391,9 @@ def test_one_step_moves_probability_towards_positive_advantages(advantages, sequ
 @app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
-    ## 6 · The same, many times: `grpo_kit.loop.train` on SmolLM2-135M
+    ## 6 · The same, many times: `grpo_kit.loop.training.train` on SmolLM2-135M
 
-    `grpo_kit.loop.train` is the steps above in a loop (read `grpo_kit/loop.py` top to bottom: its
+    `grpo_kit.loop.training.train` is the steps above in a loop (read `grpo_kit/loop/training.py` top to bottom: its
     docstring lists what it simplifies compared with TRL). Here it trains the embedded SmolLM2-135M
     with LoRA on the `smoltldr-length` recipe's reward, writing `metrics.jsonl` with TRL's metric
     names, a reward curve and checkpoints that resume exactly.
@@ -403,9 +403,9 @@ def _(mo):
 
 @app.cell
 def _(mo):
-    from grpo_kit.lesson_helpers import lesson_size, on_gpu, run_button
-    from grpo_kit.recipes import get_recipe
+    from grpo_kit.recipes.catalogue import get_recipe
     from grpo_kit.runs import to_loop_config
+    from grpo_kit.teaching.lesson_helpers import lesson_size, on_gpu, run_button
 
     _size = lesson_size()
     loop_recipe = get_recipe("smoltldr-length", small=not _size.gpu)
@@ -413,7 +413,7 @@ def _(mo):
     # `-- --model tiny`: the random 2-layer model instead of SmolLM2-135M (the browser test presses this button).
     loop_model = _size.args.get("model") or loop_recipe.model
     _model_label = "the tiny model" if loop_model == "tiny" else "SmolLM2-135M"
-    loop_button = run_button(f"Train {_model_label} for {loop_steps} steps with grpo_kit.loop")
+    loop_button = run_button(f"Train {_model_label} for {loop_steps} steps with grpo_kit.loop.training")
     loop_config_overrides = {
         "max_steps": loop_steps,
         "logging_steps": 1,
@@ -458,8 +458,8 @@ def _(
 ):
     from pathlib import Path
 
-    from grpo_kit.lesson_helpers import LiveRewardCurve, should_run
     from grpo_kit.models import load_model
+    from grpo_kit.teaching.lesson_helpers import LiveRewardCurve, should_run
 
     mo.stop(not should_run(loop_button), mo.md("Press the button to train."))
     _lora = loop_recipe.lora.to_peft_config()
@@ -470,7 +470,7 @@ def _(
     _config = to_loop_config(
         loop_recipe, output_dir=str(Path(tempfile.mkdtemp(prefix="grpo-kit-loop-"))), **loop_config_overrides
     )
-    _curve = LiveRewardCurve("grpo_kit.loop on SmolLM2-135M")
+    _curve = LiveRewardCurve("grpo_kit.loop.training on SmolLM2-135M")
     loop_result = loop.train(
         _model,
         _tokenizer,
@@ -485,7 +485,7 @@ def _(
 
 @app.cell
 def _(loop_result, mo):
-    from grpo_kit.lesson_runs import metrics_table, saved_curve
+    from grpo_kit.teaching.lesson_runs import metrics_table, saved_curve
 
     mo.vstack(
         [
@@ -501,7 +501,7 @@ def _(loop_result, mo):
 
 @app.cell
 def test_loop_logs_trls_metric_names(loop_result):
-    from grpo_kit.metrics_log import TRL_METRIC_NAMES
+    from grpo_kit.artifacts.metrics_log import TRL_METRIC_NAMES
 
     assert loop_result.global_step == len(loop_result.step_losses) > 0
     _record = loop_result.log_history[-1]
@@ -522,14 +522,14 @@ def _(mo):
     once it is near 0 every completion of a group is the same: equal rewards, zero advantages, no more
     learning. That is *entropy collapse*, the classic GRPO failure.
 
-    TRL's remedy (and `grpo_kit.loop`'s, equal to it): subtract $c \cdot H$ from the loss, $H$ the mean
+    TRL's remedy (and `grpo_kit.loop.training`'s, equal to it): subtract $c \cdot H$ from the loss, $H$ the mean
     per-token entropy — `entropy_coef = c` for a fixed bonus, or `use_adaptive_entropy=True`
     (Skywork-OR1), which raises $c$ by `entropy_coef_delta` after every step whose entropy is at or below
     `entropy_target`, lowers it otherwise, and applies it only below the target. The default target
     0.2 nats almost never fires on a language model (2–10 nats per token early on): **pick the target
     from the entropy you see in the first steps** — the level you do not want the policy to fall under.
 
-    Below, three runs of a toy policy (one prompt, six answers; `grpo_kit.entropy_demo`, the library's
+    Below, three runs of a toy policy (one prompt, six answers; `grpo_kit.teaching.entropy_demo`, the library's
     own `compute_loss` and `EntropyControl`) from the same seed: no bonus, a fixed bonus, and the
     adaptive bonus with a target read off the first steps of the run without one.
     """)
@@ -538,8 +538,8 @@ def _(mo):
 
 @app.cell
 def _(mo, tempfile):
-    from grpo_kit.entropy_demo import plot_entropy_runs, toy_entropy_run
-    from grpo_kit.losses.entropy import EntropyControl
+    from grpo_kit.core.losses.entropy import EntropyControl
+    from grpo_kit.teaching.entropy_demo import plot_entropy_runs, toy_entropy_run
 
     entropy_plain = toy_entropy_run(EntropyControl(), label="no bonus")
     entropy_fixed = toy_entropy_run(EntropyControl(entropy_coef=0.3), label="entropy_coef = 0.3")

@@ -28,17 +28,17 @@ def _(mo):
     [vLLM](https://github.com/vllm-project/vllm) generating the completions inside the training
     process.
 
-    grpo-kit packages it as the recipe `gsm8k-unsloth` (`grpo_kit.unsloth_path`, vLLM on a GPU) and a
+    grpo-kit packages it as the recipe `gsm8k-unsloth` (`grpo_kit.trainers.unsloth_path`, vLLM on a GPU) and a
     CPU twin, `gsm8k-cpu`: the same five rewards on the embedded SmolLM2-135M and offline synthetic
-    GSM8K problems, trained by TRL (`grpo_kit.trl_path`): 40 steps, about 12 minutes on two cores.
+    GSM8K problems, trained by TRL (`grpo_kit.trainers.trl_path`): 40 steps, about 12 minutes on two cores.
     """)
     return
 
 
 @app.cell
 def _(mo):
-    from grpo_kit.lesson_helpers import lesson_size
-    from grpo_kit.recipes import get_recipe
+    from grpo_kit.recipes.catalogue import get_recipe
+    from grpo_kit.teaching.lesson_helpers import lesson_size
 
     _size = lesson_size()
     use_unsloth = _size.gpu
@@ -179,8 +179,8 @@ def _(mo, recipe):
 
 @app.cell
 def _(eval_size):
-    from grpo_kit.lesson_helpers import run_button, should_run
-    from grpo_kit.lesson_runs import button_panel
+    from grpo_kit.teaching.lesson_helpers import run_button, should_run
+    from grpo_kit.teaching.lesson_runs import button_panel
 
     measure_button = run_button(
         f"Measure the base model: pre-flight on 4 training problems, then greedy answers to {eval_size} "
@@ -198,9 +198,9 @@ def _(eval_size):
 
 @app.cell
 def _(held_out, measure_button, mo, recipe, should_run, train_dataset, use_unsloth):
-    from grpo_kit import unsloth_path
-    from grpo_kit.lesson_runs import evaluate_with_spinner, preflight_with_spinner
     from grpo_kit.models import load_model
+    from grpo_kit.teaching.lesson_runs import evaluate_with_spinner, preflight_with_spinner
+    from grpo_kit.trainers import unsloth_path
 
     mo.stop(not should_run(measure_button), mo.md("Press the button to measure the base model."))
     if use_unsloth:
@@ -237,7 +237,7 @@ def _(held_out, measure_button, mo, recipe, should_run, train_dataset, use_unslo
 
 @app.cell
 def _(preflight_report, recipe, train_steps, use_unsloth):
-    from grpo_kit.lesson_runs import train_section
+    from grpo_kit.teaching.lesson_runs import train_section
 
     _too_few = train_steps < recipe.training["max_steps"]
     train_button, _section = train_section(
@@ -271,8 +271,8 @@ def _(
     unsloth_path,
     use_unsloth,
 ):
-    from grpo_kit.lesson_helpers import train_with_live_curve
-    from grpo_kit.lesson_runs import train_fresh
+    from grpo_kit.teaching.lesson_helpers import train_with_live_curve
+    from grpo_kit.teaching.lesson_runs import train_fresh
 
     mo.stop(not should_run(train_button), mo.md("Press the button to train."))
     assert before_report.num_prompts  # the base model is evaluated before any adapter exists
@@ -291,7 +291,7 @@ def _(
 
 @app.cell
 def _(mo, recipe, run):
-    from grpo_kit.lesson_runs import last_logged, saved_curve
+    from grpo_kit.teaching.lesson_runs import last_logged, saved_curve
 
     _last = last_logged(run)
     mo.vstack(
@@ -313,8 +313,8 @@ def _(mo, recipe, run):
 
 @app.cell
 def _(held_out, recipe, run, trained_tokenizer, use_unsloth):
-    from grpo_kit.lesson_runs import evaluate_trained
-    from grpo_kit.unsloth_path import vllm_generate as _vllm_generate
+    from grpo_kit.teaching.lesson_runs import evaluate_trained
+    from grpo_kit.trainers.unsloth_path import vllm_generate as _vllm_generate
 
     # the same problems, rewards and decoding as before training: only the weights differ (on a GPU, vLLM
     # with the saved adapter as its lora_request)
@@ -332,8 +332,8 @@ def _(held_out, recipe, run, trained_tokenizer, use_unsloth):
 @app.cell
 def _(after_report, before_report, held_out, mo, recipe):
     from grpo_kit.evaluation import compare_all
-    from grpo_kit.lesson_runs import comparison_table
-    from grpo_kit.markdown_text import table_cell as _cell
+    from grpo_kit.support.markdown_text import table_cell as _cell
+    from grpo_kit.teaching.lesson_runs import comparison_table
 
     # Paired per problem (after − before), with a seeded bootstrap 95 % CI and its verdict, for every metric.
     held_out_comparisons = compare_all(before_report, after_report)
@@ -451,11 +451,11 @@ def test_gsm8k_pipeline_end_to_end(
 
 @app.cell
 def _(mo, run, use_unsloth):
-    from grpo_kit.lesson_helpers import wrapped_text
+    from grpo_kit.teaching.lesson_helpers import wrapped_text
 
     if use_unsloth:
         from datasets_prep import SYSTEM_PROMPT as _SYSTEM_PROMPT
-        from grpo_kit import unsloth_path as _up
+        from grpo_kit.trainers import unsloth_path as _up
 
         # vLLM generation (unsloth_path.vllm_generate) without and with the adapter, the course's sampling
         _rows = _up.compare_with_and_without_adapter(

@@ -41,8 +41,8 @@ def _(mo):
 def _(mo):
     from pathlib import Path
 
-    from grpo_kit.lesson_helpers import lesson_size, on_gpu
-    from grpo_kit.recipes import get_recipe
+    from grpo_kit.recipes.catalogue import get_recipe
+    from grpo_kit.teaching.lesson_helpers import lesson_size, on_gpu
 
     _size = lesson_size()
     export_recipe = get_recipe("smoltldr-length", small=not _size.gpu)
@@ -59,7 +59,9 @@ def _(mo):
             "Using the adapter in `" + str(adapter_source) + "`."
             if adapter_source
             else "No `--adapter-dir` given, so the next cell trains a LoRA adapter on the embedded SmolLM2-135M for one "
-            "step with `grpo_kit.loop` (recipe `" + export_recipe.name + "`). To export your model from "
+            "step with `grpo_kit.loop.training` (recipe `"
+            + export_recipe.name
+            + "`). To export your model from "
             "lesson 4 instead, run this notebook with `--adapter-dir <lesson 4 output>/trl-run`."
         }
     Exports go to `{export_root}`.
@@ -70,7 +72,7 @@ def _(mo):
 
 @app.cell
 def _():
-    from grpo_kit.lesson_helpers import run_button
+    from grpo_kit.teaching.lesson_helpers import run_button
 
     export_button = run_button("Train (if needed) and export")
     export_button
@@ -81,10 +83,10 @@ def _():
 def _(Path, adapter_source, export_button, export_recipe, export_root, mo, on_gpu):
     from peft import PeftModel
 
-    from grpo_kit import loop
-    from grpo_kit.lesson_helpers import should_run
+    from grpo_kit.loop import training as loop
     from grpo_kit.models import load_model
     from grpo_kit.runs import to_loop_config
+    from grpo_kit.teaching.lesson_helpers import should_run
 
     mo.stop(not should_run(export_button), mo.md("Press the button to train and export."))
     if adapter_source:

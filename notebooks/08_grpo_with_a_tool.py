@@ -28,7 +28,7 @@ def _(mo):
     `multiply(a, b)` — arithmetic a 135M model cannot do in its head — on a CPU, with the recipe
     `calculator-tool-cpu`.
 
-    SmolLM2's own chat template has no tool support (TRL refuses it); `grpo_kit.tool_template` adds one: the
+    SmolLM2's own chat template has no tool support (TRL refuses it); `grpo_kit.rollout.tool_template` adds one: the
     tools go into the system prompt, a call is one line `CALL multiply(a=964, b=60)`, a result is a
     `RESULT 57840` turn.
     """)
@@ -64,8 +64,8 @@ def _(mo):
 
 @app.cell
 def _(mo):
-    from grpo_kit.lesson_helpers import lesson_size
-    from grpo_kit.recipes import get_recipe
+    from grpo_kit.recipes.catalogue import get_recipe
+    from grpo_kit.teaching.lesson_helpers import lesson_size
 
     size = lesson_size()
     if size.gpu:
@@ -102,8 +102,8 @@ def _(mo):
 @app.cell
 def _(num_eval, recipe):
     from grpo_kit.models import load_tokenizer
+    from grpo_kit.rollout.tool_sets import prepare_tool_tokenizer, resolve_tools
     from grpo_kit.runs.held_out import held_out_rows
-    from grpo_kit.tool_sets import prepare_tool_tokenizer, resolve_tools
 
     tools = resolve_tools(recipe.tools)
     train_dataset = recipe.load_dataset()
@@ -116,7 +116,7 @@ def _(num_eval, recipe):
 
 @app.cell
 def _(mo, tokenizer, tools, train_dataset):
-    from grpo_kit.lesson_helpers import wrapped_text
+    from grpo_kit.teaching.lesson_helpers import wrapped_text
 
     _exchange = list(train_dataset[0]["prompt"])
     rendered_prompt = tokenizer.apply_chat_template(
@@ -137,8 +137,8 @@ def _(mo, tokenizer, tools, train_dataset):
 
 @app.cell
 def _(num_eval):
-    from grpo_kit.lesson_helpers import run_button, should_run
-    from grpo_kit.lesson_runs import button_panel
+    from grpo_kit.teaching.lesson_helpers import run_button, should_run
+    from grpo_kit.teaching.lesson_runs import button_panel
 
     measure_button = run_button(
         f"Measure the base model: pre-flight on 4 training questions, then {num_eval} held-out questions",
@@ -154,8 +154,8 @@ def _(num_eval):
 
 @app.cell
 def _(measure_button, mo, recipe, should_run, tokenizer, train_dataset, wrapped_text):
-    from grpo_kit.lesson_runs import preflight_with_spinner
     from grpo_kit.models import load_model
+    from grpo_kit.teaching.lesson_runs import preflight_with_spinner
 
     mo.stop(not should_run(measure_button), mo.md("Press the button to measure the base model."))
     base_model, _ = load_model(recipe.model)  # the tool-prepared tokenizer above is the one used
@@ -192,11 +192,11 @@ def _(measure_button, mo, recipe, should_run, tokenizer, train_dataset, wrapped_
 
 @app.cell
 def _(base_model, eval_k, held_out, preflight_report, recipe, tokenizer):
-    from grpo_kit.lesson_runs import evaluate_with_spinner
+    from grpo_kit.teaching.lesson_runs import evaluate_with_spinner
 
     assert preflight_report.num_prompts  # measured after the pre-flight, behind the same button
     # The library's held-out evaluation (what `grpo-kit train` reports): a recipe with tools is rolled out with
-    # them (grpo_kit.tool_rollout), greedy + eval_k samples at the recipe's temperature.
+    # them (grpo_kit.rollout.tool_rollout), greedy + eval_k samples at the recipe's temperature.
     before_report = evaluate_with_spinner(
         recipe, base_model, tokenizer, held_out, k=eval_k, what="held-out questions"
     )
@@ -205,7 +205,7 @@ def _(base_model, eval_k, held_out, preflight_report, recipe, tokenizer):
 
 @app.cell
 def _(before_report, preflight_report, size, train_steps):
-    from grpo_kit.lesson_runs import train_section
+    from grpo_kit.teaching.lesson_runs import train_section
 
     train_button, _section = train_section(
         f"Train {train_steps} steps with TRL and tools",
@@ -221,7 +221,7 @@ def _(before_report, preflight_report, size, train_steps):
 
 @app.cell
 def _(before_report, mo, output_root, recipe, should_run, train_button, train_dataset, train_steps):
-    from grpo_kit.lesson_runs import train_fresh
+    from grpo_kit.teaching.lesson_runs import train_fresh
 
     mo.stop(not should_run(train_button), mo.md("Press the button to train."))
     assert before_report.num_prompts  # the base model is evaluated first
@@ -234,7 +234,7 @@ def _(before_report, mo, output_root, recipe, should_run, train_button, train_da
 
 @app.cell
 def _(mo, recipe, run):
-    from grpo_kit.lesson_runs import reward_weights_note, saved_curve, step_metrics_table
+    from grpo_kit.teaching.lesson_runs import reward_weights_note, saved_curve, step_metrics_table
 
     step_metrics = [r for r in run.log_history if "tools/call_frequency" in r]
     _columns = [
@@ -258,7 +258,7 @@ def _(mo, recipe, run):
 
 @app.cell
 def _(eval_k, held_out, recipe, run, tokenizer):
-    from grpo_kit.lesson_runs import evaluate_trained
+    from grpo_kit.teaching.lesson_runs import evaluate_trained
 
     # the same questions, decoding and seeds as before
     after_report = evaluate_trained(recipe, run, tokenizer, held_out, k=eval_k, what="held-out questions")
@@ -267,7 +267,7 @@ def _(eval_k, held_out, recipe, run, tokenizer):
 
 @app.cell
 def _(after_report, before_report, mo, wrapped_text):
-    from grpo_kit.lesson_runs import compare_metrics, comparison_table
+    from grpo_kit.teaching.lesson_runs import compare_metrics, comparison_table
 
     _k = after_report.settings["k"]
     _labels = {

@@ -65,8 +65,8 @@ def _(mo):
 
 @app.cell
 def _(mo):
-    from grpo_kit.lesson_helpers import lesson_size
-    from grpo_kit.recipes import get_recipe
+    from grpo_kit.recipes.catalogue import get_recipe
+    from grpo_kit.teaching.lesson_helpers import lesson_size
 
     size = lesson_size()
     if size.gpu:
@@ -102,10 +102,10 @@ def _(mo):
 
 @app.cell
 def _(num_eval, recipe):
-    from grpo_kit.environments import check_environments, resolve_environment_factory
     from grpo_kit.models import load_tokenizer
+    from grpo_kit.rollout.environments import check_environments, resolve_environment_factory
+    from grpo_kit.rollout.tool_sets import prepare_tool_tokenizer
     from grpo_kit.runs.held_out import held_out_rows
-    from grpo_kit.tool_sets import prepare_tool_tokenizer
 
     # ("counter", "lock") -> {"counter": CounterEnv, "lock": LockEnv}: TRL's dict of factories
     factory = resolve_environment_factory(recipe.environment)
@@ -120,7 +120,7 @@ def _(num_eval, recipe):
 
 @app.cell
 def _(factory, mo, train_dataset):
-    from grpo_kit.environments import environment_tools, factory_for_row, reset_episode
+    from grpo_kit.rollout.environments import environment_tools, factory_for_row, reset_episode
 
     def routing_row(row):
         """Which class a row's episode gets, what reset() receives, and the tools its prompt lists."""
@@ -165,7 +165,7 @@ def _(mo):
 def _(environment_tools, factory, play, reset_episode, routed, row_index):
     import inspect
 
-    from grpo_kit.tool_rollout import run_tool_calls
+    from grpo_kit.rollout.tool_rollout import run_tool_calls
 
     episode_row = routed[row_index.value]
     episode_env, episode_prompt = reset_episode(factory, episode_row)
@@ -195,8 +195,8 @@ def _(environment_tools, factory, play, reset_episode, routed, row_index):
 
 @app.cell
 def _(episode_env, episode_messages, episode_row, episode_states, mo, recipe, tokenizer):
-    from grpo_kit.tool_rollout import recipe_reward_funcs
-    from grpo_kit.tool_template import render_call
+    from grpo_kit.rollout.tool_rollout import recipe_reward_funcs
+    from grpo_kit.rollout.tool_template import render_call
 
     _turns = []
     _states = iter(episode_states)
@@ -233,7 +233,7 @@ def _(episode_env, episode_messages, episode_row, episode_states, mo, recipe, to
 
 @app.cell
 def _(episode_prompt, environment_tools, episode_env, mo, tokenizer):
-    from grpo_kit.lesson_helpers import wrapped_text
+    from grpo_kit.teaching.lesson_helpers import wrapped_text
 
     rendered_prompt = tokenizer.apply_chat_template(
         episode_prompt, tools=environment_tools(episode_env), tokenize=False, add_generation_prompt=True
@@ -252,8 +252,8 @@ def _(episode_prompt, environment_tools, episode_env, mo, tokenizer):
 
 @app.cell
 def _(num_eval):
-    from grpo_kit.lesson_helpers import run_button, should_run
-    from grpo_kit.lesson_runs import button_panel
+    from grpo_kit.teaching.lesson_helpers import run_button, should_run
+    from grpo_kit.teaching.lesson_runs import button_panel
 
     measure_button = run_button(
         f"Measure the base model: pre-flight on 4 training rows, then {num_eval} held-out rows",
@@ -269,8 +269,8 @@ def _(num_eval):
 
 @app.cell
 def _(measure_button, mo, recipe, should_run, tokenizer, train_dataset, wrapped_text):
-    from grpo_kit.lesson_runs import preflight_with_spinner
     from grpo_kit.models import load_model
+    from grpo_kit.teaching.lesson_runs import preflight_with_spinner
 
     mo.stop(not should_run(measure_button), mo.md("Press the button to measure the base model."))
     base_model, _ = load_model(recipe.model)  # the tool-prepared tokenizer above is the one used
@@ -302,7 +302,7 @@ def _(measure_button, mo, recipe, should_run, tokenizer, train_dataset, wrapped_
 
 @app.cell
 def _(base_model, eval_k, held_out, preflight_report, recipe, tokenizer):
-    from grpo_kit.lesson_runs import evaluate_with_spinner
+    from grpo_kit.teaching.lesson_runs import evaluate_with_spinner
 
     assert preflight_report.num_prompts  # measured after the pre-flight, behind the same button
     # The library's held-out evaluation (what `grpo-kit train` reports): one episode per rollout with the
@@ -313,7 +313,7 @@ def _(base_model, eval_k, held_out, preflight_report, recipe, tokenizer):
 
 @app.cell
 def _(before_report, preflight_report, size, train_steps):
-    from grpo_kit.lesson_runs import train_section
+    from grpo_kit.teaching.lesson_runs import train_section
 
     train_button, _section = train_section(
         f"Train {train_steps} steps with TRL in the environments",
@@ -330,7 +330,7 @@ def _(before_report, preflight_report, size, train_steps):
 
 @app.cell
 def _(before_report, mo, output_root, recipe, should_run, train_button, train_dataset, train_steps):
-    from grpo_kit.lesson_runs import train_fresh
+    from grpo_kit.teaching.lesson_runs import train_fresh
 
     mo.stop(not should_run(train_button), mo.md("Press the button to train."))
     assert before_report.num_prompts  # the base model is evaluated first
@@ -343,7 +343,7 @@ def _(before_report, mo, output_root, recipe, should_run, train_button, train_da
 
 @app.cell
 def _(mo, run):
-    from grpo_kit.lesson_runs import saved_curve, step_metrics_table
+    from grpo_kit.teaching.lesson_runs import saved_curve, step_metrics_table
 
     step_metrics = [r for r in run.log_history if "tools/call_frequency" in r]
     _columns = [
@@ -370,7 +370,7 @@ def _(mo, run):
 
 @app.cell
 def _(eval_k, held_out, recipe, run, tokenizer):
-    from grpo_kit.lesson_runs import evaluate_trained
+    from grpo_kit.teaching.lesson_runs import evaluate_trained
 
     after_report = evaluate_trained(
         recipe, run, tokenizer, held_out, k=eval_k
@@ -380,7 +380,7 @@ def _(eval_k, held_out, recipe, run, tokenizer):
 
 @app.cell
 def _(after_report, before_report, mo, wrapped_text):
-    from grpo_kit.lesson_runs import compare_metrics, comparison_table
+    from grpo_kit.teaching.lesson_runs import compare_metrics, comparison_table
 
     _k = after_report.settings["k"]
     _labels = {
@@ -455,7 +455,7 @@ def _(mo):
     fixes is the sampled episodes, the ones training itself draws.
 
     Next: add an environment of your own (a class with `reset(self, **row)`, typed and documented public
-    methods, and `get_reward(self)`), register it in `grpo_kit.environments.ENVIRONMENTS` (name -> `"module:Class"`), and name it in a
+    methods, and `get_reward(self)`), register it in `grpo_kit.rollout.environments.ENVIRONMENTS` (name -> `"module:Class"`), and name it in a
     recipe's `environment=`; `check_environments` tells you, before any weights load, what TRL would refuse.
     """)
     return

@@ -41,8 +41,8 @@ def _(mo):
 
 @app.cell
 def _(mo):
-    from grpo_kit.lesson_helpers import lesson_size
-    from grpo_kit.recipes import get_recipe
+    from grpo_kit.recipes.catalogue import get_recipe
+    from grpo_kit.teaching.lesson_helpers import lesson_size
 
     size = lesson_size()
     recipe = get_recipe("shapes-vlm-cpu")
@@ -124,8 +124,8 @@ def _(recipe):
 
 @app.cell
 def _(base_model, mo, processor, shown_answer, shown_image, shown_prompt):
-    from grpo_kit.lesson_helpers import picture, wrapped_text
     from grpo_kit.models.vlm import IMAGE_TOKEN, SMOLVLM_CPU_VISION, image_token_count
+    from grpo_kit.teaching.lesson_helpers import picture, wrapped_text
 
     template_text = processor.apply_chat_template(shown_prompt, tokenize=False, add_generation_prompt=True)
     shown_inputs = processor(images=[shown_image], text=[template_text], return_tensors="pt")
@@ -219,8 +219,8 @@ def _(num_eval, recipe):
 
 @app.cell
 def _(num_eval):
-    from grpo_kit.lesson_helpers import run_button, should_run
-    from grpo_kit.lesson_runs import button_panel
+    from grpo_kit.teaching.lesson_helpers import run_button, should_run
+    from grpo_kit.teaching.lesson_runs import button_panel
 
     measure_button = run_button(
         f"Measure the base model: {num_eval} held-out pictures + {num_eval} drawn differently", kind="neutral"
@@ -236,7 +236,7 @@ def _(num_eval):
 
 @app.cell
 def _(base_model, held_out, measure_button, mo, processor, recipe, should_run, transfer):
-    from grpo_kit.lesson_runs import evaluate_with_spinner
+    from grpo_kit.teaching.lesson_runs import evaluate_with_spinner
 
     mo.stop(not should_run(measure_button), mo.md("Press the button to measure the base model."))
     before_report = evaluate_with_spinner(recipe, base_model, processor, held_out, what="held-out pictures")
@@ -248,7 +248,7 @@ def _(base_model, held_out, measure_button, mo, processor, recipe, should_run, t
 
 @app.cell
 def _(before_report, before_transfer, held_out, mo):
-    from grpo_kit.lesson_helpers import picture_gallery
+    from grpo_kit.teaching.lesson_helpers import picture_gallery
 
     _shown = 6
     mo.vstack(
@@ -309,7 +309,7 @@ def _(
     train_dataset,
     train_steps,
 ):
-    from grpo_kit.lesson_runs import train_fresh
+    from grpo_kit.teaching.lesson_runs import train_fresh
 
     mo.stop(not should_run(train_button), mo.md("Press the button to train."))
     assert before_report.num_prompts  # the base model is measured first
@@ -326,7 +326,7 @@ def _(
 
 @app.cell
 def _(mo, run):
-    from grpo_kit.lesson_runs import saved_curve, step_metrics_table
+    from grpo_kit.teaching.lesson_runs import saved_curve, step_metrics_table
 
     step_metrics = [r for r in run.log_history if r.get("reward") is not None]
     mo.vstack(
@@ -352,7 +352,7 @@ def _(mo, run):
 
 @app.cell
 def _(held_out, processor, recipe, run, transfer):
-    from grpo_kit.lesson_runs import evaluate_trained
+    from grpo_kit.teaching.lesson_runs import evaluate_trained
 
     # the same pictures, the same greedy decoding: before and after differ only by the weights
     after_report = evaluate_trained(recipe, run, processor, held_out, what="held-out pictures")
@@ -363,7 +363,7 @@ def _(held_out, processor, recipe, run, transfer):
 @app.cell
 def _(after_report, after_transfer, before_report, before_transfer, mo):
     from grpo_kit.evaluation import compare
-    from grpo_kit.lesson_runs import comparison_table
+    from grpo_kit.teaching.lesson_runs import comparison_table
 
     accuracy_change = compare(before_report, after_report, metric="accuracy")
     transfer_change = compare(before_transfer, after_transfer, metric="accuracy")

@@ -162,7 +162,7 @@ def check_reward_funcs(
             )
             raise TypeError(
                 f"{at} is {what}: a reward model, which grpo_kit scores (train, evaluate and the TRL path "
-                "accept it; or grpo_kit.reward_models.as_reward_funcs(...) turns it into a reward function). "
+                "accept it; or grpo_kit.rollout.reward_models.as_reward_funcs(...) turns it into a reward function). "
                 "rewards.call_reward_funcs calls functions fn(completions, **kwargs) only."
             )
         if isinstance(fn, bytes) or not callable(fn):

@@ -11,7 +11,7 @@ TRL runs the tools itself; a call to an unknown tool or with arguments the tool 
 tool message whose content is ``str({"error": ...})``. That is what "well-formed" is judged on: a call
 is well-formed when the tool ran and returned a result. Plain-text completions (``list[str]``, or an
 assistant message whose call TRL could not parse) are judged on the ``CALL name(key=value, ...)`` line
-of grpo-kit's tool template (:mod:`grpo_kit.tool_template`), by syntax only.
+of grpo-kit's tool template (:mod:`grpo_kit.rollout.tool_template`), by syntax only.
 
 * :func:`tool_answer_reward` -- 1.0 when the last number of the final assistant message equals ``answer``.
 * :func:`tool_call_reward` -- 1.0 when the completion made at least one call and every call succeeded.

@@ -1,6 +1,6 @@
 """GPU smoke checks for grpo-kit (run by scripts/gpu_smoke.sh on a CUDA machine).
 
-1. precision: what grpo_kit.hardware picks for this GPU (bf16 only on compute capability >= 8);
+1. precision: what grpo_kit.support.hardware picks for this GPU (bf16 only on compute capability >= 8);
 2. unsloth: the Unsloth path for real -- FastLanguageModel 4-bit + LoRA, a few GRPO steps (vLLM generation when
    vllm is installed, else ``fast_inference=False``: transformers generation), ``save_lora``, the merged 16-bit
    model (``save_pretrained_merged``), both reloaded with plain transformers/peft and generating;
@@ -86,8 +86,8 @@ def smoke_recipe(model: str, *, fast_inference: bool, completion_tokens: int = 3
     2026-12-04 showed; the characters of random tokens differ, so the adapter gets a gradient from the first
     step; GSM8K rewards would all be 0), 4-bit base, LoRA r=16 on all linear layers, paged 8-bit AdamW,
     4 completions of <= ``completion_tokens`` tokens for each of 2 prompts per step."""
-    from grpo_kit.recipes import get_recipe
-    from grpo_kit.reward_specs import RewardSpec
+    from grpo_kit.recipes.catalogue import get_recipe
+    from grpo_kit.recipes.reward_specs import RewardSpec
 
     return get_recipe(
         "smoltldr-length-small",
@@ -154,7 +154,7 @@ def summarise_steps(steps: list[dict[str, Any]]) -> dict[str, Any]:
 def check_precision(args) -> dict:
     import torch
 
-    from grpo_kit.hardware import detect_cuda_capability, detect_precision
+    from grpo_kit.support.hardware import detect_cuda_capability, detect_precision
 
     capability = detect_cuda_capability()
     precision = detect_precision("cuda")
@@ -187,7 +187,7 @@ def check_unsloth(args) -> dict:
         return {"skipped": "unsloth not installed (install the wheelhouse: docs/gpu.md)"}
     import unsloth  # noqa: F401  (first: it patches transformers/peft/TRL at import)
 
-    from grpo_kit import unsloth_path
+    from grpo_kit.trainers import unsloth_path
 
     fast_inference = importlib.util.find_spec("vllm") is not None and not args.no_vllm
     recipe = smoke_recipe(args.model, fast_inference=fast_inference)
@@ -239,7 +239,7 @@ def check_unsloth(args) -> dict:
         report["lora_reload_new_tokens"] = int(generated.shape[1] - ids["input_ids"].shape[1])
 
     def vllm_compare():
-        from grpo_kit.generation import Decoding
+        from grpo_kit.rollout.generation import Decoding
 
         report["compare"] = unsloth_path.compare_with_and_without_adapter(
             result.model,
@@ -259,7 +259,7 @@ def check_unsloth(args) -> dict:
 
 
 def check_qlora_trl(args) -> dict:
-    from grpo_kit import trl_path
+    from grpo_kit.trainers import trl_path
 
     recipe = smoke_recipe(args.model, fast_inference=False)
     recorder = step_recorder()

@@ -14,31 +14,23 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# The rooms, bottom to top. A module may import its own room and the rooms below it. Listed by module or
-# package prefix; the longest prefix wins. A module in no room fails the test: say where a new one lives.
+# The rooms, bottom to top, one package each. A module may import its own room and the rooms below it. A module in
+# no room (a new flat file in grpo_kit/) fails the test: put it in the package of its room.
 ROOMS: list[tuple[str, tuple[str, ...]]] = [
-    (
-        "plumbing",  # files, terminals, signals, what a run writes; no GRPO in here
-        (
-            "terminal", "markdown_text", "paths", "interrupts", "hardware", "metrics_log", "reporting",
-            "result", "reward_info", "checkpoint", "redaction", "completions_table", "plots",
-        ),
-    ),
-    ("GRPO math", ("advantages", "kl", "logprobs", "losses", "sampling")),
-    ("models", ("models", "reward_models")),
-    (
-        "config",  # settings, recipes and their rules; what the trainers read
-        (
-            "settings", "reward_specs", "tool_template", "environments", "tool_sets", "recipe_schema",
-            "recipes", "recipe_files", "loop_config", "path_settings", "scaffold",
-        ),
-    ),
-    ("rollouts", ("generation", "scoring", "tool_rollout", "vllm_generation")),
-    ("evaluation", ("evaluation",)),
-    ("trainers", ("loop", "loop_plumbing", "run_context", "sft_warmup", "trainer_builder", "trainer_run", "trl_path", "unsloth_path")),
+    ("support", ("support",)),  # files, terminals, signals, progress lines; no GRPO in here
+    ("core", ("core",)),  # the GRPO math, torch only, proven equal to TRL
+    ("config", ("config",)),  # every setting once, and its rules
+    ("models", ("models",)),  # a name, path, .gguf or alias -> (model, tokenizer)
+    ("rollout", ("rollout",)),  # completions and rewards outside the optimizer step
+    ("recipes", ("recipes",)),  # what to train: the Recipe and its files
+    ("artifacts", ("artifacts",)),  # what a run leaves on disk
+    ("evaluation", ("evaluation",)),  # held-out evaluation and what a learner reads of it
+    ("loop", ("loop",)),  # the standalone trainer
+    ("trainers", ("trainers",)),  # the same recipe through TRL and Unsloth
     ("export", ("export",)),
-    ("runs", ("runs",)),
-    ("front doors", ("cli", "lesson_helpers", "lesson_runs", "loss_demo", "entropy_demo", "doctor")),
+    ("runs", ("runs",)),  # plan -> execute into a run folder
+    ("teaching", ("teaching",)),  # what only the lessons import
+    ("cli", ("cli",)),
 ]  # fmt: skip
 
 
@@ -152,3 +144,12 @@ def test_rewards_and_datasets_prep_import_nothing_of_grpo_kit(package):
         for name, path in _modules(package).items()
     }
     assert {name: t for name, t in offenders.items() if t} == {}
+
+
+def test_grpo_kit_is_packages_not_a_flat_folder():
+    flat = sorted(p.name for p in (ROOT / "grpo_kit").glob("*.py"))
+    packages = sorted(p.parent.name for p in (ROOT / "grpo_kit").glob("*/__init__.py"))
+    assert len(flat) <= 3, flat
+    assert packages == sorted(prefix for _, (prefix,) in ROOMS), (
+        "one room per package, in ARCHITECTURE.md's order"
+    )

@@ -125,9 +125,11 @@ def test_the_swapped_samplers_draw_exactly_the_other_trainers_way(tmp_path):
 
     import torch
 
-    from grpo_kit import loop, runs, trl_path
-    from grpo_kit.recipes import get_recipe
-    from grpo_kit.sampling import sample_completions, stop_token_ids
+    from grpo_kit import runs
+    from grpo_kit.core.sampling import sample_completions, stop_token_ids
+    from grpo_kit.loop import training as loop
+    from grpo_kit.recipes.catalogue import get_recipe
+    from grpo_kit.trainers import trl_path
 
     bench = _bench()
     recipe = get_recipe("smoltldr-length-small", model="tiny", max_completion_length=6, seed=3)

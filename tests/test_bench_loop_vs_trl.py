@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from doc_pages import lines_starting_with
 
-from grpo_kit.hardware import cpu_has_native_bf16
+from grpo_kit.support.hardware import cpu_has_native_bf16
 
 ROOT = Path(__file__).resolve().parents[1]
 PHASES = ("generation", "scoring", "old_ref_logprobs", "forward", "backward", "optimizer")

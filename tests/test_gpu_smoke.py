@@ -58,7 +58,7 @@ def test_python_script_stops_early_without_cuda(tmp_path):
 
 
 def test_both_paths_share_one_recipe_that_passes_the_unsloth_checks():
-    from grpo_kit import unsloth_path
+    from grpo_kit.trainers import unsloth_path
 
     recipe = gpu_smoke.smoke_recipe("smoke-model", fast_inference=False)
     assert recipe.model == "smoke-model" and recipe.quantization == "4bit"

@@ -99,7 +99,7 @@ def test_the_pattern_finds_the_claims_this_issue_removed():
         "a:1": '    "Unsloth\'s fast path needs a CUDA GPU (its kernels are Triton/CUDA, generation uses vLLM). "',
         "b:2": "Loops: `standalone` (our readable PyTorch loop), `trl` (TRL `GRPOTrainer`), `unsloth` (GPU only).",
         "c:3": '        help=f"standalone (readable PyTorch loop), trl (GRPOTrainer), unsloth (GPU). Default"',
-        "d:4": "grpo-kit packages it as the recipe `gsm8k-unsloth` (`grpo_kit.unsloth_path`, GPU only) and a",
+        "d:4": "grpo-kit packages it as the recipe `gsm8k-unsloth` (`grpo_kit.trainers.unsloth_path`, GPU only) and a",
         "e:5": '        summary="course 12.6, Unsloth (GPU)",',
         "f:6": "fast_inference (vLLM inside Unsloth) needs a CUDA GPU; the rest runs on Unsloth's CPU backend.",
         "g:7": "The Unsloth path runs on a CPU through Unsloth's own CPU backend.",

@@ -1,7 +1,7 @@
 """The marimo lessons as CI sees them.
 
 * each lesson runs top to bottom as a script (``python notebooks/<lesson>.py``), offline, on CPU,
-  with its run buttons passed through (grpo_kit.lesson_helpers.should_run) — the ``test_*`` cells
+  with its run buttons passed through (grpo_kit.teaching.lesson_helpers.should_run) — the ``test_*`` cells
   execute as ordinary cells there, so a failed claim fails the run;
 * ``marimo check --strict`` is clean;
 * the Colab exports in notebooks/ipynb/ match the lessons (``make notebooks`` regenerates them), and those of
@@ -145,8 +145,8 @@ def test_exports_start_with_an_install_cell():
 
 
 def test_lesson_helpers_pass_through_outside_marimo():
-    from grpo_kit.lesson_helpers import LiveRewardCurve, cli_args, interactive, should_run
-    from grpo_kit.loop import LoopState
+    from grpo_kit.loop.training import LoopState
+    from grpo_kit.teaching.lesson_helpers import LiveRewardCurve, cli_args, interactive, should_run
 
     # pytest is not a marimo session: nobody can press a button, and mo.cli_args() would raise.
     assert not interactive()

@@ -12,14 +12,14 @@ runs, ``grpo_kit.export``, ...) and prints. One module per family of commands: `
     grpo-kit eval outputs/run --num-prompts 64 --k 4             # held-out report card, base vs trained
     grpo-kit preflight --recipe gsm8k-cpu                        # will GRPO learn? go / no-go with fixes
     grpo-kit train --preflight                                   # pre-flight first; refuses a no-go (--force)
-    grpo-kit losses --lengths 4 32 16 128 --rewards 1 0 1 0      # grpo_kit.loss_demo
+    grpo-kit losses --lengths 4 32 16 128 --rewards 1 0 1 0      # grpo_kit.teaching.loss_demo
     grpo-kit rewards lint rewards:length_reward                  # rewards.lint
     grpo-kit recipes                                             # the named recipes
 
 ``train`` writes a run folder (default ``outputs/<recipe>-<timestamp>``; see ``grpo_kit.runs``). Mistakes in
 the configuration are found before the model loads (exit 2); anything that goes wrong later is one line
 naming the fix (exit 1); ``--debug`` shows the traceback instead. Every string from a user, a dataset or
-a model is printed through ``grpo_kit.terminal`` (no markup, no escape sequences). Model
+a model is printed through ``grpo_kit.support.terminal`` (no markup, no escape sequences). Model
 "tiny" (``--set model=tiny``) is grpo_kit.models.tiny_model(): a random 2-layer Llama for trying the
 plumbing in seconds.
 """
@@ -43,7 +43,7 @@ from grpo_kit.cli.common import (
 from grpo_kit.cli.parser import build_parser
 from grpo_kit.cli.train import cmd_preflight, cmd_train
 from grpo_kit.cli.trained import cmd_eval, cmd_export, cmd_generate
-from grpo_kit.terminal import install_plain_warnings, markup_safe
+from grpo_kit.support.terminal import install_plain_warnings, markup_safe
 
 __all__ = ["COMMANDS", "UsageError", "build_parser", "main", "parse_overrides", "parse_value"]
 
@@ -68,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console(stderr=False)
     install_plain_warnings()  # warnings name reward functions and their errors: text, not terminal commands
     argv = list(sys.argv[1:] if argv is None else argv)
-    from grpo_kit.interrupts import guard_stdout
+    from grpo_kit.support.interrupts import guard_stdout
 
     with guard_stdout():  # `grpo-kit … | head`: a closed stdout silences printing, the work goes on
         return _main(argv, console)

@@ -4,7 +4,7 @@ hand their arguments to the tool's own ``main``."""
 from __future__ import annotations
 
 from grpo_kit.cli.common import UsageError, call_tool
-from grpo_kit.terminal import markup_safe, plain
+from grpo_kit.support.terminal import markup_safe, plain
 
 __all__ = ["cmd_doctor", "cmd_losses", "cmd_new", "cmd_recipes", "cmd_rewards"]
 
@@ -13,7 +13,7 @@ def cmd_recipes(args, console) -> int:
     """The catalogue at 80 columns (name, model, one line), or one recipe in full."""
     from rich.table import Table
 
-    from grpo_kit.recipes import DEFAULT_RECIPE, RECIPES, get_recipe
+    from grpo_kit.recipes.catalogue import DEFAULT_RECIPE, RECIPES, get_recipe
 
     name = getattr(args, "show", None) or getattr(args, "name", None)
     if getattr(args, "show", None) and getattr(args, "name", None) and args.show != args.name:
@@ -26,7 +26,7 @@ def cmd_recipes(args, console) -> int:
         except ValueError as error:
             raise UsageError(str(error)) from error
         if args.as_yaml:
-            from grpo_kit.recipe_files import recipe_to_text
+            from grpo_kit.recipes.files import recipe_to_text
 
             print(recipe_to_text(recipe), end="")  # plain stdout: the file as written, for a redirect
             return 0
@@ -74,7 +74,7 @@ def listed_model(model: str) -> str:
 
 
 def cmd_losses(args, console) -> int:
-    from grpo_kit.loss_demo import main as loss_demo_main
+    from grpo_kit.teaching.loss_demo import main as loss_demo_main
 
     return call_tool(loss_demo_main, args.args, console)
 
@@ -90,14 +90,14 @@ def cmd_rewards(args, console) -> int:
 
 
 def cmd_doctor(args, console) -> int:
-    from grpo_kit.doctor import main as doctor_main
+    from grpo_kit.cli.doctor import main as doctor_main
 
     return call_tool(doctor_main, args.args, console)
 
 
 def cmd_new(args, console) -> int:
-    """``grpo-kit new NAME``: the task folder of ``grpo_kit.scaffold``, and the command that trains it."""
-    from grpo_kit.scaffold import scaffold_task
+    """``grpo-kit new NAME``: the task folder of ``grpo_kit.recipes.scaffold``, and the command that trains it."""
+    from grpo_kit.recipes.scaffold import scaffold_task
 
     try:
         folder = scaffold_task(args.name)

@@ -9,7 +9,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from grpo_kit.terminal import markup_safe
+from grpo_kit.support.terminal import markup_safe
 
 __all__ = [
     "CONFIG_ERRORS",

@@ -10,7 +10,7 @@ __all__ = ["build_parser"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from grpo_kit.recipes import DEFAULT_RECIPE
+    from grpo_kit.recipes.catalogue import DEFAULT_RECIPE
 
     parser = argparse.ArgumentParser(
         prog="grpo-kit", description="Learn GRPO from the formula to an exported model."
@@ -233,7 +233,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     losses = sub.add_parser(
-        "losses", help="per-token weights of each GRPO loss type (grpo_kit.loss_demo)", add_help=False
+        "losses",
+        help="per-token weights of each GRPO loss type (grpo_kit.teaching.loss_demo)",
+        add_help=False,
     )
     losses.add_argument("args", nargs=argparse.REMAINDER)
 

@@ -18,7 +18,7 @@ from grpo_kit.cli.common import (
     headline,
     parse_overrides,
 )
-from grpo_kit.terminal import markup_safe, plain
+from grpo_kit.support.terminal import markup_safe, plain
 
 __all__ = ["cmd_preflight", "cmd_train"]
 
@@ -86,7 +86,12 @@ def cmd_train(args, console) -> int:
         hook = runs.preflight_hook(
             force=args.force, on_report=lambda report: _print_preflight(console, report)
         )
-    from grpo_kit.interrupts import caller_reports_stops, exit_status, forget_signals, sigterm_as_interrupt
+    from grpo_kit.support.interrupts import (
+        caller_reports_stops,
+        exit_status,
+        forget_signals,
+        sigterm_as_interrupt,
+    )
 
     forget_signals()
     try:
@@ -154,7 +159,7 @@ def _recipe_argument(args):
         raise UsageError(
             "--small picks a shipped recipe's CPU-sized variant; set the sizes in your recipe file."
         )
-    from grpo_kit.recipe_files import load_recipe_file
+    from grpo_kit.recipes.files import load_recipe_file
 
     try:
         return load_recipe_file(config)
@@ -168,7 +173,7 @@ def _check_own_data(plan) -> None:
     import warnings
 
     from grpo_kit import runs
-    from grpo_kit.reward_specs import REWARD_MODEL_PREFIX
+    from grpo_kit.recipes.reward_specs import REWARD_MODEL_PREFIX
     from grpo_kit.runs.held_out import held_out_rows
 
     if not any(name.startswith(REWARD_MODEL_PREFIX) for name in plan.recipe.reward_names):
@@ -185,7 +190,7 @@ def _check_own_data(plan) -> None:
 def _stopped_by() -> str:
     import signal
 
-    from grpo_kit.interrupts import received_signal
+    from grpo_kit.support.interrupts import received_signal
 
     return "Terminated (SIGTERM)" if received_signal() == signal.SIGTERM else "Interrupted"
 
@@ -301,7 +306,7 @@ def cmd_preflight(args, console) -> int:
 
     if args.num_prompts < 1:
         raise UsageError(f"--num-prompts must be >= 1, got {args.num_prompts}.")
-    from grpo_kit.recipes import DEFAULT_RECIPE
+    from grpo_kit.recipes.catalogue import DEFAULT_RECIPE
 
     args.recipe = _recipe_argument(args) or DEFAULT_RECIPE
     try:  # the plan's output folder is never created: pre-flight writes nothing

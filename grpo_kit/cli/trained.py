@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_kit.cli.common import CONFIG_ERRORS, EXIT_INTERRUPTED, UsageError, after_loading, headline
-from grpo_kit.terminal import markup_safe
+from grpo_kit.support.terminal import markup_safe
 
 __all__ = ["cmd_eval", "cmd_export", "cmd_generate"]
 

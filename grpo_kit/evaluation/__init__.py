@@ -1,7 +1,7 @@
 """Evaluation: what a model does on held-out rows, how before and after compare, and what a learner reads.
 
 * ``eval_report`` -- :func:`evaluate`: given rows answered greedily (plus ``k`` seeded samples), every metric per
-  prompt, in an :class:`EvalReport` (decoded through ``grpo_kit.generation``, scored through ``grpo_kit.scoring``).
+  prompt, in an :class:`EvalReport` (decoded through ``grpo_kit.rollout.generation``, scored through ``grpo_kit.rollout.scoring``).
 * ``comparison`` -- :func:`compare`: the paired bootstrap CI of one metric's change and its verdict;
   :func:`headline_metric`, the metric a summary leads with.
 * ``reward_hacking`` -- a better reward while the answers collapse is judged "reward hack suspected".

@@ -7,7 +7,7 @@ comparison (``grpo_kit.evaluation.comparison``) is paired: the same prompt befor
 
 Per-prompt metrics (greedy answer):
 
-* ``reward`` — the weighted sum of the reward functions (``grpo_kit.scoring``: TRL's nansum over the
+* ``reward`` — the weighted sum of the reward functions (``grpo_kit.rollout.scoring``: TRL's nansum over the
   functions that scored the answer; NaN, left out of the mean, when none did);
 * ``reward/<name>`` — each function; ``at_max/<name>`` — 1 when it reaches its known maximum;
 * ``format`` — 1 when every *format* reward is > 0; ``accuracy`` — 1 when every *accuracy* reward
@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from grpo_kit.reward_info import REWARD_INFO, RewardInfo, reward_info
+from grpo_kit.rollout.reward_info import REWARD_INFO, RewardInfo, reward_info
 
 __all__ = [
     "REWARD_INFO",
@@ -59,9 +59,9 @@ def better_direction(metric: str) -> bool | None:
 
 
 # --------------------------------------------------------------------------- generation
-# Decoding lives in grpo_kit.generation (one decoder for evaluation, pre-flight, samples and tool rollouts);
+# Decoding lives in grpo_kit.rollout.generation (one decoder for evaluation, pre-flight, samples and tool rollouts);
 # these names stay importable from here.
-from grpo_kit.generation import Decoding, GeneratedCompletion, Sampler, generate, row_images
+from grpo_kit.rollout.generation import Decoding, GeneratedCompletion, Sampler, generate, row_images
 
 # --------------------------------------------------------------------------- evaluation
 
@@ -157,17 +157,17 @@ def evaluate(
     Greedy answers always; with ``k > 1`` also ``k`` samples per prompt at ``temperature`` (seeded) for
     ``mean@k`` and ``pass@k/<name>``. ``sampler(prompts, num_generations)`` replaces the model's decoding
     (canned completions in tests; ``model``/``tokenizer`` are then only used by the sampler).
-    ``generate_fn`` replaces :func:`grpo_kit.generation.generate` with a function of the same signature
+    ``generate_fn`` replaces :func:`grpo_kit.rollout.generation.generate` with a function of the same signature
     ``(model, tokenizer, prompts, num_generations, decoding)``, e.g. the multi-turn tool loop
-    ``grpo_kit.tool_rollout.tool_generate(tools)``. ``decoding`` (a :class:`~grpo_kit.generation.Decoding`)
+    ``grpo_kit.rollout.tool_rollout.tool_generate(tools)``. ``decoding`` (a :class:`~grpo_kit.rollout.generation.Decoding`)
     gives every decoding setting at once; the greedy answers ignore its sampling filters, the k samples use
     them. Without it: ``max_new_tokens``, ``temperature``, ``seed``, ``batch_size``, ``chat_template_kwargs``.
-    Scores come from :mod:`grpo_kit.scoring` (a completion no function scored is NaN, left out of means).
+    Scores come from :mod:`grpo_kit.rollout.scoring` (a completion no function scored is NaN, left out of means).
     Raises ``RewardFunctionError`` naming the function and row if a reward function fails.
     """
-    from grpo_kit.reward_models import as_reward_funcs
-    from grpo_kit.scoring import score_completions
-    from grpo_kit.tool_rollout import takes_rows
+    from grpo_kit.rollout.reward_models import as_reward_funcs
+    from grpo_kit.rollout.scoring import score_completions
+    from grpo_kit.rollout.tool_rollout import takes_rows
     from rewards.compose import reward_name
 
     funcs = as_reward_funcs(reward_funcs)  # functions, or reward model ids / paths / models as TRL takes

@@ -26,9 +26,16 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from datasets_prep.chat import prompt_to_sample_from
+from grpo_kit.config.rules import GRPO_DEFAULTS, check_num_generations, training_value
 from grpo_kit.evaluation.eval_report import reward_info
-from grpo_kit.generation import Decoding, GeneratedCompletion, Sampler, generate, prompt_texts, row_images
-from grpo_kit.settings import GRPO_DEFAULTS, check_num_generations, training_value
+from grpo_kit.rollout.generation import (
+    Decoding,
+    GeneratedCompletion,
+    Sampler,
+    generate,
+    prompt_texts,
+    row_images,
+)
 
 __all__ = ["Finding", "PreflightReport", "check", "check_recipe", "validate_inputs"]
 
@@ -123,7 +130,7 @@ def validate_inputs(
     dataset without a ``prompt`` column and ``RewardFunctionError`` (function + row) when a reward
     function raises on one of the first ``num_prompts`` rows with a probe completion."""
     from datasets_prep.chat import is_conversational_prompt
-    from grpo_kit.scoring import reward_table
+    from grpo_kit.rollout.scoring import reward_table
     from rewards import check_reward_funcs
 
     funcs = check_reward_funcs(reward_funcs)
@@ -167,7 +174,7 @@ def check(
     will see; ``None`` is ``Decoding(max_new_tokens=256)``, sampled at T = 1. ``sampler(prompts, G)`` replaces
     the model's decoding (canned completions in tests).
     """
-    from grpo_kit.scoring import score_completions
+    from grpo_kit.rollout.scoring import score_completions
     from rewards.compose import reward_name
 
     check_num_generations(num_generations)
@@ -188,7 +195,7 @@ def check(
         groups = generate(model, tokenizer, prompts, num_generations, decoding, images=row_images(rows))
     flat: list[GeneratedCompletion] = [c for g in groups for c in g]
     flat_rows = [r for r in rows for _ in range(num_generations)]
-    # Multi-turn tool rollouts (grpo_kit.tool_rollout) are scored as their message lists, as TRL does.
+    # Multi-turn tool rollouts (grpo_kit.rollout.tool_rollout) are scored as their message lists, as TRL does.
     scores, totals = score_completions(funcs, flat_rows, flat, weights)  # (N*G, F), (N*G,)
 
     G = num_generations
@@ -238,7 +245,7 @@ def check_recipe(
     (``tool_rollout.recipe_generate``, on its tool template) and, for a recipe with an ``environment``, one
     episode per rollout scored by its ``get_reward`` too — what ``grpo-kit train --preflight`` and the
     lessons run."""
-    from grpo_kit.tool_rollout import recipe_generate, recipe_reward_funcs, takes_rows
+    from grpo_kit.rollout.tool_rollout import recipe_generate, recipe_reward_funcs, takes_rows
 
     training = recipe.training
     decoding = Decoding.from_training(training, seed=int(training_value(training, "seed")))

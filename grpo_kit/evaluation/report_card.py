@@ -31,7 +31,7 @@ from typing import Any
 from grpo_kit.evaluation.comparison import Comparison, bootstrap_mean_ci, compare_all, headline_metric
 from grpo_kit.evaluation.eval_report import EvalReport
 from grpo_kit.evaluation.reward_hacking import flag_reward_hacking
-from grpo_kit.markdown_text import table_cell
+from grpo_kit.support.markdown_text import table_cell
 
 __all__ = [
     "WRITTEN_DIFFERENTLY",
@@ -303,8 +303,8 @@ def write_report_card(
     held-out curve drawn beside the training reward. Returns ``{"eval.json": path, "report.md": path, "report_card.png": path}``;
     without matplotlib the PNG is skipped (and not returned) with a note.
     """
-    from grpo_kit.completions_table import report_rows
-    from grpo_kit.plots import can_plot, plot_report_card, reward_upper_bound
+    from grpo_kit.artifacts.completions_table import report_rows
+    from grpo_kit.artifacts.plots import can_plot, plot_report_card, reward_upper_bound
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -425,7 +425,7 @@ def _temp_in(folder: Path, name: str) -> Path:
     suffix = Path(name).suffix  # matplotlib picks the format from the suffix
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=f".tmp{suffix}")
     os.close(fd)
-    from grpo_kit.paths import make_shareable
+    from grpo_kit.support.paths import make_shareable
 
     make_shareable(tmp)  # mkstemp makes 0600; the report card is shared like the rest of the run folder
     return Path(tmp)

@@ -4,8 +4,8 @@ A reward curve says the number went up; samples show what changed in the text. U
 ``grpo-kit train`` (it writes ``samples.md`` and ``samples.json`` into the run folder), ``grpo-kit
 generate`` and the notebooks.
 
-Answers come from the one decoder (``grpo_kit.generation``: prompts rendered as the trainers render
-them, ``chat_template_kwargs`` included) and are scored by ``grpo_kit.scoring`` with their token ids,
+Answers come from the one decoder (``grpo_kit.rollout.generation``: prompts rendered as the trainers render
+them, ``chat_template_kwargs`` included) and are scored by ``grpo_kit.rollout.scoring`` with their token ids,
 so a text gets the same reward here, in the evaluation and in training. Answers are greedy by default,
 so "before" and "after" differ only because the weights did; ``do_sample=True`` draws one seeded
 sample per prompt instead. This module has no decoder and no scorer of its own.
@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from grpo_kit.generation import GeneratedCompletion
-from grpo_kit.markdown_text import table_cell
+from grpo_kit.rollout.generation import GeneratedCompletion
+from grpo_kit.support.markdown_text import table_cell
 
 
 @dataclass
@@ -48,9 +48,9 @@ def answer_completions(
     chat_template_kwargs: dict | None = None,
 ) -> list[GeneratedCompletion]:
     """One answer per prompt (greedy unless ``do_sample``) from the one decoder
-    (:func:`grpo_kit.generation.generate`): text without special tokens, with the token ids it came from
+    (:func:`grpo_kit.rollout.generation.generate`): text without special tokens, with the token ids it came from
     (EOS included), so :func:`score_answers` scores it as evaluation and training do."""
-    from grpo_kit.generation import Decoding, generate
+    from grpo_kit.rollout.generation import Decoding, generate
 
     decoding = Decoding(
         max_new_tokens=max_new_tokens,
@@ -80,11 +80,11 @@ def score_answers(
     reward_weights: Sequence[float] | None = None,
     columns: dict[str, list] | None = None,
 ) -> list[float | None]:
-    """Weighted reward of each answer (``GeneratedCompletion`` or text) by :mod:`grpo_kit.scoring` (TRL's
+    """Weighted reward of each answer (``GeneratedCompletion`` or text) by :mod:`grpo_kit.rollout.scoring` (TRL's
     nansum; ``None`` when no function scored it, so ``mean_reward`` averages only scored answers)."""
     import math
 
-    from grpo_kit.scoring import score_completions
+    from grpo_kit.rollout.scoring import score_completions
 
     rows = [{"prompt": p, **{k: v[i] for k, v in (columns or {}).items()}} for i, p in enumerate(prompts)]
     _, totals = score_completions(list(reward_funcs), rows, list(answers), reward_weights)

@@ -146,7 +146,7 @@ def read_run_facts(
 def _recipe_record(recipe: Any) -> dict[str, Any]:
     if recipe is None:
         return {}
-    from grpo_kit.redaction import jsonable_config
+    from grpo_kit.config.stored import jsonable_config
 
     return jsonable_config(recipe)
 

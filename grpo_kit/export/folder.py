@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from grpo_kit.paths import check_output_dir
+from grpo_kit.support.paths import check_output_dir
 
 MANIFEST = "grpo_kit_export.json"
 
@@ -95,7 +95,7 @@ def prepare_export_dir(out_dir: str | os.PathLike, *, overwrite: bool = False) -
 def staged_export(out: Path) -> Iterator[Path]:
     """Yield an empty staging folder beside ``out`` (from :func:`prepare_export_dir`); on success it is
     renamed to ``out``, on any failure or interruption it is removed and ``out`` stays empty."""
-    from grpo_kit.paths import make_shareable
+    from grpo_kit.support.paths import make_shareable
 
     out = Path(out)
     stage = out.with_name(f".{out.name}.partial")

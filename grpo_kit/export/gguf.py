@@ -330,7 +330,7 @@ def save_gguf(
                     f"Its last lines:\n{_tail(done.stderr)}"
                 )
             details["writer"] += " + llama-quantize"
-        from grpo_kit.paths import make_shareable
+        from grpo_kit.support.paths import make_shareable
 
         make_shareable(partial)
         beside = out_path.with_name(f".{out_path.name}.partial")  # the temporary folder may be elsewhere

@@ -4,7 +4,7 @@ Both write the tokenizer (and so its chat template) beside the weights — the c
 ``merge_and_unload`` recipe forgot it, and a model directory without its tokenizer cannot be chatted
 with, served or converted to GGUF. Both reload what they wrote and compare greedy tokens with the
 model in memory (:mod:`grpo_kit.export.verify`). A model with NaN/inf weights is refused before anything is
-written (:class:`~grpo_kit.checkpoint.NonFiniteWeightsError`).
+written (:class:`~grpo_kit.artifacts.checkpoint.NonFiniteWeightsError`).
 
 The target folder is empty before the export (a folder holding someone else's files is refused unless
 ``overwrite=True``) and verification also checks that it holds exactly the files written
@@ -27,7 +27,7 @@ import copy
 import os
 from typing import Any
 
-from grpo_kit.checkpoint import check_weights_finite
+from grpo_kit.artifacts.checkpoint import check_weights_finite
 from grpo_kit.export.folder import check_export_files, prepare_export_dir, staged_export, write_manifest
 from grpo_kit.export.report import ExportReport, dir_size
 from grpo_kit.export.verify import TIE_TOLERANCE, compare_greedy, prompt_ids
@@ -62,7 +62,7 @@ def resolve_16bit() -> str:
     slow emulation), where float16 is what the GPU computes in — so float16 there, bfloat16 elsewhere.
     Pass ``dtype="fp16"`` or ``"bf16"`` to choose yourself.
     """
-    from grpo_kit.hardware import detect_cuda_capability, supports_bf16
+    from grpo_kit.support.hardware import detect_cuda_capability, supports_bf16
 
     capability = detect_cuda_capability()
     if capability is not None and not supports_bf16(capability):

@@ -99,9 +99,9 @@ def compare_greedy(
 ) -> GreedyComparison:
     """Greedy-decode ``input_ids`` (1, T) with both models and judge the disagreement (module docstring).
 
-    A model whose weights hold NaN/inf is refused (:class:`~grpo_kit.checkpoint.NonFiniteWeightsError`):
+    A model whose weights hold NaN/inf is refused (:class:`~grpo_kit.artifacts.checkpoint.NonFiniteWeightsError`):
     two NaN models agree on their (meaningless) greedy tokens, and that must never read as "verified"."""
-    from grpo_kit.checkpoint import check_weights_finite
+    from grpo_kit.artifacts.checkpoint import check_weights_finite
 
     check_weights_finite(reference, "verifying an export: the model in memory", trainable_only=False)
     check_weights_finite(reloaded, "verifying an export: the reloaded copy", trainable_only=False)

@@ -79,7 +79,7 @@ def _check_quantization(quantization, compute_dtype=None):
     "4bit" is QLoRA's NF4 with double quantization (Dettmers et al. 2023, "QLoRA"). bitsandbytes 0.50 runs it
     on a CUDA GPU and on CPU (its CPU backend: ``Linear4bit`` layers, dequantised block by block in each
     matmul). Compute dtype: ``compute_dtype`` when given, else bf16 on a GPU with compute capability >= 8,
-    fp16 on older GPUs, fp32 on CPU (``grpo_kit.hardware``'s precision rule).
+    fp16 on older GPUs, fp32 on CPU (``grpo_kit.support.hardware``'s precision rule).
     """
     if quantization is None:
         return None

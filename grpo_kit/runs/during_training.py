@@ -50,7 +50,7 @@ BEST_RECORD = "best.json"
 def check_schedule(recipe: Any, eval_prompts: int, keep_best: bool) -> int | None:
     """The recipe's evaluation interval (``settings.evaluation_interval``), refused before the model loads where it
     cannot run: held-out evaluation off (``eval_prompts=0``), or ``keep_best`` without a schedule."""
-    from grpo_kit.settings import evaluation_interval
+    from grpo_kit.config.rules import evaluation_interval
 
     interval = evaluation_interval(recipe.training)
     if interval is not None and eval_prompts == 0:
@@ -96,8 +96,8 @@ class HeldOutDuringTraining:
     def __call__(self, model: Any, step: int) -> dict[str, float]:
         from grpo_kit.evaluation.eval_report import better_direction
         from grpo_kit.evaluation.reward_hacking import collapse_signs
-        from grpo_kit.paths import write_atomic
         from grpo_kit.runs.held_out import evaluate_held_out
+        from grpo_kit.support.paths import write_atomic
 
         started = time.perf_counter()
         # generation forks the RNG and puts every weight back: training continues as if nothing ran
@@ -113,7 +113,7 @@ class HeldOutDuringTraining:
             self._save_best(model, step, value)
         seconds = time.perf_counter() - started
         self.seconds += seconds
-        from grpo_kit.terminal import plain
+        from grpo_kit.support.terminal import plain
 
         print(
             f"held-out at step {step}: {self.metric} {value:.4g} (before training "
@@ -135,8 +135,8 @@ class HeldOutDuringTraining:
         record naming it: a crash between the two leaves the previous record, never a record without weights."""
         from safetensors.torch import save_file
 
-        from grpo_kit.checkpoint import trainable_parameters
-        from grpo_kit.paths import write_atomic
+        from grpo_kit.artifacts.checkpoint import trainable_parameters
+        from grpo_kit.support.paths import write_atomic
 
         folder = self.run_dir / FOLDER
         weights = {
@@ -162,7 +162,7 @@ def restore_best(model: Any, run_dir: Path) -> dict[str, Any] | None:
     (step, metric, value), or None when no evaluation saved any."""
     from safetensors.torch import load_file
 
-    from grpo_kit.checkpoint import trainable_parameters
+    from grpo_kit.artifacts.checkpoint import trainable_parameters
 
     folder = Path(run_dir) / FOLDER
     if not (folder / BEST_RECORD).is_file():

@@ -40,9 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grpo_kit.path_settings import applied_settings
-from grpo_kit.recipe_schema import Recipe
-from grpo_kit.result import RunResult
+from grpo_kit.artifacts.result import RunResult
+from grpo_kit.config.rules import training_value
+from grpo_kit.config.trainers import applied_settings
+from grpo_kit.recipes.recipe import Recipe
 from grpo_kit.runs.folder import RunFolder
 from grpo_kit.runs.held_out import (
     evaluate_held_out,
@@ -53,7 +54,6 @@ from grpo_kit.runs.held_out import (
 )
 from grpo_kit.runs.models import load_model
 from grpo_kit.runs.plan import RunPlan, prepare_run_dir
-from grpo_kit.settings import training_value
 
 __all__ = [
     "GGUFExportError",
@@ -162,7 +162,7 @@ def train_on_path(
     trained one. ``evaluate``: the held-out evaluation during training (``during_training.HeldOutDuringTraining``)
     the recipe's ``eval_steps`` schedules, on any path."""
     if plan.loop == "standalone":
-        from grpo_kit import loop
+        from grpo_kit.loop import training as loop
 
         return loop.train(
             model,
@@ -176,9 +176,9 @@ def train_on_path(
         )
     # the TRL and Unsloth paths take the same arguments: the model loaded above, trained through GRPOTrainer
     if plan.loop == "unsloth":
-        from grpo_kit import unsloth_path as trainer_path
+        from grpo_kit.trainers import unsloth_path as trainer_path
     else:
-        from grpo_kit import trl_path as trainer_path
+        from grpo_kit.trainers import trl_path as trainer_path
 
     # plan.path_config: the GRPOConfig the plan built and checked, which trains as it is (into plan.output_dir)
     return trainer_path.train(
@@ -308,7 +308,7 @@ def execute(
     plan.phase = "loading"
     with status("loading model and data…"):
         if plan.loop == "unsloth":
-            from grpo_kit import unsloth_path
+            from grpo_kit.trainers import unsloth_path
 
             model, tokenizer = unsloth_path.load_model(recipe)
         else:
@@ -455,7 +455,7 @@ def execute(
             except Exception as error:  # noqa: BLE001 - recorded in run.json, raised after it
                 gguf_error = error
     evaluation = evaluate(plan, model, tokenizer, reward_funcs) if evaluate else built_in_evaluation
-    from grpo_kit.redaction import jsonable_config
+    from grpo_kit.config.stored import jsonable_config
 
     rewards = [r["reward"] for r in result.log_history if r.get("reward") is not None]
     summary = {
@@ -482,7 +482,7 @@ def execute(
         ),
     }
     if plan.loop == "unsloth":  # what Unsloth loaded: its backend (cpu | cuda), dtype, Linear4bit layers
-        from grpo_kit import unsloth_path
+        from grpo_kit.trainers import unsloth_path
 
         summary["unsloth"] = unsloth_path.load_facts(model)
     if (

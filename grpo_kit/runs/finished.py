@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grpo_kit.settings import training_value
+from grpo_kit.config.rules import training_value
 
 __all__ = ["FinishedRunError", "FinishedRunEvaluation", "evaluate_finished_run"]
 
@@ -51,11 +51,11 @@ def evaluate_finished_run(
 
     :class:`FinishedRunError` naming the fix, before any evaluation, when the run asks for more tokens than the model holds
     or a model folder has no base to compare against."""
+    from grpo_kit.core.sampling import check_fits_context
     from grpo_kit.evaluation.report_card import write_report_card
     from grpo_kit.models import load_model
     from grpo_kit.runs.execution import evaluation_summary
     from grpo_kit.runs.held_out import evaluate_held_out, held_out_rows, transfer_rows
-    from grpo_kit.sampling import check_fits_context
 
     rows = held_out_rows(recipe, num_prompts or recipe.eval_prompts or 32)
     transfer = transfer_rows(recipe, len(rows))

@@ -188,7 +188,7 @@ class RunFolder:
 
     @property
     def run_config_path(self) -> Path:
-        from grpo_kit.checkpoint import CONFIG_FILE
+        from grpo_kit.artifacts.checkpoint import CONFIG_FILE
 
         return self.root / CONFIG_FILE
 
@@ -207,7 +207,7 @@ class RunFolder:
 
     def write_run_config(self, config: Mapping[str, Any]) -> Path:
         """``run_config.json``: ``config`` (JSON-safe, credentials redacted) and its sha256."""
-        from grpo_kit.checkpoint import config_hash, jsonable_config
+        from grpo_kit.artifacts.checkpoint import config_hash, jsonable_config
 
         stored = jsonable_config(dict(config))
         self.run_config_path.write_text(
@@ -216,7 +216,7 @@ class RunFolder:
         return self.run_config_path
 
     def latest_checkpoint(self) -> Path | None:
-        from grpo_kit.checkpoint import latest_checkpoint
+        from grpo_kit.artifacts.checkpoint import latest_checkpoint
 
         return latest_checkpoint(self.root) if self.root.is_dir() else None
 
@@ -226,7 +226,7 @@ class RunFolder:
 
     def stored_run_config(self, resume: Any = True) -> dict[str, Any] | None:
         """The run configuration the checkpoint to resume stored, else the folder's ``run_config.json``."""
-        from grpo_kit.checkpoint import read_checkpoint_config
+        from grpo_kit.artifacts.checkpoint import read_checkpoint_config
 
         checkpoint = self.resume_target(resume)
         stored = read_checkpoint_config(checkpoint) if checkpoint is not None else None
@@ -238,7 +238,7 @@ class RunFolder:
 
     def write_summary(self, summary: Mapping[str, Any]) -> Path:
         """``run.json``, written atomically (an interruption leaves no half file)."""
-        from grpo_kit.paths import write_atomic
+        from grpo_kit.support.paths import write_atomic
 
         return write_atomic(self.run_json, json.dumps(dict(summary), indent=2, default=str))
 
@@ -333,9 +333,9 @@ class TrainedModel:
         """The recipe the run trained with (run.json: name, model and training fields, checked by the rules
         command-line input passes), or the catalogue's ``name``. ``ValueError`` naming ``--recipe`` when
         neither says. A recipe file's run whose rewards are code of the user's is refused unless
-        ``trust_reward_code`` (``grpo_kit.recipe_files.refuse_reward_code_of_a_run``)."""
-        from grpo_kit.loop_config import to_loop_config
-        from grpo_kit.recipes import get_recipe
+        ``trust_reward_code`` (``grpo_kit.recipes.files.refuse_reward_code_of_a_run``)."""
+        from grpo_kit.config.loop import to_loop_config
+        from grpo_kit.recipes.catalogue import get_recipe
 
         info = self.run.summary() if self.run is not None else {}
         name = name or info.get("recipe")
@@ -350,7 +350,7 @@ class TrainedModel:
             copy = self.run.root / "recipe.yaml" if self.run is not None else None
             # a recipe file's run: the copy it wrote (runs.plan.RECIPE_FILE)
             if copy is not None and copy.is_file():
-                from grpo_kit.recipe_files import load_recipe_file
+                from grpo_kit.recipes.files import load_recipe_file
 
                 base = load_recipe_file(copy, trust_reward_code=trust_reward_code)
             model = {"model": info["model"]} if "model" in info else {}

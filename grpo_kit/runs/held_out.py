@@ -33,7 +33,7 @@ and held to the same rule (a row whose prompt is a training prompt is dropped, a
 
 :func:`evaluate_held_out` evaluates a model on those rows with the recipe's completion budget, chat
 template arguments and reward weights, greedy (plus ``k`` seeded samples): a recipe with tools is rolled
-out with its tools (``grpo_kit.tool_rollout``, the multi-turn loop lesson 8 uses).
+out with its tools (``grpo_kit.rollout.tool_rollout``, the multi-turn loop lesson 8 uses).
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def training_dataset(recipe: Any):
 
 def _candidates(recipe: Any, n: int):
     import datasets_prep
-    from grpo_kit.recipe_schema import SYNTHETIC_ROWS
+    from grpo_kit.recipes.recipe import SYNTHETIC_ROWS
 
     source = held_out_source(recipe)
     if source == "generated":
@@ -128,7 +128,7 @@ def _candidates(recipe: Any, n: int):
             raw = make_rows(size + extra, seed=0)[size:]
         return recipe.load_dataset(source=raw, size=len(raw), dataset_kwargs=recipe.held_out_kwargs)
     if source == "test split":
-        from grpo_kit.recipe_schema import DATASET_LOADERS
+        from grpo_kit.recipes.recipe import DATASET_LOADERS
 
         loader = getattr(datasets_prep, DATASET_LOADERS[recipe.dataset])
         kwargs = {**recipe.dataset_kwargs, **recipe.held_out_kwargs}
@@ -278,8 +278,8 @@ def evaluate_held_out(
     ``generate_fn`` replaces the recipe's own generation (``unsloth_path.vllm_generate``: the model's vLLM
     engine), with the same decoding."""
     from grpo_kit.evaluation import evaluate
-    from grpo_kit.generation import Decoding
-    from grpo_kit.tool_rollout import recipe_generate, recipe_reward_funcs
+    from grpo_kit.rollout.generation import Decoding
+    from grpo_kit.rollout.tool_rollout import recipe_generate, recipe_reward_funcs
 
     funcs, weights = recipe_reward_funcs(recipe, reward_funcs)  # + each environment's get_reward
     return evaluate(

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from grpo_kit.recipe_schema import Recipe
-from grpo_kit.settings import training_value
+from grpo_kit.config.rules import training_value
+from grpo_kit.recipes.recipe import Recipe
 
 __all__ = ["load_model"]
 

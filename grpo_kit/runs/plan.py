@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grpo_kit.loop_config import to_loop_config  # re-exported: grpo_kit.runs.to_loop_config
+from grpo_kit.config.loop import to_loop_config  # re-exported: grpo_kit.runs.to_loop_config
 from grpo_kit.models import TINY_MODEL
-from grpo_kit.paths import check_output_dir
-from grpo_kit.recipes import RECIPES, Recipe, get_recipe
+from grpo_kit.recipes.catalogue import RECIPES, Recipe, get_recipe
 from grpo_kit.runs.folder import RunFolder, check_not_in_use, lock_run_folder
+from grpo_kit.support.paths import check_output_dir
 
 __all__ = [
     "DEFAULT_LOOP",
@@ -76,7 +76,7 @@ class RunPlan:
     def run_config(self) -> dict[str, Any]:
         """What identifies this run, stored in ``run_config.json`` and every checkpoint: the arguments it was
         planned with (``invocation``) and the resolved recipe and loop, which a resume must match."""
-        from grpo_kit.redaction import jsonable_config
+        from grpo_kit.config.stored import jsonable_config
 
         return {
             "invocation": jsonable_config(self.invocation),
@@ -104,8 +104,8 @@ def _newest_run_with_checkpoint(recipe_name: str) -> Path | None:
 
 def resolve_run_dir(recipe_name: str, output_dir: str | Path | None, resume: Any) -> tuple[Path, Any]:
     """(output folder, resume value for the trainer: None | True | checkpoint path). Which checkpoint a resume
-    continues from is :func:`grpo_kit.checkpoint.resume_target`'s answer, here and in every trainer."""
-    from grpo_kit.checkpoint import resume_target
+    continues from is :func:`grpo_kit.artifacts.checkpoint.resume_target`'s answer, here and in every trainer."""
+    from grpo_kit.artifacts.checkpoint import resume_target
 
     if resume is None:
         return Path(output_dir) if output_dir else default_output_dir(recipe_name), None
@@ -125,13 +125,13 @@ def resolve_run_dir(recipe_name: str, output_dir: str | Path | None, resume: Any
 def _path_config(recipe: Recipe, loop: str, output_dir: Path, resume: Any) -> tuple[Any, Any]:
     """Every check the chosen path makes before a model is loaded, once. Returns (the path's config, the one
     that trains; the training rows the environments were played on, or None: the recipe has none)."""
-    from grpo_kit.path_settings import check_path_settings, check_recipe_fields
+    from grpo_kit.config.trainers import check_path_settings, check_recipe_fields
 
     if loop == "standalone":
         if recipe.training.get(
             "bf16"
         ):  # emulated bf16 is slower than fp32: refused here, before the model loads
-            from grpo_kit.hardware import cuda_available, require_native_bf16
+            from grpo_kit.support.hardware import cuda_available, require_native_bf16
 
             require_native_bf16("cuda" if cuda_available() else "cpu")
         if recipe.quantization == "8bit":
@@ -155,7 +155,7 @@ def _path_config(recipe: Recipe, loop: str, output_dir: Path, resume: Any) -> tu
             "(TRL's GRPOTrainer VLM path: the processor as processing_class)."
         )
     if loop != "standalone":
-        from grpo_kit.trainer_builder import refuse_guided_sampling
+        from grpo_kit.trainers.builder import refuse_guided_sampling
 
         refuse_guided_sampling(recipe, path="TRL" if loop == "trl" else "Unsloth")
     # A setting the path would drop is refused here, naming the path that applies it (path_settings).
@@ -166,20 +166,20 @@ def _path_config(recipe: Recipe, loop: str, output_dir: Path, resume: Any) -> tu
             # what is left of the fields only TRL has is what the loop does anyway (path_settings.LOOP_BEHAVES_AS)
             warnings.simplefilter("ignore", UserWarning)
             return to_loop_config(recipe, output_dir=str(output_dir), resume_from_checkpoint=resume), None
-    from grpo_kit.hardware import detect_precision
     from grpo_kit.runs.held_out import training_dataset
+    from grpo_kit.support.hardware import detect_precision
 
     # The environments are played on the rows the run will train on (loaded here only for a recipe with an
     # environment; execute() trains on these very rows).
     rows = functools.partial(training_dataset, recipe)
     if loop == "trl":
-        from grpo_kit import trl_path
+        from grpo_kit.trainers import trl_path
 
         precision = detect_precision()
         training = trl_path.resolve_training(recipe, output_dir=output_dir, precision=precision)
         dataset = trl_path.check_settings(recipe, training, precision=precision, load_dataset=rows)
         return trl_path.build_grpo_config(training), dataset
-    from grpo_kit import unsloth_path
+    from grpo_kit.trainers import unsloth_path
 
     # What needs a GPU (fast_inference, 8-bit) and the packages, then `import unsloth` (its GRPOConfig is the one
     # built), the settings at this machine's precision; on a CPU the path runs on Unsloth's CPU backend.
@@ -213,7 +213,7 @@ def plan_run(
     aside to ``<folder>.old-<timestamp>``). Also checked: the folder is writable and not a file, the model
     path is a model, and the ``gguf`` type can be written (before training, not after it). ``--resume`` alone
     replays a recipe file's stored content; reward code it names is imported only with ``trust_reward_code``
-    (``grpo_kit.recipe_files.refuse_reward_code_of_a_run``). ``eval_prompts=0`` (held-out evaluation off) turns
+    (``grpo_kit.recipes.files.refuse_reward_code_of_a_run``). ``eval_prompts=0`` (held-out evaluation off) turns
     the recipe's evaluation during training (``eval_steps``) off too, before its config is built, as it turns the
     second held-out set off; ``run.json`` then records no ``eval_steps``.
     """
@@ -261,7 +261,7 @@ def plan_run(
         check_model_takes_images(recipe.model)  # a text-only model is refused before it loads
     if gguf:
         from grpo_kit.export import check_gguf_quantization_available
-        from grpo_kit.hardware import cuda_available
+        from grpo_kit.support.hardware import cuda_available
 
         # Unsloth writes its own GGUF types only on a GPU (its CPU backend needs a local llama.cpp for them).
         gguf = check_gguf_quantization_available(gguf, unsloth=loop == "unsloth" and cuda_available())
@@ -289,7 +289,7 @@ def plan_run(
 
 def without_evaluation_during_training(recipe: Recipe) -> Recipe:
     """``recipe`` without ``eval_steps`` / ``eval_strategy`` (itself when it has neither)."""
-    from grpo_kit.settings import EVALUATION_SCHEDULE
+    from grpo_kit.config.rules import EVALUATION_SCHEDULE
 
     if not any(name in recipe.training for name in EVALUATION_SCHEDULE):
         return recipe
@@ -304,7 +304,7 @@ def _resolve_invocation(
     max_steps: int | None,
 ) -> dict[str, Any]:
     """The arguments a run is planned with, every default filled in, so they can be stored and replayed."""
-    from grpo_kit.recipes import DEFAULT_RECIPE
+    from grpo_kit.recipes.catalogue import DEFAULT_RECIPE
 
     overrides = dict(overrides)
     loop = loop or overrides.pop("loop", None) or DEFAULT_LOOP
@@ -327,7 +327,7 @@ def _resolve_invocation(
         "max_steps": max_steps,
     }
     if isinstance(recipe, Recipe) and RECIPES.get(recipe.name) != recipe:
-        from grpo_kit.recipe_files import recipe_to_dict
+        from grpo_kit.recipes.files import recipe_to_dict
 
         # not the catalogue's: the recipe itself is stored (a replay, resume and `grpo-kit eval` read it back)
         invocation["recipe_file"] = recipe_to_dict(recipe)
@@ -342,7 +342,7 @@ def _invoked_recipe(invocation: Mapping[str, Any]) -> Recipe | str:
     """The recipe an invocation names: the stored recipe file's content, else the catalogue name."""
     if "recipe_file" not in invocation:
         return invocation["recipe"]
-    from grpo_kit.recipe_files import recipe_from_dict
+    from grpo_kit.recipes.files import recipe_from_dict
 
     return recipe_from_dict(invocation["recipe_file"], where="the run's stored recipe")
 
@@ -356,12 +356,12 @@ def _stored_invocation(
     stored = RunFolder(folder).stored_run_config(resume)
     if not stored or "invocation" not in stored:
         return None
-    from grpo_kit.redaction import CREDENTIAL_PLACEHOLDER
+    from grpo_kit.config.stored import CREDENTIAL_PLACEHOLDER
 
     invocation = dict(stored["invocation"])
     if "recipe_file" in invocation:  # a recipe file's run: its stored content, not a catalogue name
         if not trust_reward_code:
-            from grpo_kit.recipe_files import refuse_reward_code_of_a_run
+            from grpo_kit.recipes.files import refuse_reward_code_of_a_run
 
             refuse_reward_code_of_a_run(invocation["recipe_file"], f"the run in {folder}")
         invocation["recipe"] = invocation.pop("recipe_file")
@@ -374,8 +374,8 @@ def _stored_invocation(
 
 def _check_resumes_the_same_run(plan: RunPlan) -> None:
     """Resuming with another configuration would continue one run with another's settings: refuse it."""
-    from grpo_kit.checkpoint import CheckpointError, config_diff
-    from grpo_kit.run_context import BOOKKEEPING_FIELDS
+    from grpo_kit.artifacts.checkpoint import CheckpointError, config_diff
+    from grpo_kit.loop.bookkeeping import BOOKKEEPING_FIELDS
 
     stored = RunFolder(plan.output_dir).stored_run_config(plan.resume)
     if stored is None:
@@ -415,7 +415,7 @@ def resume_command(
     ``flags`` that change what the run does or writes (``{"samples": 0, "no_merge": True, "gguf": "f16"}``):
     a value of None or False is a flag that was not given. Credential settings (``hub_token``) are left out,
     since the command is printed."""
-    from grpo_kit.redaction import is_credential_field
+    from grpo_kit.config.stored import is_credential_field
 
     if "recipe_file" in invocation:  # the run folder's copy of the recipe file (prepare_run_dir)
         words = ["grpo-kit", "train", "--config", os.fspath(Path(output_dir) / RECIPE_FILE)]
@@ -463,7 +463,7 @@ def prepare_run_dir(plan: RunPlan) -> None:
     if plan.resume is None:
         RunFolder(plan.output_dir).write_run_config(plan.run_config())
         if "recipe_file" in plan.invocation:
-            from grpo_kit.recipe_files import recipe_from_dict, recipe_to_text
+            from grpo_kit.recipes.files import recipe_from_dict, recipe_to_text
 
             recipe = recipe_from_dict(plan.invocation["recipe_file"], where="the run's recipe")
             (plan.output_dir / RECIPE_FILE).write_text(recipe_to_text(recipe), encoding="utf-8")

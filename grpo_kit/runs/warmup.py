@@ -1,5 +1,5 @@
 """The SFT warm-up stage of a run (a recipe's ``warmup_sft``), between the evaluation before training and GRPO:
-``grpo_kit.sft_warmup`` trains (TRL's SFTTrainer | the loop's plain SFT step), then the held-out rows and the
+``grpo_kit.trainers.sft_warmup`` trains (TRL's SFTTrainer | the loop's plain SFT step), then the held-out rows and the
 second set are evaluated again by the same ``evaluate_held_out`` (the "SFT only" column). A resumed run does
 not run it again (its GRPO checkpoint holds the warm-up's weights) and has no "SFT only" column.
 
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo_kit.config.rules import training_value
 from grpo_kit.runs.held_out import evaluate_held_out
-from grpo_kit.settings import training_value
 
 __all__ = ["WarmupStage", "train_warmup", "warmup_stage"]
 
@@ -63,8 +63,8 @@ class WarmupStage:
         """Add the three-column section (base | SFT only | SFT + GRPO) to ``<run>/report.md``."""
         if self.evaluation is None or before is None or after is None:
             return
-        from grpo_kit.paths import write_atomic
-        from grpo_kit.sft_warmup import report_section
+        from grpo_kit.support.paths import write_atomic
+        from grpo_kit.trainers.sft_warmup import report_section
 
         sets = [("held-out", before, self.evaluation, after)]
         if self.transfer is not None and transfer_before is not None and transfer_after is not None:
@@ -82,9 +82,9 @@ class WarmupStage:
 
 
 def train_warmup(plan: Any, model: Any, tokenizer: Any, folder: Path) -> dict[str, Any]:
-    """``grpo_kit.sft_warmup.run_warmup`` with the plan's path, seed and precision, its files under ``folder``;
+    """``grpo_kit.trainers.sft_warmup.run_warmup`` with the plan's path, seed and precision, its files under ``folder``;
     returns the stage's record (what ``run.json["warmup_sft"]`` holds)."""
-    from grpo_kit import sft_warmup
+    from grpo_kit.trainers import sft_warmup
 
     recipe = plan.recipe
     return sft_warmup.run_warmup(
@@ -103,7 +103,7 @@ def warmup_stage(
 ) -> WarmupStage:
     """Run the plan's warm-up on ``model`` (in place), then evaluate ``rows`` and ``transfer`` after it; on a
     resumed run, only say it was not run again."""
-    from grpo_kit import sft_warmup
+    from grpo_kit.trainers import sft_warmup
 
     recipe = plan.recipe
     if plan.resume is not None:

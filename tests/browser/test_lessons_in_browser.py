@@ -83,7 +83,7 @@ def test_lesson_renders_cleanly(open_lesson, number):
     lesson.save_first_screen()
     lesson.assert_clean()
     assert lesson.page.locator(".katex").count() > 0 or not expects_formulas(number)
-    if number == "06":  # the system prompt's tags reach the page as text (grpo_kit.markdown_text)
+    if number == "06":  # the system prompt's tags reach the page as text (grpo_kit.support.markdown_text)
         assert "<reasoning>" in lesson.text() and "</answer>" in lesson.text()
     assert lesson.clickable_after < CLICKABLE_WITHIN_S, f"usable after {lesson.clickable_after:.0f} s"
 
@@ -166,7 +166,7 @@ def test_lesson5_run_button_trains_the_tiny_model(open_lesson):
     lesson = open_lesson("05", "--max-steps", "1", "--model", "tiny")
     text = lesson.settle(KEY_OUTPUTS["05"])
     lesson.save_first_screen()
-    # The system prompt's tags reach the page as text (grpo_kit.markdown_text), not as swallowed HTML.
+    # The system prompt's tags reach the page as text (grpo_kit.support.markdown_text), not as swallowed HTML.
     assert "<reasoning>" in text and "</answer>" in text
     assert lesson.clickable_after < CLICKABLE_WITHIN_S, f"usable after {lesson.clickable_after:.0f} s"
     lesson.page.get_by_role("button", name=re.compile("Train the tiny model for 1 steps")).click()

@@ -11,7 +11,7 @@ from datasets_prep.environment_tasks import (
     load_environment_task_split,
 )
 from grpo_kit.models.embedded import smollm2_tokenizer
-from grpo_kit.tool_template import enable_tool_calling
+from grpo_kit.rollout.tool_template import enable_tool_calling
 
 
 def test_held_out_rows_are_disjoint_and_do_not_depend_on_the_training_size():

@@ -83,7 +83,7 @@ def test_choose_asks_for_every_operation_and_shows_each_in_examples():
 
 def test_load_tool_tasks_renders_with_the_tool_template():
     from grpo_kit.models import smollm2_tokenizer
-    from grpo_kit.tool_template import enable_tool_calling
+    from grpo_kit.rollout.tool_template import enable_tool_calling
 
     splits = load_tool_tasks(4, 2, seed=0, system_prompt="Use the tools.")
     assert set(splits) == {"train", "test"}

@@ -23,8 +23,8 @@ def main(out_dir: str) -> None:
     import torch.distributed as dist
     from datasets import Dataset
 
-    from grpo_kit import trl_path
     from grpo_kit.models import tiny_model
+    from grpo_kit.trainers import trl_path
 
     seen_prompts: list[str] = []
     scored_per_call: list[int] = []

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import rewards
-from grpo_kit.generation import GeneratedCompletion
+from grpo_kit.rollout.generation import GeneratedCompletion
 
 # --- GSM8K-style completions: the course's format, right and wrong, and plain text --------------------------
 GOOD = "<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>\n"
@@ -71,7 +71,7 @@ class RecordingLoader:
 
 def tiny_recipe(name: str = "smoltldr-length-small", **overrides: Any):
     """``name`` with two prompts of four completions per step, 8 tokens each."""
-    from grpo_kit.recipes import get_recipe
+    from grpo_kit.recipes.catalogue import get_recipe
 
     defaults = {
         "per_device_train_batch_size": 4,
@@ -85,7 +85,7 @@ def tiny_recipe(name: str = "smoltldr-length-small", **overrides: Any):
 
 def tiny_loop_config(output_dir: str | Path, **overrides: Any):
     """A GRPOLoopConfig of 2 steps: two prompts of four completions, 8 tokens each, a checkpoint every step."""
-    from grpo_kit.loop_config import GRPOLoopConfig
+    from grpo_kit.config.loop import GRPOLoopConfig
 
     values = {
         "output_dir": str(output_dir),

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from trl_harness import NUM_REWARD_FUNCS, REWARD_FUNC_NAMES, same_float, trl_advantages, trl_trainer
 
-from grpo_kit.advantages import (
+from grpo_kit.core.advantages import (
     compute_advantages,
     compute_advantages_with_metrics,
     nanstd,

@@ -13,13 +13,13 @@ import torch
 import torch.nn.functional as F
 from shared import tiny_loop_config
 
-import grpo_kit.hardware
-from grpo_kit.hardware import cpu_has_native_bf16
-from grpo_kit.logprobs import per_token_logps
-from grpo_kit.loop import train
-from grpo_kit.loop_config import GRPOLoopConfig
+import grpo_kit.support.hardware
+from grpo_kit.config.loop import GRPOLoopConfig
+from grpo_kit.core.logprobs import per_token_logps
+from grpo_kit.core.sampling import merged_lora
+from grpo_kit.loop.training import train
 from grpo_kit.models import tiny_model
-from grpo_kit.sampling import merged_lora
+from grpo_kit.support.hardware import cpu_has_native_bf16
 
 needs_native_bf16 = pytest.mark.skipif(
     not cpu_has_native_bf16(), reason="this CPU has no AMX/AVX512-BF16: bf16=True is refused here"
@@ -107,7 +107,7 @@ def test_the_loop_trains_in_bf16_with_fp32_weights_and_times_every_phase(tmp_pat
 
 def test_bf16_is_refused_where_the_cpu_would_emulate_it(tmp_path, monkeypatch):
     monkeypatch.setattr(
-        grpo_kit.hardware, "cpu_has_native_bf16", lambda: False
+        grpo_kit.support.hardware, "cpu_has_native_bf16", lambda: False
     )  # a CPU without AMX/AVX512-BF16
     model, tokenizer = tiny_model(seed=0, lora={"r": 4})
     config = GRPOLoopConfig(output_dir=str(tmp_path), max_steps=1, save_steps=0, disable_tqdm=True, bf16=True)

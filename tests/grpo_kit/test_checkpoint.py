@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from grpo_kit.checkpoint import (
+from grpo_kit.artifacts.checkpoint import (
     ABSENT,
     CheckpointError,
     HalfFinishedCheckpointWarning,
@@ -312,7 +312,7 @@ def test_config_is_stored_with_its_hash_and_compared(tmp_path):
 
 
 def test_config_of_a_dataclass_is_stored(tmp_path):
-    from grpo_kit.loop_config import GRPOLoopConfig
+    from grpo_kit.config.loop import GRPOLoopConfig
 
     config = GRPOLoopConfig(output_dir=str(tmp_path), max_steps=3)
     path, *_ = _saved(tmp_path, config=config)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from grpo_kit.cli import UsageError, main, parse_overrides, parse_value
-from grpo_kit.hardware import cuda_available
+from grpo_kit.support.hardware import cuda_available
 
 pytestmark = pytest.mark.xdist_group("cli")
 
@@ -38,7 +38,7 @@ def test_parse_values_and_overrides():
 
 def test_recipes_lists_every_recipe_on_one_line_of_80_columns(capsys, monkeypatch):
     from grpo_kit.cli.catalogue import listed_model
-    from grpo_kit.recipes import RECIPES
+    from grpo_kit.recipes.catalogue import RECIPES
 
     monkeypatch.setenv("COLUMNS", "80")
     assert main(["recipes"]) == 0
@@ -52,7 +52,7 @@ def test_recipes_lists_every_recipe_on_one_line_of_80_columns(capsys, monkeypatc
 
 
 def test_recipes_name_shows_the_description_and_what_the_metric_measures(capsys):
-    from grpo_kit.recipes import get_recipe
+    from grpo_kit.recipes.catalogue import get_recipe
 
     recipe = get_recipe("smoltldr-length-small")
     assert main(["recipes", recipe.name]) == 0

@@ -13,8 +13,13 @@ import pytest
 import torch
 from test_loop import LORA, even_token_share, small_config
 
-from grpo_kit.completions_table import CompletionsTable, completions_file, read_completions, report_rows
-from grpo_kit.loop import train
+from grpo_kit.artifacts.completions_table import (
+    CompletionsTable,
+    completions_file,
+    read_completions,
+    report_rows,
+)
+from grpo_kit.loop.training import train
 from grpo_kit.models import tiny_model
 from rewards import accuracy_reward
 
@@ -68,8 +73,8 @@ def test_no_file_without_log_completions(tmp_path):
 def test_the_trl_path_writes_the_same_file(tmp_path):
     from datasets import Dataset
 
-    from grpo_kit import trl_path
-    from grpo_kit.recipes import get_recipe
+    from grpo_kit.recipes.catalogue import get_recipe
+    from grpo_kit.trainers import trl_path
 
     model, tokenizer = tiny_model(seed=0)
     recipe = get_recipe(

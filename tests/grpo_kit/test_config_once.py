@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 from trl import GRPOConfig
 
-from grpo_kit import environments, trl_path
 from grpo_kit.models import tiny_model
+from grpo_kit.rollout import environments
 from grpo_kit.runs import execute, execution, held_out, plan_run
+from grpo_kit.trainers import trl_path
 
 
 @pytest.fixture

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from grpo_kit.loop_config import GRPOLoopConfig
-from grpo_kit.losses.entropy import ENTROPY_FIELDS
-from grpo_kit.losses.validation import AdvantageSettings, LossSettings
-from grpo_kit.settings import GRPO_DEFAULTS, GRPO_KIT_DEFAULTS, training_value
+from grpo_kit.config.loop import GRPOLoopConfig
+from grpo_kit.config.rules import GRPO_DEFAULTS, GRPO_KIT_DEFAULTS, training_value
+from grpo_kit.core.losses.entropy import ENTROPY_FIELDS
+from grpo_kit.core.losses.validation import AdvantageSettings, LossSettings
 
 GRPO_KIT = Path(__file__).resolve().parents[2] / "grpo_kit"
 
@@ -199,7 +199,7 @@ def test_the_scan_finds_a_literal_default_and_does_not_excuse_it(tmp_path):
 @pytest.fixture(scope="module")
 def bare_recipe():
     """The main job on the tiny model with only what it must set: every other setting is left to its default."""
-    from grpo_kit.recipes import get_recipe
+    from grpo_kit.recipes.catalogue import get_recipe
 
     recipe = get_recipe("smoltldr-length-small", model="tiny")
     keep = {"num_generations", "per_device_train_batch_size", "max_completion_length", "max_steps"}

@@ -6,9 +6,9 @@ from collections import namedtuple
 
 import pytest
 
-from grpo_kit import doctor
-from grpo_kit.doctor import Finding, check_environment
-from grpo_kit.hardware import choose_precision
+from grpo_kit.cli import doctor
+from grpo_kit.cli.doctor import Finding, check_environment
+from grpo_kit.support.hardware import choose_precision
 
 
 def by_check(findings: list[Finding]) -> dict[str, Finding]:
@@ -79,7 +79,7 @@ def test_cpu_precision_says_what_bf16_measured_on_this_kind_of_cpu(kind, says):
 
 
 def test_this_cpus_precision_line_names_its_own_bf16_hardware():
-    from grpo_kit.hardware import CPU_BF16_NOTE, cpu_bf16_kind
+    from grpo_kit.support.hardware import CPU_BF16_NOTE, cpu_bf16_kind
 
     if torch_cuda_available():
         pytest.skip("a CUDA machine reports its GPU's rule (test_precision_rule_is_reported)")

@@ -17,9 +17,9 @@ import pytest
 import torch
 
 from grpo_kit.cli import main
+from grpo_kit.config.rules import evaluation_interval, evaluation_settings
 from grpo_kit.evaluation.eval_report import EvalReport
 from grpo_kit.runs import during_training, execute, plan_run
-from grpo_kit.settings import evaluation_interval, evaluation_settings
 
 pytestmark = pytest.mark.xdist_group("cli")
 
@@ -58,10 +58,10 @@ def test_eval_steps_alone_means_steps_and_the_strategy_alone_means_every_logging
 
 
 def test_the_loop_refuses_a_schedule_without_an_evaluation(tmp_path):
-    from grpo_kit import loop
-    from grpo_kit.loop_config import to_loop_config
+    from grpo_kit.config.loop import to_loop_config
+    from grpo_kit.loop import training as loop
     from grpo_kit.models import load_model
-    from grpo_kit.recipes import get_recipe
+    from grpo_kit.recipes.catalogue import get_recipe
 
     recipe = get_recipe("smoltldr-length-small", **TINY, eval_steps=2, max_steps=2)
     model, tokenizer = load_model("tiny")
@@ -115,8 +115,8 @@ def test_eval_steps_evaluates_held_out_rows_every_n_steps_without_changing_train
 
 
 def test_keep_best_restores_the_best_evaluations_weights(tmp_path):
-    from grpo_kit.checkpoint import trainable_parameters
-    from grpo_kit.recipes import get_recipe
+    from grpo_kit.artifacts.checkpoint import trainable_parameters
+    from grpo_kit.recipes.catalogue import get_recipe
     from grpo_kit.runs.held_out import evaluate_held_out, held_out_rows, training_dataset
     from grpo_kit.runs.models import load_model
 
@@ -220,9 +220,9 @@ def test_an_evaluation_that_cannot_run_is_one_line_before_loading(tmp_path, monk
 
 
 def test_the_report_card_and_the_live_curve_draw_the_held_out_curve_beside_the_training_reward():
+    from grpo_kit.artifacts.plots import report_card_figure
     from grpo_kit.evaluation.comparison import compare
-    from grpo_kit.lesson_helpers import LiveRewardCurve
-    from grpo_kit.plots import report_card_figure
+    from grpo_kit.teaching.lesson_helpers import LiveRewardCurve
 
     change = compare(_report([0.0] * 8), _report([1.0] * 8), metric="reward")
     log = [{"step": s, "reward": 0.1 * s} for s in (1, 2, 3, 4)]

@@ -17,9 +17,9 @@ import pytest
 import torch
 from trl_harness import configure, same_float, trl_loss, trl_trainer
 
-from grpo_kit.logprobs import entropy_mask as high_entropy_mask
-from grpo_kit.losses import LOSS_TYPES, compute_loss
-from grpo_kit.losses.entropy import EntropyControl, check_entropy_settings
+from grpo_kit.core.logprobs import entropy_mask as high_entropy_mask
+from grpo_kit.core.losses import LOSS_TYPES, compute_loss
+from grpo_kit.core.losses.entropy import EntropyControl, check_entropy_settings
 
 TOLERANCE = 1e-6
 LENGTHS = [7, 1, 0, 4, 7, 3]  # a full row, a one-token row, a fully masked row, …

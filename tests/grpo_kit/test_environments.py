@@ -10,8 +10,8 @@ from typing import ClassVar
 import pytest
 
 from datasets_prep.environment_tasks import CounterEnv, LockEnv
-from grpo_kit import trl_path
-from grpo_kit.environments import (
+from grpo_kit.recipes.catalogue import get_recipe
+from grpo_kit.rollout.environments import (
     check_environments,
     environment_reward_funcs,
     environment_tools,
@@ -19,8 +19,8 @@ from grpo_kit.environments import (
     reset_episode,
     resolve_environment_factory,
 )
-from grpo_kit.recipes import get_recipe
-from grpo_kit.tool_rollout import run_tool_calls
+from grpo_kit.rollout.tool_rollout import run_tool_calls
+from grpo_kit.trainers import trl_path
 from rewards.tools import count_tool_calls
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")

@@ -258,12 +258,12 @@ def test_report_card_without_matplotlib_writes_the_data_and_says_the_png_was_ski
 def test_interrupted_report_card_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
     before = evaluate(None, None, gsm8k_rows(3), GSM8K_FUNCS, num_prompts=3, sampler=canned([PLAIN] * 3))
     (tmp_path / "eval.json").write_text("old")
-    import grpo_kit.plots
+    import grpo_kit.artifacts.plots
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(grpo_kit.plots, "plot_report_card", interrupted)  # Ctrl-C while plotting
+    monkeypatch.setattr(grpo_kit.artifacts.plots, "plot_report_card", interrupted)  # Ctrl-C while plotting
     with pytest.raises(KeyboardInterrupt):
         write_report_card(tmp_path, before, before, n_boot=1000)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["eval.json"]

@@ -15,6 +15,7 @@ import math
 import pytest
 from huggingface_hub import ModelCard
 
+from grpo_kit.artifacts.plots import plot_reward_curve
 from grpo_kit.cli import main
 from grpo_kit.evaluation import EvalReport
 from grpo_kit.evaluation.report_card import write_report_card
@@ -22,7 +23,6 @@ from grpo_kit.export import check_export_files, save_adapter
 from grpo_kit.export.card import write_model_card
 from grpo_kit.export.hub import PushError, check_can_push, upload_plan
 from grpo_kit.models import tiny_model
-from grpo_kit.plots import plot_reward_curve
 from grpo_kit.runs import RunFolder, plan_run
 
 

@@ -14,10 +14,10 @@ import torch
 from shared import tiny_loop_config
 
 from grpo_kit import runs
-from grpo_kit.logprobs import per_token_logps_grouped
-from grpo_kit.loop import train
+from grpo_kit.config.trainers import applied_settings, refusal
+from grpo_kit.core.logprobs import per_token_logps_grouped
+from grpo_kit.loop.training import train
 from grpo_kit.models import tiny_model
-from grpo_kit.path_settings import applied_settings, refusal
 
 
 def _even_token_share(completion_ids, **kwargs):

@@ -7,7 +7,13 @@ import types
 import pytest
 
 from grpo_kit.evaluation.preflight import Finding, PreflightReport
-from grpo_kit.lesson_helpers import LessonSize, lesson_size, preflight_verdict, source_code, wrapped_text
+from grpo_kit.teaching.lesson_helpers import (
+    LessonSize,
+    lesson_size,
+    preflight_verdict,
+    source_code,
+    wrapped_text,
+)
 from rewards import course_original
 
 
@@ -54,14 +60,16 @@ def test_preflight_verdict_names_the_verdict_the_findings_and_what_to_do():
     assert "Pre-flight: GO" in go and "75% of the groups" in go and "never shown" not in go
 
 
-# --- the practicum lessons' Measure / Train / compare cells (grpo_kit.lesson_runs) -----------------------------
+# --- the practicum lessons' Measure / Train / compare cells (grpo_kit.teaching.lesson_runs) -----------------------------
 def test_measure_train_measure_compare_on_the_tiny_model(tmp_path):
     """The practicum's sequence, end to end on the tiny model: pre-flight and held-out evaluation of the base
     model, a fresh copy trained one step with the live curve, the trained model measured on the same rows and
     compared with the base model."""
     from shared import RecordingLoader, tiny_recipe
 
-    from grpo_kit.lesson_runs import (
+    from grpo_kit.models import tiny_model
+    from grpo_kit.runs.held_out import held_out_rows
+    from grpo_kit.teaching.lesson_runs import (
         compare_metrics,
         comparison_table,
         evaluate_trained,
@@ -70,8 +78,6 @@ def test_measure_train_measure_compare_on_the_tiny_model(tmp_path):
         preflight_with_spinner,
         train_fresh,
     )
-    from grpo_kit.models import tiny_model
-    from grpo_kit.runs.held_out import held_out_rows
 
     recipe = tiny_recipe()
     base, tokenizer = tiny_model(seed=0)
@@ -105,7 +111,7 @@ def test_measure_train_measure_compare_on_the_tiny_model(tmp_path):
 
 def test_comparison_table_rounds_to_the_digits_asked():
     from grpo_kit.evaluation.comparison import Comparison
-    from grpo_kit.lesson_runs import comparison_table
+    from grpo_kit.teaching.lesson_runs import comparison_table
 
     c = Comparison("accuracy", 8, 0.25, 0.75, 0.5, 0.25, 0.875, 0.95, 1000, 0, True, "improved")
     assert comparison_table([("acc", c)]).splitlines() == [
@@ -120,7 +126,7 @@ def test_comparison_table_rounds_to_the_digits_asked():
 
 
 def test_metric_tables_show_what_was_logged():
-    from grpo_kit.lesson_runs import metrics_table, step_metrics_table
+    from grpo_kit.teaching.lesson_runs import metrics_table, step_metrics_table
 
     record = {"step": 3, "reward": 0.5, "loss": None, "note": "text", "entropy": 1.23456}
     assert metrics_table(record, ["loss", "reward"]).splitlines()[2:] == ["| `reward` | 0.5 |"]  # no None
@@ -134,8 +140,8 @@ def test_metric_tables_show_what_was_logged():
 
 
 def test_reward_weights_note_names_each_weight_and_warns_of_weight_zero():
-    from grpo_kit.lesson_runs import reward_weights_note
-    from grpo_kit.recipes import get_recipe
+    from grpo_kit.recipes.catalogue import get_recipe
+    from grpo_kit.teaching.lesson_runs import reward_weights_note
 
     note = reward_weights_note(get_recipe("calculator-tool-cpu"))
     recipe = get_recipe("calculator-tool-cpu")
@@ -151,7 +157,7 @@ def test_reward_weights_note_names_each_weight_and_warns_of_weight_zero():
 
 
 def test_train_section_labels_the_button_with_the_preflight_and_the_size():
-    from grpo_kit.lesson_runs import button_panel, train_section
+    from grpo_kit.teaching.lesson_runs import button_panel, train_section
 
     no_go = Finding(
         "zero_std", "no-go", "100% of groups have zero reward variance.", "Raise num_generations."
@@ -166,14 +172,14 @@ def test_train_section_labels_the_button_with_the_preflight_and_the_size():
 
 
 def _button(label: str):
-    from grpo_kit.lesson_helpers import run_button
+    from grpo_kit.teaching.lesson_helpers import run_button
 
     return run_button(label)
 
 
 def test_saved_curve_shows_the_png_or_says_there_is_none(tmp_path):
-    from grpo_kit.lesson_runs import saved_curve
-    from grpo_kit.result import RunResult
+    from grpo_kit.artifacts.result import RunResult
+    from grpo_kit.teaching.lesson_runs import saved_curve
 
     png = tmp_path / "curve.png"
     png.write_bytes(b"\x89PNG\r\n\x1a\n" + b"0" * 16)
@@ -184,8 +190,8 @@ def test_saved_curve_shows_the_png_or_says_there_is_none(tmp_path):
 
 
 def test_train_with_live_curve_passes_another_training_function_its_arguments_and_the_curve():
-    from grpo_kit.lesson_helpers import train_with_live_curve
-    from grpo_kit.recipes import get_recipe
+    from grpo_kit.recipes.catalogue import get_recipe
+    from grpo_kit.teaching.lesson_helpers import train_with_live_curve
 
     calls = []
 
@@ -205,7 +211,7 @@ def test_picture_png_enlarges_without_smoothing_and_draws_the_patch_grid():
 
     from PIL import Image
 
-    from grpo_kit.lesson_helpers import picture_gallery, picture_png
+    from grpo_kit.teaching.lesson_helpers import picture_gallery, picture_png
 
     image = Image.new("RGB", (64, 64), (255, 255, 255))
     image.putpixel((5, 5), (220, 30, 30))

@@ -3,7 +3,7 @@
 TRL 1.15.0 scores completions with a fused LM head (``add_fused_lm_head``) patched onto the model; the
 parity test patches a copy of the tiny model with that very function and calls it the way
 ``GRPOTrainer._get_per_token_logps_and_entropies`` does (label masking, shift, temperature). Without
-Triton (CPU torch) its inner tile kernel is ``grpo_kit.trl_path``'s plain-torch twin.
+Triton (CPU torch) its inner tile kernel is ``grpo_kit.trainers.trl_path``'s plain-torch twin.
 """
 
 from __future__ import annotations
@@ -14,7 +14,12 @@ import types
 import pytest
 import torch
 
-from grpo_kit.logprobs import entropy_mask, per_token_logps, per_token_logps_grouped, selective_log_softmax
+from grpo_kit.core.logprobs import (
+    entropy_mask,
+    per_token_logps,
+    per_token_logps_grouped,
+    selective_log_softmax,
+)
 from grpo_kit.models import tiny_model
 
 
@@ -107,7 +112,7 @@ def test_entropies_keep_their_graph_only_for_the_bonus(model_and_batch):
 def test_matches_trl_fused_lm_head(model_and_batch):
     from trl.trainer.utils import add_fused_lm_head
 
-    from grpo_kit.trl_path import ensure_logprob_kernel
+    from grpo_kit.trainers.trl_path import ensure_logprob_kernel
 
     ensure_logprob_kernel()  # CPU torch has no Triton: TRL's inner kernel is swapped for a torch twin
     model, input_ids, attention_mask, t = model_and_batch

@@ -17,10 +17,10 @@ import pytest
 import torch
 from shared import numbered_curriculum_rows
 
-from grpo_kit.logprobs import per_token_logps
-from grpo_kit.loop import LoopState, train
-from grpo_kit.loop_config import GRPOLoopConfig
-from grpo_kit.metrics_log import read_metrics
+from grpo_kit.artifacts.metrics_log import read_metrics
+from grpo_kit.config.loop import GRPOLoopConfig
+from grpo_kit.core.logprobs import per_token_logps
+from grpo_kit.loop.training import LoopState, train
 from grpo_kit.models import tiny_model
 
 LORA = {"r": 8, "lora_alpha": 16, "lora_dropout": 0.0}
@@ -241,7 +241,7 @@ def test_an_interrupted_loop_prints_its_line_unless_the_caller_prints_one(tmp_pa
     line with the exact resume command is the only one, so the loop saves without printing."""
     import contextlib
 
-    from grpo_kit.interrupts import caller_reports_stops
+    from grpo_kit.support.interrupts import caller_reports_stops
 
     def interrupting_reward(completion_ids, trainer_state, **kwargs):
         if trainer_state.global_step == 1:
@@ -350,8 +350,8 @@ def test_a_curriculum_recipe_is_trained_in_dataset_order(tmp_path):
     2s-1, read back from the rows the reward functions are called with."""
     import warnings
 
-    from grpo_kit.loop import _next_rows
-    from grpo_kit.recipes import get_recipe
+    from grpo_kit.loop.training import _next_rows
+    from grpo_kit.recipes.catalogue import get_recipe
     from grpo_kit.runs import to_loop_config
 
     recipe = get_recipe("gsm8k-cpu")
@@ -388,8 +388,8 @@ def test_guided_sampling_draws_from_the_sampling_prompt_and_trains_under_the_pro
     """A row with a ``sampling_prompt`` (gsm8k's ``worked_example_guides``): the completions are the ones the
     sampling prompt gives, with the same seed, and the update scores them under ``prompt``."""
     from datasets_prep import SAMPLING_PROMPT
-    from grpo_kit.loop import _encode_prompts, _sample
-    from grpo_kit.sampling import stop_token_ids
+    from grpo_kit.core.sampling import stop_token_ids
+    from grpo_kit.loop.training import _encode_prompts, _sample
 
     model, tokenizer = tiny_model(seed=0, lora=LORA)
     config = small_config(tmp_path, max_completion_length=8)
@@ -440,7 +440,7 @@ def test_degenerate_rewards_give_zero_advantage_not_nan(tmp_path, kind):
     model, tokenizer = tiny_model(seed=0, lora=LORA)
     before = [p.detach().clone() for p in model.parameters() if p.requires_grad]
     if kind == "all_none":  # issue 12: no reward at all is a bad step, skipped and named, not silent training
-        from grpo_kit.run_context import BadStepsError, BadStepWarning
+        from grpo_kit.loop.bookkeeping import BadStepsError, BadStepWarning
 
         with pytest.warns(BadStepWarning, match="reward returned no number"), pytest.raises(BadStepsError):
             train(model, tokenizer, prompts(), reward, small_config(tmp_path, max_steps=1))
@@ -501,7 +501,7 @@ def test_reference_logps_come_from_the_base_model_with_the_adapter_disabled(tmp_
 
 
 def test_reward_curve_reads_trl_log_history_and_trainer_state(tmp_path):
-    from grpo_kit.plots import load_log_history, plot_reward_curve
+    from grpo_kit.artifacts.plots import load_log_history, plot_reward_curve
 
     history = [
         {"step": 1, "reward": -3.0, "reward_std": 1.0, "rewards/a/mean": -1.0, "rewards/b/mean": -2.0},

@@ -12,9 +12,9 @@ import pytest
 import torch
 from test_loop import LORA, StopAfter, even_token_share, losses, prompts, small_config
 
-from grpo_kit.loop import train
-from grpo_kit.loop_config import GRPOLoopConfig
-from grpo_kit.metrics_log import read_metrics
+from grpo_kit.artifacts.metrics_log import read_metrics
+from grpo_kit.config.loop import GRPOLoopConfig
+from grpo_kit.loop.training import train
 from grpo_kit.models import tiny_model
 
 
@@ -89,7 +89,7 @@ def test_bad_entropy_settings_fail_before_the_model_loads(overrides, fix):
 def test_a_recipe_with_entropy_and_completions_settings_reaches_the_loop_without_a_warning():
     import warnings
 
-    from grpo_kit.recipes import get_recipe
+    from grpo_kit.recipes.catalogue import get_recipe
     from grpo_kit.runs import to_loop_config
 
     recipe = get_recipe(

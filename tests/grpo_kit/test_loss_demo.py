@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grpo_kit.loss_demo import all_loss_weights, main
+from grpo_kit.teaching.loss_demo import all_loss_weights, main
 
 LENGTHS = (4, 48, 12, 96)
 REWARDS = (1.0, 1.0, 0.0, 0.0)
@@ -93,7 +93,7 @@ def test_main_rejects_bad_input_with_a_usage_error(argv, message, capsys):
 
 
 def test_on_policy_loss_is_zero_for_grpo_and_what_loss_weights_differentiates():
-    from grpo_kit.loss_demo import demo_batch, loss_weights, on_policy_loss
+    from grpo_kit.teaching.loss_demo import demo_batch, loss_weights, on_policy_loss
 
     logps, advantages, mask = demo_batch(LENGTHS, REWARDS)
     assert abs(on_policy_loss("grpo", logps, advantages, mask).item()) < 1e-6  # the advantages sum to zero
@@ -103,7 +103,7 @@ def test_on_policy_loss_is_zero_for_grpo_and_what_loss_weights_differentiates():
 
 
 def test_ratio_sweep_is_the_clipped_objectives_slope_per_row():
-    from grpo_kit.loss_demo import ratio_objective, ratio_sweep
+    from grpo_kit.teaching.loss_demo import ratio_objective, ratio_sweep
 
     ratios = torch.linspace(0.5, 1.6, 12, dtype=torch.float64)
     for loss_type in (

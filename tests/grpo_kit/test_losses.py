@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from trl_harness import configure, same_float, trl_loss, trl_trainer
 
-from grpo_kit.losses import LOSS_TYPES, compute_loss
-from grpo_kit.settings import validate_config, validate_loss_settings
+from grpo_kit.config.rules import validate_config, validate_loss_settings
+from grpo_kit.core.losses import LOSS_TYPES, compute_loss
 
 TOLERANCE = 1e-6
 LENGTHS = [7, 1, 0, 4, 7, 3]  # completion lengths: a full row, a one-token row, a fully masked row, …
@@ -335,14 +335,16 @@ def test_missing_inputs_name_the_argument():
 
 
 def test_every_public_name_of_losses_resolves():
-    """``grpo_kit.losses`` imports its names on first use; each is the defining submodule's."""
+    """``grpo_kit.core.losses`` imports its names on first use; each is the defining submodule's."""
     import importlib
 
-    from grpo_kit import losses
+    from grpo_kit.core import losses
 
     assert sorted(losses._SOURCES) == sorted(losses.__all__)
     for name, module in losses._SOURCES.items():
-        assert getattr(losses, name) is getattr(importlib.import_module(f"grpo_kit.losses.{module}"), name)
+        assert getattr(losses, name) is getattr(
+            importlib.import_module(f"grpo_kit.core.losses.{module}"), name
+        )
 
 
 def test_validate_loss_settings_rules():

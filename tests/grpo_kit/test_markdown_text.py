@@ -9,7 +9,7 @@ import marimo as mo
 import markdown
 import pytest
 
-from grpo_kit.markdown_text import table_cell, text_block
+from grpo_kit.support.markdown_text import table_cell, text_block
 
 COMPLETIONS = [
     "1. First, 30 + 42 = 72.\n- then \\[ x \\] and \\(y\\)\n> not a quote",

@@ -534,7 +534,7 @@ def test_4bit_qlora_loads_linear4bit_layers_and_trains_on_this_device(tiny_gguf,
     assert all(m.weight.device.type == device and m.weight.dtype == torch.uint8 for m in quantized)
     record = quantization_record(model)
     assert record["quantization"] == "4bit" and record["quant_type"] == "nf4" and record["double_quant"]
-    if device == "cpu":  # fp32 on CPU (grpo_kit.hardware's rule); a GPU's depends on its capability
+    if device == "cpu":  # fp32 on CPU (grpo_kit.support.hardware's rule); a GPU's depends on its capability
         assert record["compute_dtype"] == "float32"
     assert record["quantized_layers"] == 14 and record["layer_type"] == "Linear4bit"
     assert record["bitsandbytes"] == "0.50.2" and record["device"].startswith(device)

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from grpo_kit import runs
-from grpo_kit.checkpoint import (
+from grpo_kit.artifacts.checkpoint import (
     CREDENTIAL_PLACEHOLDER,
     config_diff,
     config_hash,

@@ -1,5 +1,5 @@
 """No silent no-ops: every setting a training path does not implement is refused before the model loads,
-naming the path that has it (grpo_kit.path_settings), and run.json records what was applied."""
+naming the path that has it (grpo_kit.config.trainers), and run.json records what was applied."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import json
 import pytest
 
 from grpo_kit import runs
-from grpo_kit.path_settings import (
+from grpo_kit.config.rules import LOOP_ONLY_FIELDS, grpo_config_field_names
+from grpo_kit.config.trainers import (
     IMPLEMENTED_BY,
     LOOP_BEHAVES_AS,
     PATHS,
@@ -17,7 +18,6 @@ from grpo_kit.path_settings import (
     loop_fields,
     refusal,
 )
-from grpo_kit.settings import LOOP_ONLY_FIELDS, grpo_config_field_names
 
 # A value each partial setting can take (its refusal must not depend on the value).
 VALUES = {"push_to_hub": True, "log_completions": True, "sync_ref_model": True, "use_vllm": True}
@@ -89,7 +89,7 @@ def test_a_setting_the_default_loop_lacks_is_refused_naming_trl_through_the_cli(
 
 
 def test_entropy_coef_is_applied_by_the_default_loop_and_recorded(tmp_path):
-    """The loop implements TRL's entropy bonus (grpo_kit.losses.entropy): accepted, and what the plan applies."""
+    """The loop implements TRL's entropy bonus (grpo_kit.core.losses.entropy): accepted, and what the plan applies."""
     assert "entropy_coef" not in IMPLEMENTED_BY and refusal("entropy_coef", 0.05, "standalone") is None
     plan = runs.plan_run(
         overrides={"model": "tiny", "entropy_coef": 0.05}, max_steps=1, output_dir=tmp_path / "r"

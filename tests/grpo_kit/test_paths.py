@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from grpo_kit.paths import check_output_dir, write_atomic
+from grpo_kit.support.paths import check_output_dir, write_atomic
 
 
 def test_new_and_existing_folders_pass_and_nothing_is_created(tmp_path):

@@ -1,4 +1,4 @@
-"""grpo_kit.plots: the reward curve's band clipped at the reward's known maximum, readable metric names with
+"""grpo_kit.artifacts.plots: the reward curve's band clipped at the reward's known maximum, readable metric names with
 units, each side of the report card with its own CI (never below 0 for a quantity that cannot be), and the
 report card's text: what the metric measures and answers next to the verdicts."""
 
@@ -8,9 +8,9 @@ import math
 
 import pytest
 
+from grpo_kit.artifacts.plots import _draw_reward_curve, metric_label, plot_report_card, reward_upper_bound
 from grpo_kit.evaluation import EvalReport, compare
 from grpo_kit.evaluation.report_card import side_cis, write_report_card
-from grpo_kit.plots import _draw_reward_curve, metric_label, plot_report_card, reward_upper_bound
 
 matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
@@ -109,8 +109,8 @@ def test_report_card_says_what_the_metric_measures_next_to_the_answers(tmp_path)
 
 def test_reward_curve_ticks_are_whole_steps(tmp_path):
     # a 6-step run: no 0.5, 1.5, ... on the step axis, in the saved PNG's figure and a lesson's live one
-    from grpo_kit.lesson_helpers import LiveRewardCurve
-    from grpo_kit.plots import reward_curve_figure
+    from grpo_kit.artifacts.plots import reward_curve_figure
+    from grpo_kit.teaching.lesson_helpers import LiveRewardCurve
 
     records = [{"step": s, "reward": -40.0 + 5 * s, "reward_std": 2.0} for s in range(1, 7)]
     curve = LiveRewardCurve("six steps")
@@ -125,16 +125,16 @@ def test_reward_curve_ticks_are_whole_steps(tmp_path):
 
 def _drawn_card(tmp_path, monkeypatch, **kwargs):
     """write_report_card's report_card.png as the Figure it drew (the real drawing, kept for inspection)."""
-    import grpo_kit.plots
+    import grpo_kit.artifacts.plots
 
     figures = []
-    draw = grpo_kit.plots.report_card_figure
+    draw = grpo_kit.artifacts.plots.report_card_figure
 
     def keep(*args, **kw):
         figures.append(draw(*args, **kw))
         return figures[-1]
 
-    monkeypatch.setattr(grpo_kit.plots, "report_card_figure", keep)
+    monkeypatch.setattr(grpo_kit.artifacts.plots, "report_card_figure", keep)
     before = _report([20.0, 30.0, 24.0, 40.0] * 4, ["a long answer about the post"] * 16)
     after = _report([4.0, 8.0, 2.0, 6.0] * 4, ["short"] * 16)
     write_report_card(tmp_path, before, after, n_boot=500, **kwargs)

@@ -9,8 +9,8 @@ from shared import GOOD, GSM8K_FUNCS, PLAIN, WRONG
 import rewards
 from grpo_kit.evaluation import GeneratedCompletion
 from grpo_kit.evaluation.preflight import check, validate_inputs
-from grpo_kit.generation import Decoding
 from grpo_kit.models import tiny_model
+from grpo_kit.rollout.generation import Decoding
 
 
 def _dataset(n: int, answer: str | None = "7") -> list[dict]:
@@ -225,7 +225,7 @@ def test_every_cpu_recipe_passes_the_model_independent_part_of_preflight(name, t
     model), what does not depend on the model: the recipe's data and rewards validate, pre-flight samples
     with the recipe's own generation settings, and no reward returns None for every completion."""
     from grpo_kit import runs
-    from grpo_kit.recipes import get_recipe
+    from grpo_kit.recipes.catalogue import get_recipe
 
     plan = runs.plan_run(
         name,

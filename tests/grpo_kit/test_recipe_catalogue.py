@@ -1,6 +1,6 @@
 """Every recipe starts: the whole catalogue x {standalone, trl} through the CLI with the tiny model.
 
-A recipe added to ``grpo_kit.recipes.RECIPES`` is covered here without editing this file. Planning takes
+A recipe added to ``grpo_kit.recipes.catalogue.RECIPES`` is covered here without editing this file. Planning takes
 no flag but the model (the recipe's own length; `--max-steps` absent used to overwrite it with None);
 the real start adds only `--max-steps 1` and a small evaluation so the catalogue fits in CI. A loop a
 recipe does not allow (8-bit quantization or tools on the loop) is refused before the model loads with one
@@ -16,7 +16,7 @@ import pytest
 
 from grpo_kit import runs
 from grpo_kit.cli import main
-from grpo_kit.recipes import RECIPES
+from grpo_kit.recipes.catalogue import RECIPES
 
 CASES = [(name, loop) for name in RECIPES for loop in ("standalone", "trl")]
 

@@ -145,7 +145,7 @@ def test_your_own_task_from_an_empty_folder_trains_through_the_cli(tmp_path, rec
     )
     assert expected.items() <= summary["held_out"].items()
     # the run folder keeps the recipe itself: it reads back from anywhere, with its files found
-    from grpo_kit.recipe_files import load_recipe_file
+    from grpo_kit.recipes.files import load_recipe_file
 
     copy = load_recipe_file(run / "recipe.yaml")
     assert copy.rewards[0].name == f"{work.resolve() / 'my_rewards.py'}:first_word_reward"
@@ -269,7 +269,7 @@ def test_a_bad_recipe_file_through_the_cli_prints_no_traceback(tmp_path):
 def test_a_module_reward_is_imported_only_from_the_python_path(tmp_path, monkeypatch):
     """`module.function` is looked up on sys.path as Python sets it; a file beside the recipe, not a module on
     the path, is named by its path: the message says how."""
-    from grpo_kit.recipe_files import RecipeFileError, recipe_from_text
+    from grpo_kit.recipes.files import RecipeFileError, recipe_from_text
 
     _write_task(tmp_path, "r.yaml", GRPO_KIT_YAML)
     monkeypatch.chdir(tmp_path)
@@ -285,7 +285,7 @@ def test_a_module_reward_is_imported_only_from_the_python_path(tmp_path, monkeyp
 
 
 def test_trl_keys_mean_what_the_grpo_kit_keys_mean(tmp_path):
-    from grpo_kit.recipe_files import recipe_from_text
+    from grpo_kit.recipes.files import recipe_from_text
 
     _write_task(tmp_path, "r.yaml", GRPO_KIT_YAML)
     text = """\
@@ -347,8 +347,8 @@ def test_carved_held_out_rows_are_never_training_rows():
 
 
 def test_every_shipped_recipe_written_as_a_file_reads_back_equal(tmp_path, capsys):
-    from grpo_kit.recipe_files import load_recipe_file, recipe_from_text, recipe_to_text
-    from grpo_kit.recipes import RECIPES
+    from grpo_kit.recipes.catalogue import RECIPES
+    from grpo_kit.recipes.files import load_recipe_file, recipe_from_text, recipe_to_text
 
     for recipe in RECIPES.values():
         assert recipe_from_text(recipe_to_text(recipe), where=recipe.name) == recipe, recipe.name
@@ -365,8 +365,8 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 def test_readme_as_yaml_line_writes_a_file_that_trains_as_the_recipe(tmp_path):
     """`grpo-kit recipes --show gsm8k-cpu --as-yaml > my_task.yaml` as docs/own_task.md writes it: the file reads back
     as the shipped recipe."""
-    from grpo_kit.recipe_files import load_recipe_file
-    from grpo_kit.recipes import RECIPES
+    from grpo_kit.recipes.catalogue import RECIPES
+    from grpo_kit.recipes.files import load_recipe_file
 
     line = _readme_line(OWN_TASK, "grpo-kit recipes --show")
     done = _shell(line, tmp_path)
@@ -376,7 +376,7 @@ def test_readme_as_yaml_line_writes_a_file_that_trains_as_the_recipe(tmp_path):
 
 def test_readme_recipe_file_example_reads(tmp_path):
     """docs/own_task.md's example recipe file, as written, beside the two files it names."""
-    from grpo_kit.recipe_files import load_recipe_file
+    from grpo_kit.recipes.files import load_recipe_file
 
     text = OWN_TASK.read_text(encoding="utf-8").split("# Your own task", 1)[1]
     block = text.split("```yaml\n", 1)[1].split("```", 1)[0]

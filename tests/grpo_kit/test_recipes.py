@@ -7,7 +7,8 @@ import warnings
 
 import pytest
 
-from grpo_kit.recipes import (
+from grpo_kit.config.rules import grpo_config_field_names
+from grpo_kit.recipes.catalogue import (
     RECIPES,
     LoraSettings,
     Recipe,
@@ -15,7 +16,6 @@ from grpo_kit.recipes import (
     get_recipe,
 )
 from grpo_kit.runs import to_loop_config
-from grpo_kit.settings import grpo_config_field_names
 
 
 def test_every_recipe_is_valid_for_the_pinned_grpo_config():
@@ -286,7 +286,7 @@ def test_replace_validates_again():
 
 
 def test_every_shipped_recipe_has_a_short_summary_and_says_what_its_metric_measures():
-    from grpo_kit.recipes import RECIPES
+    from grpo_kit.recipes.catalogue import RECIPES
 
     for recipe in RECIPES.values():
         assert 0 < len(recipe.summary) <= 27, recipe.name  # the `grpo-kit recipes` table fits 80 columns

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from grpo_kit import reporting
+from grpo_kit.support import reporting
 
 ROOT = Path(__file__).resolve().parents[2]
-from grpo_kit.reporting import PlainProgress, check_report_to, make_reporter, stream_is_terminal
+from grpo_kit.support.reporting import PlainProgress, check_report_to, make_reporter, stream_is_terminal
 
 RECORDS = [
     {"step": 1, "epoch": 0.1, "loss": 0.5, "reward": -12.0, "rewards/length_reward/mean": -12.0, "kl": None},
@@ -80,7 +80,7 @@ def test_trackio_offline_run_reads_back(tmp_path):
     # trackio fixes its folder at import from TRACKIO_DIR: a fresh interpreter, offline, writes to tmp_path.
     script = textwrap.dedent(f"""
         import json
-        from grpo_kit.reporting import make_reporter
+        from grpo_kit.support.reporting import make_reporter
         from trackio.sqlite_storage import SQLiteStorage
         records = {RECORDS!r}
         with make_reporter("trackio", output_dir={str(tmp_path / "run-7")!r}, project="grpo-kit-test") as r:

@@ -12,10 +12,10 @@ import pytest
 import torch
 from test_loop import LORA, prompts, small_config
 
-from grpo_kit.loop import train
-from grpo_kit.metrics_log import read_metrics
+from grpo_kit.artifacts.metrics_log import read_metrics
+from grpo_kit.loop.training import train
 from grpo_kit.models import tiny_model
-from grpo_kit.reward_models import RewardModelFunc, as_reward_funcs, unwrap_for_trl
+from grpo_kit.rollout.reward_models import RewardModelFunc, as_reward_funcs, unwrap_for_trl
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -74,8 +74,8 @@ def test_the_same_rewards_as_trl_on_the_same_completions(reward_model_dir, tmp_p
     """The TRL path hands TRL the model itself; TRL's _calculate_rewards and ours agree exactly."""
     from datasets import Dataset
 
-    from grpo_kit import trl_path
-    from grpo_kit.recipes import get_recipe
+    from grpo_kit.recipes.catalogue import get_recipe
+    from grpo_kit.trainers import trl_path
 
     policy, tokenizer = tiny_model(seed=0)
     recipe = get_recipe(
@@ -105,8 +105,8 @@ def test_the_same_rewards_as_trl_on_the_same_completions(reward_model_dir, tmp_p
 
 
 def test_a_reward_model_trains_on_the_loop_and_the_trl_path(reward_model_dir, tmp_path):
-    from grpo_kit import trl_path
-    from grpo_kit.recipes import get_recipe
+    from grpo_kit.recipes.catalogue import get_recipe
+    from grpo_kit.trainers import trl_path
 
     torch.manual_seed(0)
     model, tokenizer = tiny_model(seed=0, lora=LORA)

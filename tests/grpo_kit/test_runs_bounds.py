@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from grpo_kit.cli import main
+from grpo_kit.core.sampling import check_fits_context, sample_completions
 from grpo_kit.models import tiny_model
-from grpo_kit.sampling import check_fits_context, sample_completions
 
 
 def _one_error_line(out: str) -> str:
@@ -22,8 +22,8 @@ def _one_error_line(out: str) -> str:
 def test_a_completion_budget_beyond_the_context_is_refused_before_generating(tmp_path):
     from datasets import Dataset
 
-    from grpo_kit import loop
-    from grpo_kit.loop_config import GRPOLoopConfig
+    from grpo_kit.config.loop import GRPOLoopConfig
+    from grpo_kit.loop import training as loop
     from rewards import length_reward
 
     model, tokenizer = tiny_model(seed=0)  # max_position_embeddings=2048

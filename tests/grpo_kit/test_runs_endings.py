@@ -203,8 +203,8 @@ def _fake_checkpoint(folder: Path, step: int) -> None:
 
 
 def test_resume_skips_half_written_checkpoints_on_both_paths_saying_which(tmp_path):
-    from grpo_kit.checkpoint import HalfFinishedCheckpointWarning, latest_checkpoint
-    from grpo_kit.trainer_builder import resume_point
+    from grpo_kit.artifacts.checkpoint import HalfFinishedCheckpointWarning, latest_checkpoint
+    from grpo_kit.trainers.builder import resume_point
 
     _fake_checkpoint(tmp_path / "checkpoint-1", 1)
     (tmp_path / "checkpoint-2").mkdir()  # SIGKILL during a TRL save
@@ -217,7 +217,7 @@ def test_resume_skips_half_written_checkpoints_on_both_paths_saying_which(tmp_pa
 
 
 def test_a_cut_last_metrics_line_is_dropped_with_a_note(tmp_path):
-    from grpo_kit.metrics_log import MetricsWriter
+    from grpo_kit.artifacts.metrics_log import MetricsWriter
 
     path = tmp_path / "metrics.jsonl"
     path.write_text('{"step": 1, "loss": 0.1}\n{"step": 2, "loss": 0.2}\n{"step": 3, "lo')
@@ -263,11 +263,11 @@ def _mode(path: Path) -> int:
 def test_run_folder_files_honour_the_umask(tmp_path, umask_022):
     import torch
 
-    from grpo_kit.checkpoint import capture_rng_state, save_checkpoint
+    from grpo_kit.artifacts.checkpoint import capture_rng_state, save_checkpoint
     from grpo_kit.evaluation.report_card import _temp_in
     from grpo_kit.export import save_adapter
     from grpo_kit.models import tiny_model
-    from grpo_kit.paths import write_atomic
+    from grpo_kit.support.paths import write_atomic
 
     assert _mode(write_atomic(tmp_path / "run.json", "{}")) == 0o644
     assert _mode(_temp_in(tmp_path, "report_card.png")) == 0o644

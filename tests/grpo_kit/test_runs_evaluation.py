@@ -91,7 +91,7 @@ def test_eval_on_a_folder_that_is_neither_a_run_nor_a_model(tmp_path, capsys):
 
 
 def test_interrupted_eval_leaves_the_run_folder_as_it_was(evaluated_run, monkeypatch):
-    from grpo_kit import plots
+    from grpo_kit.artifacts import plots
 
     folder, _ = evaluated_run
     before = {name: (folder / name).read_bytes() for name in ("eval.json", "report.md", "report_card.png")}
@@ -118,7 +118,7 @@ def test_preflight_no_go_refuses_to_train_without_force(tmp_path, capsys):
 def test_preflight_dataset_without_prompt_column_fails_before_the_model_loads(monkeypatch, capsys):
     from datasets import Dataset
 
-    from grpo_kit.recipes import Recipe
+    from grpo_kit.recipes.catalogue import Recipe
 
     _no_model_loading(monkeypatch)
     monkeypatch.setattr(
@@ -147,7 +147,7 @@ def test_preflight_reward_function_that_raises_is_named_with_its_row(monkeypatch
 def test_train_preflight_checks_inputs_before_the_model_loads(monkeypatch, tmp_path, capsys):
     from datasets import Dataset
 
-    from grpo_kit.recipes import Recipe
+    from grpo_kit.recipes.catalogue import Recipe
 
     _no_model_loading(monkeypatch)
     monkeypatch.setattr(Recipe, "load_dataset", lambda self, *a, **k: Dataset.from_dict({"text": ["x"]}))

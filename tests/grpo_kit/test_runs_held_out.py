@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from grpo_kit.recipes import RECIPES, get_recipe
+from grpo_kit.recipes.catalogue import RECIPES, get_recipe
 from grpo_kit.runs.held_out import (
     HELD_OUT_SEEDS,
     evaluate_held_out,
@@ -129,17 +129,17 @@ def test_fewer_rows_than_asked_is_said_and_fewer_are_used():
 
 def test_a_recipe_with_tools_is_evaluated_with_its_tools():
     from grpo_kit.evaluation import evaluate
-    from grpo_kit.generation import Decoding
     from grpo_kit.models import tiny_model
-    from grpo_kit.tool_rollout import tool_generate
-    from grpo_kit.tool_sets import resolve_tools
+    from grpo_kit.rollout.generation import Decoding
+    from grpo_kit.rollout.tool_rollout import tool_generate
+    from grpo_kit.rollout.tool_sets import resolve_tools
 
     recipe = get_recipe("calculator-tool-cpu", max_completion_length=4)
     model, tokenizer = tiny_model(seed=0)
     rows = held_out_rows(recipe, 2)
     funcs = recipe.build_reward_funcs(tokenizer)
     report = evaluate_held_out(recipe, model, tokenizer, funcs, rows)
-    # the same multi-turn rollouts lesson 8 runs (grpo_kit.tool_rollout), with the recipe's budget
+    # the same multi-turn rollouts lesson 8 runs (grpo_kit.rollout.tool_rollout), with the recipe's budget
     by_hand = evaluate(
         model,
         tokenizer,
@@ -157,8 +157,8 @@ def test_a_recipe_with_tools_is_evaluated_with_its_tools():
 def test_another_generator_evaluates_with_the_recipe_s_decoding():
     """``generate_fn`` (lesson 6 on a GPU: the model's vLLM engine) replaces the generation, nothing else: it gets
     the recipe's decoding, and its completions are scored as the library's own are."""
-    from grpo_kit.generation import generate
     from grpo_kit.models import tiny_model
+    from grpo_kit.rollout.generation import generate
     from grpo_kit.runs.held_out import evaluate_held_out
 
     recipe = get_recipe("smoltldr-length-small", model="tiny", max_completion_length=8)

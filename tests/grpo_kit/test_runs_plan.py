@@ -58,8 +58,8 @@ def test_guided_sampling_is_refused_off_the_standalone_loop_before_anything_load
     import dataclasses
 
     from datasets_prep import load_gsm8k, synthetic_gsm8k
-    from grpo_kit import trl_path
-    from grpo_kit.recipes import get_recipe
+    from grpo_kit.recipes.catalogue import get_recipe
+    from grpo_kit.trainers import trl_path
 
     recipe = get_recipe("gsm8k-cpu")
     guided = dataclasses.replace(

@@ -12,11 +12,12 @@ import pytest
 import torch
 from shared import tiny_loop_config
 
-from grpo_kit import loop, runs
-from grpo_kit.checkpoint import CheckpointError, read_checkpoint_config
-from grpo_kit.loop_config import GRPOLoopConfig
+from grpo_kit import runs
+from grpo_kit.artifacts.checkpoint import CheckpointError, read_checkpoint_config
+from grpo_kit.config.loop import GRPOLoopConfig
+from grpo_kit.loop import training as loop
+from grpo_kit.loop.bookkeeping import BadStepsError, BadStepWarning
 from grpo_kit.models import tiny_model
-from grpo_kit.run_context import BadStepsError, BadStepWarning
 from grpo_kit.runs.plan import prepare_run_dir
 from rewards import RewardFunctionError
 
@@ -176,7 +177,7 @@ def test_standalone_loop_same_seed_same_run_with_lora(tmp_path):
 
 
 def test_trl_path_same_seed_same_run_with_lora(tmp_path):
-    from grpo_kit import trl_path
+    from grpo_kit.trainers import trl_path
 
     recipe = runs.plan_run(
         "smoltldr-length-small",

@@ -22,7 +22,7 @@ import pytest
 
 from datasets_prep import SYSTEM_PROMPT, TRANSFER_SETS, synthetic_gsm8k, synthetic_tldr, transfer_set_rows
 from grpo_kit.cli import main
-from grpo_kit.recipes import RECIPES, get_recipe
+from grpo_kit.recipes.catalogue import RECIPES, get_recipe
 from grpo_kit.runs.held_out import held_out_rows, prompt_key, training_dataset, transfer_rows
 
 pytestmark = pytest.mark.xdist_group("cli")

@@ -2,7 +2,7 @@
 
 ``test_step_parity.py`` replays the loop's completions into TRL, so how completions are drawn is outside it;
 ``test_sampling.py`` compares the first token on the tiny model. Here each trainer draws with its own code:
-- the loop: ``grpo_kit.loop._sample`` (one prefill per prompt, LoRA merged, inverse-CDF sampling);
+- the loop: ``grpo_kit.loop.training._sample`` (one prefill per prompt, LoRA merged, inverse-CDF sampling);
 - TRL: ``GRPOTrainer._generate`` of the trainer the TRL path builds (``generate`` with the model in training mode,
   TRL's GenerationConfig and stop ids).
 
@@ -44,9 +44,11 @@ PROMPTS, G, LEVEL = 16, 8, 0.01
 def both_samplers():
     """The main job's model (its LoRA B random, small), 16 training prompts, and a function per trainer that draws
     G completions of each prompt: ``draw(side, **overrides) -> list of completion id lists``."""
-    from grpo_kit import loop, runs, trl_path
-    from grpo_kit.recipes import get_recipe
-    from grpo_kit.sampling import stop_token_ids
+    from grpo_kit import runs
+    from grpo_kit.core.sampling import stop_token_ids
+    from grpo_kit.loop import training as loop
+    from grpo_kit.recipes.catalogue import get_recipe
+    from grpo_kit.trainers import trl_path
 
     recipe = get_recipe("smoltldr-length-small", seed=42)
     assert recipe.lora.lora_dropout == 0  # the module docstring's last paragraph rests on it

@@ -6,8 +6,14 @@ import pytest
 import torch
 from shared import two_sample_chi_square_p
 
+from grpo_kit.core.sampling import (
+    merged_lora,
+    packed_linears,
+    sample_completions,
+    sample_next_token,
+    warp_logits,
+)
 from grpo_kit.models import tiny_model
-from grpo_kit.sampling import merged_lora, packed_linears, sample_completions, sample_next_token, warp_logits
 
 
 def _warped_by_transformers(logits: torch.Tensor, warp: dict) -> torch.Tensor:
@@ -208,7 +214,7 @@ def test_sampling_and_generate_build_no_autograd_graph():
     """Decoding must not record a graph: with grad enabled by the caller (a training loop, a notebook) and a
     trainable adapter, every forward pass inside ``sample_completions`` and ``generation.generate`` runs under
     no_grad. (A graph per decoded token kept every activation alive: lesson 8's pre-flight grew to 14 GB.)"""
-    from grpo_kit.generation import Decoding, generate
+    from grpo_kit.rollout.generation import Decoding, generate
 
     model, tokenizer = tiny_model(seed=0, lora={"r": 4, "lora_dropout": 0.0})
     seen: list[bool] = []

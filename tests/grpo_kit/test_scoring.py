@@ -1,4 +1,4 @@
-"""grpo_kit.scoring and grpo_kit.generation: one rule for None, and the same figure for the same text
+"""grpo_kit.rollout.scoring and grpo_kit.rollout.generation: one rule for None, and the same figure for the same text
 wherever it is scored (the evaluation and report card, samples.md, `grpo-kit generate`)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from grpo_kit.generation import Decoding, GeneratedCompletion, generate
-from grpo_kit.scoring import score_completions, weighted_total
+from grpo_kit.rollout.generation import Decoding, GeneratedCompletion, generate
+from grpo_kit.rollout.scoring import score_completions, weighted_total
 
 
 def _sometimes_none(completions, **kwargs):
@@ -50,7 +50,7 @@ def test_the_same_text_gets_the_same_figure_in_eval_report_card_samples_and_gene
     from grpo_kit.evaluation import samples
     from grpo_kit.evaluation.report_card import write_report_card
     from grpo_kit.models import tiny_model
-    from grpo_kit.recipes import get_recipe
+    from grpo_kit.recipes.catalogue import get_recipe
     from grpo_kit.runs.held_out import evaluate_held_out, held_out_rows
 
     recipe = get_recipe("smoltldr-length-small", model="tiny", max_completion_length=6)
@@ -106,7 +106,9 @@ def _grpo_kit_modules() -> list[str]:
     import grpo_kit
 
     return sorted(
-        m.name for m in pkgutil.walk_packages(grpo_kit.__path__, "grpo_kit.") if m.name != "grpo_kit.scoring"
+        m.name
+        for m in pkgutil.walk_packages(grpo_kit.__path__, "grpo_kit.")
+        if m.name != "grpo_kit.rollout.scoring"
     )
 
 

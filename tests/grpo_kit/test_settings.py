@@ -1,4 +1,4 @@
-"""Every configuration rule of ``grpo_kit.settings`` on every path that must run it, from one table.
+"""Every configuration rule of ``grpo_kit.config.rules`` on every path that must run it, from one table.
 
 Paths: the standalone loop's ``GRPOLoopConfig``, the TRL path's ``check_settings``, the Unsloth path's
 ``check_settings`` (no GPU needed) and ``compute_loss`` (the per-call subset). A rule is one row; the
@@ -14,12 +14,12 @@ import warnings
 import pytest
 import torch
 
-from grpo_kit import trl_path, unsloth_path
-from grpo_kit.hardware import choose_precision
-from grpo_kit.loop_config import GRPOLoopConfig
-from grpo_kit.losses import compute_loss
-from grpo_kit.recipes import get_recipe
-from grpo_kit.settings import GRPO_DEFAULTS
+from grpo_kit.config.loop import GRPOLoopConfig
+from grpo_kit.config.rules import GRPO_DEFAULTS
+from grpo_kit.core.losses import compute_loss
+from grpo_kit.recipes.catalogue import get_recipe
+from grpo_kit.support.hardware import choose_precision
+from grpo_kit.trainers import trl_path, unsloth_path
 
 BASE = {"num_generations": 4, "per_device_train_batch_size": 8}
 LOOP, TRL, UNSLOTH, LOSS = "loop", "trl", "unsloth", "compute_loss"
@@ -159,8 +159,8 @@ def test_loss_defaults_are_written_once_as_grpo_configs():
 
     from trl import GRPOConfig
 
-    from grpo_kit.losses import LossSettings
-    from grpo_kit.losses.entropy import ENTROPY_FIELDS, EntropyControl
+    from grpo_kit.core.losses import LossSettings
+    from grpo_kit.core.losses.entropy import ENTROPY_FIELDS, EntropyControl
 
     trl = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
     ours = {f.name: f.default for f in dataclasses.fields(LossSettings)}
@@ -178,12 +178,12 @@ def test_loss_defaults_are_written_once_as_grpo_configs():
 
 
 def test_the_settings_and_the_loss_rules_load_without_torch():
-    """The command line checks a configuration before torch loads (grpo_kit.losses imports lazily)."""
+    """The command line checks a configuration before torch loads (grpo_kit.core.losses imports lazily)."""
     import subprocess
     import sys
 
     code = (
-        "import sys, grpo_kit.settings, grpo_kit.losses.validation, grpo_kit.recipes; "
+        "import sys, grpo_kit.config.rules, grpo_kit.core.losses.validation, grpo_kit.recipes.catalogue; "
         "print([m for m in ('torch', 'transformers', 'trl') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -191,7 +191,7 @@ def test_the_settings_and_the_loss_rules_load_without_torch():
 
 
 def test_an_uncalled_reward_factory_fails_before_the_model_loads(tmp_path):
-    from grpo_kit import loop
+    from grpo_kit.loop import training as loop
     from grpo_kit.models import tiny_model
     from rewards import length_reward
 

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from grpo_kit.cli import main
-from grpo_kit.recipe_schema import WarmupSFT
-from grpo_kit.recipes import RECIPES
+from grpo_kit.recipes.catalogue import RECIPES
+from grpo_kit.recipes.recipe import WarmupSFT
 
 pytestmark = pytest.mark.xdist_group("cli")
 
@@ -84,7 +84,7 @@ def _tiny():
 
 
 def _loss_on(model, tokenizer, rows, warmup) -> float:
-    from grpo_kit.sft_warmup import _batch, completion_loss, tokenize_row
+    from grpo_kit.trainers.sft_warmup import _batch, completion_loss, tokenize_row
 
     tokenized = [tokenize_row(r, tokenizer, warmup.max_length) for r in rows]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -94,7 +94,7 @@ def _loss_on(model, tokenizer, rows, warmup) -> float:
 
 @pytest.mark.parametrize("path", ["standalone", "trl"])
 def test_the_sft_step_lowers_the_sft_loss_on_its_rows(path, tmp_path):
-    from grpo_kit import sft_warmup
+    from grpo_kit.trainers import sft_warmup
 
     model, tokenizer = _tiny()
     warmup = WarmupSFT(dataset="gsm8k-worked", rows=8, steps=8, batch_size=4, learning_rate=1e-2)
@@ -121,7 +121,7 @@ class _FixedLogits(torch.nn.Module):
 
 
 def test_the_loss_is_on_completion_tokens_only():
-    from grpo_kit.sft_warmup import _batch, completion_loss, tokenize_row
+    from grpo_kit.trainers.sft_warmup import _batch, completion_loss, tokenize_row
 
     _, tokenizer = _tiny()
     row = {
@@ -176,7 +176,7 @@ def test_bad_warmup_values_are_refused_in_one_line(changes, message):
 
 
 def test_bad_warmup_in_a_recipe_file_or_set_is_one_line(tmp_path, capsys):
-    from grpo_kit.recipe_files import RecipeFileError, recipe_from_text
+    from grpo_kit.recipes.files import RecipeFileError, recipe_from_text
 
     base = (
         "name: t\nmodel: tiny\ndataset: gsm8k\ndataset_source: synthetic\nrewards: [strict_format_reward]\n"
@@ -212,7 +212,7 @@ def test_bad_warmup_in_a_recipe_file_or_set_is_one_line(tmp_path, capsys):
 
 
 def test_the_unsloth_path_refuses_warmup_before_the_model_loads():
-    from grpo_kit.path_settings import check_recipe_fields
+    from grpo_kit.config.trainers import check_recipe_fields
     from grpo_kit.runs.plan import plan_run
 
     recipe = RECIPES["gsm8k-cpu-sft"]

@@ -1,4 +1,4 @@
-"""One optimizer step of ``grpo_kit.loop`` gives the trainable weights one step of TRL's ``GRPOTrainer`` gives.
+"""One optimizer step of ``grpo_kit.loop.training`` gives the trainable weights one step of TRL's ``GRPOTrainer`` gives.
 
 The loss-parity tests (test_losses.py) prove ``compute_loss`` equal to TRL's on the same tensors. This checks the
 rest of a step: prompt rendering, reward calls, advantages, old and reference log-probs, micro-batches and
@@ -18,11 +18,12 @@ import pytest
 import torch
 from shared import tiny_recipe
 
-from grpo_kit import loop, trl_path
+from grpo_kit.loop import training as loop
 from grpo_kit.runs import to_loop_config
 from grpo_kit.runs.models import (
     load_model,  # the recipe's model with its seeded LoRA adapter, as a run loads it
 )
+from grpo_kit.trainers import trl_path
 from rewards import completion_text
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*rollout_func.*:UserWarning")

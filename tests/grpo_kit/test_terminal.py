@@ -9,7 +9,7 @@ import json
 import pytest
 
 from grpo_kit.cli import main
-from grpo_kit.terminal import markup_safe, plain
+from grpo_kit.support.terminal import markup_safe, plain
 
 OSC_TITLE = "\x1b]0;PWNED-TITLE\x07"
 CSI_CLEAR = "\x1b[2J\x1b[31m"
@@ -137,7 +137,7 @@ def test_the_run_table_folds_a_long_path_whole_and_keeps_a_label_that_fits_half_
 def test_warnings_print_as_text():
     import warnings
 
-    from grpo_kit.terminal import install_plain_warnings
+    from grpo_kit.support.terminal import install_plain_warnings
 
     install_plain_warnings()
     install_plain_warnings()  # once is enough, twice is harmless

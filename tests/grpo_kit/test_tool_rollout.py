@@ -7,17 +7,17 @@ import pytest
 
 from datasets_prep.tool_tasks import CALCULATOR_TOOLS, load_tool_task_split
 from grpo_kit.evaluation import compare, evaluate
-from grpo_kit.generation import Decoding, GeneratedCompletion
 from grpo_kit.models import tiny_model
 from grpo_kit.models.embedded import smollm2_tokenizer
-from grpo_kit.tool_rollout import (
+from grpo_kit.rollout.generation import Decoding, GeneratedCompletion
+from grpo_kit.rollout.tool_rollout import (
     _parse_turn,
     completion_text,
     generate_with_tools,
     run_tool_calls,
     tool_generate,
 )
-from grpo_kit.tool_template import enable_tool_calling
+from grpo_kit.rollout.tool_template import enable_tool_calling
 from rewards import tool_call_reward, tool_success_reward
 
 TOOLS = {f.__name__: f for f in CALCULATOR_TOOLS}
@@ -200,7 +200,7 @@ def test_turns_parse_as_the_trainer_parses_them(tok, rows, text):
     from trl.chat_template_utils import parse_response
 
     from datasets_prep.chat import prompt_to_text
-    from grpo_kit.tool_rollout import parser_accepts_tools
+    from grpo_kit.rollout.tool_rollout import parser_accepts_tools
 
     assert parser_accepts_tools() == ("tools" in inspect.signature(parse_response).parameters)
     completion = _completion(tok, text)

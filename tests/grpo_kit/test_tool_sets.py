@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from datasets_prep.tool_tasks import CALCULATOR_TOOLS, multiply
-from grpo_kit import trl_path
 from grpo_kit.models.embedded import smollm2_tokenizer
-from grpo_kit.recipes import get_recipe
-from grpo_kit.tool_sets import TOOL_SETS, check_tool_setup, resolve_tools
+from grpo_kit.recipes.catalogue import get_recipe
+from grpo_kit.rollout.tool_sets import TOOL_SETS, check_tool_setup, resolve_tools
+from grpo_kit.trainers import trl_path
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 

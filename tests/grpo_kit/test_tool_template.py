@@ -7,7 +7,7 @@ from trl.chat_template_utils import is_chat_template_prefix_preserving, parse_re
 
 from datasets_prep.tool_tasks import CALCULATOR_TOOLS, multiply
 from grpo_kit.models import smollm2_tokenizer
-from grpo_kit.tool_template import (
+from grpo_kit.rollout.tool_template import (
     TOOL_INSTRUCTIONS,
     check_max_tool_calling_iterations,
     check_tool_tokenizer,
@@ -182,7 +182,7 @@ def test_check_tool_tokenizer_needs_a_response_template(tok):
 def test_check_tool_tokenizer_refuses_a_template_that_is_not_prefix_preserving(tok):
     import copy
 
-    from grpo_kit.tool_template import TOOL_CHAT_TEMPLATE
+    from grpo_kit.rollout.tool_template import TOOL_CHAT_TEMPLATE
 
     shifty = copy.deepcopy(tok)
     # The first line now depends on how many messages follow: earlier turns render differently.

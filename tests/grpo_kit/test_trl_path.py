@@ -10,9 +10,10 @@ import signal
 import pytest
 import torch
 
-from grpo_kit import hardware, trl_path
 from grpo_kit.models import tiny_model
-from grpo_kit.recipes import get_recipe
+from grpo_kit.recipes.catalogue import get_recipe
+from grpo_kit.support import hardware
+from grpo_kit.trainers import trl_path
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -331,8 +332,8 @@ def test_sigterm_saves_like_ctrl_c_and_resume_skips_a_half_written_checkpoint(tm
 
     from transformers import TrainerCallback
 
-    from grpo_kit.checkpoint import HalfFinishedCheckpointWarning
-    from grpo_kit.interrupts import forget_signals, received_signal
+    from grpo_kit.artifacts.checkpoint import HalfFinishedCheckpointWarning
+    from grpo_kit.support.interrupts import forget_signals, received_signal
 
     class TermAtStep1(TrainerCallback):
         def on_step_begin(self, args, state, control, **kwargs):
@@ -423,7 +424,7 @@ def test_server_mode_prints_the_vllm_serve_command_for_the_recipes_model(tmp_pat
 def test_deprecated_trl_settings_are_warned_with_their_replacement(overrides, replacement):
     recipe = tiny_recipe()
     training = {**recipe.grpo_training(), **overrides}
-    from grpo_kit.settings import check_training_fields
+    from grpo_kit.config.rules import check_training_fields
 
     with pytest.warns(FutureWarning, match=f"{next(iter(overrides))}.*deprecated.*{replacement}"):
         check_training_fields(training)

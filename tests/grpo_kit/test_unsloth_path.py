@@ -23,10 +23,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from grpo_kit import unsloth_path
-from grpo_kit.generation import Decoding
-from grpo_kit.hardware import choose_precision
-from grpo_kit.recipes import get_recipe
+from grpo_kit.recipes.catalogue import get_recipe
+from grpo_kit.rollout.generation import Decoding
+from grpo_kit.support.hardware import choose_precision
+from grpo_kit.trainers import unsloth_path
 
 # Named parameters (no **kwargs catch-all counted) of the unsloth 2026.10.9 functions we call.
 FROM_PRETRAINED_PARAMS = {
@@ -266,7 +266,7 @@ def _gsm8k_rows(n: int) -> list[dict]:
 
 def test_vllm_generate_is_a_generate_fn_for_evaluate(tiny, stand_in_vllm, tmp_path):
     from grpo_kit.evaluation import evaluate
-    from grpo_kit.generation import prompt_texts
+    from grpo_kit.rollout.generation import prompt_texts
 
     _, tokenizer = tiny
     engine = StandInEngine(tokenizer.eos_token_id)
@@ -411,10 +411,10 @@ class ImportRecorder(importlib.abc.MetaPathFinder):
 )
 def test_what_needs_a_gpu_is_refused_before_unsloth_is_imported(overrides, error, names):
     recorder = ImportRecorder()
-    saved = sys.modules.pop("grpo_kit.unsloth_path")
+    saved = sys.modules.pop("grpo_kit.trainers.unsloth_path")
     sys.meta_path.insert(0, recorder)
     try:
-        import grpo_kit.unsloth_path as fresh  # importing the module touches no Unsloth package
+        import grpo_kit.trainers.unsloth_path as fresh  # importing the module touches no Unsloth package
 
         recipe = get_recipe("gsm8k-unsloth", **overrides)
         for call in (lambda: fresh.check_machine(recipe), lambda: fresh.load_model(recipe)):
@@ -423,7 +423,7 @@ def test_what_needs_a_gpu_is_refused_before_unsloth_is_imported(overrides, error
             assert all(name in str(err.value) for name in names), str(err.value)
     finally:
         sys.meta_path.remove(recorder)
-        sys.modules["grpo_kit.unsloth_path"] = saved
+        sys.modules["grpo_kit.trainers.unsloth_path"] = saved
     assert recorder.names == []
 
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from datasets_prep.images import load_shapes
-from grpo_kit import runs, trl_path
+from grpo_kit import runs
 from grpo_kit.models import load_model
 from grpo_kit.models.vlm import (
     IMAGE_TOKEN,
@@ -16,7 +16,8 @@ from grpo_kit.models.vlm import (
     check_model_takes_images,
     image_token_count,
 )
-from grpo_kit.recipes import get_recipe
+from grpo_kit.recipes.catalogue import get_recipe
+from grpo_kit.trainers import trl_path
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -71,7 +72,7 @@ def test_two_grpo_steps_through_trls_vlm_path_train_the_chosen_parts(tmp_path):
     every trained part (vision tower, projector, LoRA on the LM) gets a non-zero gradient; the LM stays frozen."""
     from transformers import TrainerCallback
 
-    from grpo_kit.recipes import LoraSettings
+    from grpo_kit.recipes.catalogue import LoraSettings
 
     recipe = get_recipe(  # every part the recipe can train (its own: the vision tower and the projector)
         "shapes-vlm-cpu",
@@ -165,7 +166,7 @@ def test_smolvlm_cpu_keeps_smollm2s_text_logits_and_its_image_token_count():
 
 
 def test_held_out_pictures_are_never_training_pictures_and_are_evaluated_with_their_images():
-    from grpo_kit.generation import Decoding, generate
+    from grpo_kit.rollout.generation import Decoding, generate
     from grpo_kit.runs.held_out import evaluate_held_out, held_out_rows, training_dataset, transfer_rows
 
     recipe = get_recipe("shapes-vlm-cpu", model=TINY_VLM, dataset_size=16)

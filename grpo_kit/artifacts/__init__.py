@@ -1,0 +1,1 @@
+"""What a run leaves on disk: checkpoints, metrics.jsonl, completions tables, plots, results."""

@@ -1,0 +1,1 @@
+"""What to train: the Recipe, the catalogue of shipped recipe files, the recipe-file loader, the scaffold."""

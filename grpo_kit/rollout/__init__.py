@@ -1,0 +1,1 @@
+"""Completions and rewards outside the optimizer step: generation, scoring, tools and environments."""

@@ -1,0 +1,1 @@
+"""Plumbing with no GRPO in it: the hardware, signals, paths, the terminal, progress lines."""
