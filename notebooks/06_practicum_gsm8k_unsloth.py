@@ -396,7 +396,7 @@ def _(mo):
 
     This lesson's CPU recipe shows the model a worked example in its first prompts. Asked with the
     course's system prompt alone, what did it learn? Three recipes, measured (`grpo-kit recipes NAME`
-    describes each; the README and docs/results.md show the same table):
+    describes each; docs/results.md shows the same table):
     Measured on `gsm8k-handwritten` (40 grade-school problems written by hand, never trained on) asked with the course's
     system prompt alone: `grpo-kit train --recipe R --eval-prompts 40 --set seed=S [--loop trl]`, greedy, the same
     decoding before and after, 95 % paired bootstrap CI; two runs at once with `OMP_NUM_THREADS=1` on 2-core machines

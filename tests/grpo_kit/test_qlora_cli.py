@@ -94,7 +94,7 @@ def test_8bit_on_the_standalone_loop_is_refused_before_loading_naming_the_trl_lo
 
 
 def test_bf16_on_a_cpu_without_native_bf16_is_refused_before_loading(tmp_path, capsys, monkeypatch):
-    """The README's QLoRA table has no bf16 row on such a CPU: this is what `--set bf16=true` said there."""
+    """docs/cpu.md's LoRA, bf16 and QLoRA table has no bf16 row on such a CPU: this is what `--set bf16=true` said there."""
     import grpo_kit.support.hardware
 
     def no_loading(recipe):
