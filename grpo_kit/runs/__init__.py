@@ -5,8 +5,9 @@
 * ``execution`` -- :func:`execute`: the phases of a run on any of the three loops, into its folder
   (:class:`RunOutcome`), with the pre-flight and evaluation hooks.
 * ``held_out`` -- the recipe's held-out rows, never a training prompt, and the one evaluation on them.
-* ``folder`` -- :class:`RunFolder` (the only reader and writer of ``run.json`` and ``run_config.json``, the
-  lock) and :class:`TrainedModel` (a run folder, adapter or model folder to evaluate, export or compare).
+* ``folder`` -- :class:`RunFolder` (``run.json``, written and read checked; ``run_config.json``; the lock) and
+  :class:`TrainedModel` (a run folder, adapter or model folder to evaluate, export or compare). The model card
+  (``grpo_kit.export.card``) reads ``run.json`` and ``run_config.json`` too.
 * ``models`` -- the recipe's model with its LoRA adapter.
 
     from grpo_kit.runs import execute, plan_run

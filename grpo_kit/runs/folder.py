@@ -1,4 +1,5 @@
-"""A run folder, read and written here only: its layout, its files about the run, its lock.
+"""A run folder: its layout, its files about the run, its lock (``grpo_kit.export.card`` reads its files for the
+model card).
 
 A ``grpo-kit train`` run folder holds ``run_config.json`` (what identifies the run: its invocation and resolved
 recipe, written before training), ``metrics.jsonl``, ``checkpoint-N/``, ``adapter/`` (LoRA + tokenizer),
