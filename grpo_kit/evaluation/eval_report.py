@@ -172,14 +172,7 @@ def evaluate(
 
     funcs = as_reward_funcs(reward_funcs)  # functions, or reward model ids / paths / models as TRL takes
     weights = list(reward_weights) if reward_weights is not None else [1.0] * len(funcs)
-    if len(weights) != len(funcs):
-        raise ValueError(
-            f"{len(weights)} reward_weights for {len(funcs)} reward functions; give one weight each."
-        )
-    if not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be an int >= 1 (samples per prompt for pass@k), got {k!r}.")
-    if num_prompts < 1:
-        raise ValueError(f"num_prompts must be >= 1, got {num_prompts}.")
+    _check_counts(len(funcs), weights, k, num_prompts)
     rows = _rows(dataset, num_prompts)
     prompts = [r["prompt"] for r in rows]
     if decoding is None:
@@ -210,7 +203,41 @@ def evaluate(
         funcs, rows, greedy, weights, log_extra=lambda k, v: extra.setdefault(k, []).extend(v)
     )  # (N, F), (N,)
     extra = {k: [_jsonable(x) for x in v] for k, v in extra.items() if len(v) == len(rows)}
+    per_prompt = _greedy_metrics(greedy, scores, totals, names, infos)
+    if k > 1:
+        groups = sample(k, greedy=False)
+        per_prompt.update(_sample_metrics(groups, k, rows, funcs, weights, names, infos))
+    return EvalReport(
+        per_prompt=per_prompt,
+        prompts=[_prompt_key(p) for p in prompts],
+        completions=[c.text for c in greedy],
+        reward_names=names,
+        reward_kinds={n: i.kind for n, i in zip(names, infos)},
+        settings=_report_settings(len(rows), k, decoding, weights),
+        extra=extra,
+    )
 
+
+def _check_counts(num_funcs: int, weights: list[float], k: Any, num_prompts: int) -> None:
+    if len(weights) != num_funcs:
+        raise ValueError(
+            f"{len(weights)} reward_weights for {num_funcs} reward functions; give one weight each."
+        )
+    if not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be an int >= 1 (samples per prompt for pass@k), got {k!r}.")
+    if num_prompts < 1:
+        raise ValueError(f"num_prompts must be >= 1, got {num_prompts}.")
+
+
+def _greedy_metrics(
+    greedy: Sequence[GeneratedCompletion],
+    scores: list[list[float]],
+    totals: list[float],
+    names: list[str],
+    infos: list[RewardInfo],
+) -> dict[str, list[float]]:
+    """The per-prompt metrics of the greedy answers (module docstring), from their scores ``(N, F)`` and
+    weighted totals ``(N,)``."""
     per_prompt: dict[str, list[float]] = {"reward": totals}
     for j, (name, info) in enumerate(zip(names, infos)):
         per_prompt[f"reward/{name}"] = [s[j] for s in scores]
@@ -227,25 +254,41 @@ def evaluate(
     per_prompt["length"] = [float(c.num_tokens) for c in greedy]
     per_prompt["clipped"] = [0.0 if c.ended else 1.0 for c in greedy]
     per_prompt["eos"] = [1.0 if c.ended else 0.0 for c in greedy]
+    return per_prompt
 
-    if k > 1:
-        groups = sample(k, greedy=False)
-        flat = [c for g in groups for c in g]
-        flat_rows = [r for r in rows for _ in range(k)]
-        flat_scores, flat_totals = score_completions(funcs, flat_rows, flat, weights)  # (N*k, F), (N*k,)
-        per_prompt[f"mean@{k}"] = [_nanmean(flat_totals[i * k : (i + 1) * k]) for i in range(len(rows))]
-        accuracy_idx = [j for j, i in enumerate(infos) if i.kind == "accuracy"]
-        if accuracy_idx:  # the share of the k samples that are right, per prompt (what training samples)
-            met = [_all_met(s, accuracy_idx, infos, "accuracy") for s in flat_scores]  # (N*k,)
-            per_prompt[f"accuracy@{k}"] = [_nanmean(met[i * k : (i + 1) * k]) for i in range(len(rows))]
-        for j, (name, info) in enumerate(zip(names, infos)):
-            if info.max_reward is not None:
-                per_prompt[f"pass@{k}/{name}"] = [
-                    _any_at_max([s[j] for s in flat_scores[i * k : (i + 1) * k]], info.max_reward)
-                    for i in range(len(rows))
-                ]
-    settings = {
-        "num_prompts": len(rows),
+
+def _sample_metrics(
+    groups: list[list[GeneratedCompletion]],
+    k: int,
+    rows: list[dict[str, Any]],
+    funcs: list[Callable],
+    weights: list[float],
+    names: list[str],
+    infos: list[RewardInfo],
+) -> dict[str, list[float]]:
+    """``mean@k``, ``accuracy@k`` and ``pass@k/<name>`` per prompt, from ``groups``: ``k`` samples per row."""
+    from grpo_kit.rollout.scoring import score_completions
+
+    flat = [c for g in groups for c in g]
+    flat_rows = [r for r in rows for _ in range(k)]
+    flat_scores, flat_totals = score_completions(funcs, flat_rows, flat, weights)  # (N*k, F), (N*k,)
+    per_prompt = {f"mean@{k}": [_nanmean(flat_totals[i * k : (i + 1) * k]) for i in range(len(rows))]}
+    accuracy_idx = [j for j, i in enumerate(infos) if i.kind == "accuracy"]
+    if accuracy_idx:  # the share of the k samples that are right, per prompt (what training samples)
+        met = [_all_met(s, accuracy_idx, infos, "accuracy") for s in flat_scores]  # (N*k,)
+        per_prompt[f"accuracy@{k}"] = [_nanmean(met[i * k : (i + 1) * k]) for i in range(len(rows))]
+    for j, (name, info) in enumerate(zip(names, infos)):
+        if info.max_reward is not None:
+            per_prompt[f"pass@{k}/{name}"] = [
+                _any_at_max([s[j] for s in flat_scores[i * k : (i + 1) * k]], info.max_reward)
+                for i in range(len(rows))
+            ]
+    return per_prompt
+
+
+def _report_settings(num_prompts: int, k: int, decoding: Decoding, weights: list[float]) -> dict[str, Any]:
+    return {
+        "num_prompts": num_prompts,
         "k": k,
         "max_new_tokens": decoding.max_new_tokens,
         "temperature": decoding.temperature,
@@ -254,15 +297,6 @@ def evaluate(
         "reward_weights": weights,
         "decoding": "greedy" + (f" + {k} samples at T={decoding.temperature}" if k > 1 else ""),
     }
-    return EvalReport(
-        per_prompt=per_prompt,
-        prompts=[_prompt_key(p) for p in prompts],
-        completions=[c.text for c in greedy],
-        reward_names=names,
-        reward_kinds={n: i.kind for n, i in zip(names, infos)},
-        settings=settings,
-        extra=extra,
-    )
 
 
 def _episode_metrics(completions: Sequence[GeneratedCompletion]) -> dict[str, list[float]]:

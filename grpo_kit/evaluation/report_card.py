@@ -23,7 +23,7 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -304,45 +304,23 @@ def write_report_card(
     without matplotlib the PNG is skipped (and not returned) with a note.
     """
     from grpo_kit.artifacts.completions_table import report_rows
-    from grpo_kit.artifacts.plots import can_plot, plot_report_card, reward_upper_bound
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    comparisons, hack_signs = flag_reward_hacking(
-        compare_all(before, after, n_boot=n_boot, seed=seed, level=level), before, after
-    )
+    boot = {"n_boot": n_boot, "seed": seed, "level": level}
+    comparisons, hack_signs = _compared(before, after, **boot)
     if log_history is not None and isinstance(log_history, (str, Path)) and not Path(log_history).exists():
         log_history = None
-    payload = {
-        "before": before.to_dict(),
-        "after": after.to_dict(),
-        "comparisons": {
-            k: {**asdict(c), "relative_change": _json_float(c.relative_change)}
-            for k, c in comparisons.items()
-        },
-        "reward_hack_signs": hack_signs,  # grpo_kit.evaluation.reward_hacking: [] when the answers did not collapse
-    }
+    payload = _eval_json(before, after, comparisons, hack_signs)
     if held_out_curve is not None:
         payload["during_training"] = dict(held_out_curve)
     section: list[str] = []
+    transfer_compared = None  # (set name, before, after, its comparisons, its reward-hacking signs)
     if transfer is not None:
         set_name, t_before, t_after = transfer
-        t_comparisons, t_signs = flag_reward_hacking(
-            compare_all(t_before, t_after, n_boot=n_boot, seed=seed, level=level), t_before, t_after
-        )
-        spec = _shipped(set_name)
-        payload["transfer"] = {
-            "set": set_name,
-            "label": transfer_label(set_name),
-            "description": spec.description if spec is not None else "",
-            "before": t_before.to_dict(),
-            "after": t_after.to_dict(),
-            "comparisons": {
-                k: {**asdict(c), "relative_change": _json_float(c.relative_change)}
-                for k, c in t_comparisons.items()
-            },
-            "reward_hack_signs": t_signs,
-        }
+        t_comparisons, t_signs = _compared(t_before, t_after, **boot)
+        transfer_compared = (set_name, t_before, t_after, t_comparisons, t_signs)
+        payload["transfer"] = _transfer_json(*transfer_compared)
         section = transfer_section_md(set_name, t_before, t_comparisons, t_signs)
     contents = {
         "eval.json": json.dumps(payload, indent=2, ensure_ascii=False),
@@ -359,6 +337,70 @@ def write_report_card(
             completions=report_rows(out),  # the run's completions table, when log_completions wrote one
         ),
     }
+
+    def draw_card(path: Path) -> None:
+        _draw_report_card(
+            path,
+            before,
+            after,
+            comparisons,
+            hack_signs,
+            transfer_compared,
+            log_history=log_history,
+            boot=boot,
+            title=title,
+            measures=measures,
+            num_samples=num_samples,
+            held_out_curve=held_out_curve,
+        )
+
+    return _write_all_or_none(out, contents, draw_card)
+
+
+def _compared(before: EvalReport, after: EvalReport, **boot: Any) -> tuple[dict[str, Comparison], list[str]]:
+    """Every metric compared (:func:`compare_all`), with the reward-hacking signs (``flag_reward_hacking``)."""
+    return flag_reward_hacking(compare_all(before, after, **boot), before, after)
+
+
+def _eval_json(
+    before: EvalReport, after: EvalReport, comparisons: dict[str, Comparison], hack_signs: Sequence[str]
+) -> dict[str, Any]:
+    """One comparison as eval.json holds it: both evaluations, every metric's comparison, the signs."""
+    return {
+        "before": before.to_dict(),
+        "after": after.to_dict(),
+        "comparisons": {
+            k: {**asdict(c), "relative_change": _json_float(c.relative_change)}
+            for k, c in comparisons.items()
+        },
+        "reward_hack_signs": hack_signs,  # grpo_kit.evaluation.reward_hacking: [] when the answers did not collapse
+    }
+
+
+def _transfer_json(
+    name: str,
+    before: EvalReport,
+    after: EvalReport,
+    comparisons: dict[str, Comparison],
+    hack_signs: Sequence[str],
+) -> dict[str, Any]:
+    """eval.json's ``"transfer"``: the second held-out set, its label and description, and its comparison."""
+    spec = _shipped(name)
+    return {
+        "set": name,
+        "label": transfer_label(name),
+        "description": spec.description if spec is not None else "",
+        **_eval_json(before, after, comparisons, hack_signs),
+    }
+
+
+def _write_all_or_none(
+    out: Path, contents: Mapping[str, str], draw_card: Callable[[Path], None]
+) -> dict[str, Path]:
+    """Write ``contents`` (file name -> text) and, when matplotlib is there, ``draw_card(path)``'s
+    report_card.png into temporary files in ``out``, then rename them all into place (module docstring)."""
+    from grpo_kit.artifacts.plots import can_plot
+
     temps: dict[str, Path] = {}
     try:
         for name, text in contents.items():
@@ -366,35 +408,54 @@ def write_report_card(
             temps[name].write_text(text)
         if can_plot("report_card.png"):
             temps["report_card.png"] = _temp_in(out, "report_card.png")
-            boot = {"n_boot": n_boot, "seed": seed, "level": level}
-            headline = [
-                _with_side_cis(comparisons[m], before, after, **boot)
-                for m in headline_metrics(comparisons, limit=6)
-            ]
-            card = {
-                "title": title,
-                "measures": measures,
-                "answers": list(zip(before.completions, after.completions))[: min(num_samples, 2)],
-                "hack_signs": hack_signs,
-                "held_out_curve": held_out_curve,
-                "reward_max": reward_upper_bound(
-                    before.reward_names, before.settings.get("reward_weights"), kinds=before.reward_kinds
-                ),
-            }
-            if transfer is not None:
-                card["transfer"] = _transfer_headline(
-                    set_name, t_before, t_after, t_comparisons, t_signs, **boot
-                )
-            try:
-                plot_report_card(headline, temps["report_card.png"], log_history=log_history, **card)
-            except ValueError:  # no reward records in the log: the card without its curve
-                plot_report_card(headline, temps["report_card.png"], **card)
+            draw_card(temps["report_card.png"])
         for name, tmp in temps.items():  # all files are ready: swap them in
             os.replace(tmp, out / name)
     finally:
         for tmp in temps.values():
             tmp.unlink(missing_ok=True)
     return {name: out / name for name in temps}
+
+
+def _draw_report_card(
+    path: Path,
+    before: EvalReport,
+    after: EvalReport,
+    comparisons: dict[str, Comparison],
+    hack_signs: Sequence[str],
+    transfer_compared: tuple[Any, ...] | None,
+    *,
+    log_history: Any,
+    boot: dict[str, Any],
+    title: str,
+    measures: str,
+    num_samples: int,
+    held_out_curve: Mapping[str, Any] | None,
+) -> None:
+    """report_card.png at ``path``: the headline metrics with each side's CI, the reward curve (left out when
+    ``log_history`` has no reward records), two answers, and the second held-out set's row (``transfer_compared``:
+    its name, before, after, comparisons and signs)."""
+    from grpo_kit.artifacts.plots import plot_report_card, reward_upper_bound
+
+    headline = [
+        _with_side_cis(comparisons[m], before, after, **boot) for m in headline_metrics(comparisons, limit=6)
+    ]
+    card = {
+        "title": title,
+        "measures": measures,
+        "answers": list(zip(before.completions, after.completions))[: min(num_samples, 2)],
+        "hack_signs": hack_signs,
+        "held_out_curve": held_out_curve,
+        "reward_max": reward_upper_bound(
+            before.reward_names, before.settings.get("reward_weights"), kinds=before.reward_kinds
+        ),
+    }
+    if transfer_compared is not None:
+        card["transfer"] = _transfer_headline(*transfer_compared, **boot)
+    try:
+        plot_report_card(headline, path, log_history=log_history, **card)
+    except ValueError:  # no reward records in the log: the card without its curve
+        plot_report_card(headline, path, **card)
 
 
 def _with_side_cis(c: Comparison, before: EvalReport, after: EvalReport, **boot: Any) -> dict[str, Any]:

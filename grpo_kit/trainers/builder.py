@@ -206,7 +206,7 @@ def build_trainer(
     ``args``: a GRPOConfig already built and checked (``grpo_kit.runs.plan_run``'s ``plan.path_config``): that
     very object trains, and nothing is checked or built again (the environments were played when it was
     planned); ``output_dir``, ``max_steps``, ``report_to`` and the overrides are then its own, not arguments."""
-    from grpo_kit.rollout.reward_models import as_reward_funcs, unwrap_for_trl
+    from grpo_kit.rollout.reward_models import as_reward_funcs
 
     recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
     refuse_guided_sampling(recipe, train_dataset, path=backend.name)
@@ -217,79 +217,36 @@ def build_trainer(
         # A reward model that is not sequence-classification is refused here, before the policy loads.
         reward_funcs = as_reward_funcs(reward_funcs, reward_processing_classes)
     if args is None:
-        training = grpo_config_kwargs(
+        args, trainer_kwargs, train_dataset = _checked_grpo_config(
             recipe,
-            output_dir=Path(output_dir or Path("outputs") / recipe.name),
-            max_steps=max_steps,
-            report_to=report_to,
-            precision=precision,
-            **overrides,
-        )
-        if reward_funcs is not None and len(reward_funcs) != len(recipe.rewards):
-            # The weights come from the recipe; a different number of functions needs its own weights.
-            training["reward_weights"] = overrides.get("reward_weights", [1.0] * len(reward_funcs))
-        trainer_kwargs, train_dataset = check_config(
-            recipe,
-            training,
-            backend.check,
+            backend,
             precision,
-            world_size=world_size(),
+            reward_funcs=reward_funcs,
             trainer_kwargs=trainer_kwargs,
             tokenizer=tokenizer,
-            dataset=train_dataset,
+            train_dataset=train_dataset,
+            output_dir=output_dir,
+            max_steps=max_steps,
+            report_to=report_to,
+            overrides=overrides,
         )
-        args = grpo_config(training)  # TRL's own config checks, still before loading anything
     else:
         _refuse_settings_beside_args(args, output_dir, max_steps, report_to, overrides)
         trainer_kwargs = tool_trainer_kwargs(recipe, trainer_kwargs)
-        if tokenizer is not None and ("tools" in trainer_kwargs or "environment_factory" in trainer_kwargs):
+        if tokenizer is not None and _uses_tools(trainer_kwargs):
             prepare_tool_tokenizer(tokenizer, recipe.tool_template)  # the given tokenizer's template
-    if (
-        str(getattr(args.eval_strategy, "value", args.eval_strategy)) != "no"
-        and "eval_dataset" not in trainer_kwargs
-    ):
-        raise ValueError(
-            f"recipe {recipe.name!r}: eval_steps={args.eval_steps} evaluates its held-out rows during training, which "
-            "grpo_kit.runs does (grpo-kit train; train(..., evaluate=...)); this trainer has none to evaluate. "
-            "Train through grpo-kit train, or set eval_steps=None."
-        )
+    _refuse_evaluation_without_rows(recipe, args, trainer_kwargs)
     from trl import GRPOTrainer
 
-    if model is None:
-        model, loaded_tokenizer = backend.load(recipe, precision, args)
-        if tokenizer is None and ("tools" in trainer_kwargs or "environment_factory" in trainer_kwargs):
-            prepare_tool_tokenizer(loaded_tokenizer, recipe.tool_template)  # the loaded tokenizer's template
-        tokenizer = tokenizer or loaded_tokenizer
-    elif tokenizer is None:
-        raise ValueError("a model was given without its tokenizer; pass tokenizer= too.")
-    if recipe.trainable_parts:  # a VLM, loaded here or handed in, trains the parts the recipe names only
-        from grpo_kit.artifacts.checkpoint import is_peft_model
-        from grpo_kit.models.vlm import select_trainable
-
-        if not ("lm_lora" in recipe.trainable_parts and is_peft_model(model)):  # a PeftModel: chosen already
-            model = select_trainable(model, recipe.trainable_parts, lora=recipe.lora, seed=args.seed)
-    from grpo_kit.core.sampling import check_fits_context
-
-    check_fits_context(model, 1, args.max_completion_length)  # before TRL allocates for 100,000 tokens
-    if train_dataset is None:
-        train_dataset = recipe.load_dataset()
-    from datasets_prep.images import rows_have_images
-
-    if rows_have_images(train_dataset):  # images need a processor, not a tokenizer (TRL's VLM path)
-        from grpo_kit.models.vlm import check_model_takes_images
-
-        check_model_takes_images(recipe.model, processing_class=tokenizer)
+    model, tokenizer = _policy_and_tokenizer(
+        recipe, backend, precision, args, model, tokenizer, trainer_kwargs
+    )
+    train_dataset = _checked_train_dataset(recipe, args, model, tokenizer, train_dataset)
     if reward_funcs is None:
         reward_funcs = recipe.build_reward_funcs(tokenizer)
-    # Reward models go to TRL as models with their tokenizers: TRL scores them (grpo_kit.rollout.reward_models).
-    reward_funcs, reward_processing_classes = unwrap_for_trl(list(reward_funcs))
+    reward_funcs, reward_processing_classes = _reward_funcs_for_trl(recipe, reward_funcs, overrides)
     if reward_processing_classes is not None:
         trainer_kwargs["reward_processing_classes"] = reward_processing_classes
-    from rewards.calling import bounded_reward_func
-
-    # reward_timeout (a loop field, kept out of GRPOConfig) bounds each call here too; overrunning stops the run.
-    timeout = overrides.get("reward_timeout", training_value(recipe.training, "reward_timeout"))
-    reward_funcs = [bounded_reward_func(fn, timeout) for fn in reward_funcs]
     peft_config = backend.peft_config(recipe, model)
     reference_like_policy(args, model, peft_config)
     with _QuietModelInitKwargsNote():
@@ -306,6 +263,121 @@ def build_trainer(
     use_plain_progress_bar(trainer)
     save_args_without_credentials(trainer)
     return trainer
+
+
+def _checked_grpo_config(
+    recipe: Recipe,
+    backend: ModelBackend,
+    precision: Precision,
+    *,
+    reward_funcs: Sequence[Callable] | None,
+    trainer_kwargs: dict[str, Any],
+    tokenizer: Any,
+    train_dataset: Any,
+    output_dir: str | os.PathLike | None,
+    max_steps: int | None,
+    report_to: str | Sequence[str] | None,
+    overrides: Mapping[str, Any],
+) -> tuple[Any, dict[str, Any], Any]:
+    """``build_trainer``'s settings through the check pass (:func:`check_config`) into the GRPOConfig
+    (:func:`grpo_config`); returns (the GRPOConfig, the resolved ``GRPOTrainer`` keyword arguments, the dataset)."""
+    training = grpo_config_kwargs(
+        recipe,
+        output_dir=Path(output_dir or Path("outputs") / recipe.name),
+        max_steps=max_steps,
+        report_to=report_to,
+        precision=precision,
+        **overrides,
+    )
+    if reward_funcs is not None and len(reward_funcs) != len(recipe.rewards):
+        # The weights come from the recipe; a different number of functions needs its own weights.
+        training["reward_weights"] = overrides.get("reward_weights", [1.0] * len(reward_funcs))
+    trainer_kwargs, train_dataset = check_config(
+        recipe,
+        training,
+        backend.check,
+        precision,
+        world_size=world_size(),
+        trainer_kwargs=trainer_kwargs,
+        tokenizer=tokenizer,
+        dataset=train_dataset,
+    )
+    return grpo_config(training), trainer_kwargs, train_dataset  # TRL's own config checks, before any loading
+
+
+def _uses_tools(trainer_kwargs: Mapping[str, Any]) -> bool:
+    return "tools" in trainer_kwargs or "environment_factory" in trainer_kwargs
+
+
+def _refuse_evaluation_without_rows(recipe: Recipe, args: Any, trainer_kwargs: Mapping[str, Any]) -> None:
+    """A GRPOConfig that schedules evaluations needs the held-out rows (``eval_dataset``) grpo_kit.runs adds."""
+    if (
+        str(getattr(args.eval_strategy, "value", args.eval_strategy)) != "no"
+        and "eval_dataset" not in trainer_kwargs
+    ):
+        raise ValueError(
+            f"recipe {recipe.name!r}: eval_steps={args.eval_steps} evaluates its held-out rows during training, which "
+            "grpo_kit.runs does (grpo-kit train; train(..., evaluate=...)); this trainer has none to evaluate. "
+            "Train through grpo-kit train, or set eval_steps=None."
+        )
+
+
+def _policy_and_tokenizer(
+    recipe: Recipe,
+    backend: ModelBackend,
+    precision: Precision,
+    args: Any,
+    model: Any,
+    tokenizer: Any,
+    trainer_kwargs: Mapping[str, Any],
+) -> tuple[Any, Any]:
+    """The policy and its tokenizer: those given, else ``backend.load``'s (a tool template on the loaded
+    tokenizer); a VLM recipe's ``trainable_parts`` chosen on either."""
+    if model is None:
+        model, loaded_tokenizer = backend.load(recipe, precision, args)
+        if tokenizer is None and _uses_tools(trainer_kwargs):
+            prepare_tool_tokenizer(loaded_tokenizer, recipe.tool_template)  # the loaded tokenizer's template
+        tokenizer = tokenizer or loaded_tokenizer
+    elif tokenizer is None:
+        raise ValueError("a model was given without its tokenizer; pass tokenizer= too.")
+    if recipe.trainable_parts:  # a VLM, loaded here or handed in, trains the parts the recipe names only
+        from grpo_kit.artifacts.checkpoint import is_peft_model
+        from grpo_kit.models.vlm import select_trainable
+
+        if not ("lm_lora" in recipe.trainable_parts and is_peft_model(model)):  # a PeftModel: chosen already
+            model = select_trainable(model, recipe.trainable_parts, lora=recipe.lora, seed=args.seed)
+    return model, tokenizer
+
+
+def _checked_train_dataset(recipe: Recipe, args: Any, model: Any, tokenizer: Any, train_dataset: Any) -> Any:
+    """The training rows (``recipe.load_dataset()`` unless given), once the completions fit the model's
+    context and, for rows with images, the model takes images."""
+    from grpo_kit.core.sampling import check_fits_context
+
+    check_fits_context(model, 1, args.max_completion_length)  # before TRL allocates for 100,000 tokens
+    if train_dataset is None:
+        train_dataset = recipe.load_dataset()
+    from datasets_prep.images import rows_have_images
+
+    if rows_have_images(train_dataset):  # images need a processor, not a tokenizer (TRL's VLM path)
+        from grpo_kit.models.vlm import check_model_takes_images
+
+        check_model_takes_images(recipe.model, processing_class=tokenizer)
+    return train_dataset
+
+
+def _reward_funcs_for_trl(
+    recipe: Recipe, reward_funcs: Sequence[Callable], overrides: Mapping[str, Any]
+) -> tuple[list[Callable], Any]:
+    """Reward models go to TRL as models with their tokenizers: TRL scores them (grpo_kit.rollout.reward_models);
+    every function is bounded by ``reward_timeout``. Returns (the functions, their processing classes or None)."""
+    from grpo_kit.rollout.reward_models import unwrap_for_trl
+    from rewards.calling import bounded_reward_func
+
+    reward_funcs, reward_processing_classes = unwrap_for_trl(list(reward_funcs))
+    # reward_timeout (a loop field, kept out of GRPOConfig) bounds each call here too; overrunning stops the run.
+    timeout = overrides.get("reward_timeout", training_value(recipe.training, "reward_timeout"))
+    return [bounded_reward_func(fn, timeout) for fn in reward_funcs], reward_processing_classes
 
 
 def _refuse_settings_beside_args(args, output_dir, max_steps, report_to, overrides) -> None:

@@ -126,10 +126,9 @@ def compute_loss(
         ref_per_token_logps: ``(B, T)`` reference log-probs; required when ``beta != 0``.
         loss_type: a key of ``LOSS_TYPES``: grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo, vespo.
         beta: KL coefficient (k3 estimator); 0 disables the KL term and its metric.
-        epsilon, epsilon_high: clip range [1 − ε, 1 + ε_high]; ``epsilon_high=None`` means ``epsilon``.
-            For ``cispo``, ``epsilon_high`` is the absolute ratio cap ε_max – and TRL's fallback to
-            ``epsilon`` (0.2) is a trap this function reproduces for parity (a configuration refuses it:
-            ``validation.check_cispo_cap``).
+        epsilon, epsilon_high: clip range [1 − ε, 1 + ε_high]; ``epsilon_high=None`` means ``epsilon``. For
+            ``cispo``, ``epsilon_high`` is the absolute ratio cap ε_max – and TRL's fallback to ``epsilon`` (0.2)
+            is a trap this function reproduces for parity (a configuration refuses it: ``check_cispo_cap``).
         delta: optional upper cap on the ratio in the clipped losses (INTELLECT-2 two-sided clipping).
         importance_sampling_level: "token" or "sequence" (GSPO); luspo at "token" and vespo at "sequence"
             warn with TRL's advice and compute what TRL computes.
@@ -156,9 +155,8 @@ def compute_loss(
         (grpo, bnpo, dr_grpo, dapo, luspo), ``cispo_clip_ratio``, ``vespo/phi_seq_mean``, ``entropy`` (when
         ``entropies`` are given), ``policy_loss`` (when ``entropy_coef`` is).
     """
-    s = settings
-    if s is None:  # the keywords above, gathered in the one carrier
-        s = LossSettings(
+    if settings is None:  # the keywords above, gathered in the one carrier
+        settings = LossSettings(
             loss_type=loss_type,
             beta=beta,
             epsilon=epsilon,
@@ -175,33 +173,40 @@ def compute_loss(
             vespo_k_neg=vespo_k_neg,
             vespo_lambda_neg=vespo_lambda_neg,
         )
+    return _micro_batch_loss(
+        settings,
+        per_token_logps,
+        advantages,
+        completion_mask,
+        old_per_token_logps,
+        ref_per_token_logps,
+        num_items_in_batch,
+        steps_per_generation,
+        entropies,
+        entropy_mask,
+        entropy_coef,
+    )
+
+
+def _micro_batch_loss(
+    s: LossSettings,
+    per_token_logps: torch.Tensor,
+    advantages: torch.Tensor,
+    completion_mask: torch.Tensor,
+    old_per_token_logps: torch.Tensor | None,
+    ref_per_token_logps: torch.Tensor | None,
+    num_items_in_batch: float | torch.Tensor | None,
+    steps_per_generation: int | None,
+    entropies: torch.Tensor | None,
+    entropy_mask: torch.Tensor | None,
+    entropy_coef: float | None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """``compute_loss`` on its settings ``s``: the checks, then the six steps of the module docstring."""
     _check_tensors(
         per_token_logps, advantages, completion_mask, old_per_token_logps, ref_per_token_logps, s.beta
     )
     _check_entropy_inputs(per_token_logps, entropies, entropy_mask, entropy_coef)
-    check_loss_options(
-        loss_type=s.loss_type,
-        importance_sampling_level=s.importance_sampling_level,
-        beta=s.beta,
-        epsilon=s.epsilon,
-        epsilon_high=s.epsilon_high,
-        delta=s.delta,
-        max_completion_length=s.max_completion_length,
-    )
-    if s.max_completion_length is not None and per_token_logps.size(1) > s.max_completion_length:
-        raise ValueError(
-            f"the completions have {per_token_logps.size(1)} token positions but max_completion_length="
-            f"{s.max_completion_length}; pass the max_completion_length the completions were generated with."
-        )
-    if s.gradient_accumulation_steps < 1 or (steps_per_generation is not None and steps_per_generation < 1):
-        raise ValueError("gradient_accumulation_steps and steps_per_generation must be positive integers.")
-    if s.loss_type == "cispo" and (s.epsilon if s.epsilon_high is None else s.epsilon_high) < 1:
-        warnings.warn(
-            "loss_type='cispo' with an importance-ratio cap below 1 (epsilon_high unset falls back to epsilon) "
-            "scales every on-policy token down; set epsilon_high, e.g. 5.0.",
-            UserWarning,
-            stacklevel=2,
-        )
+    _check_settings(s, per_token_logps.size(1), steps_per_generation)
 
     loss_spec = LOSS_TYPES[s.loss_type]
     # An integer mask, as TRL's: token counts stay exact integers whatever the log-probs' dtype (bf16!).
@@ -234,12 +239,7 @@ def compute_loss(
 
     # 5. normalisation
     if num_items_in_batch is not None:
-        num_items_in_batch = torch.as_tensor(num_items_in_batch, device=per_token_logps.device)
-        if num_items_in_batch.numel() != 1 or bool(num_items_in_batch < 0):
-            raise ValueError(
-                "num_items_in_batch must be one non-negative number (tokens in the generation batch)."
-            )
-        num_items_in_batch = num_items_in_batch.reshape(())
+        num_items_in_batch = _token_count(num_items_in_batch, per_token_logps.device)  # 0-dim
     # TRL's policy_loss is the value before the division by the accumulation steps (except for the
     # generation-batch normalisation, whose normaliser already includes them): aggregate first, divide after.
     global_norm = loss_spec.normalization == "global_token_mean"
@@ -251,7 +251,7 @@ def compute_loss(
         max_completion_length=s.max_completion_length,
         num_items_in_batch=num_items_in_batch,
         steps_per_generation=steps_per_generation,
-    )
+    )  # 0-dim
     policy_loss = loss.detach()
     if not global_norm:
         loss = loss / s.gradient_accumulation_steps
@@ -269,6 +269,43 @@ def compute_loss(
         metrics["entropy"] = global_masked_mean(entropies.detach(), mask)
     metrics.update(term.metrics)
     return loss, metrics
+
+
+def _check_settings(s: LossSettings, num_positions: int, steps_per_generation: int | None) -> None:
+    """The hyper-parameter rules of every call (``check_loss_options``), and the cispo cap below 1 warned."""
+    check_loss_options(
+        loss_type=s.loss_type,
+        importance_sampling_level=s.importance_sampling_level,
+        beta=s.beta,
+        epsilon=s.epsilon,
+        epsilon_high=s.epsilon_high,
+        delta=s.delta,
+        max_completion_length=s.max_completion_length,
+    )
+    if s.max_completion_length is not None and num_positions > s.max_completion_length:
+        raise ValueError(
+            f"the completions have {num_positions} token positions but max_completion_length="
+            f"{s.max_completion_length}; pass the max_completion_length the completions were generated with."
+        )
+    if s.gradient_accumulation_steps < 1 or (steps_per_generation is not None and steps_per_generation < 1):
+        raise ValueError("gradient_accumulation_steps and steps_per_generation must be positive integers.")
+    if s.loss_type == "cispo" and (s.epsilon if s.epsilon_high is None else s.epsilon_high) < 1:
+        warnings.warn(
+            "loss_type='cispo' with an importance-ratio cap below 1 (epsilon_high unset falls back to epsilon) "
+            "scales every on-policy token down; set epsilon_high, e.g. 5.0.",
+            UserWarning,
+            stacklevel=4,  # compute_loss's caller
+        )
+
+
+def _token_count(num_items_in_batch: float | torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``num_items_in_batch`` as a 0-dim tensor on ``device``, refused unless one non-negative number."""
+    num_items_in_batch = torch.as_tensor(num_items_in_batch, device=device)
+    if num_items_in_batch.numel() != 1 or bool(num_items_in_batch < 0):
+        raise ValueError(
+            "num_items_in_batch must be one non-negative number (tokens in the generation batch)."
+        )
+    return num_items_in_batch.reshape(())
 
 
 def _check_entropy_inputs(
