@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "ENTROPY_FIELDS",
     "IMPORTANCE_SAMPLING_LEVELS",
     "LOSS_TYPE_NAMES",
     "MULTI_OBJECTIVE_AGGREGATIONS",
@@ -31,10 +32,11 @@ __all__ = [
     "TRL_VESPO_ADVICE",
     "AdvantageSettings",
     "LossSettings",
+    "check_beta",
     "check_cispo_cap",
+    "check_epsilons",
     "check_loss_call",
     "check_loss_options",
-    "check_non_negative",
     "warn_like_trl",
     "warn_sequence_level_sums",
 ]
@@ -103,20 +105,34 @@ class LossSettings:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
+#: GRPOConfig's entropy-regularization fields and their defaults (TRL 1.15), written here only (torch-free, so that
+#: the settings can read them): ``losses.entropy.EntropyControl`` and ``GRPOLoopConfig`` read them.
+ENTROPY_FIELDS = {
+    "entropy_coef": 0.0,
+    "use_adaptive_entropy": False,
+    "entropy_coef_min": 0.0,
+    "entropy_coef_max": 1.0,
+    "entropy_coef_delta": 0.005,
+    "entropy_target": 0.2,
+}
+
+
 # --- the rules --------------------------------------------------------------------------------------
 
 
-def check_non_negative(
-    *,
-    beta: float = LossSettings.beta,
-    epsilon: float = LossSettings.epsilon,
-    epsilon_high: float | None = LossSettings.epsilon_high,
-) -> None:
-    """β and the clip ranges are magnitudes."""
+def check_beta(beta: float) -> None:
+    """β is the KL coefficient, a magnitude: >= 0 (0 turns the KL term off). The one rule of its range
+    (``grpo_kit.config.declarations`` runs it on every path; ``compute_loss`` on every call)."""
     if beta < 0:
         raise ValueError(
             f"beta={beta} is negative; the KL coefficient must be >= 0 (0 disables the KL term)."
         )
+
+
+def check_epsilons(
+    *, epsilon: float = LossSettings.epsilon, epsilon_high: float | None = LossSettings.epsilon_high
+) -> None:
+    """The clip ranges are magnitudes: >= 0."""
     if epsilon < 0 or (epsilon_high is not None and epsilon_high < 0):
         raise ValueError(f"epsilon={epsilon} and epsilon_high={epsilon_high} must be >= 0.")
 
@@ -147,7 +163,8 @@ def check_loss_call(
             f"unknown importance_sampling_level={importance_sampling_level!r}; use 'token' or 'sequence'."
         )
     warn_like_trl(loss_type, importance_sampling_level)
-    check_non_negative(beta=beta, epsilon=epsilon, epsilon_high=epsilon_high)
+    check_beta(beta)
+    check_epsilons(epsilon=epsilon, epsilon_high=epsilon_high)
     if delta is not None and delta <= 1:
         raise ValueError(
             f"delta={delta} caps the importance ratio from above and must be > 1 (INTELLECT-2 recommends > 1 + "
