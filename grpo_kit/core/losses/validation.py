@@ -2,7 +2,8 @@
 
 ``LossSettings`` carries the loss hyper-parameters of a run from its config to ``compute_loss``; its defaults are
 the pinned TRL's ``GRPOConfig`` defaults, and every other place that needs one (``compute_loss``'s keywords,
-``GRPOLoopConfig``'s fields, ``grpo_kit.config.rules.GRPO_DEFAULTS``, the rules below) reads it from here.
+the setting declarations ``grpo_kit.config.declarations``, the rules below) reads it from here; so do the
+entropy bonus' (:data:`ENTROPY_FIELDS`). ``check_beta`` and ``check_epsilons`` are the one rule of those ranges.
 
 ``AdvantageSettings`` does the same for the two advantage settings (``grpo_kit.core.advantages`` reads its defaults and
 option lists from here, so that the settings can name them without importing torch).
@@ -64,7 +65,7 @@ MULTI_OBJECTIVE_AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
 @dataclass(frozen=True)
 class AdvantageSettings:
     """How rewards become advantages, with TRL ``GRPOConfig``'s names and defaults: the one place they are
-    written (``compute_advantages``' keywords and ``settings.GRPO_DEFAULTS`` read them)."""
+    written (``compute_advantages``' keywords and ``grpo_kit.config.declarations`` read them)."""
 
     scale_rewards: str = "group"
     multi_objective_aggregation: str = "sum_then_normalize"
@@ -76,7 +77,7 @@ class LossSettings:
     call (``compute_loss(..., settings=LossSettings.from_config(config))``). The only carrier of loss
     hyper-parameters from a config to ``compute_loss``, and the one place their defaults are written: names
     and defaults are TRL ``GRPOConfig``'s, except ``max_completion_length``, which ``compute_loss`` needs only
-    for ``dr_grpo`` and does not assume (``None``; GRPOConfig's 512 is ``settings.GRPO_DEFAULTS``')."""
+    for ``dr_grpo`` and does not assume (``None``; GRPOConfig's 512 is the declaration's)."""
 
     loss_type: str = "dapo"
     beta: float = 0.0
