@@ -1,17 +1,18 @@
-"""``grpo-kit``'s argument parser: every command, flag and help text."""
+"""``grpo-kit``'s argument parser: every command, flag and help text, one function per command. A flag that sets a
+training setting (``--max-steps``) takes its type and help from the setting's declaration
+(``grpo_kit.config.declarations``) and its rule from there too (the run's plan applies it)."""
 
 from __future__ import annotations
 
 import argparse
 
+from grpo_kit.config.declarations import SETTINGS
 from grpo_kit.runs.plan import DEFAULT_LOOP, LOOPS
 
 __all__ = ["build_parser"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from grpo_kit.recipes.catalogue import DEFAULT_RECIPE
-
     parser = argparse.ArgumentParser(
         prog="grpo-kit", description="Learn GRPO from the formula to an exported model."
     )
@@ -31,6 +32,33 @@ def build_parser() -> argparse.ArgumentParser:
     debug.add_argument(
         "--debug", action="store_true", default=argparse.SUPPRESS, help="show the full traceback of an error"
     )
+    _add_train(sub, debug, trust)
+    _add_export(sub, debug)
+    _add_generate(sub, debug, trust)
+    _add_eval(sub, debug, trust)
+    _add_preflight(sub)
+    _add_tools(sub)
+    _add_recipes(sub)
+    _add_new(sub, debug)
+    _add_doctor(sub)
+    return parser
+
+
+def _setting_flag(parser: argparse.ArgumentParser, name: str) -> None:
+    """``--max-steps`` for the setting ``max_steps``: its type and help from the declaration. The default is None
+    (the recipe's value); the declared rule is applied where the run is planned, as for ``--set max_steps=N``."""
+    setting = SETTINGS[name]
+    parser.add_argument(
+        "--" + name.replace("_", "-"),
+        type=type(setting.default),
+        default=None,
+        help=f"{setting.help} Overrides the recipe's (declared default {setting.default})",
+    )
+
+
+def _add_train(sub, debug, trust) -> None:
+    from grpo_kit.recipes.catalogue import DEFAULT_RECIPE
+
     train = sub.add_parser(
         "train",
         help="train with a recipe (no arguments: the CPU main job)",
@@ -57,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"standalone (readable PyTorch loop), trl (GRPOTrainer), unsloth (FastLanguageModel; its CPU backend "
         f"without a GPU). Default {DEFAULT_LOOP}",
     )
-    train.add_argument("--max-steps", type=int, default=None, help="optimizer steps (overrides the recipe)")
+    _setting_flag(train, "max_steps")
     train.add_argument("--output-dir", default=None, help="run folder (default outputs/<recipe>-<timestamp>)")
     train.add_argument(
         "--resume",
@@ -82,6 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="override a recipe field or GRPOConfig field: --set learning_rate=1e-5 --set model=tiny "
         "--set lora.r=8 (repeatable)",
     )
+    _add_train_outputs(train)
+
+
+def _add_train_outputs(train: argparse.ArgumentParser) -> None:
+    """What ``grpo-kit train`` does around the training: answers, evaluation, exports, pre-flight."""
     train.add_argument(
         "--samples", type=int, default=4, help="held-out prompts for before/after answers (0: none)"
     )
@@ -108,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
         "metric, not the last step's (chosen on those rows: the figure after training is optimistic for them)",
     )
 
+
+def _add_export(sub, debug) -> None:
     export = sub.add_parser(
         "export", help="export a trained run: merged 16-bit model and/or GGUF, verified", parents=[debug]
     )
@@ -152,6 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --push-to-hub: upload the LoRA adapter instead of the merged model",
     )
 
+
+def _add_generate(sub, debug, trust) -> None:
     generate = sub.add_parser(
         "generate", help="answers before vs after training, side by side", parents=[debug, trust]
     )
@@ -176,6 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--sample", action="store_true", help="one seeded sample per prompt instead of greedy"
     )
 
+
+def _add_eval(sub, debug, trust) -> None:
     evaluate = sub.add_parser(
         "eval",
         help="held-out report card of a run folder or exported model: base vs trained",
@@ -208,6 +247,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("--out", default=None, help="folder for the report card (default: the run folder)")
 
+
+def _add_preflight(sub) -> None:
+    from grpo_kit.recipes.catalogue import DEFAULT_RECIPE
+
     preflight = sub.add_parser(
         "preflight",
         help="will GRPO learn? sample the base model, go / no-go with fixes",
@@ -232,6 +275,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--num-prompts", type=int, default=8, metavar="N", help="prompts to sample (default 8)"
     )
 
+
+def _add_tools(sub) -> None:
+    """``losses`` and ``rewards lint``: their own parsers take the arguments."""
     losses = sub.add_parser(
         "losses",
         help="per-token weights of each GRPO loss type (grpo_kit.teaching.loss_demo)",
@@ -246,6 +292,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     lint.add_argument("args", nargs=argparse.REMAINDER)
 
+
+def _add_recipes(sub) -> None:
     recipes = sub.add_parser(
         "recipes", help="list the named recipes; `grpo-kit recipes NAME` shows one in full"
     )
@@ -256,6 +304,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with NAME: write the recipe as a recipe file (grpo-kit train --config FILE trains it)",
     )
+
+
+def _add_new(sub, debug) -> None:
     new = sub.add_parser(
         "new",
         help="scaffold a task folder: recipe file, reward module and its test, 20 rows, README",
@@ -265,8 +316,10 @@ def build_parser() -> argparse.ArgumentParser:
         "as it is, on the embedded model, on CPU: cd NAME && grpo-kit train --config NAME.yaml",
     )
     new.add_argument("name", help="the task's name: letters, digits, '-' and '_' (it becomes the folder)")
+
+
+def _add_doctor(sub) -> None:
     doctor = sub.add_parser(
         "doctor", help="check this environment: versions vs pins, device, paths, model, disk", add_help=False
     )
     doctor.add_argument("args", nargs=argparse.REMAINDER)
-    return parser

@@ -26,6 +26,54 @@ __all__ = ["cmd_preflight", "cmd_train"]
 def cmd_train(args, console) -> int:
     from grpo_kit import runs
 
+    plan = _plan_train(args, console)
+    hook = None
+    if args.preflight:
+        _validate_inputs(plan)
+        hook = runs.preflight_hook(
+            force=args.force, on_report=lambda report: _print_preflight(console, report)
+        )
+    from grpo_kit.support.interrupts import (
+        caller_reports_stops,
+        exit_status,
+        forget_signals,
+        sigterm_as_interrupt,
+    )
+
+    forget_signals()
+    try:
+        # SIGTERM anywhere in the run ends like Ctrl-C; the ending is this command's one line, not the loop's.
+        with sigterm_as_interrupt(), caller_reports_stops():
+            outcome = after_loading(
+                args,
+                lambda: runs.execute(
+                    plan,
+                    samples=args.samples,
+                    merge=not args.no_merge,
+                    status=console.status,
+                    preflight=hook,
+                    eval_prompts=args.eval_prompts,
+                    keep_best=args.keep_best,
+                ),
+            )
+    except KeyboardInterrupt:  # outside the training steps (they save a checkpoint and return)
+        if args.debug:
+            raise
+        _print_interrupted_outside_training(console, plan)
+        return exit_status(EXIT_INTERRUPTED)
+    except (runs.PreflightNoGo, RunError) as error:
+        if not isinstance(error, runs.PreflightNoGo) and not isinstance(error.__cause__, runs.PreflightNoGo):
+            raise
+        _print_no_go(console, plan)
+        return EXIT_NO_GO
+    return _print_ending(console, plan, outcome)
+
+
+def _plan_train(args, console):
+    """The run's plan, every check of the command's arguments and the configuration done (one line and exit 2
+    on a mistake, before a model loads), and the plan's first line printed."""
+    from grpo_kit import runs
+
     if args.samples < 0:
         raise UsageError(f"--samples must be >= 0 (0: no before/after answers), got {args.samples}.")
     recipe = _recipe_argument(args)
@@ -80,55 +128,29 @@ def cmd_train(args, console) -> int:
         raise UsageError(str(error)) from error
     if args.force and not args.preflight:
         raise UsageError("--force only matters with --preflight (train even when pre-flight says no-go).")
-    hook = None
-    if args.preflight:
-        _validate_inputs(plan)
-        hook = runs.preflight_hook(
-            force=args.force, on_report=lambda report: _print_preflight(console, report)
-        )
-    from grpo_kit.support.interrupts import (
-        caller_reports_stops,
-        exit_status,
-        forget_signals,
-        sigterm_as_interrupt,
+    return plan
+
+
+def _print_no_go(console, plan) -> None:
+    """Pre-flight said no-go: the one line, and the run folder removed when nothing was written into it."""
+    output_dir = plan.output_dir
+    _remove_if_empty(output_dir)
+    kept = (
+        f" {markup_safe(output_dir)} keeps the evaluation before training and the SFT warm-up's losses."
+        if plan.recipe.warmup_sft is not None and plan.resume is None and output_dir.exists()
+        else ""
+    )
+    console.print(
+        "[red]Not training[/]: pre-flight says no-go (findings above). Apply a fix, or train anyway "
+        f"with --force.{kept}"
     )
 
-    forget_signals()
-    try:
-        # SIGTERM anywhere in the run ends like Ctrl-C; the ending is this command's one line, not the loop's.
-        with sigterm_as_interrupt(), caller_reports_stops():
-            outcome = after_loading(
-                args,
-                lambda: runs.execute(
-                    plan,
-                    samples=args.samples,
-                    merge=not args.no_merge,
-                    status=console.status,
-                    preflight=hook,
-                    eval_prompts=args.eval_prompts,
-                    keep_best=args.keep_best,
-                ),
-            )
-    except KeyboardInterrupt:  # outside the training steps (they save a checkpoint and return)
-        if args.debug:
-            raise
-        _print_interrupted_outside_training(console, plan)
-        return exit_status(EXIT_INTERRUPTED)
-    except (runs.PreflightNoGo, RunError) as error:
-        if not isinstance(error, runs.PreflightNoGo) and not isinstance(error.__cause__, runs.PreflightNoGo):
-            raise
-        _remove_if_empty(output_dir)
-        kept = (
-            f" {markup_safe(output_dir)} keeps the evaluation before training and the SFT warm-up's losses."
-            if plan.recipe.warmup_sft is not None and plan.resume is None and output_dir.exists()
-            else ""
-        )
-        console.print(
-            "[red]Not training[/]: pre-flight says no-go (findings above). Apply a fix, or train anyway "
-            f"with --force.{kept}"
-        )
-        return EXIT_NO_GO
-    result = outcome.result
+
+def _print_ending(console, plan, outcome) -> int:
+    """An interrupted run's one line (with the command that continues it) or the summary table; the exit status."""
+    from grpo_kit.support.interrupts import exit_status
+
+    result, output_dir = outcome.result, plan.output_dir
     if result.interrupted and result.checkpoint is None:
         console.print(
             f"[yellow]{_stopped_by()} before the first step finished[/]: no checkpoint to resume; "

@@ -9,8 +9,9 @@ Who calls what (each before any model loads):
   arguments / on any object with GRPOConfig's field names.
 * The loss rules live with the losses (``grpo_kit.core.losses.validation``, no torch): ``check_loss_call`` is the
   subset ``compute_loss`` enforces on every call (names, combinations, numbers); ``check_grpo_settings``
-  runs it, ``check_cispo_cap`` and ``warn_sequence_level_sums`` too. The loss defaults are
-  ``losses.validation.LossSettings``'; :data:`GRPO_DEFAULTS` reads them from there.
+  runs it, ``check_cispo_cap`` and ``warn_sequence_level_sums`` too.
+* Each setting's default and range are declared once, in ``grpo_kit.config.declarations.SETTINGS``;
+  :data:`GRPO_DEFAULTS`, :data:`GRPO_KIT_DEFAULTS` and ``check_numeric_settings`` are read from there.
 * ``check_training_fields`` (retired and misspelled GRPOConfig names), ``check_precision`` (bf16/fp16,
   vLLM against the hardware; QLoRA and 8-bit optimizers against the installed bitsandbytes, which runs them
   on CPU too), ``check_report_to`` and ``check_reward_funcs``
@@ -32,9 +33,8 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from grpo_kit.config.declarations import SETTINGS, check_declared_values, check_num_generations
 from grpo_kit.core.losses.validation import (  # the loss rules live with the losses
-    AdvantageSettings,
-    LossSettings,
     check_cispo_cap,
     check_loss_call,
     warn_sequence_level_sums,
@@ -71,81 +71,26 @@ __all__ = [
 
 VLLM_MODES = ("colocate", "server")
 
-#: GRPOConfig's defaults (TRL 1.15) for every GRPOConfig name grpo-kit reads: the one place each is written.
-#: The loss ones are ``LossSettings``', the advantage ones ``AdvantageSettings``' (both torch-free, in
-#: ``losses.validation``); ``GRPOLoopConfig``, ``generation.Decoding`` and every ``training_value`` lookup read
-#: the rest from here. ``tests/grpo_kit/test_settings.py`` compares them with the installed GRPOConfig, and
-#: ``tests/grpo_kit/test_defaults_declared_once.py`` finds any literal default written elsewhere.
+#: The declared defaults (``grpo_kit.config.declarations.SETTINGS``) of the settings GRPOConfig has, where grpo-kit's
+#: default is GRPOConfig's (TRL 1.15): ``tests/grpo_kit/test_settings.py`` compares them with the installed TRL.
 GRPO_DEFAULTS: dict[str, Any] = {
-    # run
-    "max_steps": -1,
-    "num_train_epochs": 3.0,
-    "seed": 42,
-    "shuffle_dataset": True,
-    "logging_steps": 10,
-    "save_steps": 500,
-    "report_to": "none",
-    "log_completions": False,
-    "eval_strategy": "no",
-    "eval_steps": None,
-    # batch and generation
-    "num_generations": 8,
-    "per_device_train_batch_size": 8,
-    "gradient_accumulation_steps": LossSettings.gradient_accumulation_steps,
-    "generation_batch_size": None,
-    "steps_per_generation": None,
-    "max_completion_length": 512,  # LossSettings: None (compute_loss assumes no generation limit)
-    "temperature": 1.0,
-    "top_p": 1.0,
-    "top_k": 0,
-    "repetition_penalty": 1.0,
-    # optimizer
-    "learning_rate": 1e-6,
-    "lr_scheduler_type": "linear",
-    "warmup_steps": 0,
-    "weight_decay": 0.0,
-    "adam_beta1": 0.9,
-    "adam_beta2": 0.999,
-    "adam_epsilon": 1e-8,
-    "max_grad_norm": 1.0,
-    # GRPO
-    "num_iterations": 1,
-    "mask_truncated_completions": False,
-    "top_entropy_quantile": 1.0,
-    "loss_type": LossSettings.loss_type,
-    "importance_sampling_level": LossSettings.importance_sampling_level,
-    "beta": LossSettings.beta,
-    "epsilon": LossSettings.epsilon,
-    "epsilon_high": LossSettings.epsilon_high,
-    "delta": LossSettings.delta,
-    "scale_rewards": AdvantageSettings.scale_rewards,
-    "multi_objective_aggregation": AdvantageSettings.multi_objective_aggregation,
+    name: s.default for name, s in SETTINGS.items() if s.trl and not s.own_default
 }
-
-#: grpo-kit's own settings (GRPOConfig has no such names), written once here; ``GRPOLoopConfig`` documents
-#: them, and the TRL and Unsloth paths read ``reward_timeout`` from here too.
-GRPO_KIT_DEFAULTS: dict[str, Any] = {
-    "max_bad_steps": 3,
-    "on_reward_error": "stop",
-    "reward_timeout": 600.0,
-}
+#: The declared defaults of grpo-kit's own settings (GRPOConfig has no such names).
+GRPO_KIT_DEFAULTS: dict[str, Any] = {name: s.default for name, s in SETTINGS.items() if not s.trl}
+#: Training fields GRPOConfig has no name for (the TRL/Unsloth paths leave them out of the GRPOConfig they
+#: build, ``trainers.builder.grpo_config_kwargs``).
+LOOP_ONLY_FIELDS = frozenset(GRPO_KIT_DEFAULTS)
 
 
 def training_value(training: Mapping[str, Any], name: str) -> Any:
-    """``training[name]`` (a recipe's or run.json's GRPOConfig-named settings), else its declared default:
-    :data:`GRPO_DEFAULTS`, :data:`GRPO_KIT_DEFAULTS`, ``LossSettings`` or the entropy bonus' fields."""
+    """``training[name]`` (a recipe's or run.json's GRPOConfig-named settings), else its declared default
+    (``grpo_kit.config.declarations.SETTINGS``)."""
     if name in training:
         return training[name]
-    for declared in (GRPO_DEFAULTS, GRPO_KIT_DEFAULTS):
-        if name in declared:
-            return declared[name]
-    if name in {f.name for f in dataclasses.fields(LossSettings)}:
-        return getattr(LossSettings, name)
-    from grpo_kit.core.losses.entropy import ENTROPY_FIELDS  # torch: only for the entropy bonus' names
-
-    if name in ENTROPY_FIELDS:
-        return ENTROPY_FIELDS[name]
-    raise KeyError(f"{name!r} has no declared default (settings.GRPO_DEFAULTS / GRPO_KIT_DEFAULTS)")
+    if name in SETTINGS:
+        return SETTINGS[name].default
+    raise KeyError(f"{name!r} has no declared default (grpo_kit.config.declarations.SETTINGS)")
 
 
 # GRPOConfig / TrainingArguments fields that older tutorials (the course targets TRL 0.14) still use
@@ -179,16 +124,6 @@ DEPRECATED_TRAINING_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 # --- group and batch ------------------------------------------------------------------------------
-
-
-def check_num_generations(num_generations: Any) -> None:
-    """GRPO compares each completion with the others of its group: G ≥ 2."""
-    if isinstance(num_generations, bool) or not isinstance(num_generations, int) or num_generations < 2:
-        raise ValueError(
-            f"num_generations={num_generations}: GRPO compares each completion with the others of its group, "
-            "so it needs at least 2 completions per prompt; set num_generations>=2 "
-            f"({GRPO_DEFAULTS['num_generations']} is TRL's default)."
-        )
 
 
 def check_whole_groups(
@@ -228,8 +163,6 @@ def check_whole_groups(
             f"= {generation_batch_size}"
         )
     if generation_batch_size % num_generations:
-        import math
-
         per_device_fix = num_generations // math.gcd(num_generations, world_size * steps)
         divisors = [g for g in range(2, generation_batch_size + 1) if generation_batch_size % g == 0]
         raise ValueError(
@@ -260,99 +193,10 @@ def check_multi_objective_aggregation(multi_objective_aggregation: str) -> str:
 # --- numbers -----------------------------------------------------------------------------------------
 
 
-def _is_the_default(name: str) -> str:
-    return f"{getattr(LossSettings, name)} is the default"
-
-
-#: Numeric settings every path reads: name -> (lowest, highest, lowest allowed, highest allowed, the fix);
-#: ``-inf, inf``: only "a finite number" here, the range has its own rule with its own message (β, ε, δ).
-#: A non-finite value is always refused: ``learning_rate=inf`` or ``adam_epsilon=0`` turn the first
-#: AdamW update into NaN weights (0/0 on a step whose gradients are all zero, the usual case early in GRPO
-#: when every group ties). Defaults are TRL 1.15's.
-NUMERIC_RANGES: dict[str, tuple[float, float, bool, bool, str]] = {
-    "learning_rate": (
-        0.0,
-        math.inf,
-        True,
-        False,
-        f"e.g. {GRPO_DEFAULTS['learning_rate']} (TRL's GRPO default) or 1e-5 … 1e-4 with LoRA",
-    ),
-    "adam_epsilon": (
-        0.0,
-        math.inf,
-        False,
-        False,
-        f"it keeps AdamW from dividing by zero; use {GRPO_DEFAULTS['adam_epsilon']} (the default)",
-    ),
-    "adam_beta1": (0.0, 1.0, True, False, f"{GRPO_DEFAULTS['adam_beta1']} is the default"),
-    "adam_beta2": (0.0, 1.0, True, False, f"{GRPO_DEFAULTS['adam_beta2']} is the default"),
-    "weight_decay": (0.0, math.inf, True, False, f"{GRPO_DEFAULTS['weight_decay']} is the default"),
-    "max_grad_norm": (
-        0.0,
-        math.inf,
-        True,
-        False,
-        f"{GRPO_DEFAULTS['max_grad_norm']} is the default; 0 turns clipping off",
-    ),
-    "warmup_steps": (0.0, math.inf, True, False, "an int number of steps, or a ratio in [0, 1)"),
-    "num_train_epochs": (0.0, math.inf, True, False, f"{GRPO_DEFAULTS['num_train_epochs']} is the default"),
-    "temperature": (0.0, math.inf, False, False, f"{GRPO_DEFAULTS['temperature']} is the default"),
-    "top_p": (0.0, 1.0, False, True, "1.0 turns nucleus sampling off"),
-    "min_p": (0.0, 1.0, True, True, "None turns it off"),
-    "repetition_penalty": (0.0, math.inf, False, False, "1.0 turns it off"),
-    "top_entropy_quantile": (0.0, 1.0, True, True, "1.0 keeps every token"),
-    "beta": (-math.inf, math.inf, False, False, f"{LossSettings.beta} (the default) turns the KL term off"),
-    "epsilon": (-math.inf, math.inf, False, False, _is_the_default("epsilon")),
-    "epsilon_high": (-math.inf, math.inf, False, False, "None uses epsilon; DAPO uses 0.28"),
-    "delta": (-math.inf, math.inf, False, False, "None turns two-sided clipping off"),
-    "sapo_temperature_pos": (0.0, math.inf, False, False, _is_the_default("sapo_temperature_pos")),
-    "sapo_temperature_neg": (0.0, math.inf, False, False, _is_the_default("sapo_temperature_neg")),
-    "vespo_k_pos": (0.0, math.inf, True, False, _is_the_default("vespo_k_pos")),
-    "vespo_lambda_pos": (0.0, math.inf, True, False, _is_the_default("vespo_lambda_pos")),
-    "vespo_k_neg": (0.0, math.inf, True, False, _is_the_default("vespo_k_neg")),
-    "vespo_lambda_neg": (0.0, math.inf, True, False, _is_the_default("vespo_lambda_neg")),
-}
-
-#: ``seed`` seeds python, numpy and torch; numpy takes 0 … 2**32 - 1 only.
-SEED_RANGE = (0, 2**32 - 1)
-
-
-def _range_text(low: float, high: float, low_in: bool, high_in: bool) -> str:
-    if low == -math.inf and high == math.inf:
-        return ""
-    if high == math.inf:
-        return f"{'>=' if low_in else '>'} {low:g}"
-    return f"in {'[' if low_in else '('}{low:g}, {high:g}{']' if high_in else ')'}"
-
-
 def check_numeric_settings(values: Mapping[str, Any]) -> None:
-    """Refuse a numeric setting of ``values`` that is not a number, not finite or out of its range
-    (:data:`NUMERIC_RANGES`, :data:`SEED_RANGE`), naming the setting and the fix; ``None`` is left to the
-    rules that allow it. Runs before any model loads (``check_grpo_settings`` calls it). TypeError for a
-    value that is not a number, ValueError for one out of range."""
-    for name, (low, high, low_in, high_in, fix) in NUMERIC_RANGES.items():
-        value = values.get(name)
-        if value is None:
-            continue
-        allowed = _range_text(low, high, low_in, high_in)
-        allowed = f" {allowed}" if allowed else ""
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TypeError(
-                f"{name}={value!r} is not a number; set {name} to a finite number{allowed} ({fix})."
-            )
-        inside = (low <= value if low_in else low < value) and (value <= high if high_in else value < high)
-        if not math.isfinite(value) or not inside:
-            raise ValueError(
-                f"{name}={value!r} is out of range: it must be a finite number{allowed} ({fix})."
-            )
-    seed = values.get("seed")
-    if seed is not None and (
-        isinstance(seed, bool) or not isinstance(seed, int) or not SEED_RANGE[0] <= seed <= SEED_RANGE[1]
-    ):
-        raise ValueError(
-            f"seed={seed!r}: the seed must be an int from {SEED_RANGE[0]} to {SEED_RANGE[1]} (2**32 - 1, numpy's "
-            f"limit); e.g. seed={GRPO_DEFAULTS['seed']} (the default)."
-        )
+    """The declared range of every setting in ``values`` (``grpo_kit.config.declarations``); None is never
+    checked. Raises ``TypeError`` / ``ValueError`` naming the fix."""
+    check_declared_values(values)
 
 
 # --- the whole configuration -------------------------------------------------------------------------
@@ -375,10 +219,6 @@ def check_grpo_settings(values: Mapping[str, Any], *, world_size: int = 1) -> No
     check_scale_rewards(s["scale_rewards"])
     check_multi_objective_aggregation(s["multi_objective_aggregation"])
     max_completion_length = s["max_completion_length"]
-    if max_completion_length is not None and max_completion_length < 1:
-        raise ValueError(
-            f"max_completion_length={max_completion_length} must be a positive number of tokens."
-        )
     check_loss_call(
         loss_type=s["loss_type"],
         importance_sampling_level=s["importance_sampling_level"],
@@ -421,11 +261,6 @@ def grpo_config_field_names() -> frozenset[str]:
     from trl import GRPOConfig
 
     return frozenset(f.name for f in dataclasses.fields(GRPOConfig) if f.init)
-
-
-#: Training fields only grpo-kit's standalone loop reads (``GRPOLoopConfig``); GRPOConfig has no such names,
-#: so the TRL/Unsloth paths leave them out (``trainer_builder.grpo_config_kwargs``).
-LOOP_ONLY_FIELDS = frozenset({"max_bad_steps", "on_reward_error", "reward_timeout"})
 
 
 def warn_deprecated_fields(training: Mapping[str, Any], *, where: str = "training") -> None:
@@ -499,8 +334,9 @@ def evaluation_settings(training: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def check_training_fields(training: Mapping[str, Any], *, where: str = "training") -> None:
-    """Raise ValueError for keys GRPOConfig would reject: retired names get their fix, typos a suggestion;
-    warn for deprecated ones (:func:`warn_deprecated_fields`)."""
+    """Raise ValueError for keys GRPOConfig would reject (retired names get their fix, typos a suggestion) and for
+    values outside their declared range (``grpo_kit.config.declarations``: a recipe, a recipe file and ``--set``
+    get the verdict every path gives); warn for deprecated ones (:func:`warn_deprecated_fields`)."""
     valid = grpo_config_field_names() | LOOP_ONLY_FIELDS
     warn_deprecated_fields(training, where=where)
     evaluation_interval(training, where=where)  # eval_steps / eval_strategy: their rules, once
@@ -517,6 +353,7 @@ def check_training_fields(training: Mapping[str, Any], *, where: str = "training
                 f"{where}: {key!r} is not a GRPOConfig field.{hint} "
                 'See `python -c "from trl import GRPOConfig; help(GRPOConfig)"` for the list.'
             )
+    check_declared_values(training)
 
 
 def _needs_bitsandbytes(optim: Any) -> bool:
@@ -550,7 +387,7 @@ def check_precision(
     if training.get("fp16") and not on_cuda:
         raise ValueError("fp16=True needs a CUDA GPU; on CPU train in fp32 (fp16=False).")
     if training.get("use_vllm"):
-        mode = training.get("vllm_mode", "colocate")
+        mode = training_value(training, "vllm_mode")
         if mode not in VLLM_MODES:
             raise ValueError(
                 f"vllm_mode={mode!r}: use 'colocate' (vLLM inside each training process) or 'server' "

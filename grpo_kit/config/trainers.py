@@ -7,9 +7,10 @@ implement is refused by :func:`check_path_settings` before the model loads, nami
 nothing is dropped silently.
 
 How to read the table: :data:`IMPLEMENTED_BY` lists every setting that *not* every path applies, with the
-paths that do. When a path gains a setting, edit its line (as ``entropy_coef`` and ``log_completions``
-left the table when the loop implemented them); ``tests/grpo_kit/test_path_settings.py`` fails when a
-``GRPOLoopConfig`` field and the table disagree. A setting not in the table is applied by every path that
+paths that do; it is read from each setting's declaration (``applied_by`` in ``grpo_kit.config.declarations``).
+When a path gains a setting, edit that line (as ``entropy_coef`` and ``log_completions`` did when the loop
+implemented them); ``tests/grpo_kit/test_path_settings.py`` fails when a ``GRPOLoopConfig`` field and the
+table disagree. A setting not in the table is applied by every path that
 has a field for it: the loop applies its ``GRPOLoopConfig`` fields, the TRL and Unsloth paths every
 ``GRPOConfig`` field. A ``GRPOConfig`` field the loop has no field for is refused on the loop, except
 where :data:`LOOP_BEHAVES_AS` names the one value the loop always behaves as (``optim="adamw_torch"``:
@@ -23,6 +24,8 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
+from grpo_kit.config.declarations import PATHS, SETTINGS, TRAINER_PATHS
+
 __all__ = [
     "IMPLEMENTED_BY",
     "LOOP_BEHAVES_AS",
@@ -35,27 +38,10 @@ __all__ = [
     "refusal",
 ]
 
-PATHS = ("standalone", "trl", "unsloth")
-_TRAINER = ("trl", "unsloth")  # both build a GRPOTrainer from the same GRPOConfig (trainer_builder)
-
-#: Settings that not every path applies -> the paths that apply them. One line per setting.
+#: Settings that not every path applies -> the paths that apply them: each setting's ``applied_by`` in its
+#: declaration (``grpo_kit.config.declarations.SETTINGS``).
 IMPLEMENTED_BY: dict[str, tuple[str, ...]] = {
-    # GRPOConfig fields the standalone loop has no code for (GRPOTrainer applies them)
-    "off_policy_mask_threshold": _TRAINER,
-    "sync_ref_model": _TRAINER,
-    "ref_model_sync_steps": _TRAINER,
-    "ref_model_mixup_alpha": _TRAINER,
-    "steps_per_generation": _TRAINER,
-    "generation_batch_size": _TRAINER,
-    "push_to_hub": _TRAINER,
-    "hub_model_id": _TRAINER,
-    "max_tool_calling_iterations": _TRAINER,
-    "use_vllm": _TRAINER,
-    "vllm_mode": _TRAINER,
-    "save_strategy": _TRAINER,
-    # grpo-kit's own loop settings; GRPOTrainer has no such field
-    "max_bad_steps": ("standalone",),
-    "on_reward_error": ("standalone",),
+    name: setting.applied_by for name, setting in SETTINGS.items() if setting.applied_by != PATHS
 }
 
 #: Recipe fields (not ``training`` settings) that not every path applies -> the paths that apply them.
@@ -84,7 +70,7 @@ def loop_fields() -> frozenset[str]:
 def _paths_with(name: str) -> tuple[str, ...]:
     if name in IMPLEMENTED_BY:
         return IMPLEMENTED_BY[name]
-    return PATHS if name in loop_fields() else _TRAINER
+    return PATHS if name in loop_fields() else TRAINER_PATHS
 
 
 def refusal(name: str, value: Any, loop: str) -> str | None:

@@ -352,7 +352,7 @@ def load_model(
             (with ``quantization``: also the 4-bit compute dtype; default bf16 on a GPU with compute
             capability >= 8, fp16 on older GPUs, fp32 on CPU).
         lora: ``None``, a ``peft.LoraConfig``, or a dict of its fields
-            (defaults r=16, lora_alpha=32, lora_dropout=0.05, target_modules="all-linear").
+            (defaults: ``grpo_kit.config.declarations.LORA_DEFAULTS``, a recipe's, e.g. lora_dropout=0.0).
         quantization: ``None``, ``"4bit"`` (NF4 QLoRA through bitsandbytes, on CPU or CUDA) or a
             ``BitsAndBytesConfig``; needs bitsandbytes (``grpo-kit[qlora]``).
         seed: seeds the LoRA adapter's random init (:func:`add_lora`): the same seed, the same adapter.

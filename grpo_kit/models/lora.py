@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 
+from grpo_kit.config.declarations import LORA_DEFAULTS
+
 __all__ = ["add_lora", "check_lora", "check_lora_targets"]
 
 
 def check_lora(lora):
-    """None, a peft ``LoraConfig``, or a small dict of LoraConfig fields -> LoraConfig | None."""
+    """None, a peft ``LoraConfig``, or a small dict of LoraConfig fields -> LoraConfig | None. A field the dict
+    leaves out takes its default of ``grpo_kit.config.declarations.LORA_DEFAULTS`` (a recipe's too)."""
     if lora is None:
         return None
     from peft import LoraConfig, PeftConfig
@@ -28,14 +31,7 @@ def check_lora(lora):
             f"Unknown LoRA option(s) {unknown}; LoraConfig accepts e.g. r, lora_alpha, lora_dropout, "
             f"target_modules, bias, task_type (see peft.LoraConfig)."
         )
-    options = {
-        "r": 16,
-        "lora_alpha": 32,
-        "lora_dropout": 0.05,
-        "target_modules": "all-linear",
-        "task_type": "CAUSAL_LM",
-    }
-    options.update(lora)
+    options = {**LORA_DEFAULTS, "task_type": "CAUSAL_LM", **lora}
     return LoraConfig(**options)
 
 

@@ -24,6 +24,7 @@ from typing import Any
 from datasets_prep.gsm8k import check_worked_example
 from datasets_prep.sft_rows import SFT_DATASETS
 from datasets_prep.shipped import TRANSFER_SETS
+from grpo_kit.config.declarations import LORA_DEFAULTS
 from grpo_kit.config.rules import (
     LOOP_ONLY_FIELDS,
     RETIRED_TRAINING_FIELDS,
@@ -87,13 +88,14 @@ class LoraSettings:
 
     r: the adapter rank. lora_alpha: scale numerator (the update is scaled by lora_alpha / r).
     lora_dropout: dropout on the adapter input. target_modules: "all-linear" (every linear layer
-    except the output head) or a list of module names such as ["q_proj", "v_proj"].
+    except the output head) or a list of module names such as ["q_proj", "v_proj"]. Defaults:
+    ``grpo_kit.config.declarations.LORA_DEFAULTS``.
     """
 
-    r: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.0
-    target_modules: str | tuple[str, ...] = "all-linear"
+    r: int = LORA_DEFAULTS["r"]
+    lora_alpha: int = LORA_DEFAULTS["lora_alpha"]
+    lora_dropout: float = LORA_DEFAULTS["lora_dropout"]
+    target_modules: str | tuple[str, ...] = LORA_DEFAULTS["target_modules"]
 
     def to_peft_config(self):
         """A ``peft.LoraConfig`` for causal-LM training."""

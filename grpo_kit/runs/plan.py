@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grpo_kit.config.declarations import check_setting
 from grpo_kit.config.loop import to_loop_config  # re-exported: grpo_kit.runs.to_loop_config
 from grpo_kit.models import TINY_MODEL
 from grpo_kit.recipes.catalogue import RECIPES, Recipe, get_recipe
@@ -310,10 +311,7 @@ def _resolve_invocation(
     loop = loop or overrides.pop("loop", None) or DEFAULT_LOOP
     if loop not in LOOPS:
         raise ValueError(f"loop {loop!r}: choose one of {', '.join(LOOPS)}.")
-    if max_steps is not None and (
-        isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1
-    ):
-        raise ValueError(f"max_steps must be at least 1, got {max_steps}.")
+    check_setting("max_steps", max_steps)  # the declared rule, as --set max_steps=N gets it
     recipe = recipe if recipe is not None else DEFAULT_RECIPE
     if isinstance(recipe, Mapping):  # a stored recipe file's content (run_config.json)
         recipe = _invoked_recipe({"recipe_file": recipe})

@@ -1,11 +1,12 @@
 """Every GRPO setting's default is written once, and every place that needs it reads that one declaration.
 
-The declarations: ``settings.GRPO_DEFAULTS`` (GRPOConfig's names; ``test_settings`` compares them with the
-installed TRL), ``settings.GRPO_KIT_DEFAULTS`` (grpo-kit's own), and, torch-free in ``losses/validation.py``,
-``LossSettings`` and ``AdvantageSettings``; the entropy bonus' in ``losses.entropy.ENTROPY_FIELDS``.
+The declaration: ``grpo_kit.config.declarations.SETTINGS`` (``GRPO_DEFAULTS`` and ``GRPO_KIT_DEFAULTS`` are read
+from it; ``test_settings`` compares the first with the installed TRL). The loss defaults it reads are written,
+torch-free, in ``core/losses/validation.py``: ``LossSettings``, ``AdvantageSettings`` and ``ENTROPY_FIELDS``.
 
-1. The source: no other literal default of a setting's name in ``grpo_kit/`` (a dataclass field, a function's
-   keyword default, ``.get(name, literal)``), except the few listed below with the reason each is not one.
+1. The source: no other literal default of a setting's name in ``grpo_kit/`` (a ``Setting(...)`` line, a dataclass
+   field, a function's keyword default, ``.get(name, literal)``), except the few listed below with the reason
+   each is not one.
 2. The walk: a recipe that leaves a setting out gets the declared value in the loop's config, in the GRPOConfig
    the TRL path builds, and through the command line, for every declared name.
 """
@@ -18,79 +19,84 @@ from pathlib import Path
 
 import pytest
 
+from grpo_kit.config.declarations import SETTINGS
 from grpo_kit.config.loop import GRPOLoopConfig
 from grpo_kit.config.rules import GRPO_DEFAULTS, GRPO_KIT_DEFAULTS, training_value
-from grpo_kit.core.losses.entropy import ENTROPY_FIELDS
-from grpo_kit.core.losses.validation import AdvantageSettings, LossSettings
+from grpo_kit.core.losses.validation import ENTROPY_FIELDS, AdvantageSettings, LossSettings
 
 GRPO_KIT = Path(__file__).resolve().parents[2] / "grpo_kit"
 
-DECLARED = {
-    **GRPO_DEFAULTS,
-    **GRPO_KIT_DEFAULTS,
-    **ENTROPY_FIELDS,
-    **{f.name: f.default for f in dataclasses.fields(LossSettings) if f.name != "max_completion_length"},
-    **{f.name: f.default for f in dataclasses.fields(AdvantageSettings)},
-}
-SETTING_NAMES = ({f.name for f in dataclasses.fields(GRPOLoopConfig)} | set(DECLARED)) - {"output_dir"}
-# Declared in a more specific home; GRPO_DEFAULTS may only refer to them.
+# The defaults a recipe that leaves a setting out gets on every path (GRPOConfig's, and grpo-kit's own names).
+DECLARED = {**GRPO_DEFAULTS, **GRPO_KIT_DEFAULTS}
+SETTING_NAMES = ({f.name for f in dataclasses.fields(GRPOLoopConfig)} | set(SETTINGS)) - {"output_dir"}
+# Declared in a more specific home; the declaration may only refer to them.
 DECLARED_ELSEWHERE = set(ENTROPY_FIELDS) | {f.name for f in dataclasses.fields(LossSettings)}
 DECLARED_ELSEWHERE |= {f.name for f in dataclasses.fields(AdvantageSettings)}
-DECLARED_ELSEWHERE -= {"max_completion_length"}  # LossSettings: None (not assumed); GRPO_DEFAULTS: TRL's 512
+DECLARED_ELSEWHERE -= {
+    "max_completion_length"
+}  # LossSettings: None (not assumed); the declaration: TRL's 512
 
 # Where the declarations are written (file, the enclosing class or assignment name).
 HOMES = {
-    ("settings.py", "GRPO_DEFAULTS"),
-    ("settings.py", "GRPO_KIT_DEFAULTS"),
-    ("losses/validation.py", "LossSettings"),
-    ("losses/validation.py", "AdvantageSettings"),
-    ("losses/entropy.py", "ENTROPY_FIELDS"),
+    ("config/declarations.py", "_DECLARED"),
+    ("core/losses/validation.py", "LossSettings"),
+    ("core/losses/validation.py", "AdvantageSettings"),
+    ("core/losses/validation.py", "ENTROPY_FIELDS"),
 }
 # Literal values of a setting's name that are not its default, each with why.
 NOT_DEFAULTS = {
-    ("recipes.py", "_RECIPE_LIST"): "the catalogue: each recipe's own values, not defaults",
-    ("recipes.py", "_GSM8K_CPU_TRAINING"): "the catalogue: the gsm8k-cpu recipes' own values",
-    ("recipes.py", "_LESSON_VARIANTS"): "the catalogue: each lesson's own values",
-    ("recipes.py", "<module>"): "the catalogue: values of the recipes built by _variant(...)",
-    ("recipe_files.py", "TRL_KEYS"): "a table of TRL's keys and their meaning, not values",
-    ("recipe_schema.py", "WarmupSFT"): "learning_rate: the SFT warm-up's own (before GRPO), not GRPO's",
+    ("recipes/catalogue.py", "_RECIPE_LIST"): "the catalogue: each recipe's own values, not defaults",
+    ("recipes/catalogue.py", "_GSM8K_CPU_TRAINING"): "the catalogue: the gsm8k-cpu recipes' own values",
+    ("recipes/catalogue.py", "_LESSON_VARIANTS"): "the catalogue: each lesson's own values",
+    ("recipes/catalogue.py", "<module>"): "the catalogue: values of the recipes built by _variant(...)",
+    ("recipes/files.py", "TRL_KEYS"): "a table of TRL's keys and their meaning, not values",
+    ("recipes/recipe.py", "WarmupSFT"): "learning_rate: the SFT warm-up's own (before GRPO), not GRPO's",
     (
-        "recipe_files.py",
+        "recipes/files.py",
         "_held_out",
     ): "seed=0: the seed that carves your rows' held-out fraction, not training's",
-    ("loop_config.py", "GRPOLoopConfig"): "bf16: the loop's own choice (TRL: True), documented on the field",
     (
-        "sampling.py",
+        "core/sampling.py",
         "*",
     ): "a building block's neutral values (1.0, 0: no warping); every caller passes the run's",
-    ("logprobs.py", "*"): "temperature=1.0: log-probs unscaled; every caller passes the run's",
+    ("core/logprobs.py", "*"): "temperature=1.0: log-probs unscaled; every caller passes the run's",
     (
-        "losses/aggregation.py",
+        "core/losses/aggregation.py",
         "*",
     ): "gradient_accumulation_steps=1: the neutral divisor; compute_loss passes it",
-    ("losses/entropy.py", "entropy_bonus"): "gradient_accumulation_steps=1: the neutral divisor",
-    ("entropy_demo.py", "*"): "lesson 5's toy policy, not a GRPO run",
+    ("core/losses/entropy.py", "entropy_bonus"): "gradient_accumulation_steps=1: the neutral divisor",
+    ("teaching/entropy_demo.py", "*"): "lesson 5's toy policy, not a GRPO run",
     ("models/tiny.py", "*"): "seed of the random test model's weights",
     ("models/vlm.py", "*"): "seed of the random vision tower's weights",
     ("evaluation/*", "*"): "the evaluation's own sampling seed and decoding, not training's",
     ("runs/held_out.py", "evaluate_held_out"): "the evaluation's own sampling seed",
     (
-        "settings.py",
+        "config/rules.py",
         "evaluation_settings",
     ): "eval_strategy='steps': the schedule evaluation_interval resolved",
-    ("generation.py", "Decoding"): "seed: the evaluation's own sampling seed (the rest read GRPO_DEFAULTS)",
-    ("tool_rollout.py", "generate_with_tools"): "num_generations=1: one rollout per prompt for evaluation",
     (
-        "unsloth_path.py",
+        "rollout/generation.py",
+        "Decoding",
+    ): "seed: the evaluation's own sampling seed (the rest read GRPO_DEFAULTS)",
+    (
+        "rollout/tool_rollout.py",
+        "*",
+    ): "the evaluation's tool rollout: one rollout per prompt, one tool round unless the recipe sets more",
+    (
+        "trainers/unsloth_path.py",
         "sampling_params_kwargs",
     ): "num_generations=1: one vLLM sample per prompt for evaluation",
-    ("vllm_generation.py", "*"): "one sample per prompt and the engine's seed for evaluation",
+    ("trainers/trl_path.py", "_vllm_overrides"): "use_vllm=True: what giving a vllm_mode asks for",
+    ("rollout/vllm_generation.py", "*"): "one sample per prompt and the engine's seed for evaluation",
     ("export/hf.py", "*"): "a dtype name table (bf16 -> bfloat16), not a setting",
-    ("run_context.py", "LoopState"): "max_steps=0: the bookkeeping's counter before the plan sets it",
-    ("lesson_helpers.py", "*"): "what a lesson's Train button asks for (no progress bar under marimo)",
+    ("loop/bookkeeping.py", "LoopState"): "max_steps=0: the bookkeeping's counter before the plan sets it",
+    (
+        "teaching/lesson_helpers.py",
+        "*",
+    ): "what a lesson's Train button asks for (no progress bar under marimo)",
     ("cli/train.py", "*"): "'?' shown when run.json lacks max_steps",
     (
-        "loop_plumbing.py",
+        "loop/plumbing.py",
         "build_optimizer",
     ): "weight_decay=0.0: the parameters AdamW must not decay (biases, norms)",
 }
@@ -132,6 +138,11 @@ def _literal_defaults(root: Path = GRPO_KIT) -> list[tuple[str, str, int, str, s
                     found.append((rel, owner, node.lineno, names[0], f"{names[0]} = {node.value.value!r}"))
                 if names and owner == "<module>":
                     owner = names[0]
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Setting":
+                if len(node.args) >= 2 and _literal(node.args[0]) and node.args[0].value in SETTING_NAMES:
+                    name, default = node.args[0].value, node.args[1]
+                    if _literal(default):
+                        found.append((rel, owner, node.lineno, name, f"Setting({name!r}, {default.value!r})"))
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 if node.func.attr in ("get", "setdefault", "pop") and len(node.args) == 2:
                     key, default = node.args
@@ -160,7 +171,7 @@ def _literal_defaults(root: Path = GRPO_KIT) -> list[tuple[str, str, int, str, s
 
 def _excused(rel: str, owner: str, name: str) -> bool:
     if (rel, owner) in HOMES:
-        return owner != "GRPO_DEFAULTS" or name not in DECLARED_ELSEWHERE
+        return owner != "_DECLARED" or name not in DECLARED_ELSEWHERE
     for file, where in NOT_DEFAULTS:
         file_matches = rel == file or (file.endswith("/*") and rel.startswith(file[:-1]))
         if file_matches and where in ("*", owner):
@@ -174,23 +185,24 @@ def test_no_setting_has_a_literal_default_outside_its_declaration():
         for rel, owner, line, name, what in _literal_defaults()
         if not _excused(rel, owner, name)
     ]
-    assert not stray, "read the declaration (settings.training_value / GRPO_DEFAULTS) instead:\n" + "\n".join(
-        stray
+    assert not stray, (
+        "read the declaration (rules.training_value / declarations.SETTINGS) instead:\n" + "\n".join(stray)
     )
 
 
 def test_the_scan_finds_a_literal_default_and_does_not_excuse_it(tmp_path):
     (tmp_path / "copy.py").write_text('def f(training):\n    return training.get("seed", 42)\n')
-    (tmp_path / "settings.py").write_text(
-        'GRPO_DEFAULTS = {"seed": 42, "beta": 0.0}\n'
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "declarations.py").write_text(
+        '_DECLARED = (Setting("seed", 42, "help"), Setting("beta", 0.0, "help"))\n'
     )  # beta: LossSettings'
     found = _literal_defaults(tmp_path)
     assert [(rel, owner, line, name) for rel, owner, line, name, _ in found] == [
+        ("config/declarations.py", "_DECLARED", 1, "seed"),
+        ("config/declarations.py", "_DECLARED", 1, "beta"),
         ("copy.py", "f", 2, "seed"),
-        ("settings.py", "GRPO_DEFAULTS", 1, "seed"),
-        ("settings.py", "GRPO_DEFAULTS", 1, "beta"),
     ]
-    assert [_excused(rel, owner, name) for rel, owner, _, name, _ in found] == [False, True, False]
+    assert [_excused(rel, owner, name) for rel, owner, _, name, _ in found] == [True, False, False]
 
 
 # --- the walk: recipe -> loop config | GRPOConfig | command line --------------------------------------------------

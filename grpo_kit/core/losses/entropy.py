@@ -28,18 +28,9 @@ from typing import Any
 
 import torch
 
-__all__ = ["ENTROPY_FIELDS", "EntropyControl", "check_entropy_settings", "entropy_bonus"]
+from grpo_kit.core.losses.validation import ENTROPY_FIELDS  # torch-free, beside the other loss defaults
 
-#: GRPOConfig's entropy-regularization fields and their defaults (TRL 1.15), written here only
-#: (``EntropyControl`` and ``GRPOLoopConfig`` read them).
-ENTROPY_FIELDS = {
-    "entropy_coef": 0.0,
-    "use_adaptive_entropy": False,
-    "entropy_coef_min": 0.0,
-    "entropy_coef_max": 1.0,
-    "entropy_coef_delta": 0.005,
-    "entropy_target": 0.2,
-}
+__all__ = ["ENTROPY_FIELDS", "EntropyControl", "check_entropy_settings", "entropy_bonus"]
 
 
 def entropy_bonus(

@@ -2,7 +2,8 @@
 
 ``LossSettings`` carries the loss hyper-parameters of a run from its config to ``compute_loss``; its defaults are
 the pinned TRL's ``GRPOConfig`` defaults, and every other place that needs one (``compute_loss``'s keywords,
-``GRPOLoopConfig``'s fields, ``grpo_kit.config.rules.GRPO_DEFAULTS``, the rules below) reads it from here.
+the setting declarations ``grpo_kit.config.declarations``, the rules below) reads it from here; so do the
+entropy bonus' (:data:`ENTROPY_FIELDS`). ``check_beta`` and ``check_epsilons`` are the one rule of those ranges.
 
 ``AdvantageSettings`` does the same for the two advantage settings (``grpo_kit.core.advantages`` reads its defaults and
 option lists from here, so that the settings can name them without importing torch).
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "ENTROPY_FIELDS",
     "IMPORTANCE_SAMPLING_LEVELS",
     "LOSS_TYPE_NAMES",
     "MULTI_OBJECTIVE_AGGREGATIONS",
@@ -31,10 +33,11 @@ __all__ = [
     "TRL_VESPO_ADVICE",
     "AdvantageSettings",
     "LossSettings",
+    "check_beta",
     "check_cispo_cap",
+    "check_epsilons",
     "check_loss_call",
     "check_loss_options",
-    "check_non_negative",
     "warn_like_trl",
     "warn_sequence_level_sums",
 ]
@@ -62,7 +65,7 @@ MULTI_OBJECTIVE_AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
 @dataclass(frozen=True)
 class AdvantageSettings:
     """How rewards become advantages, with TRL ``GRPOConfig``'s names and defaults: the one place they are
-    written (``compute_advantages``' keywords and ``settings.GRPO_DEFAULTS`` read them)."""
+    written (``compute_advantages``' keywords and ``grpo_kit.config.declarations`` read them)."""
 
     scale_rewards: str = "group"
     multi_objective_aggregation: str = "sum_then_normalize"
@@ -74,7 +77,7 @@ class LossSettings:
     call (``compute_loss(..., settings=LossSettings.from_config(config))``). The only carrier of loss
     hyper-parameters from a config to ``compute_loss``, and the one place their defaults are written: names
     and defaults are TRL ``GRPOConfig``'s, except ``max_completion_length``, which ``compute_loss`` needs only
-    for ``dr_grpo`` and does not assume (``None``; GRPOConfig's 512 is ``settings.GRPO_DEFAULTS``')."""
+    for ``dr_grpo`` and does not assume (``None``; GRPOConfig's 512 is the declaration's)."""
 
     loss_type: str = "dapo"
     beta: float = 0.0
@@ -103,20 +106,34 @@ class LossSettings:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
+#: GRPOConfig's entropy-regularization fields and their defaults (TRL 1.15), written here only (torch-free, so that
+#: the settings can read them): ``losses.entropy.EntropyControl`` and ``GRPOLoopConfig`` read them.
+ENTROPY_FIELDS = {
+    "entropy_coef": 0.0,
+    "use_adaptive_entropy": False,
+    "entropy_coef_min": 0.0,
+    "entropy_coef_max": 1.0,
+    "entropy_coef_delta": 0.005,
+    "entropy_target": 0.2,
+}
+
+
 # --- the rules --------------------------------------------------------------------------------------
 
 
-def check_non_negative(
-    *,
-    beta: float = LossSettings.beta,
-    epsilon: float = LossSettings.epsilon,
-    epsilon_high: float | None = LossSettings.epsilon_high,
-) -> None:
-    """β and the clip ranges are magnitudes."""
+def check_beta(beta: float) -> None:
+    """β is the KL coefficient, a magnitude: >= 0 (0 turns the KL term off). The one rule of its range
+    (``grpo_kit.config.declarations`` runs it on every path; ``compute_loss`` on every call)."""
     if beta < 0:
         raise ValueError(
             f"beta={beta} is negative; the KL coefficient must be >= 0 (0 disables the KL term)."
         )
+
+
+def check_epsilons(
+    *, epsilon: float = LossSettings.epsilon, epsilon_high: float | None = LossSettings.epsilon_high
+) -> None:
+    """The clip ranges are magnitudes: >= 0."""
     if epsilon < 0 or (epsilon_high is not None and epsilon_high < 0):
         raise ValueError(f"epsilon={epsilon} and epsilon_high={epsilon_high} must be >= 0.")
 
@@ -147,7 +164,8 @@ def check_loss_call(
             f"unknown importance_sampling_level={importance_sampling_level!r}; use 'token' or 'sequence'."
         )
     warn_like_trl(loss_type, importance_sampling_level)
-    check_non_negative(beta=beta, epsilon=epsilon, epsilon_high=epsilon_high)
+    check_beta(beta)
+    check_epsilons(epsilon=epsilon, epsilon_high=epsilon_high)
     if delta is not None and delta <= 1:
         raise ValueError(
             f"delta={delta} caps the importance ratio from above and must be > 1 (INTELLECT-2 recommends > 1 + "
