@@ -26,7 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["REWARD_MODEL_PREFIX", "RewardImportError", "RewardSpec", "is_user_reward", "load_user_reward"]
+__all__ = [
+    "REWARD_MODEL_PREFIX",
+    "RewardImportError",
+    "RewardSpec",
+    "imports_only_installed_rewards",
+    "is_user_reward",
+    "load_user_reward",
+]
 
 #: ``RewardSpec("model:<id or path>")`` names a reward model instead of a function of ``rewards``.
 REWARD_MODEL_PREFIX = "model:"
@@ -39,6 +46,30 @@ class RewardImportError(ValueError):
 def is_user_reward(name: str) -> bool:
     """True for ``file.py:function`` and ``module.function`` (a function of the user's, not of ``rewards``)."""
     return not name.startswith(REWARD_MODEL_PREFIX) and (":" in name or "." in name)
+
+
+def imports_only_installed_rewards(name: str) -> bool:
+    """True when building ``RewardSpec(name)`` imports no code but the installed ``rewards`` package's: the name
+    is resolved as :meth:`RewardSpec.build` resolves it (a reward model and a bare name are not code of the
+    user's; ``file.py:function`` is the resolved file; ``module.function`` is the file of the module Python would
+    import), and that file must lie inside the ``rewards`` package's folder. Decided without importing anything
+    but ``rewards`` and its own modules."""
+    if name.startswith(REWARD_MODEL_PREFIX) or not is_user_reward(name):
+        return True
+    import rewards
+
+    package = Path(rewards.__file__).resolve().parent
+    if ":" in name:
+        return Path(name.rpartition(":")[0]).expanduser().resolve().is_relative_to(package)
+    module_name = name.rpartition(".")[0]
+    if module_name != "rewards" and not module_name.startswith("rewards."):
+        return False  # finding another module's file would import its parent packages: their code runs
+    try:
+        spec = importlib.util.find_spec(module_name)  # imports only rewards' own parent packages
+    except (ImportError, ValueError):
+        return False
+    origin = getattr(spec, "origin", None)
+    return isinstance(origin, str) and Path(origin).resolve().is_relative_to(package)
 
 
 #: Modules imported from files, by resolved path: one import per file per process (the same function object
