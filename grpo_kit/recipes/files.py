@@ -135,7 +135,24 @@ def _yaml_loader():
     import yaml
 
     class Loader(yaml.SafeLoader):
-        pass
+        def construct_mapping(self, node, deep=False):
+            """A key written twice in one table is refused (as TOML refuses it), not the last one kept."""
+            if isinstance(node, yaml.MappingNode):
+                first_line: dict[Any, int] = {}
+                for key_node, _ in node.value:
+                    if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` may repeat the base's keys
+                        continue
+                    key = self.construct_object(key_node, deep=True)
+                    line = key_node.start_mark.line + 1
+                    try:
+                        if key in first_line:
+                            raise yaml.YAMLError(
+                                f"line {line}: {key!r} is set twice (first on line {first_line[key]}); keep one."
+                            )
+                        first_line[key] = line
+                    except TypeError:  # an unhashable key: SafeLoader says so itself
+                        break
+            return super().construct_mapping(node, deep=deep)
 
     # YAML 1.1 reads 1e-5 as text; YAML 1.2 (and every config a user copies from TRL) means a number.
     Loader.add_implicit_resolver(
@@ -559,8 +576,9 @@ def _warmup_sft(value: Any, where: str, base_dir: Path) -> WarmupSFT | None:
 
 
 def _check_rewards(recipe: Recipe, where: str) -> None:
-    """Every reward name resolves: a ``rewards`` export, or a user function imported now and held to the
-    contract (``rewards.check_reward_funcs``); reward models are checked where they load."""
+    """Every reward name resolves: a ``rewards`` export (a factory with its ``kwargs``), or a user function
+    imported now and held to the contract (``rewards.check_reward_funcs``); reward models are checked where they
+    load."""
     import rewards
     from rewards import check_reward_funcs
 
@@ -576,6 +594,15 @@ def _check_rewards(recipe: Recipe, where: str) -> None:
                 hint = f" Did you mean {', '.join(close)}?" if close else ""
                 raise RecipeFileError(
                     f"{at}: rewards has no such function.{hint} A function of yours is named file.py:function."
+                )
+            factory = getattr(rewards, spec.name)
+            if getattr(factory, "is_reward_factory", False) and not spec.kwargs:
+                import inspect
+
+                names = [n for n in inspect.signature(factory).parameters if n != "tokenizer"]
+                raise RecipeFileError(
+                    f"{at} is a reward factory: give its arguments ({', '.join(names)}), e.g. "
+                    f"- {{name: {spec.name}, kwargs: {{{names[0] if names else 'name'}: ...}}}}."
                 )
             continue
         try:

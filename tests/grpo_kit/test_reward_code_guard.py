@@ -210,7 +210,7 @@ def test_only_names_resolving_into_the_installed_rewards_package_need_no_trust(t
         assert not imports_only_installed_rewards(name), name
 
 
-# --- recipe files: one list of rewards -----------------------------------------------------
+# --- recipe files: one list of rewards, no key twice -----------------------------------------------------
 
 
 def test_rewards_and_reward_funcs_together_are_refused():
@@ -219,3 +219,39 @@ def test_rewards_and_reward_funcs_together_are_refused():
     )
     with pytest.raises(RecipeFileError, match="rewards and reward_funcs .* keep one"):
         recipe_from_text(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "line"),
+    [
+        ("max_steps: 3\nmax_steps: 1\n", "max_steps", 4),
+        ("training:\n  learning_rate: 1.0e-4\n  learning_rate: 1.0e-5\n", "learning_rate", 5),
+        ("rewards:\n  - {name: length_reward, name: accuracy_reward}\n", "name", 4),
+    ],
+)
+def test_a_yaml_key_written_twice_is_refused_naming_the_line(text, key, line):
+    with pytest.raises(RecipeFileError, match=rf"line {line}: '{key}' is set twice"):
+        recipe_from_text("model: tiny\ndataset: gsm8k\n" + text)
+
+
+def test_yaml_merge_keys_are_not_duplicates():
+    text = "base: &b {a: 1}\nmodel: tiny\n"
+    from grpo_kit.recipes.files import _parse
+
+    assert _parse(text + "other: {<<: *b, a: 2}\n", "yaml", "f")["other"] == {"a": 2}
+
+
+@pytest.mark.parametrize("key", ["rewards", "reward_funcs"])
+def test_a_reward_factory_without_its_arguments_is_one_line(tmp_path, monkeypatch, capsys, key):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps({"question": f"q{i}"}) + "\n" for i in range(8)))
+    text = RECIPE.replace(
+        "rewards:\n  - {name: length_reward, kwargs: {ideal_length: 8}}", f"{key}: [length_reward]"
+    )
+    (tmp_path / "factory.yaml").write_text(text)
+    code = main(["train", "--config", "factory.yaml", "--output-dir", "run"])
+    said = capsys.readouterr()
+    out = said.out + said.err
+    assert code == 2 and "Traceback" not in out and len(out.strip().splitlines()) == 1, out
+    assert "'length_reward' is a reward factory: give its arguments (ideal_length, unit)" in out
+    assert "{name: length_reward, kwargs: {ideal_length: ...}}" in out
