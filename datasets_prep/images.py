@@ -19,7 +19,8 @@ Synthetic tasks (:data:`IMAGE_TASKS`), each answerable from the picture alone:
 
 :func:`load_image_tasks` reads a JSONL whose lines are ``{"image": "path/relative/to/the/jsonl.png",
 "prompt": "<image>What colour is the shape?", "answer": "red"}`` (``choices`` optional) into the same rows:
-``<image>`` marks where the picture goes. Every bad line is one :class:`ImageDataError` naming the file, the
+``<image>`` marks where the picture goes; an image path that leads outside the JSONL's folder (``..``, an absolute
+path, a symlink out) is refused. Every bad line is one :class:`ImageDataError` naming the file, the
 line and the fix. Pillow is imported inside the functions.
 """
 
@@ -207,6 +208,19 @@ def _open_image(path: Path, where: str):
         ) from None
 
 
+def _image_path(jsonl: Path, name: Any, where: str) -> Path:
+    """The image a JSONL line names: a path relative to the JSONL's folder that stays inside it once symlinks are
+    resolved; an absolute path, ``..`` or a link out of the folder is refused naming the line."""
+    folder = jsonl.parent.resolve()
+    image = (folder / str(name)).resolve()
+    if not image.is_relative_to(folder):
+        raise ImageDataError(
+            f"{where}: image {str(name)!r} leads outside the JSONL's folder {folder} (to {image}); image paths "
+            "are relative to that folder and stay inside it. Copy the image into the folder and name it there."
+        )
+    return image
+
+
 def _prompt_blocks(text: str, where: str) -> list[dict[str, Any]]:
     if not isinstance(text, str) or IMAGE_PLACEHOLDER not in text:
         raise ImageDataError(
@@ -228,7 +242,7 @@ def _prompt_blocks(text: str, where: str) -> list[dict[str, Any]]:
 
 def load_image_tasks(path: str | Path) -> list[dict]:
     """A JSONL of ``{"image", "prompt", "answer"[, "choices"]}`` lines -> rows like :func:`shapes_rows`' (images
-    opened and checked now, paths relative to the JSONL's folder)."""
+    opened and checked now, paths relative to the JSONL's folder and inside it)."""
     path = Path(path)
     if not path.is_file():
         raise ImageDataError(f"{path} does not exist. Pass a .jsonl file of image/prompt/answer lines.")
@@ -251,7 +265,7 @@ def load_image_tasks(path: str | Path) -> list[dict]:
                 f"{where} lacks {missing}. Each line needs image (a path), prompt and answer."
             )
         prompt = _prompt_blocks(record["prompt"], where)
-        image = _open_image(path.parent / str(record["image"]), where)
+        image = _open_image(_image_path(path, record["image"], where), where)
         choices = record.get("choices", "")
         if isinstance(choices, list):
             choices = ",".join(str(choice) for choice in choices)
