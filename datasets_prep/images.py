@@ -31,6 +31,8 @@ import random
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from datasets_prep.files import jsonl_lines
+
 __all__ = [
     "IMAGE_PLACEHOLDER",
     "IMAGE_TASKS",
@@ -247,7 +249,7 @@ def load_image_tasks(path: str | Path) -> list[dict]:
     if not path.is_file():
         raise ImageDataError(f"{path} does not exist. Pass a .jsonl file of image/prompt/answer lines.")
     rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
+    for number, line in jsonl_lines(path):  # one line at a time, each within files.max_row_bytes
         if not line.strip():
             continue
         where = f"{path} line {number}"
