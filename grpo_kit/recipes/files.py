@@ -203,7 +203,7 @@ def refuse_reward_code_of_a_run(specs: Iterable[RewardSpec], where: str) -> None
     Importing a module runs it. A run folder may come from someone else, so the code it names is imported only
     when you name it again: ``--trust-reward-code``, or ``grpo-kit train --config <run>/recipe.yaml``. Functions
     of ``rewards`` and reward models are not code of the user's."""
-    code = [spec.name for spec in specs if not imports_only_installed_rewards(spec.name)]
+    code = [spec.name for spec in specs if not imports_only_installed_rewards(spec.name, spec.kwargs)]
     if code:
         raise RecipeFileError(
             f"{where} names reward code ({', '.join(code)}), which runs when it is imported; grpo-kit imports a "

@@ -132,8 +132,9 @@ def _recipe_yaml(run: Path, rewards_lines: str) -> None:
         "rewards: ['rewards./../../evil.py:fn']\n",
         "reward_funcs: [rewards.py:fn]\n",
         "rewards:\n  - {name: '{tmp}/evil.py:fn', weight: 1.0}\n",
+        "rewards:\n  - {name: rewards.lint.main, kwargs: {argv: ['evil:fn']}}\n",  # lint imports evil.py
     ],
-    ids=["rewards.py", "rewards-dot-dot", "trl-key", "absolute"],
+    ids=["rewards.py", "rewards-dot-dot", "trl-key", "absolute", "package-function-with-arguments"],
 )
 def test_eval_imports_no_reward_code_of_the_run_folder(run, tmp_path, capsys, rewards_lines):
     marker = tmp_path / "marker"
@@ -208,6 +209,15 @@ def test_only_names_resolving_into_the_installed_rewards_package_need_no_trust(t
         "rewards_extra.module.fn",
     ):
         assert not imports_only_installed_rewards(name), name
+    # a function of the package is called with a run folder's arguments only when it is a reward factory
+    assert imports_only_installed_rewards("length_reward", {"ideal_length": 8})
+    assert imports_only_installed_rewards("rewards.length_reward", {"ideal_length": 8})
+    for name, kwargs in (
+        ("rewards.lint.main", {"argv": ["outside:fn"]}),  # it would import outside.py
+        ("rewards.lint._resolve", {"target": "outside:fn"}),
+        ("accuracy_reward", {"anything": 1}),
+    ):
+        assert not imports_only_installed_rewards(name, kwargs), name
 
 
 # --- recipe files: one list of rewards, no key twice -----------------------------------------------------
