@@ -10,6 +10,10 @@ name the file and the line.
 * a malformed line or non-UTF-8 bytes gave an Arrow error that named neither the file nor the line.
 
 Parquet keeps its own column types (it stores them); numeric answer columns are cast to strings.
+
+Every row is bounded: a row longer than :func:`max_row_bytes` (1 MiB, ``GRPO_KIT_MAX_ROW_BYTES`` to change it) is
+refused naming the file, the line and the setting, before any model loads. A JSONL file is read one line at a
+time (:func:`jsonl_lines`), so a huge line is refused after reading at most the bound, not held in memory whole.
 ``datasets`` is imported lazily, inside the functions.
 """
 
@@ -18,13 +22,68 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 
 class DataFileError(ValueError):
     """A local data file that cannot be read as rows; the message names the file, the line and the fix."""
+
+
+#: The setting that bounds a row of a data file, in bytes (:func:`max_row_bytes`).
+MAX_ROW_BYTES_SETTING = "GRPO_KIT_MAX_ROW_BYTES"
+#: Its default: 1 MiB, some 250k tokens, past any prompt a GRPO run can use; shipped and hand-written rows are < 4 KiB.
+DEFAULT_MAX_ROW_BYTES = 1 << 20
+
+
+def max_row_bytes() -> int:
+    """The longest row a data file may hold, in bytes: ``GRPO_KIT_MAX_ROW_BYTES``, else 1 MiB."""
+    value = os.environ.get(MAX_ROW_BYTES_SETTING, "").strip()
+    if not value:
+        return DEFAULT_MAX_ROW_BYTES
+    if not value.isdigit() or int(value) < 1:
+        raise DataFileError(
+            f"{MAX_ROW_BYTES_SETTING}={value!r}: write a number of bytes, e.g. {DEFAULT_MAX_ROW_BYTES}."
+        )
+    return int(value)
+
+
+def _too_long(path: Path, where: str, limit: int) -> DataFileError:
+    return DataFileError(
+        f"{path}, {where}: a row longer than {limit} bytes ({MAX_ROW_BYTES_SETTING}); shorten or drop it, or "
+        f"raise the bound if rows this long are meant ({MAX_ROW_BYTES_SETTING}={limit * 4})."
+    )
+
+
+def jsonl_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of each line of ``path``, read one at a time (UTF-8, a byte-order mark dropped). A
+    line longer than :func:`max_row_bytes` is :class:`DataFileError` naming the line and the setting, after
+    reading no more of it than the bound; a line that is not UTF-8 names its line too."""
+    limit = max_row_bytes()
+    with Path(path).open("rb") as file:
+        number = 0
+        while raw := file.readline(limit + 1):
+            number += 1
+            if len(raw) > limit and not raw.endswith(b"\n"):
+                raise _too_long(path, f"line {number}", limit)
+            try:
+                text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as error:
+                raise DataFileError(
+                    f"{path}, line {number}: not UTF-8 text (byte {raw[error.start : error.start + 1]!r} at "
+                    f"column {error.start + 1}). Save the file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)."
+                ) from error
+            yield number, text.rstrip("\r\n")
+
+
+def _check_row_sizes(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Each parsed row of a JSON or CSV file within :func:`max_row_bytes` (its JSON text)."""
+    limit = max_row_bytes()
+    for number, row in enumerate(rows, start=1):
+        if len(json.dumps(row, ensure_ascii=False, default=str).encode()) > limit:
+            raise _too_long(path, f"row {number}", limit)
 
 
 def _empty(path: Path) -> DataFileError:
@@ -56,9 +115,9 @@ def _as_text(rows: list[dict[str, Any]], text_columns: Iterable[str]) -> list[di
     return rows
 
 
-def _jsonl_rows(path: Path, text: str) -> list[dict[str, Any]]:
+def _jsonl_rows(path: Path, lines: Iterable[tuple[int, str]]) -> list[dict[str, Any]]:
     rows = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in lines:
         if not line.strip():
             continue
         try:
@@ -82,7 +141,7 @@ def _json_rows(path: Path, text: str) -> list[dict[str, Any]]:
         document = json.loads(text)
     except json.JSONDecodeError as error:
         if error.msg == "Extra data":  # several JSON values: JSON Lines saved as .json
-            return _jsonl_rows(path, text)
+            return _jsonl_rows(path, enumerate(text.splitlines(), start=1))
         raise DataFileError(
             f"{path}, line {error.lineno}: not valid JSON ({error.msg} at column {error.colno})."
         ) from error
@@ -120,29 +179,34 @@ def _csv_rows(path: Path, text: str) -> list[dict[str, Any]]:
     return rows
 
 
-_TEXT_READERS = {".jsonl": _jsonl_rows, ".json": _json_rows, ".csv": _csv_rows}
+_TEXT_READERS = {".json": _json_rows, ".csv": _csv_rows}
 
 
 def read_data_file(path: str | Path, *, text_columns: Iterable[str] = ()):
     """Rows of a ``.jsonl``/``.json``/``.csv``/``.parquet`` file -> ``datasets.Dataset``.
 
     CSV cells are strings; numbers in ``text_columns`` become strings too (module docstring).
-    Raises :class:`DataFileError` naming the file (and the line) for an empty, malformed or non-UTF-8 file.
+    Raises :class:`DataFileError` naming the file (and the line) for an empty, malformed or non-UTF-8 file, or a
+    row longer than :func:`max_row_bytes`.
     """
     import datasets
 
     path = Path(path)
     suffix = path.suffix.lower()
-    data = path.read_bytes()
-    if not data.strip():
-        raise _empty(path)
-    if suffix == ".parquet":
-        return _read_parquet(path, tuple(text_columns))
-    if suffix not in _TEXT_READERS:
-        raise DataFileError(
-            f"{path}: unsupported extension {suffix or '(none)'!r}; use .jsonl, .json, .csv or .parquet."
-        )
-    rows = _TEXT_READERS[suffix](path, _decode(path, data))
+    if suffix == ".jsonl":
+        rows = _jsonl_rows(path, jsonl_lines(path))
+    else:
+        data = path.read_bytes()
+        if not data.strip():
+            raise _empty(path)
+        if suffix == ".parquet":
+            return _read_parquet(path, tuple(text_columns))
+        if suffix not in _TEXT_READERS:
+            raise DataFileError(
+                f"{path}: unsupported extension {suffix or '(none)'!r}; use .jsonl, .json, .csv or .parquet."
+            )
+        rows = _TEXT_READERS[suffix](path, _decode(path, data))
+        _check_row_sizes(path, rows)
     if not rows:
         raise _empty(path)
     try:

@@ -19,7 +19,8 @@ Synthetic tasks (:data:`IMAGE_TASKS`), each answerable from the picture alone:
 
 :func:`load_image_tasks` reads a JSONL whose lines are ``{"image": "path/relative/to/the/jsonl.png",
 "prompt": "<image>What colour is the shape?", "answer": "red"}`` (``choices`` optional) into the same rows:
-``<image>`` marks where the picture goes. Every bad line is one :class:`ImageDataError` naming the file, the
+``<image>`` marks where the picture goes; an image path that leads outside the JSONL's folder (``..``, an absolute
+path, a symlink out) is refused. Every bad line is one :class:`ImageDataError` naming the file, the
 line and the fix. Pillow is imported inside the functions.
 """
 
@@ -29,6 +30,8 @@ import json
 import random
 from pathlib import Path
 from typing import Any, NamedTuple
+
+from datasets_prep.files import jsonl_lines
 
 __all__ = [
     "IMAGE_PLACEHOLDER",
@@ -207,6 +210,19 @@ def _open_image(path: Path, where: str):
         ) from None
 
 
+def _image_path(jsonl: Path, name: Any, where: str) -> Path:
+    """The image a JSONL line names: a path relative to the JSONL's folder that stays inside it once symlinks are
+    resolved; an absolute path, ``..`` or a link out of the folder is refused naming the line."""
+    folder = jsonl.parent.resolve()
+    image = (folder / str(name)).resolve()
+    if not image.is_relative_to(folder):
+        raise ImageDataError(
+            f"{where}: image {str(name)!r} leads outside the JSONL's folder {folder} (to {image}); image paths "
+            "are relative to that folder and stay inside it. Copy the image into the folder and name it there."
+        )
+    return image
+
+
 def _prompt_blocks(text: str, where: str) -> list[dict[str, Any]]:
     if not isinstance(text, str) or IMAGE_PLACEHOLDER not in text:
         raise ImageDataError(
@@ -228,12 +244,12 @@ def _prompt_blocks(text: str, where: str) -> list[dict[str, Any]]:
 
 def load_image_tasks(path: str | Path) -> list[dict]:
     """A JSONL of ``{"image", "prompt", "answer"[, "choices"]}`` lines -> rows like :func:`shapes_rows`' (images
-    opened and checked now, paths relative to the JSONL's folder)."""
+    opened and checked now, paths relative to the JSONL's folder and inside it)."""
     path = Path(path)
     if not path.is_file():
         raise ImageDataError(f"{path} does not exist. Pass a .jsonl file of image/prompt/answer lines.")
     rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
+    for number, line in jsonl_lines(path):  # one line at a time, each within files.max_row_bytes
         if not line.strip():
             continue
         where = f"{path} line {number}"
@@ -251,7 +267,7 @@ def load_image_tasks(path: str | Path) -> list[dict]:
                 f"{where} lacks {missing}. Each line needs image (a path), prompt and answer."
             )
         prompt = _prompt_blocks(record["prompt"], where)
-        image = _open_image(path.parent / str(record["image"]), where)
+        image = _open_image(_image_path(path, record["image"], where), where)
         choices = record.get("choices", "")
         if isinstance(choices, list):
             choices = ",".join(str(choice) for choice in choices)

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from datasets_prep.files import jsonl_lines
 from datasets_prep.gsm8k import SYSTEM_PROMPT, XML_COT_FORMAT
 from datasets_prep.synthetic import synthetic_gsm8k
 
@@ -127,7 +128,7 @@ def load_sft_rows(
                 ".jsonl file; fix the path or name a built-in set."
             )
         raw = []
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        for number, line in jsonl_lines(path):  # one line at a time, each within files.max_row_bytes
             if line.strip():
                 try:
                     raw.append(json.loads(line))

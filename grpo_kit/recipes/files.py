@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,12 @@ from grpo_kit.recipes.recipe import (
     UnslothSettings,
     WarmupSFT,
 )
-from grpo_kit.recipes.reward_specs import REWARD_MODEL_PREFIX, RewardImportError, is_user_reward
+from grpo_kit.recipes.reward_specs import (
+    REWARD_MODEL_PREFIX,
+    RewardImportError,
+    imports_only_installed_rewards,
+    is_user_reward,
+)
 
 __all__ = [
     "RECIPE_FILE_SUFFIXES",
@@ -130,7 +135,24 @@ def _yaml_loader():
     import yaml
 
     class Loader(yaml.SafeLoader):
-        pass
+        def construct_mapping(self, node, deep=False):
+            """A key written twice in one table is refused (as TOML refuses it), not the last one kept."""
+            if isinstance(node, yaml.MappingNode):
+                first_line: dict[Any, int] = {}
+                for key_node, _ in node.value:
+                    if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` may repeat the base's keys
+                        continue
+                    key = self.construct_object(key_node, deep=True)
+                    line = key_node.start_mark.line + 1
+                    try:
+                        if key in first_line:
+                            raise yaml.YAMLError(
+                                f"line {line}: {key!r} is set twice (first on line {first_line[key]}); keep one."
+                            )
+                        first_line[key] = line
+                    except TypeError:  # an unhashable key: SafeLoader says so itself
+                        break
+            return super().construct_mapping(node, deep=deep)
 
     # YAML 1.1 reads 1e-5 as text; YAML 1.2 (and every config a user copies from TRL) means a number.
     Loader.add_implicit_resolver(
@@ -172,20 +194,16 @@ def _parse(text: str, fmt: str, where: str) -> dict[str, Any]:
     return data
 
 
-def refuse_reward_code_of_a_run(data: Mapping[str, Any], where: str) -> None:
-    """``RecipeFileError`` when the recipe table ``data``, read back from a run folder (its ``recipe.yaml``, its
-    stored invocation), names reward code of the user's (``file.py:function``, ``module.function``).
+def refuse_reward_code_of_a_run(specs: Iterable[RewardSpec], where: str) -> None:
+    """``RecipeFileError`` when a reward of ``specs``, the rewards a recipe read back from a run folder resolved to
+    (its ``recipe.yaml``, its stored invocation, run.json's settings), would import code that is not the installed
+    ``rewards`` package's (:func:`grpo_kit.recipes.reward_specs.imports_only_installed_rewards`: the names are
+    judged by the file they import, as the loader resolves them, not by how they are spelled).
 
     Importing a module runs it. A run folder may come from someone else, so the code it names is imported only
     when you name it again: ``--trust-reward-code``, or ``grpo-kit train --config <run>/recipe.yaml``. Functions
     of ``rewards`` and reward models are not code of the user's."""
-    from grpo_kit.recipes.reward_specs import is_user_reward
-
-    entries = data.get("rewards", data.get("reward_funcs")) or []
-    if isinstance(entries, (str, Mapping)):
-        entries = [entries]
-    names = [entry.get("name") if isinstance(entry, Mapping) else entry for entry in entries]
-    code = [n for n in names if isinstance(n, str) and is_user_reward(n) and not n.startswith("rewards.")]
+    code = [spec.name for spec in specs if not imports_only_installed_rewards(spec.name, spec.kwargs)]
     if code:
         raise RecipeFileError(
             f"{where} names reward code ({', '.join(code)}), which runs when it is imported; grpo-kit imports a "
@@ -196,7 +214,7 @@ def refuse_reward_code_of_a_run(data: Mapping[str, Any], where: str) -> None:
 def load_recipe_file(path: str | Path, *, trust_reward_code: bool = True) -> Recipe:
     """The recipe in ``path`` (``.yaml``/``.yml``/``.toml``), checked (module docstring); ``RecipeFileError`` or
     ``FileNotFoundError`` naming the fix. ``trust_reward_code=False`` for a file you did not name yourself (a run
-    folder's copy): reward code it names is refused (:func:`refuse_reward_code_of_a_run`)."""
+    folder's copy): reward code it names is refused before it is imported (:func:`refuse_reward_code_of_a_run`)."""
     path = Path(path).expanduser()
     fmt = RECIPE_FILE_SUFFIXES.get(path.suffix.lower())
     if fmt is None:
@@ -209,10 +227,13 @@ def load_recipe_file(path: str | Path, *, trust_reward_code: bool = True) -> Rec
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as error:
         raise RecipeFileError(f"{path}: not UTF-8 text ({error}); save it as UTF-8.") from None
-    if not trust_reward_code:
-        refuse_reward_code_of_a_run(_parse(text, fmt, str(path)), str(path))
     return recipe_from_text(
-        text, fmt, where=str(path), base_dir=path.resolve().parent, default_name=path.stem
+        text,
+        fmt,
+        where=str(path),
+        base_dir=path.resolve().parent,
+        default_name=path.stem,
+        trust_reward_code=trust_reward_code,
     )
 
 
@@ -223,10 +244,15 @@ def recipe_from_text(
     where: str = "recipe file",
     base_dir: Path | None = None,
     default_name: str = "recipe",
+    trust_reward_code: bool = True,
 ) -> Recipe:
     """:func:`recipe_from_dict` of the YAML or TOML ``text``."""
     return recipe_from_dict(
-        _parse(text, fmt, where), where=where, base_dir=base_dir, default_name=default_name
+        _parse(text, fmt, where),
+        where=where,
+        base_dir=base_dir,
+        default_name=default_name,
+        trust_reward_code=trust_reward_code,
     )
 
 
@@ -236,9 +262,12 @@ def recipe_from_dict(
     where: str = "recipe",
     base_dir: Path | None = None,
     default_name: str = "recipe",
+    trust_reward_code: bool = True,
 ) -> Recipe:
     """A Recipe from a recipe file's table (grpo-kit or TRL keys), every rule checked, user rewards imported and
-    checked; ``RecipeFileError`` naming the field and the fix."""
+    checked; ``RecipeFileError`` naming the field and the fix. ``trust_reward_code=False`` (a table read back from
+    a run folder): a reward that would import code outside the installed ``rewards`` package is refused, as
+    resolved here, before anything is imported (:func:`refuse_reward_code_of_a_run`)."""
     base_dir = Path(base_dir) if base_dir is not None else Path.cwd()
     try:
         fields = _fields(dict(data), where, base_dir, default_name)
@@ -247,6 +276,8 @@ def recipe_from_dict(
         raise
     except (ValueError, TypeError) as error:
         raise RecipeFileError(f"{where}: {' '.join(str(error).split())}") from None
+    if not trust_reward_code:
+        refuse_reward_code_of_a_run(recipe.rewards, where)
     _check_rewards(recipe, where)
     return recipe
 
@@ -273,6 +304,10 @@ def _fields(data: dict[str, Any], where: str, base_dir: Path, default_name: str)
     lora: dict[str, Any] = {}
     dataset: dict[str, Any] = {}
     weights = data.pop("reward_weights", None)
+    if "rewards" in data and "reward_funcs" in data:
+        raise RecipeFileError(
+            f"{where}: rewards and reward_funcs (TRL's name for it) are both set; keep one list of rewards."
+        )
     for key, value in data.items():
         if key in ("model", "model_name_or_path"):
             fields["model"] = value
@@ -541,8 +576,9 @@ def _warmup_sft(value: Any, where: str, base_dir: Path) -> WarmupSFT | None:
 
 
 def _check_rewards(recipe: Recipe, where: str) -> None:
-    """Every reward name resolves: a ``rewards`` export, or a user function imported now and held to the
-    contract (``rewards.check_reward_funcs``); reward models are checked where they load."""
+    """Every reward name resolves: a ``rewards`` export (a factory with its ``kwargs``), or a user function
+    imported now and held to the contract (``rewards.check_reward_funcs``); reward models are checked where they
+    load."""
     import rewards
     from rewards import check_reward_funcs
 
@@ -558,6 +594,15 @@ def _check_rewards(recipe: Recipe, where: str) -> None:
                 hint = f" Did you mean {', '.join(close)}?" if close else ""
                 raise RecipeFileError(
                     f"{at}: rewards has no such function.{hint} A function of yours is named file.py:function."
+                )
+            factory = getattr(rewards, spec.name)
+            if getattr(factory, "is_reward_factory", False) and not spec.kwargs:
+                import inspect
+
+                names = [n for n in inspect.signature(factory).parameters if n != "tokenizer"]
+                raise RecipeFileError(
+                    f"{at} is a reward factory: give its arguments ({', '.join(names)}), e.g. "
+                    f"- {{name: {spec.name}, kwargs: {{{names[0] if names else 'name'}: ...}}}}."
                 )
             continue
         try:

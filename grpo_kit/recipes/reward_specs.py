@@ -26,7 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["REWARD_MODEL_PREFIX", "RewardImportError", "RewardSpec", "is_user_reward", "load_user_reward"]
+__all__ = [
+    "REWARD_MODEL_PREFIX",
+    "RewardImportError",
+    "RewardSpec",
+    "imports_only_installed_rewards",
+    "is_user_reward",
+    "load_user_reward",
+]
 
 #: ``RewardSpec("model:<id or path>")`` names a reward model instead of a function of ``rewards``.
 REWARD_MODEL_PREFIX = "model:"
@@ -39,6 +46,49 @@ class RewardImportError(ValueError):
 def is_user_reward(name: str) -> bool:
     """True for ``file.py:function`` and ``module.function`` (a function of the user's, not of ``rewards``)."""
     return not name.startswith(REWARD_MODEL_PREFIX) and (":" in name or "." in name)
+
+
+def imports_only_installed_rewards(name: str, kwargs: Mapping[str, Any] | None = None) -> bool:
+    """True when building ``RewardSpec(name, kwargs=kwargs)`` runs no code but a reward function of the installed
+    ``rewards`` package (or loads a reward model). The name is resolved as :meth:`RewardSpec.build` resolves it:
+    ``file.py:function`` is the resolved file, ``module.function`` the file of the module Python would import,
+    and that file must lie inside the ``rewards`` package's folder; the function found there must be defined
+    in the package under a public name, and be a reward factory when ``kwargs`` are given (building calls it
+    with them). Decided without importing anything but ``rewards`` and its own modules."""
+    if name.startswith(REWARD_MODEL_PREFIX):
+        return True
+    import rewards
+
+    package = Path(rewards.__file__).resolve().parent
+    if not is_user_reward(name):
+        module_name, function = "rewards", name
+    elif ":" in name:
+        file, _, function = name.rpartition(":")
+        path = Path(file).expanduser().resolve()
+        if not path.is_relative_to(package) or path.suffix != ".py":
+            return False
+        parts = path.relative_to(package).with_suffix("").parts
+        module_name = ".".join(("rewards", *parts[: -1 if parts[-1] == "__init__" else None]))
+    else:
+        module_name, _, function = name.rpartition(".")
+        if module_name != "rewards" and not module_name.startswith("rewards."):
+            return False  # finding another module's file would import its parent packages: their code runs
+    if any(part.startswith("_") for part in (*module_name.split("."), function)):
+        return False  # a private helper of the package is no reward function
+    try:
+        spec = importlib.util.find_spec(module_name)  # imports only rewards' own parent packages
+        origin = getattr(spec, "origin", None)
+        if not isinstance(origin, str) or not Path(origin).resolve().is_relative_to(package):
+            return False
+        fn = getattr(importlib.import_module(module_name), function, None)
+    except (ImportError, ValueError):
+        return False
+    if fn is None:
+        return True  # nothing is called: the loader says there is no such function
+    defined_in = getattr(sys.modules.get(getattr(fn, "__module__", None) or ""), "__file__", None)
+    if not defined_in or not Path(defined_in).resolve().is_relative_to(package):
+        return False  # imported into the package from elsewhere (os.system, ...)
+    return not kwargs or bool(getattr(fn, "is_reward_factory", False))
 
 
 #: Modules imported from files, by resolved path: one import per file per process (the same function object

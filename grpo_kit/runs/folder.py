@@ -333,8 +333,9 @@ class TrainedModel:
     def recipe(self, name: str | None = None, *, trust_reward_code: bool = False):
         """The recipe the run trained with (run.json: name, model and training fields, checked by the rules
         command-line input passes), or the catalogue's ``name``. ``ValueError`` naming ``--recipe`` when
-        neither says. A recipe file's run whose rewards are code of the user's is refused unless
-        ``trust_reward_code`` (``grpo_kit.recipes.files.refuse_reward_code_of_a_run``)."""
+        neither says. A run whose rewards resolve to code outside the installed ``rewards`` package (its
+        recipe.yaml's, or run.json's settings') is refused before it is imported unless ``trust_reward_code``
+        (``grpo_kit.recipes.files.refuse_reward_code_of_a_run``)."""
         from grpo_kit.config.loop import to_loop_config
         from grpo_kit.recipes.catalogue import get_recipe
 
@@ -356,6 +357,10 @@ class TrainedModel:
                 base = load_recipe_file(copy, trust_reward_code=trust_reward_code)
             model = {"model": info["model"]} if "model" in info else {}
             recipe = get_recipe(base, **model, **info.get("training", {})).validate()
+            if not trust_reward_code:
+                from grpo_kit.recipes.files import refuse_reward_code_of_a_run
+
+                refuse_reward_code_of_a_run(recipe.rewards, f"the run in {self.run.root}")
             with warnings.catch_warnings():  # fields only TRL has are fine here; their values are not checked
                 warnings.simplefilter("ignore", UserWarning)
                 to_loop_config(recipe)

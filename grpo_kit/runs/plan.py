@@ -213,7 +213,8 @@ def plan_run(
     overrides that stored configuration is taken) or ``overwrite`` (:func:`execute` first moves the old run
     aside to ``<folder>.old-<timestamp>``). Also checked: the folder is writable and not a file, the model
     path is a model, and the ``gguf`` type can be written (before training, not after it). ``--resume`` alone
-    replays a recipe file's stored content; reward code it names is imported only with ``trust_reward_code``
+    replays the stored invocation; reward code the replayed recipe resolves to (its recipe file's rewards, a
+    stored ``--set rewards=``) is imported only with ``trust_reward_code``
     (``grpo_kit.recipes.files.refuse_reward_code_of_a_run``). ``eval_prompts=0`` (held-out evaluation off) turns
     the recipe's evaluation during training (``eval_steps``) off too, before its config is built, as it turns the
     second held-out set off; ``run.json`` then records no ``eval_steps``.
@@ -229,15 +230,23 @@ def plan_run(
         "loop": loop,
         "max_steps": max_steps,
     }
+    stored = None
     if resume is not None and recipe is None and not (small or overrides or loop or max_steps):
-        given = (
-            _stored_invocation(output_dir, resume, trust_reward_code) or given
-        )  # --resume alone: the run as it was started
-    invocation = _resolve_invocation(**given)
+        stored = _stored_invocation(output_dir, resume)  # --resume alone: the run as it was started
+    trusted = (
+        trust_reward_code or stored is None
+    )  # what the user typed is trusted; a run folder's content not
+    invocation = _resolve_invocation(**(stored or given), trust_reward_code=trusted)
     overrides = dict(invocation["overrides"])
     if invocation["max_steps"] is not None:  # None: the recipe's own length (or its epochs), never None
         overrides["max_steps"] = invocation["max_steps"]
-    recipe = get_recipe(_invoked_recipe(invocation), small=invocation["small"], **overrides).validate()
+    recipe = get_recipe(
+        _invoked_recipe(invocation, trust_reward_code=trusted), small=invocation["small"], **overrides
+    ).validate()
+    if not trusted:  # the rewards the replay resolved to, before any of them is built
+        from grpo_kit.recipes.files import refuse_reward_code_of_a_run
+
+        refuse_reward_code_of_a_run(recipe.rewards, f"the run in {output_dir or Path(resume).parent}")
     if eval_prompts == 0:  # no held-out rows to evaluate, during training either
         recipe = without_evaluation_during_training(recipe)
     loop = invocation["loop"]
@@ -303,8 +312,10 @@ def _resolve_invocation(
     overrides: Mapping[str, Any],
     loop: str | None,
     max_steps: int | None,
+    trust_reward_code: bool = True,
 ) -> dict[str, Any]:
-    """The arguments a run is planned with, every default filled in, so they can be stored and replayed."""
+    """The arguments a run is planned with, every default filled in, so they can be stored and replayed
+    (``trust_reward_code``: :func:`_invoked_recipe`'s)."""
     from grpo_kit.recipes.catalogue import DEFAULT_RECIPE
 
     overrides = dict(overrides)
@@ -314,7 +325,7 @@ def _resolve_invocation(
     check_setting("max_steps", max_steps)  # the declared rule, as --set max_steps=N gets it
     recipe = recipe if recipe is not None else DEFAULT_RECIPE
     if isinstance(recipe, Mapping):  # a stored recipe file's content (run_config.json)
-        recipe = _invoked_recipe({"recipe_file": recipe})
+        recipe = _invoked_recipe({"recipe_file": recipe}, trust_reward_code=trust_reward_code)
     if max_steps is None:  # the recipe's own length, written out so a replay does not depend on the default
         max_steps = get_recipe(recipe, small=small, **overrides).training.get("max_steps")
     invocation = {
@@ -336,18 +347,21 @@ def _resolve_invocation(
 RECIPE_FILE = "recipe.yaml"
 
 
-def _invoked_recipe(invocation: Mapping[str, Any]) -> Recipe | str:
-    """The recipe an invocation names: the stored recipe file's content, else the catalogue name."""
+def _invoked_recipe(invocation: Mapping[str, Any], *, trust_reward_code: bool = True) -> Recipe | str:
+    """The recipe an invocation names: the stored recipe file's content, else the catalogue name. Without
+    ``trust_reward_code`` (a run folder's invocation) a recipe file's reward code is refused before it is imported
+    (``grpo_kit.recipes.files.recipe_from_dict``)."""
     if "recipe_file" not in invocation:
         return invocation["recipe"]
     from grpo_kit.recipes.files import recipe_from_dict
 
-    return recipe_from_dict(invocation["recipe_file"], where="the run's stored recipe")
+    return recipe_from_dict(
+        invocation["recipe_file"], where="the run's stored recipe", trust_reward_code=trust_reward_code
+    )
 
 
-def _stored_invocation(
-    output_dir: str | Path | None, resume: Any, trust_reward_code: bool
-) -> dict[str, Any] | None:
+def _stored_invocation(output_dir: str | Path | None, resume: Any) -> dict[str, Any] | None:
+    """The invocation the run to resume stored (its checkpoint's, else its run_config.json's), else None."""
     if output_dir is None and resume in (None, True):
         return None  # the newest run of the default recipe is found by resolve_run_dir
     folder = Path(output_dir) if output_dir else Path(resume).parent
@@ -358,10 +372,6 @@ def _stored_invocation(
 
     invocation = dict(stored["invocation"])
     if "recipe_file" in invocation:  # a recipe file's run: its stored content, not a catalogue name
-        if not trust_reward_code:
-            from grpo_kit.recipes.files import refuse_reward_code_of_a_run
-
-            refuse_reward_code_of_a_run(invocation["recipe_file"], f"the run in {folder}")
         invocation["recipe"] = invocation.pop("recipe_file")
     # A credential was stored redacted: the replay goes without it (HF_TOKEN, or --set it again).
     invocation["overrides"] = {

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from datasets_prep import load_deepmath, load_gsm8k, load_smoltldr
-from datasets_prep.files import DataFileError, read_data_file
+from datasets_prep.files import DEFAULT_MAX_ROW_BYTES, MAX_ROW_BYTES_SETTING, DataFileError, read_data_file
 
 
 def test_csv_with_numeric_answers_loads_them_as_text(tmp_path):
@@ -106,3 +106,86 @@ def test_mixed_column_types_are_explained(tmp_path):
     )
     with pytest.raises(DataFileError, match="holds values of different types"):
         read_data_file(path)
+
+
+# --- bounded rows (issue 55): a row longer than the bound is refused naming the line and the setting --------
+
+
+def test_a_row_longer_than_the_bound_is_refused_naming_the_line_and_the_setting(tmp_path, monkeypatch):
+    monkeypatch.setenv(MAX_ROW_BYTES_SETTING, "64")
+    at_bound = json.dumps({"prompt": "x" * 50})  # 64 bytes with its newline's line ending excluded
+    assert len(at_bound) == 64
+    path = tmp_path / "rows.jsonl"
+    path.write_text(at_bound + "\n" + at_bound + "\n")
+    assert len(read_data_file(path)) == 2  # a row of exactly the bound is read
+    path.write_text(at_bound + "\n" + json.dumps({"prompt": "x" * 51}) + "\n")
+    with pytest.raises(
+        DataFileError, match=r"rows\.jsonl, line 2: a row longer than 64 bytes \(GRPO_KIT_MAX_ROW"
+    ):
+        read_data_file(path)
+    for name, text, where in (
+        ("rows.json", json.dumps([{"prompt": "a"}, {"prompt": "x" * 80}]), "row 2"),
+        ("rows.csv", "prompt\na\n" + "x" * 80 + "\n", "row 2"),
+    ):
+        (tmp_path / name).write_text(text)
+        with pytest.raises(DataFileError, match=rf"{where}: a row longer than 64 bytes"):
+            read_data_file(tmp_path / name)
+
+
+def test_the_bound_applies_to_prompts_image_rows_and_sft_rows(tmp_path, monkeypatch):
+    from PIL import Image
+
+    from datasets_prep.images import load_image_tasks
+    from datasets_prep.prompts import load_prompts
+    from datasets_prep.sft_rows import load_sft_rows
+
+    Image.new("RGB", (8, 8)).save(tmp_path / "a.png")
+    monkeypatch.setenv(MAX_ROW_BYTES_SETTING, "100")
+    long_row = {"prompt": "<image>" + "x" * 200, "completion": "c", "image": "a.png", "answer": "a"}
+    path = tmp_path / "rows.jsonl"
+    path.write_text(
+        json.dumps({"prompt": "<image>a", "completion": "c", "image": "a.png", "answer": "a"})
+        + "\n"
+        + json.dumps(long_row)
+        + "\n"
+    )
+    for read in (
+        lambda: load_prompts("train", str(path)),
+        lambda: load_image_tasks(path),
+        lambda: load_sft_rows(str(path)),
+    ):
+        with pytest.raises(
+            ValueError, match=r"line 2: a row longer than 100 bytes \(GRPO_KIT_MAX_ROW_BYTES\)"
+        ):
+            read()
+
+
+def test_a_bad_bound_setting_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv(MAX_ROW_BYTES_SETTING, "lots")
+    (tmp_path / "rows.jsonl").write_text('{"prompt": "a"}\n')
+    with pytest.raises(DataFileError, match=r"GRPO_KIT_MAX_ROW_BYTES='lots': write a number of bytes"):
+        read_data_file(tmp_path / "rows.jsonl")
+
+
+def test_a_row_of_megabytes_is_refused_without_holding_it_in_memory(tmp_path):
+    import time
+    import tracemalloc
+
+    import datasets  # noqa: F401 - imported before measuring: its import is not the reader's memory
+
+    path = tmp_path / "rows.jsonl"
+    with path.open("w") as file:
+        file.write('{"prompt": "fine"}\n{"prompt": "')
+        for _ in range(8):
+            file.write("x" * (1 << 20))
+        file.write('"}\n')
+    tracemalloc.start()
+    started = time.perf_counter()
+    try:
+        with pytest.raises(DataFileError, match=rf"line 2: a row longer than {DEFAULT_MAX_ROW_BYTES} bytes"):
+            read_data_file(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert time.perf_counter() - started < 5
+    assert peak < 3 * DEFAULT_MAX_ROW_BYTES  # at most the bound was read of the 8 MiB line

@@ -155,3 +155,41 @@ def test_a_prompt_without_an_image_placeholder_names_the_fix(tmp_path):
         ImageDataError, match="line 1: the prompt has no <image> placeholder. Write <image> where"
     ):
         load_image_tasks(path)
+
+
+@pytest.mark.parametrize("how", ["dot-dot", "absolute", "symlink", "symlinked-folder"])
+def test_an_image_path_out_of_the_jsonl_folder_is_refused_naming_the_line(tmp_path, how):
+    """Paths are relative to the JSONL's folder and stay inside it, symlinks resolved (issue 55)."""
+    private = tmp_path / "private"
+    private.mkdir()
+    Image.new("RGB", (8, 8), (1, 2, 3)).save(private / "secret.png")
+    data = tmp_path / "data"
+    data.mkdir()
+    Image.new("RGB", (8, 8)).save(data / "fine.png")
+    name = {"dot-dot": "../private/secret.png", "absolute": str(private / "secret.png")}.get(how, "")
+    if how == "symlink":
+        (data / "link.png").symlink_to(private / "secret.png")
+        name = "link.png"
+    elif how == "symlinked-folder":
+        (data / "pictures").symlink_to(private)
+        name = "pictures/secret.png"
+    path = _write(
+        data,
+        [
+            {"image": "fine.png", "prompt": "<image>Colour?", "answer": "red"},
+            {"image": name, "prompt": "<image>Colour?", "answer": "red"},
+        ],
+    )
+    with pytest.raises(
+        ImageDataError, match=r"line 2: image .* leads outside the JSONL's folder .*Copy the image"
+    ):
+        load_image_tasks(path)
+
+
+def test_a_symlink_inside_the_folder_is_read(tmp_path):
+    (tmp_path / "images").mkdir()
+    Image.new("RGB", (8, 8), (220, 30, 30)).save(tmp_path / "images" / "a.png")
+    (tmp_path / "b.png").symlink_to(tmp_path / "images" / "a.png")
+    path = _write(tmp_path, [{"image": "b.png", "prompt": "<image>Colour?", "answer": "red"}])
+    (row,) = load_image_tasks(path)
+    assert row["image"].getpixel((0, 0)) == (220, 30, 30)
