@@ -51,6 +51,7 @@ from grpo_kit.recipes.recipe import (
     WarmupSFT,
 )
 from grpo_kit.recipes.reward_specs import REWARD_MODEL_PREFIX, RewardImportError, is_user_reward
+from grpo_kit.recipes.writing import recipe_to_dict, recipe_to_text
 
 __all__ = [
     "RECIPE_FILE_SUFFIXES",
@@ -223,10 +224,15 @@ def recipe_from_text(
     where: str = "recipe file",
     base_dir: Path | None = None,
     default_name: str = "recipe",
+    check_training: bool = True,
 ) -> Recipe:
     """:func:`recipe_from_dict` of the YAML or TOML ``text``."""
     return recipe_from_dict(
-        _parse(text, fmt, where), where=where, base_dir=base_dir, default_name=default_name
+        _parse(text, fmt, where),
+        where=where,
+        base_dir=base_dir,
+        default_name=default_name,
+        check_training=check_training,
     )
 
 
@@ -236,13 +242,18 @@ def recipe_from_dict(
     where: str = "recipe",
     base_dir: Path | None = None,
     default_name: str = "recipe",
+    check_training: bool = True,
 ) -> Recipe:
     """A Recipe from a recipe file's table (grpo-kit or TRL keys), every rule checked, user rewards imported and
-    checked; ``RecipeFileError`` naming the field and the fix."""
+    checked; ``RecipeFileError`` naming the field and the fix. ``check_training=False`` leaves the training
+    names to :meth:`Recipe.validate` when the run is planned (it imports TRL, which takes seconds): the catalogue
+    reads its shipped files so, and ``grpo-kit recipes`` lists them without TRL."""
     base_dir = Path(base_dir) if base_dir is not None else Path.cwd()
     try:
         fields = _fields(dict(data), where, base_dir, default_name)
-        recipe = Recipe(**fields).validate()
+        recipe = Recipe(**fields)
+        if check_training:
+            recipe.validate()
     except RecipeFileError:
         raise
     except (ValueError, TypeError) as error:
@@ -262,10 +273,14 @@ def _unknown_key(key: str, where: str, known: set[str]) -> RecipeFileError:
     )
 
 
-def _fields(data: dict[str, Any], where: str, base_dir: Path, default_name: str) -> dict[str, Any]:
+def _training_names() -> set[str]:
+    """The names a training table takes (GRPOConfig's: imports TRL, so read only for a key no other rule knows)."""
     from grpo_kit.config.rules import LOOP_ONLY_FIELDS, RETIRED_TRAINING_FIELDS, grpo_config_field_names
 
-    training_names = grpo_config_field_names() | LOOP_ONLY_FIELDS | set(RETIRED_TRAINING_FIELDS)
+    return grpo_config_field_names() | LOOP_ONLY_FIELDS | set(RETIRED_TRAINING_FIELDS)
+
+
+def _fields(data: dict[str, Any], where: str, base_dir: Path, default_name: str) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     training: dict[str, Any] = dict(data.pop("training", None) or {})
     if not isinstance(training, dict):
@@ -315,12 +330,12 @@ def _fields(data: dict[str, Any], where: str, base_dir: Path, default_name: str)
             fields["warmup_sft"] = _warmup_sft(value, where, base_dir)
         elif key in _RECIPE_KEYS:
             fields[key] = value
-        elif key in training_names:
+        elif key in _training_names():
             if key in training:
                 raise RecipeFileError(f"{where}: {key} is set twice, at the top and in training:; keep one.")
             training[key] = value
         else:
-            raise _unknown_key(key, where, _RECIPE_KEYS | set(TRL_KEYS) | training_names)
+            raise _unknown_key(key, where, _RECIPE_KEYS | set(TRL_KEYS) | _training_names())
     fields["name"] = check_recipe_name(fields.get("name", default_name), what=f"{where}: name")
     fields.setdefault("description", f"A recipe file ({fields['name']}).")
     if "model" not in fields:
@@ -567,38 +582,3 @@ def _check_rewards(recipe: Recipe, where: str) -> None:
             raise RecipeFileError(f"{where}: {error}") from None
         except TypeError as error:
             raise RecipeFileError(f"{at}: {' '.join(str(error).split())}") from None
-
-
-# --- writing ---------------------------------------------------------------------------------------------
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-def recipe_to_dict(recipe: Recipe) -> dict[str, Any]:
-    """Every field of ``recipe`` as plain data (tuples as lists), in the recipe file's canonical keys: what
-    :func:`recipe_from_dict` reads back to an equal Recipe."""
-    data: dict[str, Any] = {}
-    for f in dataclasses.fields(Recipe):
-        value = getattr(recipe, f.name)
-        if f.name == "rewards":
-            value = [{"name": s.name, "weight": s.weight, "kwargs": _plain(s.kwargs)} for s in value]
-        elif f.name in ("lora", "unsloth", "warmup_sft"):
-            value = None if value is None else _plain(dataclasses.asdict(value))
-        elif f.name == "dataset" and value == "prompts":
-            value = "prompts"
-        data[f.name] = _plain(value)
-    return data
-
-
-def recipe_to_text(recipe: Recipe) -> str:
-    """``recipe`` as a YAML recipe file (every field; ``grpo-kit recipes --show NAME --as-yaml``)."""
-    import yaml
-
-    header = f"# grpo-kit recipe {recipe.name}: grpo-kit train --config THIS_FILE\n"
-    return header + yaml.safe_dump(recipe_to_dict(recipe), sort_keys=False, allow_unicode=True, width=100)
