@@ -54,6 +54,13 @@ for spec in datasets_prep.TRANSFER_SETS.values():
     assert sum(1 for line in data.read_text(encoding="utf-8").splitlines() if line.strip()) == spec.size
 shipped = sorted(name for name, spec in datasets_prep.TRANSFER_SETS.items() if spec.file is not None)
 print(f"the wheel ships the held-out sets {', '.join(shipped)}")
+
+# every recipe of the catalogue is a recipe file in the package (grpo_kit/recipes/shipped/<name>.yaml)
+from grpo_kit.recipes.catalogue import RECIPES
+
+for name in RECIPES:
+    assert importlib.resources.files("grpo_kit.recipes").joinpath(f"shipped/{name}.yaml").is_file(), name
+print(f"the wheel ships the {len(RECIPES)} recipe files")
 PY
 if [ -n "$EXTRAS" ]; then
     "$WORK/clean/bin/grpo-kit" recipes >/dev/null

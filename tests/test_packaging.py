@@ -38,3 +38,4 @@ def test_the_wheel_builds_passes_twine_and_imports_from_a_clean_venv():
     assert "imported rewards, datasets_prep, grpo_kit from the installed wheel" in out
     # datasets_prep/*.jsonl, package data
     assert "the wheel ships the held-out sets gsm8k-handwritten, tldr-handwritten" in out
+    assert "recipe files" in out  # grpo_kit/recipes/shipped/*.yaml, package data too

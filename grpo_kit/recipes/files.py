@@ -42,6 +42,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from grpo_kit.recipes.parsing import RecipeFileError, parse_recipe_text
 from grpo_kit.recipes.recipe import (
     DATASET_LOADERS,
     LoraSettings,
@@ -56,6 +57,7 @@ from grpo_kit.recipes.reward_specs import (
     imports_only_installed_rewards,
     is_user_reward,
 )
+from grpo_kit.recipes.writing import recipe_to_dict, recipe_to_text
 
 __all__ = [
     "RECIPE_FILE_SUFFIXES",
@@ -113,10 +115,6 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 
 
-class RecipeFileError(ValueError):
-    """A recipe file that cannot be read into a Recipe; the message names the file, the field and the fix."""
-
-
 def check_recipe_name(name: Any, *, what: str = "name") -> str:
     """A recipe or task name: letters, digits, ``-``, ``_``, ``.``, starting with a letter or digit, at most 64
     characters (it becomes a folder name: ``outputs/<name>-<time>``, ``grpo-kit new NAME``)."""
@@ -126,72 +124,6 @@ def check_recipe_name(name: Any, *, what: str = "name") -> str:
             "at most 64 characters (it becomes a folder name), e.g. my-task."
         )
     return name
-
-
-# --- reading ---------------------------------------------------------------------------------------------
-
-
-def _yaml_loader():
-    import yaml
-
-    class Loader(yaml.SafeLoader):
-        def construct_mapping(self, node, deep=False):
-            """A key written twice in one table is refused (as TOML refuses it), not the last one kept."""
-            if isinstance(node, yaml.MappingNode):
-                first_line: dict[Any, int] = {}
-                for key_node, _ in node.value:
-                    if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` may repeat the base's keys
-                        continue
-                    key = self.construct_object(key_node, deep=True)
-                    line = key_node.start_mark.line + 1
-                    try:
-                        if key in first_line:
-                            raise yaml.YAMLError(
-                                f"line {line}: {key!r} is set twice (first on line {first_line[key]}); keep one."
-                            )
-                        first_line[key] = line
-                    except TypeError:  # an unhashable key: SafeLoader says so itself
-                        break
-            return super().construct_mapping(node, deep=deep)
-
-    # YAML 1.1 reads 1e-5 as text; YAML 1.2 (and every config a user copies from TRL) means a number.
-    Loader.add_implicit_resolver(
-        "tag:yaml.org,2002:float",
-        re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-        list("-+0123456789"),
-    )
-    return Loader
-
-
-def _toml_reader():
-    """``tomllib`` (Python >= 3.11), else ``tomli`` (the same module for 3.10), else a one-line refusal."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:
-        try:
-            import tomli as tomllib
-        except ModuleNotFoundError:
-            raise RecipeFileError(
-                "TOML recipe files need Python 3.11 (tomllib) or `pip install tomli`; or write the recipe as YAML."
-            ) from None
-    return tomllib
-
-
-def _parse(text: str, fmt: str, where: str) -> dict[str, Any]:
-    try:
-        if fmt == "toml":
-            data = _toml_reader().loads(text)
-        else:
-            import yaml
-
-            data = yaml.load(text, Loader=_yaml_loader())
-    except Exception as error:  # noqa: BLE001 - yaml.YAMLError, tomllib.TOMLDecodeError: the line is in the message
-        raise RecipeFileError(f"{where}: not valid {fmt.upper()}: {' '.join(str(error).split())}") from None
-    if not isinstance(data, dict):
-        raise RecipeFileError(
-            f"{where}: holds a {type(data).__name__}; a recipe file is a table of keys (name:, model:, ...)."
-        )
-    return data
 
 
 def refuse_reward_code_of_a_run(specs: Iterable[RewardSpec], where: str) -> None:
@@ -245,14 +177,16 @@ def recipe_from_text(
     base_dir: Path | None = None,
     default_name: str = "recipe",
     trust_reward_code: bool = True,
+    check_training: bool = True,
 ) -> Recipe:
     """:func:`recipe_from_dict` of the YAML or TOML ``text``."""
     return recipe_from_dict(
-        _parse(text, fmt, where),
+        parse_recipe_text(text, fmt, where),
         where=where,
         base_dir=base_dir,
         default_name=default_name,
         trust_reward_code=trust_reward_code,
+        check_training=check_training,
     )
 
 
@@ -263,15 +197,20 @@ def recipe_from_dict(
     base_dir: Path | None = None,
     default_name: str = "recipe",
     trust_reward_code: bool = True,
+    check_training: bool = True,
 ) -> Recipe:
     """A Recipe from a recipe file's table (grpo-kit or TRL keys), every rule checked, user rewards imported and
     checked; ``RecipeFileError`` naming the field and the fix. ``trust_reward_code=False`` (a table read back from
     a run folder): a reward that would import code outside the installed ``rewards`` package is refused, as
-    resolved here, before anything is imported (:func:`refuse_reward_code_of_a_run`)."""
+    resolved here, before anything is imported (:func:`refuse_reward_code_of_a_run`). ``check_training=False``
+    leaves the training names to :meth:`Recipe.validate` when the run is planned (it imports TRL, which takes
+    seconds): the catalogue reads its shipped files so, and ``grpo-kit recipes`` lists them without TRL."""
     base_dir = Path(base_dir) if base_dir is not None else Path.cwd()
     try:
         fields = _fields(dict(data), where, base_dir, default_name)
-        recipe = Recipe(**fields).validate()
+        recipe = Recipe(**fields)
+        if check_training:
+            recipe.validate()
     except RecipeFileError:
         raise
     except (ValueError, TypeError) as error:
@@ -293,10 +232,14 @@ def _unknown_key(key: str, where: str, known: set[str]) -> RecipeFileError:
     )
 
 
-def _fields(data: dict[str, Any], where: str, base_dir: Path, default_name: str) -> dict[str, Any]:
+def _training_names() -> set[str]:
+    """The names a training table takes (GRPOConfig's: imports TRL, so read only for a key no other rule knows)."""
     from grpo_kit.config.rules import LOOP_ONLY_FIELDS, RETIRED_TRAINING_FIELDS, grpo_config_field_names
 
-    training_names = grpo_config_field_names() | LOOP_ONLY_FIELDS | set(RETIRED_TRAINING_FIELDS)
+    return grpo_config_field_names() | LOOP_ONLY_FIELDS | set(RETIRED_TRAINING_FIELDS)
+
+
+def _fields(data: dict[str, Any], where: str, base_dir: Path, default_name: str) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     training: dict[str, Any] = dict(data.pop("training", None) or {})
     if not isinstance(training, dict):
@@ -350,12 +293,12 @@ def _fields(data: dict[str, Any], where: str, base_dir: Path, default_name: str)
             fields["warmup_sft"] = _warmup_sft(value, where, base_dir)
         elif key in _RECIPE_KEYS:
             fields[key] = value
-        elif key in training_names:
+        elif key in _training_names():
             if key in training:
                 raise RecipeFileError(f"{where}: {key} is set twice, at the top and in training:; keep one.")
             training[key] = value
         else:
-            raise _unknown_key(key, where, _RECIPE_KEYS | set(TRL_KEYS) | training_names)
+            raise _unknown_key(key, where, _RECIPE_KEYS | set(TRL_KEYS) | _training_names())
     fields["name"] = check_recipe_name(fields.get("name", default_name), what=f"{where}: name")
     fields.setdefault("description", f"A recipe file ({fields['name']}).")
     if "model" not in fields:
@@ -612,38 +555,3 @@ def _check_rewards(recipe: Recipe, where: str) -> None:
             raise RecipeFileError(f"{where}: {error}") from None
         except TypeError as error:
             raise RecipeFileError(f"{at}: {' '.join(str(error).split())}") from None
-
-
-# --- writing ---------------------------------------------------------------------------------------------
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-def recipe_to_dict(recipe: Recipe) -> dict[str, Any]:
-    """Every field of ``recipe`` as plain data (tuples as lists), in the recipe file's canonical keys: what
-    :func:`recipe_from_dict` reads back to an equal Recipe."""
-    data: dict[str, Any] = {}
-    for f in dataclasses.fields(Recipe):
-        value = getattr(recipe, f.name)
-        if f.name == "rewards":
-            value = [{"name": s.name, "weight": s.weight, "kwargs": _plain(s.kwargs)} for s in value]
-        elif f.name in ("lora", "unsloth", "warmup_sft"):
-            value = None if value is None else _plain(dataclasses.asdict(value))
-        elif f.name == "dataset" and value == "prompts":
-            value = "prompts"
-        data[f.name] = _plain(value)
-    return data
-
-
-def recipe_to_text(recipe: Recipe) -> str:
-    """``recipe`` as a YAML recipe file (every field; ``grpo-kit recipes --show NAME --as-yaml``)."""
-    import yaml
-
-    header = f"# grpo-kit recipe {recipe.name}: grpo-kit train --config THIS_FILE\n"
-    return header + yaml.safe_dump(recipe_to_dict(recipe), sort_keys=False, allow_unicode=True, width=100)

@@ -246,9 +246,9 @@ def test_a_yaml_key_written_twice_is_refused_naming_the_line(text, key, line):
 
 def test_yaml_merge_keys_are_not_duplicates():
     text = "base: &b {a: 1}\nmodel: tiny\n"
-    from grpo_kit.recipes.files import _parse
+    from grpo_kit.recipes.parsing import parse_recipe_text
 
-    assert _parse(text + "other: {<<: *b, a: 2}\n", "yaml", "f")["other"] == {"a": 2}
+    assert parse_recipe_text(text + "other: {<<: *b, a: 2}\n", "yaml", "f")["other"] == {"a": 2}
 
 
 @pytest.mark.parametrize("key", ["rewards", "reward_funcs"])
