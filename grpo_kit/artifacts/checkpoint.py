@@ -547,8 +547,9 @@ def latest_checkpoint(output_dir: str | Path) -> Path | None:
 
 
 def resume_target(output_dir: str | Path, resume: Any) -> Path | None:
-    """The one answer to "which checkpoint does this run continue from?", for every path and every caller (the
-    plan, before anything loads; the loop's bookkeeping; the TRL and Unsloth paths).
+    """The one answer to "which checkpoint does this run continue from?", for every path. A planned run asks
+    once, before anything loads (``grpo_kit.runs.plan``), and hands the folder down; the loop and the TRL and
+    Unsloth paths ask only when called directly (``resume_from_checkpoint=True``), and a folder comes back as it is.
 
     ``resume`` is TRL's ``resume_from_checkpoint``: None or False, a fresh run (None); True, the latest complete
     ``checkpoint-<step>`` in ``output_dir`` (:func:`latest_checkpoint`); a path, that checkpoint folder. A

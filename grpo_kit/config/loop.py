@@ -9,6 +9,7 @@ only this loop needs (its integer fields, ``max_steps``, reward timeouts, the sc
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
@@ -70,8 +71,9 @@ class GRPOLoopConfig:
     Alone it means ``eval_strategy="steps"`` (``settings.evaluation_interval``, the rule every path shares)."""
     save_total_limit: int | None = None
     """Keep at most this many checkpoints, deleting the oldest (Trainer semantics); None keeps all."""
-    resume_from_checkpoint: str | bool | None = None
-    """A ``checkpoint-<step>`` folder to continue from, or True for the latest one in ``output_dir``."""
+    resume_from_checkpoint: str | os.PathLike | bool | None = None
+    """A ``checkpoint-<step>`` folder to continue from, or True for the latest one in ``output_dir`` (a planned
+    run passes the folder its plan resolved)."""
     disable_tqdm: bool = False
     """Hide the progress display (Trainer's name for it): the rich bar on a terminal, plain lines elsewhere."""
     report_to: str | list[str] | None = GRPO_DEFAULTS["report_to"]
