@@ -55,6 +55,7 @@ from grpo_kit.config.stored import (  # re-exported: checkpoint was their home
     jsonable_config,
     without_credentials,
 )
+from grpo_kit.models.lora import is_peft_model
 
 __all__ = [
     "ABSENT",
@@ -70,7 +71,6 @@ __all__ = [
     "format_config_diff",
     "incomplete_checkpoints",
     "is_credential_field",
-    "is_peft_model",
     "jsonable_config",
     "latest_checkpoint",
     "load_checkpoint",
@@ -94,10 +94,6 @@ class CheckpointError(ValueError):
 
 class NonFiniteWeightsError(CheckpointError):
     """Trainable weights hold NaN/inf: such a model is never saved, exported or called verified."""
-
-
-def is_peft_model(model: torch.nn.Module) -> bool:
-    return hasattr(model, "peft_config") and hasattr(model, "disable_adapter")
 
 
 def capture_rng_state() -> dict[str, Any]:

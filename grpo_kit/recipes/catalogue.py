@@ -617,7 +617,8 @@ def _variant(
     rest (``grpo-kit train --recipe NAME`` runs exactly the lesson's configuration). ``training`` updates the
     base's training fields; the GRPOConfig names are checked where every recipe's are, when a run is planned
     (importing the catalogue stays free of TRL). The base's evaluation during training (``eval_steps``) is not
-    inherited: a lesson trains through ``trl_path.train`` and evaluates in its own cells, before and after."""
+    inherited: a lesson trains through ``trl_path.train_with_trl`` and evaluates in its own cells, before and
+    after."""
     recipe = RECIPES[base]
     inherited = {k: v for k, v in recipe.training.items() if k not in EVALUATION_SCHEDULE}
     return dataclasses.replace(

@@ -28,7 +28,7 @@ from grpo_kit.runs.execution import (
 from grpo_kit.runs.finished import FinishedRunError, FinishedRunEvaluation, evaluate_finished_run
 from grpo_kit.runs.folder import RunFolder, RunFolderInUse, RunJsonError, TrainedModel
 from grpo_kit.runs.held_out import evaluate_held_out, held_out_rows, training_dataset, transfer_rows
-from grpo_kit.runs.models import load_model
+from grpo_kit.runs.models import load_recipe_model
 from grpo_kit.runs.plan import DEFAULT_LOOP, LOOPS, RunPlan, plan_run, resume_command, to_loop_config
 
 __all__ = [
@@ -49,7 +49,7 @@ __all__ = [
     "evaluation_summary",
     "execute",
     "held_out_rows",
-    "load_model",
+    "load_recipe_model",
     "plan_run",
     "preflight_check",
     "preflight_hook",

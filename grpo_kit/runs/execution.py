@@ -21,10 +21,11 @@ warm-up: it checks the model GRPO starts from) and ``evaluate(plan,
 model, tokenizer, reward_funcs)`` after it; a dict either returns lands in ``run.json`` under
 ``"preflight"`` / ``"evaluation"``.
 
-The Unsloth path (``--loop unsloth``) runs the same run: its model comes from ``unsloth_path.load_model``
-(``FastLanguageModel``, 4-bit; Unsloth's CPU backend on a machine without a GPU), trains through
-``unsloth_path.train`` (TRL's trainer, patched by Unsloth), and ``run.json["unsloth"]`` records what Unsloth
-loaded (``unsloth_path.load_facts``: version, backend, dtype, ``Linear4bit`` layers). A 4-bit model is merged
+The Unsloth path (``--loop unsloth``) runs the same run: its model comes from
+``unsloth_path.load_unsloth_model`` (``FastLanguageModel``, 4-bit; Unsloth's CPU backend on a machine without a
+GPU), trains through ``unsloth_path.train_with_unsloth`` (TRL's trainer, patched by Unsloth), and
+``run.json["unsloth"]`` records what Unsloth loaded (``unsloth_path.load_facts``: version, backend, dtype,
+``Linear4bit`` layers). A 4-bit model is merged
 onto its 16-bit base: the adapter just exported, loaded onto the base in full precision
 (``TrainedModel.load``), is what ``save_merged`` merges, never the 4-bit weights.
 """
@@ -52,7 +53,7 @@ from grpo_kit.runs.held_out import (
     training_dataset,
     transfer_rows,
 )
-from grpo_kit.runs.models import load_model
+from grpo_kit.runs.models import load_recipe_model
 from grpo_kit.runs.plan import RunPlan, prepare_run_dir
 
 __all__ = [
@@ -176,12 +177,12 @@ def train_on_path(
         )
     # the TRL and Unsloth paths take the same arguments: the model loaded above, trained through GRPOTrainer
     if plan.loop == "unsloth":
-        from grpo_kit.trainers import unsloth_path as trainer_path
+        from grpo_kit.trainers.unsloth_path import train_with_unsloth as train_with_trainer
     else:
-        from grpo_kit.trainers import trl_path as trainer_path
+        from grpo_kit.trainers.trl_path import train_with_trl as train_with_trainer
 
     # plan.path_config: the GRPOConfig the plan built and checked, which trains as it is (into plan.output_dir)
-    return trainer_path.train(
+    return train_with_trainer(
         plan.recipe,
         args=plan.path_config,
         model=model,
@@ -310,9 +311,9 @@ def execute(
         if plan.loop == "unsloth":
             from grpo_kit.trainers import unsloth_path
 
-            model, tokenizer = unsloth_path.load_model(recipe)
+            model, tokenizer = unsloth_path.load_unsloth_model(recipe)
         else:
-            model, tokenizer = load_model(recipe)
+            model, tokenizer = load_recipe_model(recipe)
         # less the rows reserved for evaluation, if any; an environment recipe's were loaded by the plan
         dataset = plan.train_dataset if plan.train_dataset is not None else training_dataset(recipe)
         reward_funcs = recipe.build_reward_funcs(tokenizer)

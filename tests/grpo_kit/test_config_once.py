@@ -56,13 +56,13 @@ def test_an_environment_recipe_is_loaded_and_played_once_before_the_model(
 
         monkeypatch.setattr(module, name, recorded)
     monkeypatch.setattr(execution, "training_dataset", held_out.training_dataset)
-    real_load = execution.load_model
+    real_load = execution.load_recipe_model
 
-    def load_model(*args, **kwargs):
+    def recorded_load(*args, **kwargs):
         events.append("model")
         return real_load(*args, **kwargs)
 
-    monkeypatch.setattr(execution, "load_model", load_model)
+    monkeypatch.setattr(execution, "load_recipe_model", recorded_load)
     plan = plan_run(
         "counter-lock-env-cpu",
         overrides={"model": "tiny"},

@@ -183,7 +183,7 @@ def test_standalone_loop_same_seed_same_run_with_lora(tmp_path):
             output_dir=tmp_path / f"run{attempt}",
         )
         plan.path_config.disable_tqdm = True
-        model, tokenizer = runs.load_model(plan.recipe)
+        model, tokenizer = runs.load_recipe_model(plan.recipe)
         # Characters, not tokens: the tiny model's completions all hit the token limit, so a token-length
         # reward would be constant, the gradient zero and the comparison empty.
         result = runs.train_on_path(plan, model, tokenizer, plan.recipe.load_dataset(), [_length])
@@ -214,7 +214,7 @@ def test_trl_path_same_seed_same_run_with_lora(tmp_path):
         model, tokenizer = tiny_model(seed=0)  # no adapter yet: the TRL path adds it from peft_config
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            result = trl_path.train(
+            result = trl_path.train_with_trl(
                 recipe,
                 model=model,
                 tokenizer=tokenizer,
