@@ -3,7 +3,7 @@
 * ``plan`` -- :func:`plan_run`: the recipe with its overrides, the run folder and the path's config, every
   check made before a model loads, nothing written (:class:`RunPlan`, :func:`resume_command`).
 * ``execution`` -- :func:`execute`: the phases of a run on any of the three loops, into its folder
-  (:class:`RunOutcome`), with the pre-flight and evaluation hooks.
+  (:class:`RunOutcome`), with the pre-flight and evaluation hooks; ``phases`` -- what each of those phases does.
 * ``held_out`` -- the recipe's held-out rows, never a training prompt, and the one evaluation on them.
 * ``folder`` -- :class:`RunFolder` (the only reader and writer of ``run.json`` and ``run_config.json``, the
   lock) and :class:`TrainedModel` (a run folder, adapter or model folder to evaluate, export or compare).
