@@ -310,7 +310,7 @@ def run_side(loop_name: str, recipe, rows, transfer, metric: str, args, output_d
     ``transfer`` rows: the recipe's set written differently); its points and wall time."""
     from grpo_kit import runs
 
-    model, tokenizer = runs.load_model(recipe)  # seeded LoRA: the same starting adapter on both sides
+    model, tokenizer = runs.load_recipe_model(recipe)  # seeded LoRA: the same starting adapter on both sides
     dataset = recipe.load_dataset()
     funcs = recipe.build_reward_funcs(tokenizer)
 
@@ -361,7 +361,7 @@ def run_side(loop_name: str, recipe, rows, transfer, metric: str, args, output_d
                 if clock.step_end(state.global_step):
                     control.should_training_stop = True
 
-        trl_path.train(
+        trl_path.train_with_trl(
             recipe,
             model=model,
             tokenizer=tokenizer,
@@ -758,7 +758,7 @@ def main(argv=None) -> int:
     from grpo_kit.cli import parse_overrides
     from grpo_kit.evaluation import better_direction, headline_metric
     from grpo_kit.recipes.catalogue import DEFAULT_RECIPE, get_recipe
-    from grpo_kit.runs import evaluate_held_out, held_out_rows, load_model, transfer_rows
+    from grpo_kit.runs import evaluate_held_out, held_out_rows, load_recipe_model, transfer_rows
 
     seeds = [int(s) for s in args.seeds.split(",")]
     loops = args.loops.split(",")
@@ -774,7 +774,7 @@ def main(argv=None) -> int:
     if args.base_file:  # a --jobs worker: the parent evaluated the base model
         base_info = json.loads(Path(args.base_file).read_text())
     else:
-        model, tokenizer = load_model(recipe)
+        model, tokenizer = load_recipe_model(recipe)
         started = time.perf_counter()
         funcs = recipe.build_reward_funcs(tokenizer)
         report = evaluate_held_out(recipe, model, tokenizer, funcs, rows)

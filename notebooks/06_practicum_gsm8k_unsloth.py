@@ -206,7 +206,7 @@ def _(held_out, measure_button, mo, recipe, should_run, train_dataset, use_unslo
     if use_unsloth:
         # The 4-bit model with a fresh (zero) LoRA adapter and its vLLM engine; training continues from it
         # (a second copy would not fit beside the first engine's memory share).
-        base_model, base_tokenizer = unsloth_path.load_model(recipe)
+        base_model, base_tokenizer = unsloth_path.load_unsloth_model(recipe)
     else:
         base_model, base_tokenizer = load_model(recipe.model)
     preflight_report = preflight_with_spinner(
@@ -280,7 +280,11 @@ def _(
     _settings = {"output_dir": output_root / "run", "max_steps": train_steps, "title": _title}
     if use_unsloth:
         run = train_with_live_curve(
-            recipe, train=unsloth_path.train, model=base_model, tokenizer=base_tokenizer, **_settings
+            recipe,
+            train=unsloth_path.train_with_unsloth,
+            model=base_model,
+            tokenizer=base_tokenizer,
+            **_settings,
         )
         trained_tokenizer = run.tokenizer
     else:

@@ -210,8 +210,8 @@ def _(before_report, preflight_report, size, train_steps):
     train_button, _section = train_section(
         f"Train {train_steps} steps with TRL and tools",
         f"## 4 · Train\n\nThe base model was measured on {before_report.num_prompts} held-out questions "
-        "(section 5 compares). `trl_path.train(recipe)` passes `tools=` to `GRPOTrainer`; the tools, "
-        "`max_tool_calling_iterations` and the tokenizer's template are checked before the model loads.",
+        "(section 5 compares). `trl_path.train_with_trl(recipe)` passes `tools=` to `GRPOTrainer`; the "
+        "tools, `max_tool_calling_iterations` and the tokenizer's template are checked before the model loads.",
         preflight_report,
         small=size.small,
     )

@@ -318,7 +318,7 @@ def _(before_report, preflight_report, size, train_steps):
     train_button, _section = train_section(
         f"Train {train_steps} steps with TRL in the environments",
         f"## 5 · Train\n\nThe base model was measured on {before_report.num_prompts} held-out rows "
-        "(section 6 compares). `trl_path.train(recipe)` passes the dict of factories as "
+        "(section 6 compares). `trl_path.train_with_trl(recipe)` passes the dict of factories as "
         "`environment_factory=` to `GRPOTrainer`; TRL appends one `get_reward` column per environment "
         "class (weight 1) to the recipe's rewards.",
         preflight_report,

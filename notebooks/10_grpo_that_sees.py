@@ -115,7 +115,7 @@ def _(picture_seed, picture_task):
 
 @app.cell
 def _(recipe):
-    from grpo_kit.runs.models import load_model as load_recipe_model
+    from grpo_kit.runs.models import load_recipe_model
 
     # the recipe's model as it trains: smolvlm-cpu with only its trainable_parts requiring gradients
     base_model, processor = load_recipe_model(recipe)
@@ -283,8 +283,8 @@ def _(before_report, button_panel, mo, recipe, run_button, size, train_steps):
     _pictures = recipe.training["per_device_train_batch_size"] // _group
     _panel = button_panel(
         f"## 3 · Press Train\n\nThe base model was measured on {before_report.num_prompts} held-out pictures "
-        "(section 4 compares). `trl_path.train(recipe)` hands `GRPOTrainer` the processor as `processing_class` "
-        f"and the dataset's `image` column; each step samples {_group} answers for each of {_pictures} pictures, "
+        "(section 4 compares). `trl_path.train_with_trl(recipe)` hands `GRPOTrainer` the processor as "
+        f"`processing_class` and the dataset's `image` column; each step samples {_group} answers for each of {_pictures} pictures, "
         f"scores them with `visual_answer_reward` and updates only `{', '.join(recipe.trainable_parts)}`. A group "
         f"whose {_group} answers all score the same (all wrong, or all right) has no advantage and teaches nothing.",
         train_button,

@@ -193,7 +193,7 @@ def check_unsloth(args) -> dict:
     recipe = smoke_recipe(args.model, fast_inference=fast_inference)
     recorder = step_recorder()
     start = time.perf_counter()
-    result = unsloth_path.train(
+    result = unsloth_path.train_with_unsloth(
         recipe,
         model_name=args.model,
         output_dir=args.out / "unsloth",
@@ -264,7 +264,7 @@ def check_qlora_trl(args) -> dict:
     recipe = smoke_recipe(args.model, fast_inference=False)
     recorder = step_recorder()
     start = time.perf_counter()
-    result = trl_path.train(
+    result = trl_path.train_with_trl(
         recipe, output_dir=args.out / "trl_qlora", max_steps=args.steps, callbacks=[recorder]
     )
     trainer = result.trainer

@@ -133,7 +133,7 @@ def test_the_swapped_samplers_draw_exactly_the_other_trainers_way(tmp_path):
 
     bench = _bench()
     recipe = get_recipe("smoltldr-length-small", model="tiny", max_completion_length=6, seed=3)
-    model, tokenizer = runs.load_model(recipe)
+    model, tokenizer = runs.load_recipe_model(recipe)
     rows = [dict(r) for r in recipe.load_dataset().select(range(2))]
     eos = stop_token_ids(model, tokenizer)
     with warnings.catch_warnings():

@@ -55,6 +55,7 @@ from grpo_kit.config.stored import (  # re-exported: checkpoint was their home
     jsonable_config,
     without_credentials,
 )
+from grpo_kit.models.lora import is_peft_model
 
 __all__ = [
     "ABSENT",
@@ -70,7 +71,6 @@ __all__ = [
     "format_config_diff",
     "incomplete_checkpoints",
     "is_credential_field",
-    "is_peft_model",
     "jsonable_config",
     "latest_checkpoint",
     "load_checkpoint",
@@ -94,10 +94,6 @@ class CheckpointError(ValueError):
 
 class NonFiniteWeightsError(CheckpointError):
     """Trainable weights hold NaN/inf: such a model is never saved, exported or called verified."""
-
-
-def is_peft_model(model: torch.nn.Module) -> bool:
-    return hasattr(model, "peft_config") and hasattr(model, "disable_adapter")
 
 
 def capture_rng_state() -> dict[str, Any]:
@@ -547,8 +543,9 @@ def latest_checkpoint(output_dir: str | Path) -> Path | None:
 
 
 def resume_target(output_dir: str | Path, resume: Any) -> Path | None:
-    """The one answer to "which checkpoint does this run continue from?", for every path and every caller (the
-    plan, before anything loads; the loop's bookkeeping; the TRL and Unsloth paths).
+    """The one answer to "which checkpoint does this run continue from?", for every path. A planned run asks
+    once, before anything loads (``grpo_kit.runs.plan``), and hands the folder down; the loop and the TRL and
+    Unsloth paths ask only when called directly (``resume_from_checkpoint=True``), and a folder comes back as it is.
 
     ``resume`` is TRL's ``resume_from_checkpoint``: None or False, a fresh run (None); True, the latest complete
     ``checkpoint-<step>`` in ``output_dir`` (:func:`latest_checkpoint`); a path, that checkpoint folder. A

@@ -342,7 +342,7 @@ def cmd_preflight(args, console) -> int:
         raise UsageError(str(error)) from error
     _validate_inputs(plan)
     with console.status("loading model and data…"):
-        model, tokenizer = runs.load_model(plan.recipe)
+        model, tokenizer = runs.load_recipe_model(plan.recipe)
         dataset = runs.training_dataset(plan.recipe)  # less the held-out rows
         funcs = plan.recipe.build_reward_funcs(tokenizer)
     if plan.recipe.warmup_sft is not None:  # GRPO starts from the model after the warm-up: check that one

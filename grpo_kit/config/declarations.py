@@ -251,7 +251,8 @@ _DECLARED = (
     Setting(
         "resume_from_checkpoint",
         None,
-        "A checkpoint-<step> folder to continue from, or True for the latest one in output_dir.",
+        "A checkpoint-<step> folder to continue from, or True for the latest one in output_dir (a planned run "
+        "passes the folder its plan resolved).",
     ),
     Setting(
         "disable_tqdm",

@@ -31,6 +31,7 @@ from grpo_kit.artifacts.checkpoint import check_weights_finite
 from grpo_kit.export.folder import check_export_files, prepare_export_dir, staged_export, write_manifest
 from grpo_kit.export.report import ExportReport, dir_size
 from grpo_kit.export.verify import TIE_TOLERANCE, compare_greedy, prompt_ids
+from grpo_kit.models.lora import is_peft_model
 
 #: ``dtype`` names save_merged accepts -> torch dtype name ("16bit" is resolved by :func:`resolve_16bit`).
 DTYPE_NAMES = {
@@ -43,14 +44,6 @@ DTYPE_NAMES = {
     "float32": "float32",
     "32bit": "float32",
 }
-
-
-def is_peft_model(model: Any) -> bool:
-    try:
-        from peft import PeftModel
-    except ImportError:  # pragma: no cover - peft is a train dependency
-        return False
-    return isinstance(model, PeftModel)
 
 
 def resolve_16bit() -> str:

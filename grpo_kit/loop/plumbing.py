@@ -21,12 +21,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from grpo_kit.artifacts.checkpoint import is_peft_model
 from grpo_kit.artifacts.completions_table import CompletionsTable
 from grpo_kit.config.loop import GRPOLoopConfig
 from grpo_kit.core.losses.entropy import EntropyControl
 from grpo_kit.core.sampling import check_fits_context
 from grpo_kit.loop.bookkeeping import RunContext
+from grpo_kit.models.lora import is_peft_model
 from grpo_kit.rollout.reward_models import RewardModelFunc, as_reward_funcs
 
 __all__ = [

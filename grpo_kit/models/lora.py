@@ -1,5 +1,6 @@
 """LoRA for any model this package loads: the adapter's settings checked (:func:`check_lora`), and the adapter
-added with its random init drawn from a seed (:func:`add_lora`)."""
+added with its random init drawn from a seed (:func:`add_lora`), and whether a model carries one
+(:func:`is_peft_model`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import dataclasses
 
 from grpo_kit.config.declarations import LORA_DEFAULTS
 
-__all__ = ["add_lora", "check_lora", "check_lora_targets"]
+__all__ = ["add_lora", "check_lora", "check_lora_targets", "is_peft_model"]
 
 
 def check_lora(lora):
@@ -73,3 +74,16 @@ def check_lora_targets(lora_config, module_names, model: str) -> None:
         f"lora.target_modules={shown!r} names no module of {model}; its projections are {', '.join(linear)}. "
         'Set e.g. --set \'lora.target_modules=["q_proj", "v_proj"]\', or "all-linear".'
     )
+
+
+def is_peft_model(model) -> bool:
+    """Whether ``model`` is a peft ``PeftModel`` (what :func:`add_lora` and Unsloth's ``get_peft_model``
+    return): what its users rely on is that class's API, ``disable_adapter()`` (the loop's reference
+    log-probs), the adapter's state dict (checkpoints) and ``get_base_model()`` / ``merge_and_unload()``
+    (export). A model with an adapter attached through transformers' own ``add_adapter`` has none of these,
+    and is not one. False when peft is not installed."""
+    try:
+        from peft import PeftModel
+    except ImportError:  # pragma: no cover - peft is a train dependency
+        return False
+    return isinstance(model, PeftModel)

@@ -2,7 +2,7 @@
 
 A recipe says ``tools="calculator"`` (a name in :data:`TOOL_SETS`) and, for a model whose own chat template
 has no tool support, ``tool_template="chatml"`` (a name in :data:`TOOL_TEMPLATES`: a function that installs
-a tool-calling template on the tokenizer). ``grpo_kit.trainers.builder.build_trainer`` then:
+a tool-calling template on the tokenizer). ``grpo_kit.trainers.builder.assemble_grpo_trainer`` then:
 
 1. resolves the tools (:func:`resolve_tools`) and checks them with ``tool_template.check_tools``, checks
    ``max_tool_calling_iterations`` and, when a tokenizer was passed in, installs the template and runs

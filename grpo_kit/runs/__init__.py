@@ -3,7 +3,7 @@
 * ``plan`` -- :func:`plan_run`: the recipe with its overrides, the run folder and the path's config, every
   check made before a model loads, nothing written (:class:`RunPlan`, :func:`resume_command`).
 * ``execution`` -- :func:`execute`: the phases of a run on any of the three loops, into its folder
-  (:class:`RunOutcome`), with the pre-flight and evaluation hooks.
+  (:class:`RunOutcome`), with the pre-flight and evaluation hooks; ``phases`` -- what each of those phases does.
 * ``held_out`` -- the recipe's held-out rows, never a training prompt, and the one evaluation on them.
 * ``folder`` -- :class:`RunFolder` (``run.json``, written and read checked; ``run_config.json``; the lock) and
   :class:`TrainedModel` (a run folder, adapter or model folder to evaluate, export or compare). The model card
@@ -29,7 +29,7 @@ from grpo_kit.runs.execution import (
 from grpo_kit.runs.finished import FinishedRunError, FinishedRunEvaluation, evaluate_finished_run
 from grpo_kit.runs.folder import RunFolder, RunFolderInUse, RunJsonError, TrainedModel
 from grpo_kit.runs.held_out import evaluate_held_out, held_out_rows, training_dataset, transfer_rows
-from grpo_kit.runs.models import load_model
+from grpo_kit.runs.models import load_recipe_model
 from grpo_kit.runs.plan import DEFAULT_LOOP, LOOPS, RunPlan, plan_run, resume_command, to_loop_config
 
 __all__ = [
@@ -50,7 +50,7 @@ __all__ = [
     "evaluation_summary",
     "execute",
     "held_out_rows",
-    "load_model",
+    "load_recipe_model",
     "plan_run",
     "preflight_check",
     "preflight_hook",

@@ -221,15 +221,11 @@ class RunFolder:
 
         return latest_checkpoint(self.root) if self.root.is_dir() else None
 
-    def resume_target(self, resume: Any) -> Path | None:
-        """The checkpoint a resume continues from: ``resume`` itself when it names one, else the latest."""
-        return Path(resume) if resume not in (None, True) else self.latest_checkpoint()
-
-    def stored_run_config(self, resume: Any = True) -> dict[str, Any] | None:
-        """The run configuration the checkpoint to resume stored, else the folder's ``run_config.json``."""
+    def stored_run_config(self, checkpoint: Path | None) -> dict[str, Any] | None:
+        """The run configuration ``checkpoint`` stored (the one a resume continues from), else the folder's
+        ``run_config.json``."""
         from grpo_kit.artifacts.checkpoint import read_checkpoint_config
 
-        checkpoint = self.resume_target(resume)
         stored = read_checkpoint_config(checkpoint) if checkpoint is not None else None
         if stored is None or "recipe" not in stored:
             stored = read_checkpoint_config(self.root)  # the same file format, written at the run's start

@@ -11,10 +11,10 @@ from typing import Any
 from grpo_kit.config.rules import training_value
 from grpo_kit.recipes.recipe import Recipe
 
-__all__ = ["load_model"]
+__all__ = ["load_recipe_model"]
 
 
-def load_model(recipe: Recipe) -> tuple[Any, Any]:
+def load_recipe_model(recipe: Recipe) -> tuple[Any, Any]:
     """The recipe's model and tokenizer, with its LoRA adapter."""
     from grpo_kit import models
 

@@ -57,7 +57,9 @@ class RunPlan:
     recipe: Recipe
     loop: str  # standalone | trl | unsloth
     output_dir: Path
-    resume: Any = None  # None | True | a checkpoint folder
+    # The checkpoint folder the run continues from (resolve_run_dir's answer, handed to the trainer as it is);
+    # None: a fresh run.
+    resume: Path | None = None
     # GRPOLoopConfig (standalone) or GRPOConfig (trl, unsloth): built and checked once here, the object that trains
     path_config: Any = None
     invocation: dict[str, Any] = field(default_factory=dict)  # recipe name, small, overrides, loop, max_steps
@@ -103,27 +105,30 @@ def _newest_run_with_checkpoint(recipe_name: str) -> Path | None:
     return next((r for r in runs if RunFolder(r).latest_checkpoint() is not None), None)
 
 
-def resolve_run_dir(recipe_name: str, output_dir: str | Path | None, resume: Any) -> tuple[Path, Any]:
-    """(output folder, resume value for the trainer: None | True | checkpoint path). Which checkpoint a resume
-    continues from is :func:`grpo_kit.artifacts.checkpoint.resume_target`'s answer, here and in every trainer."""
+def resolve_run_dir(
+    recipe_name: str | None, output_dir: str | Path | None, resume: Any
+) -> tuple[Path, Path | None]:
+    """(output folder, the checkpoint a resume continues from: None for a fresh run). Which checkpoint is
+    :func:`grpo_kit.artifacts.checkpoint.resume_target`'s answer, worked out here once: the plan keeps that
+    folder, and the trainer is handed it. ``recipe_name`` names the folder when none is given (a fresh run's
+    default folder; with ``resume=True``, the newest run of that recipe holding a checkpoint)."""
     from grpo_kit.artifacts.checkpoint import resume_target
 
     if resume is None:
         return Path(output_dir) if output_dir else default_output_dir(recipe_name), None
-    if resume is not True:
-        checkpoint = resume_target(output_dir, resume)
-        return (Path(output_dir) if output_dir else checkpoint.parent), checkpoint
-    folder = Path(output_dir) if output_dir else _newest_run_with_checkpoint(recipe_name)
-    if folder is None:
-        raise FileNotFoundError(
-            f"resume: no outputs/{recipe_name}-*/checkpoint-N found; pass an output folder "
-            "(--output-dir RUN) or a checkpoint."
-        )
-    resume_target(folder, True)  # the folder holds a complete checkpoint, or the line names the fix
-    return folder, True
+    folder = Path(output_dir) if output_dir else None
+    if folder is None and resume is True:
+        folder = _newest_run_with_checkpoint(recipe_name)
+        if folder is None:
+            raise FileNotFoundError(
+                f"resume: no outputs/{recipe_name}-*/checkpoint-N found; pass an output folder "
+                "(--output-dir RUN) or a checkpoint."
+            )
+    checkpoint = resume_target(folder, resume)  # a missing checkpoint: the line names the fix
+    return folder or checkpoint.parent, checkpoint
 
 
-def _path_config(recipe: Recipe, loop: str, output_dir: Path, resume: Any) -> tuple[Any, Any]:
+def _path_config(recipe: Recipe, loop: str, output_dir: Path, checkpoint: Path | None) -> tuple[Any, Any]:
     """Every check the chosen path makes before a model is loaded, once. Returns (the path's config, the one
     that trains; the training rows the environments were played on, or None: the recipe has none)."""
     from grpo_kit.config.trainers import check_path_settings, check_recipe_fields
@@ -166,7 +171,7 @@ def _path_config(recipe: Recipe, loop: str, output_dir: Path, resume: Any) -> tu
         with warnings.catch_warnings():
             # what is left of the fields only TRL has is what the loop does anyway (path_settings.LOOP_BEHAVES_AS)
             warnings.simplefilter("ignore", UserWarning)
-            return to_loop_config(recipe, output_dir=str(output_dir), resume_from_checkpoint=resume), None
+            return to_loop_config(recipe, output_dir=str(output_dir), resume_from_checkpoint=checkpoint), None
     from grpo_kit.runs.held_out import training_dataset
     from grpo_kit.support.hardware import detect_precision
 
@@ -230,9 +235,13 @@ def plan_run(
         "loop": loop,
         "max_steps": max_steps,
     }
-    stored = None
-    if resume is not None and recipe is None and not (small or overrides or loop or max_steps):
-        stored = _stored_invocation(output_dir, resume)  # --resume alone: the run as it was started
+    run_dir = checkpoint = stored = None
+    resume_alone = resume is not None and recipe is None and not (small or overrides or loop or max_steps)
+    if resume_alone and (output_dir or resume is not True):
+        # --resume alone: the run as it was started, when its folder is named (else the newest run of the
+        # default recipe is found below, once the recipe is known)
+        run_dir, checkpoint = resolve_run_dir(None, output_dir, resume)
+        stored = _stored_invocation(run_dir, checkpoint)
     trusted = (
         trust_reward_code or stored is None
     )  # what the user typed is trusted; a run folder's content not
@@ -246,15 +255,16 @@ def plan_run(
     if not trusted:  # the rewards the replay resolved to, before any of them is built
         from grpo_kit.recipes.files import refuse_reward_code_of_a_run
 
-        refuse_reward_code_of_a_run(recipe.rewards, f"the run in {output_dir or Path(resume).parent}")
+        refuse_reward_code_of_a_run(recipe.rewards, f"the run in {run_dir}")
     if eval_prompts == 0:  # no held-out rows to evaluate, during training either
         recipe = without_evaluation_during_training(recipe)
     loop = invocation["loop"]
-    run_dir, resume = resolve_run_dir(recipe.name, output_dir, resume)
+    if run_dir is None:
+        run_dir, checkpoint = resolve_run_dir(recipe.name, output_dir, resume)
     run_dir = check_output_dir(run_dir)
     check_not_in_use(run_dir)  # another process trains there now: refused before anything loads
     # the path's own rules first (CUDA, QLoRA, ...)
-    path_config, train_dataset = _path_config(recipe, loop, run_dir, resume)
+    path_config, train_dataset = _path_config(recipe, loop, run_dir, checkpoint)
     if recipe.model != TINY_MODEL:
         from grpo_kit.models import check_model_source
 
@@ -276,9 +286,9 @@ def plan_run(
         # Unsloth writes its own GGUF types only on a GPU (its CPU backend needs a local llama.cpp for them).
         gguf = check_gguf_quantization_available(gguf, unsloth=loop == "unsloth" and cuda_available())
     plan = RunPlan(
-        recipe, loop, run_dir, resume, path_config, invocation, gguf=gguf, train_dataset=train_dataset
+        recipe, loop, run_dir, checkpoint, path_config, invocation, gguf=gguf, train_dataset=train_dataset
     )
-    if resume is not None:
+    if checkpoint is not None:
         _check_resumes_the_same_run(plan)
     elif RunFolder(run_dir).holds_a_run():
         if not overwrite:
@@ -360,12 +370,9 @@ def _invoked_recipe(invocation: Mapping[str, Any], *, trust_reward_code: bool = 
     )
 
 
-def _stored_invocation(output_dir: str | Path | None, resume: Any) -> dict[str, Any] | None:
-    """The invocation the run to resume stored (its checkpoint's, else its run_config.json's), else None."""
-    if output_dir is None and resume in (None, True):
-        return None  # the newest run of the default recipe is found by resolve_run_dir
-    folder = Path(output_dir) if output_dir else Path(resume).parent
-    stored = RunFolder(folder).stored_run_config(resume)
+def _stored_invocation(folder: Path, checkpoint: Path) -> dict[str, Any] | None:
+    """How the run in ``folder`` was invoked, as ``checkpoint`` (else the folder) stored it; None if not stored."""
+    stored = RunFolder(folder).stored_run_config(checkpoint)
     if not stored or "invocation" not in stored:
         return None
     from grpo_kit.config.stored import CREDENTIAL_PLACEHOLDER

@@ -182,7 +182,7 @@ def preflight_verdict(report: Any, *, if_no_go: str = "") -> Any:
 class LiveRewardCurve:
     """Collects the logged metrics of a run and, in the marimo editor, redraws the reward curve live.
 
-    TRL: ``trl_path.train(..., callbacks=[curve.trainer_callback()])``.
+    TRL: ``trl_path.train_with_trl(..., callbacks=[curve.trainer_callback()])``.
     Standalone loop: ``loop.train(..., callbacks=[curve])`` (called as ``curve(state, step_metrics)``).
     Outside the editor it only collects (``curve.records``); nothing is drawn.
     """
@@ -260,17 +260,18 @@ class LiveRewardCurve:
 def train_with_live_curve(
     recipe: Any, *, train: Any = None, title: str | None = None, **train_kwargs: Any
 ) -> Any:
-    """``trl_path.train(recipe, **train_kwargs)`` behind a lesson's Train button: a :class:`LiveRewardCurve` on
-    TRL's log (``title``: its title, "<recipe>: reward per step" unless given; redrawn in the editor while it
-    trains, one line once it returns, so the page then shows the run's saved curve once), no progress bar and no
-    final save unless ``train_kwargs`` say otherwise. ``train``: another training function with ``trl_path.train``'s
-    signature (``unsloth_path.train``), called with ``train_kwargs`` and the curve's callback only."""
+    """``trl_path.train_with_trl(recipe, **train_kwargs)`` behind a lesson's Train button: a
+    :class:`LiveRewardCurve` on TRL's log (``title``: its title, "<recipe>: reward per step" unless given; redrawn
+    in the editor while it trains, one line once it returns, so the page then shows the run's saved curve once),
+    no progress bar and no final save unless ``train_kwargs`` say otherwise. ``train``: another training function
+    with ``train_with_trl``'s signature (``unsloth_path.train_with_unsloth``), called with ``train_kwargs`` and
+    the curve's callback only."""
     curve = LiveRewardCurve(title or f"{recipe.name}: reward per step")
     train_kwargs["callbacks"] = [curve.trainer_callback(), *train_kwargs.get("callbacks", [])]
     if train is None:
         from grpo_kit.trainers import trl_path
 
-        train = trl_path.train
+        train = trl_path.train_with_trl
         train_kwargs.setdefault("disable_tqdm", True)
         train_kwargs.setdefault("save_final", False)
     run = train(recipe, **train_kwargs)

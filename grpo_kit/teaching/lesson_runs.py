@@ -3,8 +3,8 @@
 Each practicum measures the base model behind a button (a pre-flight, then the held-out evaluation), trains a
 fresh copy of it behind a second button with the live reward curve, shows the run's saved curve and logged
 metrics, measures again and compares. The acts themselves belong to the library's rooms (``evaluation.preflight``,
-``runs.held_out.evaluate_held_out``, ``trl_path.train``, ``evaluation.compare``); this module only gives them the
-lessons' look: a spinner while they run, a button under its heading, a markdown table of what came out.
+``runs.held_out.evaluate_held_out``, ``trl_path.train_with_trl``, ``evaluation.compare``); this module only gives
+them the lessons' look: a spinner while they run, a button under its heading, a markdown table of what came out.
 
 Nothing here imports torch at import time.
 """

@@ -3,15 +3,15 @@
 metrics/Ctrl-C/finite-weights callbacks, ``training_args.bin`` without credentials and the :class:`~grpo_kit.artifacts.result.RunResult` are shared here.
 
     backend = ModelBackend(name="TRL", precision=..., check=..., load=..., peft_config=...)
-    trainer = build_trainer(recipe, backend, output_dir="runs/x", learning_rate=1e-5)
+    trainer = assemble_grpo_trainer(recipe, backend, output_dir="runs/x", learning_rate=1e-5)
     result = run_trainer(trainer, output_dir="runs/x", title="TRL")
 
 A run's settings are checked once (:func:`check_config`) and its GRPOConfig is built once (:func:`grpo_config`,
 the only place grpo-kit builds one): by ``grpo_kit.runs.plan_run`` for a planned run, whose config then trains as
-it is (``build_trainer(..., args=plan.path_config)`` checks and builds nothing again), else by
-:func:`build_trainer` itself.
+it is (``assemble_grpo_trainer(..., args=plan.path_config)`` checks and builds nothing again), else by
+:func:`assemble_grpo_trainer` itself.
 
-``build_trainer(..., trainer_kwargs={"tools": [...], "environment_factory": ...})`` forwards extra
+``assemble_grpo_trainer(..., trainer_kwargs={"tools": [...], "environment_factory": ...})`` forwards extra
 ``GRPOTrainer`` arguments unchanged; a recipe's ``tools="calculator"`` fills ``tools`` (``grpo_kit.rollout.tool_sets``),
 and the tools, ``max_tool_calling_iterations`` and the tokenizer's tool template are checked before the model
 loads.
@@ -44,8 +44,8 @@ from grpo_kit.trainers.run import resume_point, run_trainer  # re-exported: runn
 
 __all__ = [
     "ModelBackend",
+    "assemble_grpo_trainer",
     "build_and_train",
-    "build_trainer",
     "check_config",
     "check_training",
     "grpo_config",
@@ -180,7 +180,7 @@ def grpo_config(training: Mapping[str, Any]):
     return GRPOConfig(**{**training, **scheduled})
 
 
-def build_trainer(
+def assemble_grpo_trainer(
     recipe: Recipe | str,
     backend: ModelBackend,
     *,
@@ -341,7 +341,7 @@ def _policy_and_tokenizer(
     elif tokenizer is None:
         raise ValueError("a model was given without its tokenizer; pass tokenizer= too.")
     if recipe.trainable_parts:  # a VLM, loaded here or handed in, trains the parts the recipe names only
-        from grpo_kit.artifacts.checkpoint import is_peft_model
+        from grpo_kit.models.lora import is_peft_model
         from grpo_kit.models.vlm import select_trainable
 
         if not ("lm_lora" in recipe.trainable_parts and is_peft_model(model)):  # a PeftModel: chosen already
@@ -400,7 +400,7 @@ def _refuse_settings_beside_args(args, output_dir, max_steps, report_to, overrid
 def tool_trainer_kwargs(recipe: Recipe, trainer_kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """``trainer_kwargs`` with the recipe's ``tools`` (a tool-set name -> its functions) and ``environment``
     (its factory) filled in, as :func:`check_config` resolves them, without checking or playing anything
-    again: for a GRPOConfig whose check pass already ran (``build_trainer(args=...)``)."""
+    again: for a GRPOConfig whose check pass already ran (``assemble_grpo_trainer(args=...)``)."""
     from grpo_kit.rollout.environments import resolve_environment_factory
     from grpo_kit.rollout.tool_sets import resolve_tools
 
@@ -424,11 +424,12 @@ def build_and_train(
     evaluate: Any = None,
     **kwargs: Any,
 ) -> RunResult:
-    """What the TRL and Unsloth paths' ``train`` share: the run folder (``args.output_dir`` when a built
-    GRPOConfig is given, else ``output_dir``, default ``outputs/<recipe>``), the checkpoint to resume (checked
-    before anything loads), ``build(recipe, args=..., **kwargs)`` (the path's ``build_trainer``) and
-    :func:`run_trainer`; ``path`` ("TRL" | "Unsloth") titles the reward curve. The trainer is
-    ``result.trainer``. ``evaluate``: the held-out evaluation ``eval_steps`` schedules
+    """What ``trl_path.train_with_trl`` and ``unsloth_path.train_with_unsloth`` share: the run folder
+    (``args.output_dir`` when a built GRPOConfig is given, else ``output_dir``, default ``outputs/<recipe>``), the
+    checkpoint to resume (checked before anything loads), ``build(recipe, args=..., **kwargs)``
+    (``trl_path.build_trainer`` or ``unsloth_path.build_unsloth_trainer``) and :func:`run_trainer`; ``path``
+    ("TRL" | "Unsloth") titles the reward curve. The trainer is ``result.trainer``. ``evaluate``: the held-out
+    evaluation ``eval_steps`` schedules
     (``grpo_kit.runs.during_training.HeldOutDuringTraining``: called with (model, step), its ``rows`` the
     ``eval_dataset`` Trainer schedules with); required when the GRPOConfig schedules one."""
     recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe

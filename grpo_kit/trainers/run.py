@@ -21,9 +21,9 @@ __all__ = ["resume_point", "run_trainer"]
 
 
 def resume_point(output_dir: Path, resume_from_checkpoint) -> tuple[Path | None, int | None]:
-    """(checkpoint folder or None, its global step or None): ``checkpoint.resume_target``'s checkpoint (the one
-    resolver every path shares), which on this path must be TRL's. Call it before anything loads: a missing
-    checkpoint is a configuration error."""
+    """(checkpoint folder or None, its global step or None): ``checkpoint.resume_target``'s checkpoint (a planned
+    run's is already resolved: its folder), which on this path must be TRL's. Call it before anything loads: a
+    missing checkpoint is a configuration error."""
     from grpo_kit.artifacts.checkpoint import resume_target
 
     resume = resume_target(output_dir, resume_from_checkpoint)

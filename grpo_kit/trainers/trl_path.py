@@ -1,7 +1,7 @@
 """Recipe -> TRL ``GRPOConfig`` + ``GRPOTrainer``: TRL does the training.
 
     from grpo_kit.trainers import trl_path
-    result = trl_path.train("smoltldr-length-quick", output_dir="runs/tldr")   # CPU, offline
+    result = trl_path.train_with_trl("smoltldr-length-quick", output_dir="runs/tldr")   # CPU, offline
     # a recipe that evaluates during training (eval_steps: the main job) trains through grpo-kit train /
     # runs.execute, which hold its held-out rows; here it is refused, naming that fix
     result.metrics_path, result.reward_curve_path
@@ -30,12 +30,12 @@ from grpo_kit.recipes.catalogue import Recipe
 from grpo_kit.support.hardware import Precision, detect_precision
 from grpo_kit.trainers.builder import (
     ModelBackend,
+    assemble_grpo_trainer,
     build_and_train,
     check_config,
     grpo_config_kwargs,
     use_plain_progress_bar,
 )
-from grpo_kit.trainers.builder import build_trainer as build_grpo_trainer
 from grpo_kit.trainers.builder import grpo_config as build_grpo_config
 
 __all__ = [
@@ -46,7 +46,7 @@ __all__ = [
     "check_settings",
     "ensure_logprob_kernel",
     "resolve_training",
-    "train",
+    "train_with_trl",
     "use_plain_progress_bar",
 ]
 
@@ -158,7 +158,7 @@ def backend(
             from grpo_kit.models import load_model as loader
         quantization = _quantization_config(recipe, precision) if recipe.quantization else None
         model, tokenizer = loader(recipe.model, dtype=precision.dtype, quantization=quantization)
-        # a VLM's trainable_parts: trainer_builder.build_trainer chooses them, for a loaded or a handed-in model
+        # a VLM's trainable_parts: assemble_grpo_trainer chooses them, for a loaded or a handed-in model
         if quantization is not None:
             from peft import prepare_model_for_kbit_training
 
@@ -168,7 +168,7 @@ def backend(
         return model, tokenizer
 
     def peft_config(recipe: Recipe, model) -> Any:
-        from grpo_kit.artifacts.checkpoint import is_peft_model
+        from grpo_kit.models.lora import is_peft_model
 
         ensure_logprob_kernel()
         return recipe.lora.to_peft_config() if recipe.lora is not None and not is_peft_model(model) else None
@@ -266,15 +266,15 @@ def build_trainer(
     model / tokenizer: an already loaded pair (e.g. ``grpo_kit.models.tiny_model()``); by default
         ``model_loader(recipe.model, dtype=..., quantization=...)`` loads it, after every check passed.
     train_dataset, reward_funcs, output_dir, max_steps, report_to, callbacks, trainer_kwargs and GRPOConfig
-        overrides (``learning_rate=1e-5``, ...): see ``trainer_builder.build_trainer``.
+        overrides (``learning_rate=1e-5``, ...): see ``builder.assemble_grpo_trainer``.
     vllm_*: as in GRPOConfig; ``vllm_mode`` ("colocate" | "server") turns ``use_vllm`` on.
     device: "cpu" forces CPU (fp32) on a GPU machine; default: the best device found.
     """
     kwargs.update(_vllm_overrides(vllm_mode, vllm_server_host, vllm_server_port, vllm_gpu_memory_utilization))
-    return build_grpo_trainer(recipe, backend(model_loader=model_loader, device=device), **kwargs)
+    return assemble_grpo_trainer(recipe, backend(model_loader=model_loader, device=device), **kwargs)
 
 
-def train(
+def train_with_trl(
     recipe: Recipe | str,
     *,
     args: Any = None,

@@ -2,8 +2,8 @@
 fast path (LLM course 12.6), on one CUDA GPU or, through Unsloth's own CPU backend, on a CPU.
 
     from grpo_kit.trainers import unsloth_path
-    result = unsloth_path.train("gsm8k-unsloth", output_dir="runs/gsm8k")          # a GPU
-    result = unsloth_path.train("gsm8k-unsloth-cpu", output_dir="runs/gsm8k-cpu")  # a CPU
+    result = unsloth_path.train_with_unsloth("gsm8k-unsloth", output_dir="runs/gsm8k")          # a GPU
+    result = unsloth_path.train_with_unsloth("gsm8k-unsloth-cpu", output_dir="runs/gsm8k-cpu")  # a CPU
     unsloth_path.compare_with_and_without_adapter(result.model, result.tokenizer, result.adapter_dir,
                                                   ["Calculate pi."])               # vLLM: a GPU
 
@@ -66,19 +66,19 @@ from grpo_kit.rollout.generation import Decoding, GeneratedCompletion
 from grpo_kit.support.hardware import Precision, cuda_available
 from grpo_kit.trainers.builder import (
     ModelBackend,
+    assemble_grpo_trainer,
     build_and_train,
     check_config,
     grpo_config,
     grpo_config_kwargs,
     world_size,
 )
-from grpo_kit.trainers.builder import build_trainer as build_grpo_trainer
 
 __all__ = [
     "COURSE_SAMPLING",
     "backend",
     "build_config",
-    "build_trainer",
+    "build_unsloth_trainer",
     "check_machine",
     "check_settings",
     "compare_with_and_without_adapter",
@@ -86,9 +86,9 @@ __all__ = [
     "get_peft_model_kwargs",
     "grpo_config_kwargs",
     "load_facts",
-    "load_model",
+    "load_unsloth_model",
     "sampling_params_kwargs",
-    "train",
+    "train_with_unsloth",
     "vllm_generate",
 ]
 
@@ -320,7 +320,7 @@ def load_facts(model: Any) -> dict[str, Any]:
     }
 
 
-def load_model(recipe: Recipe | str, *, model_name: str | None = None) -> tuple[Any, Any]:
+def load_unsloth_model(recipe: Recipe | str, *, model_name: str | None = None) -> tuple[Any, Any]:
     """``FastLanguageModel.from_pretrained`` + ``get_peft_model`` for the recipe -> (model, tokenizer).
 
     ``model_name`` defaults to the recipe's model resolved as every path resolves it
@@ -356,8 +356,8 @@ def load_model(recipe: Recipe | str, *, model_name: str | None = None) -> tuple[
 
 
 def backend(*, model_name: str | None = None) -> ModelBackend:
-    """The Unsloth path's model handling: its own checks, then :func:`load_model` (4-bit weights [+ vLLM
-    engine] + ``get_peft_model``). LoRA is already in the model, so no ``peft_config``. The precision is the
+    """The Unsloth path's model handling: its own checks, then :func:`load_unsloth_model` (4-bit weights
+    [+ vLLM engine] + ``get_peft_model``). LoRA is already in the model, so no ``peft_config``. The precision is the
     machine's (``hardware.detect_precision``: a GPU's rule, fp32 flags on a CPU, where Unsloth's CPU backend
     picks the weights' dtype itself and ``load_facts`` records it)."""
 
@@ -370,22 +370,22 @@ def backend(*, model_name: str | None = None) -> ModelBackend:
         _check_unsloth(recipe, training, precision)
 
     def load(recipe: Recipe, precision: Precision, args) -> tuple[Any, Any]:
-        return load_model(recipe, model_name=model_name)
+        return load_unsloth_model(recipe, model_name=model_name)
 
     return ModelBackend(
         name="Unsloth", precision=precision, check=check, load=load, peft_config=lambda recipe, model: None
     )
 
 
-def build_trainer(recipe: Recipe | str, *, model_name: str | None = None, **kwargs: Any):
+def build_unsloth_trainer(recipe: Recipe | str, *, model_name: str | None = None, **kwargs: Any):
     """A GRPOTrainer (patched by Unsloth) for the recipe: :func:`check_machine`, ``import unsloth``, the
-    settings checks, then the model loads (unless ``model``/``tokenizer`` from :func:`load_model` are given).
-    The other arguments are ``trainer_builder.build_trainer``'s."""
+    settings checks, then the model loads (unless ``model``/``tokenizer`` from :func:`load_unsloth_model` are
+    given). The other arguments are ``builder.assemble_grpo_trainer``'s."""
     recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
     # unsloth first: it patches transformers/peft/TRL at import, so it must precede their use (the
     # checks import trl). Importing loads no model; the checks still run before any weights do.
     _import_unsloth(recipe)
-    return build_grpo_trainer(recipe, backend(model_name=model_name), **kwargs)
+    return assemble_grpo_trainer(recipe, backend(model_name=model_name), **kwargs)
 
 
 def build_config(
@@ -400,7 +400,7 @@ def build_config(
     """The run's GRPOConfig for this path, built once before any model loads (``grpo_kit.runs.plan_run``):
     :func:`check_machine`, ``import unsloth`` (its patched ``GRPOConfig`` is the class built), the settings
     (``grpo_config_kwargs`` at the machine's precision), :func:`check_settings`, then the config. Returns (the
-    config, the dataset the environments were played on, or None); pass both to :func:`train`."""
+    config, the dataset the environments were played on, or None); pass both to :func:`train_with_unsloth`."""
     from grpo_kit.support.hardware import detect_precision
 
     recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
@@ -411,7 +411,7 @@ def build_config(
     return grpo_config(training), dataset
 
 
-def train(
+def train_with_unsloth(
     recipe: Recipe | str,
     *,
     lora_dir: str | os.PathLike | None = None,
@@ -421,8 +421,8 @@ def train(
     args: Any = None,
     **kwargs: Any,
 ) -> RunResult:
-    """Build (see :func:`build_trainer`; ``model``/``tokenizer``/``train_dataset``/``reward_funcs`` may be
-    given), train, save the adapter; metrics.jsonl, the reward curve and Ctrl-C checkpoints as in the TRL path
+    """Build (see :func:`build_unsloth_trainer`; ``model``/``tokenizer``/``train_dataset``/``reward_funcs``
+    may be given), train, save the adapter; metrics.jsonl, the reward curve and Ctrl-C checkpoints as in the TRL path
     (``resume_from_checkpoint``: a checkpoint-N folder or True for the latest in output_dir). ``args``: a
     GRPOConfig from :func:`build_config` (``plan.path_config``), which trains as it is, in its ``output_dir``.
     The adapter folder is ``result.adapter_dir``: ``model.save_lora`` on a GPU, PEFT's ``save_pretrained`` where
@@ -430,7 +430,7 @@ def train(
     (``grpo_kit.runs.execute`` exports it itself, verified)."""
     result = build_and_train(
         recipe,
-        build_trainer,
+        build_unsloth_trainer,
         path="Unsloth",
         args=args,
         resume_from_checkpoint=resume_from_checkpoint,
@@ -449,7 +449,8 @@ def train(
 def _require_vllm_engine(model: Any) -> None:
     if not (hasattr(model, "fast_generate") and hasattr(model, "vllm_engine")):
         raise ValueError(
-            "model has no vLLM engine (fast_generate): load it with fast_inference=True through load_model()."
+            "model has no vLLM engine (fast_generate): load it with fast_inference=True through "
+            "load_unsloth_model()."
         )
 
 

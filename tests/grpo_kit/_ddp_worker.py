@@ -38,7 +38,7 @@ def main(out_dir: str) -> None:
     dataset = Dataset.from_dict(
         {"prompt": [[{"role": "user", "content": f"Summarize post {i}."}] for i in range(16)]}
     )
-    result = trl_path.train(
+    result = trl_path.train_with_trl(
         "smoltldr-length-small",
         model=model,
         tokenizer=tokenizer,

@@ -91,7 +91,7 @@ def test_invalid_config_fails_before_the_model_loads(argv, fix, tmp_path, capsys
     def no_loading(recipe):  # the error must come first
         raise AssertionError("the model was loaded before the configuration was checked")
 
-    monkeypatch.setattr("grpo_kit.runs.execution.load_model", no_loading)
+    monkeypatch.setattr("grpo_kit.runs.phases.load_recipe_model", no_loading)
     assert main([*argv, "--output-dir", str(tmp_path / "run")]) == 2
     out = capsys.readouterr().out.replace("\n", " ")
     assert "error:" in out and fix in out
@@ -179,7 +179,8 @@ def _wait_for(path_glob: Path, pattern: str, proc: subprocess.Popen, timeout: fl
 def test_preload_checks_leave_no_folder_behind(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(
-        "grpo_kit.runs.execution.load_model", lambda recipe: pytest.fail("the model loaded before the checks")
+        "grpo_kit.runs.phases.load_recipe_model",
+        lambda recipe: pytest.fail("the model loaded before the checks"),
     )
     a_file = tmp_path / "a-file"
     a_file.write_text("x")

@@ -9,7 +9,7 @@ from trl import GRPOConfig
 
 from grpo_kit.models import tiny_model
 from grpo_kit.rollout import environments
-from grpo_kit.runs import execute, execution, held_out, plan_run
+from grpo_kit.runs import execute, held_out, phases, plan_run
 from grpo_kit.trainers import trl_path
 
 
@@ -55,14 +55,14 @@ def test_an_environment_recipe_is_loaded_and_played_once_before_the_model(
             return _real(*args, **kwargs)
 
         monkeypatch.setattr(module, name, recorded)
-    monkeypatch.setattr(execution, "training_dataset", held_out.training_dataset)
-    real_load = execution.load_model
+    monkeypatch.setattr(phases, "training_dataset", held_out.training_dataset)
+    real_load = phases.load_recipe_model
 
-    def load_model(*args, **kwargs):
+    def recorded_load(*args, **kwargs):
         events.append("model")
         return real_load(*args, **kwargs)
 
-    monkeypatch.setattr(execution, "load_model", load_model)
+    monkeypatch.setattr(phases, "load_recipe_model", recorded_load)
     plan = plan_run(
         "counter-lock-env-cpu",
         overrides={"model": "tiny"},

@@ -118,10 +118,10 @@ def test_keep_best_restores_the_best_evaluations_weights(tmp_path):
     from grpo_kit.artifacts.checkpoint import trainable_parameters
     from grpo_kit.recipes.catalogue import get_recipe
     from grpo_kit.runs.held_out import evaluate_held_out, held_out_rows, training_dataset
-    from grpo_kit.runs.models import load_model
+    from grpo_kit.runs.models import load_recipe_model
 
     recipe = get_recipe("smoltldr-length-small", **TINY)
-    model, tokenizer = load_model(recipe)
+    model, tokenizer = load_recipe_model(recipe)
     funcs = recipe.build_reward_funcs(tokenizer)
     rows = held_out_rows(recipe, 3, training=training_dataset(recipe))
     before = evaluate_held_out(recipe, model, tokenizer, funcs, rows, k=recipe.eval_samples)

@@ -165,7 +165,7 @@ def test_one_real_trl_step_plays_the_episodes_as_our_rollouts_do(tmp_path):
     RecordedCounter.resets.clear()
     RecordedLock.resets.clear()
     factory = {"counter": RecordedCounter, "lock": RecordedLock}
-    result = trl_path.train(
+    result = trl_path.train_with_trl(
         env_recipe(),
         model_loader=RecordingLoader(),
         output_dir=tmp_path,

@@ -197,6 +197,21 @@ def test_tiny_model_with_lora_trains_only_the_adapter(tiny):
     assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
 
 
+def test_is_peft_model_means_a_peft_model_not_any_adapter():
+    from peft import LoraConfig
+
+    from grpo_kit.models.lora import is_peft_model
+
+    with_lora, _ = tiny_model(seed=0, lora={"r": 4})
+    plain, _ = tiny_model(seed=0)
+    assert is_peft_model(with_lora) and not is_peft_model(plain)
+    # transformers' own adapter integration gives the model a peft_config, but none of the PeftModel API its
+    # users call (disable_adapter for the reference log-probs, get_base_model / merge_and_unload for export)
+    plain.add_adapter(LoraConfig(r=4, target_modules=["q_proj"]))
+    assert hasattr(plain, "peft_config") and not hasattr(plain, "get_base_model")
+    assert not is_peft_model(plain)
+
+
 def _adapter(model):
     return {name: p.detach().clone() for name, p in model.named_parameters() if "lora_" in name}
 

@@ -53,7 +53,7 @@ def test_every_refused_setting_on_every_path_names_the_path_that_has_it(name, pa
 @pytest.mark.parametrize(("name", "path"), REFUSED)
 def test_plan_refuses_it_before_the_model_loads(name, path, tmp_path, monkeypatch):
     monkeypatch.setattr(
-        "grpo_kit.runs.execution.load_model", lambda recipe: pytest.fail("the model loaded first")
+        "grpo_kit.runs.phases.load_recipe_model", lambda recipe: pytest.fail("the model loaded first")
     )
     with pytest.raises(ValueError, match=name):
         runs.plan_run(overrides={"model": "tiny", name: _value(name)}, loop=path, output_dir=tmp_path / "r")

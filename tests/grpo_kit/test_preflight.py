@@ -234,7 +234,7 @@ def test_every_cpu_recipe_passes_the_model_independent_part_of_preflight(name, t
         output_dir=tmp_path / "never",
     )
     runs.validate_run_inputs(plan)
-    model, tokenizer = runs.load_model(plan.recipe)
+    model, tokenizer = runs.load_recipe_model(plan.recipe)
     dataset = plan.recipe.load_dataset()
     funcs = plan.recipe.build_reward_funcs(tokenizer)
     report = runs.preflight_check(plan, model, tokenizer, dataset, funcs, num_prompts=2)
@@ -259,7 +259,7 @@ def test_gsm8k_cpu_preflight_is_go_with_its_worked_example_and_no_go_without(tmp
             overrides={"dataset_kwargs": {"worked_example": worked_example}},
             output_dir=tmp_path / "never",
         )
-        model, tokenizer = runs.load_model(plan.recipe)
+        model, tokenizer = runs.load_recipe_model(plan.recipe)
         dataset = plan.recipe.load_dataset()
         funcs = plan.recipe.build_reward_funcs(tokenizer)
         verdicts[worked_example] = runs.preflight_check(plan, model, tokenizer, dataset, funcs).verdict

@@ -85,7 +85,7 @@ def test_8bit_on_the_standalone_loop_is_refused_before_loading_naming_the_trl_lo
     def no_loading(recipe):  # the refusal must come first
         raise AssertionError("the model was loaded before the configuration was checked")
 
-    monkeypatch.setattr("grpo_kit.runs.execution.load_model", no_loading)
+    monkeypatch.setattr("grpo_kit.runs.phases.load_recipe_model", no_loading)
     argv = ["train", "--set", "model=tiny", "--set", "quantization=8bit", "--output-dir", str(tmp_path / "r")]
     assert main(argv) == 2
     out = capsys.readouterr().out.replace("\n", " ")
@@ -100,7 +100,7 @@ def test_bf16_on_a_cpu_without_native_bf16_is_refused_before_loading(tmp_path, c
     def no_loading(recipe):
         raise AssertionError("the model was loaded before bf16 was refused")
 
-    monkeypatch.setattr("grpo_kit.runs.execution.load_model", no_loading)
+    monkeypatch.setattr("grpo_kit.runs.phases.load_recipe_model", no_loading)
     monkeypatch.setattr(grpo_kit.support.hardware, "cpu_has_native_bf16", lambda: False)
     monkeypatch.setattr(grpo_kit.support.hardware, "cuda_available", lambda: False)
     argv = ["train", "--set", "model=tiny", "--set", "bf16=true", "--output-dir", str(tmp_path / "r")]

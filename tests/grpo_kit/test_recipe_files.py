@@ -234,7 +234,7 @@ def test_a_bad_recipe_file_is_one_line_naming_the_field_and_the_fix(case, tmp_pa
     def no_loading(recipe):  # the error must come first
         raise AssertionError("the model was loaded before the recipe file was checked")
 
-    monkeypatch.setattr("grpo_kit.runs.execution.load_model", no_loading)
+    monkeypatch.setattr("grpo_kit.runs.phases.load_recipe_model", no_loading)
     assert main(["train", "--config", str(path), "--output-dir", str(tmp_path / "run")]) == 2
     out = capsys.readouterr().out.strip()
     assert out.startswith("error:") and "Traceback" not in out

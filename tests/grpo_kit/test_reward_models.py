@@ -133,7 +133,7 @@ def test_a_reward_model_trains_on_the_loop_and_the_trl_path(reward_model_dir, tm
         save_steps=1000,
         eval_steps=None,
     )
-    trl_result = trl_path.train(
+    trl_result = trl_path.train_with_trl(
         recipe,
         model_loader=lambda name, **kw: tiny_model(seed=0),
         output_dir=tmp_path / "trl",

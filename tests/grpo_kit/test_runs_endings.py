@@ -91,9 +91,9 @@ def test_a_closed_stdout_stops_printing_not_training(tmp_path):
 def test_an_interruption_after_training_is_one_line_with_a_resume_path(
     tmp_path, capsys, monkeypatch, signum, status
 ):
-    from grpo_kit.runs import execution as run_mod
+    from grpo_kit.runs import phases
 
-    real = run_mod._greedy_answers
+    real = phases._greedy_answers
     calls = []
 
     def interrupted_second_time(*args, **kwargs):  # the answers after training: a real signal arrives
@@ -103,7 +103,7 @@ def test_an_interruption_after_training_is_one_line_with_a_resume_path(
             time.sleep(5)  # the handler raises before this returns
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(run_mod, "_greedy_answers", interrupted_second_time)
+    monkeypatch.setattr(phases, "_greedy_answers", interrupted_second_time)
     folder = tmp_path / "run"
     argv = ["train", "--set", "model=tiny", "--samples", "1", "--eval-prompts", "0", "--no-merge"]
     assert main([*argv, "--max-steps", "2", "--output-dir", str(folder)]) == status

@@ -19,7 +19,7 @@ def _no_model_loading(monkeypatch):
     def no_loading(recipe):  # the error must come before this
         raise AssertionError("the model was loaded before the input was checked")
 
-    monkeypatch.setattr("grpo_kit.runs.execution.load_model", no_loading)
+    monkeypatch.setattr("grpo_kit.runs.phases.load_recipe_model", no_loading)
 
 
 @pytest.fixture(scope="module")

@@ -9,15 +9,15 @@ from grpo_kit import runs
 
 
 def test_the_same_recipe_gives_the_same_lora_initialisation():
-    # Before runs.load_model seeded get_peft_model, LoRA's random A matrices differed from process to
+    # Before runs.load_recipe_model seeded get_peft_model, LoRA's random A matrices differed from process to
     # process, so `grpo-kit train` twice with one seed logged different grad_norm/loss from step 1.
     recipe = runs.plan_run(
         "smoltldr-length-small", overrides={"model": "tiny"}, max_steps=1, output_dir="unused"
     ).recipe
     torch.manual_seed(1)
-    first, _ = runs.load_model(recipe)
+    first, _ = runs.load_recipe_model(recipe)
     torch.manual_seed(2)  # whatever the global RNG did before
-    second, _ = runs.load_model(recipe)
+    second, _ = runs.load_recipe_model(recipe)
     a = {n: p for n, p in first.named_parameters() if "lora_A" in n}
     assert a and all(torch.equal(p, dict(second.named_parameters())[n]) for n, p in a.items())
 

@@ -106,6 +106,23 @@ def test_resume_compares_the_configuration_and_alone_takes_the_stored_one(tmp_pa
         assert flag in command
 
 
+def test_a_resumed_plan_keeps_the_checkpoint_it_resolved_and_the_loop_is_handed_that_folder(tmp_path):
+    first = _plan(tmp_path, max_steps=3)
+    prepare_run_dir(first)
+    for step in (2, 3):
+        (first.output_dir / f"checkpoint-{step}").mkdir()
+        (first.output_dir / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
+
+    latest = _plan(tmp_path, max_steps=3, resume=True)
+    assert latest.resume == first.output_dir / "checkpoint-3"
+    assert latest.path_config.resume_from_checkpoint == latest.resume  # not True: nothing resolves it again
+    named = runs.plan_run(resume=first.output_dir / "checkpoint-2")  # alone: the run is the checkpoint's
+    assert named.output_dir == first.output_dir and named.invocation == first.invocation
+    assert named.resume == named.path_config.resume_from_checkpoint == first.output_dir / "checkpoint-2"
+    with pytest.raises(FileNotFoundError, match="has no checkpoint-N folder"):
+        runs.plan_run(output_dir=tmp_path / "missing", resume=True)
+
+
 def test_every_checkpoint_stores_the_config_and_the_loop_refuses_another(tmp_path):
     model, tokenizer = _lora_model()
     loop.train(
@@ -166,7 +183,7 @@ def test_standalone_loop_same_seed_same_run_with_lora(tmp_path):
             output_dir=tmp_path / f"run{attempt}",
         )
         plan.path_config.disable_tqdm = True
-        model, tokenizer = runs.load_model(plan.recipe)
+        model, tokenizer = runs.load_recipe_model(plan.recipe)
         # Characters, not tokens: the tiny model's completions all hit the token limit, so a token-length
         # reward would be constant, the gradient zero and the comparison empty.
         result = runs.train_on_path(plan, model, tokenizer, plan.recipe.load_dataset(), [_length])
@@ -197,7 +214,7 @@ def test_trl_path_same_seed_same_run_with_lora(tmp_path):
         model, tokenizer = tiny_model(seed=0)  # no adapter yet: the TRL path adds it from peft_config
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            result = trl_path.train(
+            result = trl_path.train_with_trl(
                 recipe,
                 model=model,
                 tokenizer=tokenizer,

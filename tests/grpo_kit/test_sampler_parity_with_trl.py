@@ -52,7 +52,7 @@ def both_samplers():
 
     recipe = get_recipe("smoltldr-length-small", seed=42)
     assert recipe.lora.lora_dropout == 0  # the module docstring's last paragraph rests on it
-    model, tokenizer = runs.load_model(recipe)
+    model, tokenizer = runs.load_recipe_model(recipe)
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for name, p in model.named_parameters():

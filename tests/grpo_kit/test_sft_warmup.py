@@ -78,9 +78,9 @@ def test_sft_rows_from_a_jsonl_file_with_columns(tmp_path):
 
 
 def _tiny():
-    from grpo_kit.runs.models import load_model
+    from grpo_kit.runs.models import load_recipe_model
 
-    return load_model(RECIPES["gsm8k-cpu-sft"].replace(model="tiny"))
+    return load_recipe_model(RECIPES["gsm8k-cpu-sft"].replace(model="tiny"))
 
 
 def _loss_on(model, tokenizer, rows, warmup) -> float:

@@ -3,8 +3,8 @@
 The loss-parity tests (test_losses.py) prove ``compute_loss`` equal to TRL's on the same tensors. This checks the
 rest of a step: prompt rendering, reward calls, advantages, old and reference log-probs, micro-batches and
 gradient accumulation, clipping, the optimizer's parameter groups and the schedule. Both sides start from the same
-tiny model with the same seeded LoRA adapter (``grpo_kit.runs.models.load_model``, as a run loads it) and the same
-recipe: ``to_loop_config(recipe)`` for the loop, ``trl_path.build_trainer(recipe)`` (the TRL path users run) for TRL.
+tiny model with the same seeded LoRA adapter (``grpo_kit.runs.models.load_recipe_model``, as a run loads it) and
+the same recipe: ``to_loop_config(recipe)`` for the loop, ``trl_path.build_trainer(recipe)`` (the TRL path users run) for TRL.
 
 Same completions: the loop samples; its completions are replayed into TRL through TRL's own ``rollout_func`` hook,
 looked up by the prompt ids TRL's tokenizer call produces, so a prompt TRL renders differently finds no
@@ -21,7 +21,7 @@ from shared import tiny_recipe
 from grpo_kit.loop import training as loop
 from grpo_kit.runs import to_loop_config
 from grpo_kit.runs.models import (
-    load_model,  # the recipe's model with its seeded LoRA adapter, as a run loads it
+    load_recipe_model,  # the recipe's model with its seeded LoRA adapter, as a run loads it
 )
 from grpo_kit.trainers import trl_path
 from rewards import completion_text
@@ -82,7 +82,7 @@ def _train_loop(recipe, rows, steps, output_dir, monkeypatch, ends_early=False):
         return samples
 
     monkeypatch.setattr(loop, "_sample", recording_sample)
-    model, tokenizer = load_model(recipe)
+    model, tokenizer = load_recipe_model(recipe)
     config = to_loop_config(recipe, output_dir=str(output_dir), max_steps=steps, save_steps=1000)
     result = loop.train(model, tokenizer, rows, [distinct_characters], config)
     assert result.global_step == steps and not result.interrupted
@@ -108,7 +108,7 @@ def _train_trl(recipe, rows, steps, output_dir, sampled):
             "logprobs": [[0.0] * len(c) for c in completions],  # unused without vLLM
         }
 
-    model, tokenizer = load_model(recipe)
+    model, tokenizer = load_recipe_model(recipe)
     trainer = trl_path.build_trainer(
         recipe,
         model=model,
@@ -140,7 +140,7 @@ def test_one_step_of_the_loop_equals_one_step_of_trl(case, tmp_path, monkeypatch
     )
     # Exactly one generation batch of prompts: both sides see the same prompts whatever order they shuffle into.
     rows = recipe.load_dataset().select(range(prompts_per_step))
-    before = _trainable(load_model(recipe)[0])
+    before = _trainable(load_recipe_model(recipe)[0])
     loop_weights, sampled, loop_result = _train_loop(
         recipe, rows, steps, tmp_path / "loop", monkeypatch, ends_early=case in ENDS_EARLY
     )

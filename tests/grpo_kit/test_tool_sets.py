@@ -116,7 +116,7 @@ def test_no_tools_means_no_tool_checks():
 
 def test_one_real_grpo_step_with_the_calculator_tools(tmp_path):
     loader = RecordingLoader()
-    result = trl_path.train(
+    result = trl_path.train_with_trl(
         tool_recipe(), model_loader=loader, output_dir=tmp_path, device="cpu", plot=False, save_final=False
     )
     trainer = result.trainer

@@ -28,7 +28,7 @@ def cpu_precision():
 
 def test_train_two_steps_logs_trl_metrics_and_curve(tmp_path):
     loader = RecordingLoader()
-    result = trl_path.train(
+    result = trl_path.train_with_trl(
         tiny_recipe(), model_loader=loader, output_dir=tmp_path, max_steps=2, device="cpu"
     )
 
@@ -263,7 +263,7 @@ def test_ctrl_c_saves_a_checkpoint_that_resume_continues(tmp_path):
 
     recipe = tiny_recipe()
     handler_before = signal.getsignal(signal.SIGINT)
-    first = trl_path.train(
+    first = trl_path.train_with_trl(
         recipe,
         model_loader=RecordingLoader(),
         output_dir=tmp_path,
@@ -278,7 +278,7 @@ def test_ctrl_c_saves_a_checkpoint_that_resume_continues(tmp_path):
     }
     assert signal.getsignal(signal.SIGINT) is handler_before  # our handler is removed again
 
-    resumed = trl_path.train(
+    resumed = trl_path.train_with_trl(
         recipe,
         model_loader=RecordingLoader(),
         output_dir=tmp_path,
@@ -298,7 +298,7 @@ def test_ctrl_c_saves_a_checkpoint_that_resume_continues(tmp_path):
 def test_resume_without_checkpoint_says_so_before_loading(tmp_path):
     loader = RecordingLoader()
     with pytest.raises(FileNotFoundError, match="checkpoint"):
-        trl_path.train(
+        trl_path.train_with_trl(
             tiny_recipe(),
             model_loader=loader,
             output_dir=tmp_path,
@@ -345,7 +345,7 @@ def test_sigterm_saves_like_ctrl_c_and_resume_skips_a_half_written_checkpoint(tm
     handler_before = signal.getsignal(signal.SIGTERM)
     previous_umask = os.umask(0o022)
     try:
-        first = trl_path.train(
+        first = trl_path.train_with_trl(
             tiny_recipe(),
             model_loader=RecordingLoader(),
             output_dir=tmp_path,
@@ -363,7 +363,7 @@ def test_sigterm_saves_like_ctrl_c_and_resume_skips_a_half_written_checkpoint(tm
     (tmp_path / "checkpoint-3").mkdir()  # SIGKILL during the next save
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        resumed = trl_path.train(
+        resumed = trl_path.train_with_trl(
             tiny_recipe(),
             model_loader=RecordingLoader(),
             output_dir=tmp_path,

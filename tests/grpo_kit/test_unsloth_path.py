@@ -547,7 +547,7 @@ def test_unsloth_grpo_steps_without_vllm_save_lora(tmp_path):
         save_steps=1000,
     )
     model_name = os.environ.get("GRPO_KIT_GPU_TEST_MODEL") or str(embedded_model_dir())
-    result = unsloth_path.train(recipe, model_name=model_name, output_dir=tmp_path, max_steps=2)
+    result = unsloth_path.train_with_unsloth(recipe, model_name=model_name, output_dir=tmp_path, max_steps=2)
     assert result.global_step == 2 and (result.adapter_dir / "adapter_config.json").exists()
     assert result.metrics_path.read_text().count('"reward"') >= 2
 
@@ -569,7 +569,7 @@ def test_unsloth_grpo_steps_save_lora_and_compare(tmp_path):
         save_steps=1000,
     )
     model_name = os.environ.get("GRPO_KIT_GPU_TEST_MODEL") or str(embedded_model_dir())
-    result = unsloth_path.train(recipe, model_name=model_name, output_dir=tmp_path, max_steps=2)
+    result = unsloth_path.train_with_unsloth(recipe, model_name=model_name, output_dir=tmp_path, max_steps=2)
     assert result.global_step == 2 and (result.adapter_dir / "adapter_config.json").exists()
     assert result.metrics_path.read_text().count('"reward"') >= 2
     rows = unsloth_path.compare_with_and_without_adapter(

@@ -80,7 +80,9 @@ def test_two_grpo_steps_through_trls_vlm_path_train_the_chosen_parts(tmp_path):
         trainable_parts=("vision_tower", "projector", "lm_lora"),
         lora=LoraSettings(r=8, lora_alpha=16),
     )
-    model, processor = runs.load_model(recipe)  # select_trainable: LoRA on the LM + vision modules_to_save
+    model, processor = runs.load_recipe_model(
+        recipe
+    )  # select_trainable: LoRA on the LM + vision modules_to_save
     grad_norms: list[dict[str, float]] = []
 
     class RecordGradients(TrainerCallback):
@@ -178,7 +180,7 @@ def test_held_out_pictures_are_never_training_pictures_and_are_evaluated_with_th
     assert not {row["image"].tobytes() for row in rows + transfer} & trained_pixels
     assert all(row["image"].getpixel((32, 32)) == (200, 200, 200) for row in transfer)  # corners, grey
 
-    model, processor = runs.load_model(recipe)
+    model, processor = runs.load_recipe_model(recipe)
     report = evaluate_held_out(recipe, model, processor, recipe.build_reward_funcs(), rows[:3])
     again = evaluate_held_out(recipe, model, processor, recipe.build_reward_funcs(), rows[:3])
     assert report.num_prompts == 3 and "accuracy" in report.per_prompt
@@ -286,10 +288,10 @@ def test_the_gpu_vlm_recipe_runs_its_unsloth_notebook_settings_on_trls_vlm_path(
     plan = runs.plan_run("shapes-vlm-gpu", loop="trl", output_dir=tmp_path / "plan")
     assert plan.recipe.model == "HuggingFaceTB/SmolVLM-256M-Instruct"
     with pytest.raises(OSError, match="huggingface-cli download HuggingFaceTB/SmolVLM-256M-Instruct"):
-        runs.load_model(plan.recipe)
+        runs.load_recipe_model(plan.recipe)
 
     recipe = get_recipe("shapes-vlm-gpu", model=TINY_VLM, bf16=False)
-    model, processor = runs.load_model(recipe)
+    model, processor = runs.load_recipe_model(recipe)
     trainable = {name for name, p in model.named_parameters() if p.requires_grad}
     assert trainable and all("lora_" in name and "language_model" in name for name in trainable)
     lora_grads: list[float] = []
@@ -342,7 +344,7 @@ def test_preflight_samples_image_rows_with_their_pictures():
     from grpo_kit.evaluation.preflight import check_recipe
 
     recipe = get_recipe("shapes-vlm-cpu", model=TINY_VLM)
-    model, processor = runs.load_model(recipe)
+    model, processor = runs.load_recipe_model(recipe)
     report = check_recipe(recipe, model, processor, load_shapes(n=4), num_prompts=2)
     assert report.num_prompts == 2 and report.num_generations == recipe.training["num_generations"]
     assert report.examples and 0.0 <= report.zero_std_share <= 1.0
