@@ -265,26 +265,7 @@ def plan_run(
     check_not_in_use(run_dir)  # another process trains there now: refused before anything loads
     # the path's own rules first (CUDA, QLoRA, ...)
     path_config, train_dataset = _path_config(recipe, loop, run_dir, checkpoint)
-    if recipe.model != TINY_MODEL:
-        from grpo_kit.models import check_model_source
-
-        check_model_source(recipe.model)
-    if recipe.lora is not None and not recipe.trainable_parts and recipe.lora.target_modules != "all-linear":
-        from grpo_kit.models import check_lora_targets, model_module_names
-
-        names = model_module_names(recipe.model)  # the architecture from its config, no weights
-        if names is not None:
-            check_lora_targets(recipe.lora.to_peft_config(), names, recipe.model)
-    if recipe.sees_images:
-        from grpo_kit.models.vlm import check_model_takes_images
-
-        check_model_takes_images(recipe.model)  # a text-only model is refused before it loads
-    if gguf:
-        from grpo_kit.export import check_gguf_quantization_available
-        from grpo_kit.support.hardware import cuda_available
-
-        # Unsloth writes its own GGUF types only on a GPU (its CPU backend needs a local llama.cpp for them).
-        gguf = check_gguf_quantization_available(gguf, unsloth=loop == "unsloth" and cuda_available())
+    gguf = _check_model_before_loading(recipe, loop, gguf)
     plan = RunPlan(
         recipe, loop, run_dir, checkpoint, path_config, invocation, gguf=gguf, train_dataset=train_dataset
     )
@@ -305,6 +286,32 @@ def plan_run(
             )
         plan.set_aside = run_dir.with_name(f"{run_dir.name}.old-{time.strftime('%Y%m%d-%H%M%S')}")
     return plan
+
+
+def _check_model_before_loading(recipe: Recipe, loop: str, gguf: str | None) -> str | None:
+    """The model's own checks, from its config alone (no weights): its source, the LoRA targets against its
+    architecture, images for a recipe that sees, the --gguf type. Returns the GGUF type to write, if any."""
+    if recipe.model != TINY_MODEL:
+        from grpo_kit.models import check_model_source
+
+        check_model_source(recipe.model)
+    if recipe.lora is not None and not recipe.trainable_parts and recipe.lora.target_modules != "all-linear":
+        from grpo_kit.models import check_lora_targets, model_module_names
+
+        names = model_module_names(recipe.model)  # the architecture from its config, no weights
+        if names is not None:
+            check_lora_targets(recipe.lora.to_peft_config(), names, recipe.model)
+    if recipe.sees_images:
+        from grpo_kit.models.vlm import check_model_takes_images
+
+        check_model_takes_images(recipe.model)  # a text-only model is refused before it loads
+    if gguf:
+        from grpo_kit.export import check_gguf_quantization_available
+        from grpo_kit.support.hardware import cuda_available
+
+        # Unsloth writes its own GGUF types only on a GPU (its CPU backend needs a local llama.cpp for them).
+        gguf = check_gguf_quantization_available(gguf, unsloth=loop == "unsloth" and cuda_available())
+    return gguf
 
 
 def without_evaluation_during_training(recipe: Recipe) -> Recipe:
