@@ -54,7 +54,18 @@ def run(tmp_path, monkeypatch) -> Path:
     (work / "run" / "run.json").write_text(
         json.dumps({"recipe": "guarded", "model": "tiny", "loop": "standalone"})
     )
+    checkpoint = work / "run" / "checkpoint-1"  # what --resume continues from, with the invocation it stored
+    checkpoint.mkdir()
+    (checkpoint / "trainer_state.json").write_text("{}")
+    RunFolder(checkpoint).write_run_config(read_checkpoint_config(work / "run"))
     return work / "run"
+
+
+def _write_run_config(run: Path, config: dict, into: Path | None = None) -> None:
+    """The run's stored configuration, in the run folder and its checkpoint (or only in ``into``)."""
+    for folder in [into] if into else [run, run / "checkpoint-1"]:
+        RunFolder(folder).root.mkdir(exist_ok=True)
+        RunFolder(folder).write_run_config(config)
 
 
 def _store_invocation(run: Path, rewards_value, *, into: Path | None = None, key: str = "rewards") -> None:
@@ -62,9 +73,7 @@ def _store_invocation(run: Path, rewards_value, *, into: Path | None = None, key
     recipe_file = config["invocation"]["recipe_file"]
     del recipe_file["rewards"]
     recipe_file[key] = rewards_value
-    folder = RunFolder(into or run)
-    folder.root.mkdir(exist_ok=True)
-    folder.write_run_config(config)
+    _write_run_config(run, config, into)
 
 
 def _refused(argv, capsys, marker: Path, *, names: str = "--trust-reward-code") -> str:
@@ -105,7 +114,7 @@ def test_resume_imports_no_code_a_stored_set_rewards_names(run, tmp_path, capsys
     _payload(tmp_path / "evil.py", marker)
     config = read_checkpoint_config(run)
     config["invocation"]["overrides"] = {"rewards": [{"name": f"{tmp_path}/evil.py:fn"}]}
-    RunFolder(run).write_run_config(config)
+    _write_run_config(run, config)
     _refused(["train", "--output-dir", str(run), "--resume"], capsys, marker)
 
 
