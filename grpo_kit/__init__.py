@@ -14,7 +14,8 @@ import warnings
 __version__ = "0.1.0"
 
 # Where each module of 0.1's flat layout lives now. ``import grpo_kit.OLD`` and ``from grpo_kit import OLD`` still
-# work in this release, with a DeprecationWarning naming the new path; they go in the next.
+# work in this release, with a DeprecationWarning naming the new path; they go in the next. ``grpo_kit.loop`` and
+# ``grpo_kit.recipes`` are packages now that re-export their old module's names.
 MOVED = {
     "hardware": "support.hardware",
     "interrupts": "support.interrupts",
@@ -41,7 +42,6 @@ MOVED = {
     "environments": "rollout.environments",
     "vllm_generation": "rollout.vllm_generation",
     "recipe_schema": "recipes.recipe",
-    "recipes": "recipes.catalogue",
     "recipe_files": "recipes.files",
     "reward_specs": "recipes.reward_specs",
     "scaffold": "recipes.scaffold",
@@ -50,7 +50,6 @@ MOVED = {
     "completions_table": "artifacts.completions_table",
     "plots": "artifacts.plots",
     "result": "artifacts.result",
-    "loop": "loop.training",
     "loop_plumbing": "loop.plumbing",
     "run_context": "loop.bookkeeping",
     "trainer_builder": "trainers.builder",
@@ -73,7 +72,8 @@ class _MovedModule(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         old = fullname.removeprefix(__name__ + ".")
         if old == fullname or old not in MOVED:
             return None
-        return importlib.util.spec_from_loader(fullname, self)
+        origin = importlib.util.find_spec(self._target(fullname)).origin  # its file, for ``python -m``
+        return importlib.util.spec_from_loader(fullname, self, origin=origin)
 
     def _target(self, fullname: str) -> str:
         return f"{__name__}.{MOVED[fullname.removeprefix(__name__ + '.')]}"
