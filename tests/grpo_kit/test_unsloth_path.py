@@ -417,7 +417,7 @@ def test_what_needs_a_gpu_is_refused_before_unsloth_is_imported(overrides, error
         import grpo_kit.trainers.unsloth_path as fresh  # importing the module touches no Unsloth package
 
         recipe = get_recipe("gsm8k-unsloth", **overrides)
-        for call in (lambda: fresh.check_machine(recipe), lambda: fresh.load_model(recipe)):
+        for call in (lambda: fresh.check_machine(recipe), lambda: fresh.load_unsloth_model(recipe)):
             with pytest.raises(error) as err:
                 call()
             assert all(name in str(err.value) for name in names), str(err.value)
