@@ -84,11 +84,12 @@ class _MovedModule(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             f"{spec.name} moved to {new}; the old path goes in the next release", DeprecationWarning, 3
         )
         module = importlib.import_module(new)
-        self._spec = module.__spec__
+        spec.loader_state = module.__spec__  # the real module's own spec, kept on the alias's
         return module
 
     def exec_module(self, module):
-        module.__spec__ = self._spec  # importlib set the alias's spec on the real module: put its own back
+        # importlib set the alias's spec on the real module: put its own back
+        module.__spec__ = module.__spec__.loader_state
 
     def get_code(self, fullname):  # ``python -m grpo_kit.OLD``
         new = self._target(fullname)
