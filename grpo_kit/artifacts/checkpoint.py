@@ -490,6 +490,23 @@ def load_checkpoint(
     return trainer_state, rng_state, rollout
 
 
+def checkpoint_step(checkpoint: str | Path) -> int | None:
+    """The optimizer step ``checkpoint-N`` was saved at (N); None for a folder of another name."""
+    m = _CHECKPOINT_RE.match(Path(checkpoint).name)
+    return int(m.group(1)) if m else None
+
+
+def drop_extended_max_steps(diff: dict[str, tuple[Any, Any]], key: str, checkpoint: str | Path) -> None:
+    """Remove ``diff[key]`` (the run's ``max_steps``, stored -> now) when it only extends the run: the new length
+    is at least the checkpoint's step, so the resume continues the same run for longer (the learning-rate
+    schedule then runs to the new length from there, as Trainer's resume does)."""
+    step = checkpoint_step(checkpoint)
+    if key in diff and step is not None:
+        _, now = diff[key]
+        if isinstance(now, int) and now >= step:
+            del diff[key]
+
+
 def _checkpoints(output_dir: Path) -> list[tuple[int, Path]]:
     if not output_dir.is_dir():
         return []

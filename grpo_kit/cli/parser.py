@@ -116,9 +116,13 @@ def _add_train(sub, debug, trust) -> None:
 def _add_train_outputs(train: argparse.ArgumentParser) -> None:
     """What ``grpo-kit train`` does around the training: answers, evaluation, exports, pre-flight."""
     train.add_argument(
-        "--samples", type=int, default=4, help="held-out prompts for before/after answers (0: none)"
+        "--samples",
+        type=int,
+        default=None,
+        help="held-out prompts for before/after answers (default 4; 0: none)",
     )
-    train.add_argument("--no-merge", action="store_true", help="skip the merged 16-bit export")
+    # The run's flags (grpo_kit.runs.plan.RUN_FLAGS): None when not given, so a resume replays the stored ones.
+    train.add_argument("--no-merge", action="store_true", default=None, help="skip the merged 16-bit export")
     train.add_argument("--gguf", default=None, metavar="TYPE", help="also export GGUF (f16, q8_0, ...)")
     train.add_argument(
         "--eval-prompts",
@@ -131,12 +135,16 @@ def _add_train_outputs(train: argparse.ArgumentParser) -> None:
     train.add_argument(
         "--preflight",
         action="store_true",
+        default=None,
         help="run `grpo-kit preflight` first and refuse to train on a no-go",
     )
-    train.add_argument("--force", action="store_true", help="with --preflight: train even on a no-go")
+    train.add_argument(
+        "--force", action="store_true", default=None, help="with --preflight: train even on a no-go"
+    )
     train.add_argument(
         "--keep-best",
         action="store_true",
+        default=None,
         help="with eval_steps: export the weights of the evaluation during training with the best held-out "
         "metric, not the last step's (chosen on those rows: the figure after training is optimistic for them)",
     )

@@ -28,10 +28,10 @@ def cmd_train(args, console) -> int:
 
     plan = _plan_train(args, console)
     hook = None
-    if args.preflight:
+    if plan.flags["preflight"]:
         _validate_inputs(plan)
         hook = runs.preflight_hook(
-            force=args.force, on_report=lambda report: _print_preflight(console, report)
+            force=plan.flags["force"], on_report=lambda report: _print_preflight(console, report)
         )
     from grpo_kit.support.interrupts import (
         caller_reports_stops,
@@ -46,15 +46,7 @@ def cmd_train(args, console) -> int:
         with sigterm_as_interrupt(), caller_reports_stops():
             outcome = after_loading(
                 args,
-                lambda: runs.execute(
-                    plan,
-                    samples=args.samples,
-                    merge=not args.no_merge,
-                    status=console.status,
-                    preflight=hook,
-                    eval_prompts=args.eval_prompts,
-                    keep_best=args.keep_best,
-                ),
+                lambda: runs.execute(plan, status=console.status, preflight=hook),
             )
     except KeyboardInterrupt:  # outside the training steps (they save a checkpoint and return)
         if args.debug:
@@ -74,8 +66,10 @@ def _plan_train(args, console):
     on a mistake, before a model loads), and the plan's first line printed."""
     from grpo_kit import runs
 
-    if args.samples < 0:
+    if args.samples is not None and args.samples < 0:
         raise UsageError(f"--samples must be >= 0 (0: no before/after answers), got {args.samples}.")
+    if args.eval_prompts is not None and args.eval_prompts < 0:
+        raise UsageError(f"--eval-prompts must be >= 0 (0 turns evaluation off), got {args.eval_prompts}.")
     recipe = _recipe_argument(args)
     try:  # every configuration mistake surfaces here, before a model is loaded or a folder is written
         plan = runs.plan_run(
@@ -87,24 +81,23 @@ def _plan_train(args, console):
             output_dir=args.output_dir,
             resume=args.resume,
             overwrite=args.overwrite,
-            gguf=args.gguf,
             trust_reward_code=args.trust_reward_code,
-            eval_prompts=args.eval_prompts,
+            flags={name: getattr(args, name) for name in runs.RUN_FLAGS},  # None: not given
         )
     except CONFIG_ERRORS as error:
         raise UsageError(str(error)) from error
-    recipe, output_dir = plan.recipe, plan.output_dir
+    recipe, output_dir, flags = plan.recipe, plan.output_dir, plan.flags
     if args.config:
         _check_own_data(plan)
-    plan.flags = {  # replayed by the resume command printed on an interruption
-        "samples": args.samples,
-        "no_merge": args.no_merge,
-        "eval_prompts": args.eval_prompts,
-        "preflight": args.preflight,
-        "force": args.force,
-        "keep_best": args.keep_best,
-    }
-    if plan.set_aside is not None:
+    if plan.restarted:
+        console.print(
+            f"--resume: {markup_safe(output_dir)} has no checkpoint (the run stopped before its first one), so it "
+            f"starts again from step 0 with its stored configuration; what it had written is moved aside to "
+            f"{markup_safe(plan.set_aside)}.",
+            highlight=False,
+            soft_wrap=True,
+        )
+    elif plan.set_aside is not None:
         console.print(
             f"--overwrite: the run already in {markup_safe(output_dir)} is moved aside to "
             f"{markup_safe(plan.set_aside)}.",
@@ -116,18 +109,24 @@ def _plan_train(args, console):
         f"model [cyan]{markup_safe(recipe.model)}[/] · {markup_safe(recipe.training.get('max_steps', '?'))} "
         f"steps → [green]{markup_safe(output_dir)}[/]"
     )
-    if args.eval_prompts is not None and args.eval_prompts < 0:
-        raise UsageError(f"--eval-prompts must be >= 0 (0 turns evaluation off), got {args.eval_prompts}.")
     try:
         from grpo_kit.runs.during_training import check_schedule
 
         check_schedule(
-            recipe, recipe.eval_prompts if args.eval_prompts is None else args.eval_prompts, args.keep_best
+            recipe,
+            recipe.eval_prompts if flags["eval_prompts"] is None else flags["eval_prompts"],
+            flags["keep_best"],
         )
     except ValueError as error:
         raise UsageError(str(error)) from error
-    if args.force and not args.preflight:
+    if flags["force"] and not flags["preflight"]:
         raise UsageError("--force only matters with --preflight (train even when pre-flight says no-go).")
+    # before anything can stop it (a SIGKILL prints nothing): the run folder stores everything else
+    console.print(
+        f"If it stops, continue it with: {markup_safe(plan.resume_command())}",
+        highlight=False,
+        soft_wrap=True,
+    )
     return plan
 
 

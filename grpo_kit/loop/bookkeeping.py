@@ -38,6 +38,7 @@ from grpo_kit.artifacts.checkpoint import (
     CheckpointError,
     capture_rng_state,
     config_diff,
+    drop_extended_max_steps,
     jsonable_config,
     load_checkpoint,
     non_finite_parameters,
@@ -183,7 +184,21 @@ class RunContext:
             self.output_dir / "metrics.jsonl", keep_up_to_step=self.state.global_step if checkpoint else None
         )
         self._take_snapshot(saved_rollout)
+        if checkpoint is not None:
+            self._evaluate_if_missed()
         return rollout_from_dict(saved_rollout) if saved_rollout is not None else None
+
+    def _evaluate_if_missed(self) -> None:
+        """A stop inside the evaluation after step N (Ctrl-C, SIGTERM) saved checkpoint-N without it: run it now,
+        on that checkpoint's weights, before training continues, so the curve (and ``--keep-best``'s choice) has
+        every scheduled point. The evaluation forks the RNG: the steps after it draw as they would have."""
+        step = self.state.global_step
+        if self.evaluate is None or step == 0 or not self.evaluation_due():
+            return
+        if any(is_eval_record(r) and r.get("step") == step for r in self.state.log_history):
+            return
+        record = self.evaluate(self.model, step)
+        self.write_record({"step": step, "epoch": round(self.state.epoch, 4), **record})
 
     def _check_same_run(self, checkpoint: Path) -> None:
         """Refuse to continue a checkpoint that another configuration wrote (it would mix two runs)."""
@@ -191,6 +206,7 @@ class RunContext:
         if stored is None or "loop_config" not in stored:
             return  # written before checkpoints stored their configuration
         diff = config_diff(stored["loop_config"], self.run_config["loop_config"])
+        drop_extended_max_steps(diff, "max_steps", checkpoint)  # a longer run continues the same one
         if diff:
             fields_text = "; ".join(
                 f"{name}: {old!r} (checkpoint) -> {new!r} (now)" for name, (old, new) in diff.items()

@@ -30,11 +30,20 @@ from grpo_kit.runs.finished import FinishedRunError, FinishedRunEvaluation, eval
 from grpo_kit.runs.folder import RunFolder, RunFolderInUse, RunJsonError, TrainedModel
 from grpo_kit.runs.held_out import evaluate_held_out, held_out_rows, training_dataset, transfer_rows
 from grpo_kit.runs.models import load_recipe_model
-from grpo_kit.runs.plan import DEFAULT_LOOP, LOOPS, RunPlan, plan_run, resume_command, to_loop_config
+from grpo_kit.runs.plan import (
+    DEFAULT_LOOP,
+    LOOPS,
+    RUN_FLAGS,
+    RunPlan,
+    plan_run,
+    resume_command,
+    to_loop_config,
+)
 
 __all__ = [
     "DEFAULT_LOOP",
     "LOOPS",
+    "RUN_FLAGS",
     "FinishedRunError",
     "FinishedRunEvaluation",
     "GGUFExportError",

@@ -223,14 +223,14 @@ def _holding_the_folder_lock(run: Callable[..., RunOutcome]) -> Callable[..., Ru
 def execute(
     plan: RunPlan,
     *,
-    samples: int = 4,
-    merge: bool = True,
+    samples: int | None = None,
+    merge: bool | None = None,
     gguf: str | None = None,
     status: Callable[[str], Any] = _nothing,
     preflight: Callable[..., dict | None] | None = None,
     evaluate: Callable[..., dict | None] | None = None,
     eval_prompts: int | None = None,
-    keep_best: bool = False,
+    keep_best: bool | None = None,
 ) -> RunOutcome:
     """Run the plan into its folder. ``eval_prompts``: held-out prompts evaluated before and after (default
     the recipe's ``eval_prompts``; 0: no evaluation) into the report card (``eval.json``, ``report.md``,
@@ -242,9 +242,16 @@ def execute(
     ``plan.phase`` says what was running when it stopped. A recipe with ``eval_steps`` has the held-out rows
     evaluated during training too (``grpo_kit.runs.during_training``: ``eval/...`` records, the report card's
     held-out curve, ``run.json["evaluation_during_training"]``); ``keep_best`` exports the best of those
-    evaluations' weights instead of the last step's."""
+    evaluations' weights instead of the last step's. Each of ``samples``, ``merge``, ``gguf``, ``eval_prompts`` and
+    ``keep_best`` left None is the plan's flag (``plan.flags``: as planned, or stored by the run a resume
+    continues; ``grpo_kit.runs.plan.RUN_FLAGS``)."""
     from grpo_kit.runs import during_training
 
+    flags = plan.flags
+    samples = flags["samples"] if samples is None else samples
+    merge = not flags["no_merge"] if merge is None else merge
+    eval_prompts = flags["eval_prompts"] if eval_prompts is None else eval_prompts
+    keep_best = flags["keep_best"] if keep_best is None else keep_best
     recipe = plan.recipe
     n_eval = count_eval_prompts(recipe, samples, eval_prompts)
     eval_every = during_training.check_schedule(recipe, n_eval, keep_best)  # before the model loads

@@ -15,7 +15,6 @@ here, once (``plan.train_dataset``, the rows it trains on).
 from __future__ import annotations
 
 import functools
-import json
 import os
 import shlex
 import time
@@ -36,6 +35,7 @@ __all__ = [
     "DEFAULT_LOOP",
     "LOOPS",
     "RECIPE_FILE",
+    "RUN_FLAGS",
     "RunPlan",
     "default_output_dir",
     "plan_run",
@@ -48,6 +48,20 @@ __all__ = [
 LOOPS = ("standalone", "trl", "unsloth")
 #: The loop a run uses unless told otherwise: the readable loop, proven equal to TRL.
 DEFAULT_LOOP = "standalone"
+
+#: The ``grpo-kit train`` flags that change what a run does or writes around its recipe, with their defaults
+#: (``eval_prompts`` None: the recipe's own). A run stores the ones it ran with (``run_config.json``, every
+#: checkpoint), and a resume replays them: a flag given again wins, except ``eval_prompts``, which must stay the
+#: run's (the comparison after training pairs the prompts evaluated before it).
+RUN_FLAGS: dict[str, Any] = {
+    "samples": 4,
+    "no_merge": False,
+    "eval_prompts": None,
+    "keep_best": False,
+    "gguf": None,
+    "preflight": False,
+    "force": False,
+}
 
 
 @dataclass
@@ -62,12 +76,13 @@ class RunPlan:
     resume: Path | None = None
     # GRPOLoopConfig (standalone) or GRPOConfig (trl, unsloth): built and checked once here, the object that trains
     path_config: Any = None
-    invocation: dict[str, Any] = field(default_factory=dict)  # recipe name, small, overrides, loop, max_steps
+    # recipe name, small, overrides, loop, max_steps, and the run's flags (RUN_FLAGS, every one resolved)
+    invocation: dict[str, Any] = field(default_factory=dict)
     set_aside: Path | None = None  # --overwrite: where execute() moves the run already in output_dir
     gguf: str | None = None  # the GGUF type to export, checked available before training
-    # The CLI flags that change what the run does or writes besides the plan (samples, no_merge,
-    # eval_prompts, preflight, force): replayed by resume_command().
-    flags: dict[str, Any] = field(default_factory=dict)
+    # A --resume of a folder whose run stopped before its first checkpoint: it starts again from step 0 (the
+    # folder's leftovers moved aside to set_aside); the CLI says so.
+    restarted: bool = False
     # What execute() is doing now ("loading", "training", "evaluation after training", "export", ...):
     # an interruption outside training is reported with it.
     phase: str = "planned"
@@ -87,10 +102,18 @@ class RunPlan:
             "loop": self.loop,
         }
 
+    @property
+    def flags(self) -> dict[str, Any]:
+        """The run's flags (``RUN_FLAGS``' names), as given or replayed from the stored run."""
+        return self.invocation.get("flags", dict(RUN_FLAGS))
+
     def resume_command(self) -> str:
-        """The ``grpo-kit train`` command that continues this run exactly (every flag it was planned with)."""
-        flags = {**self.flags, "gguf": self.gguf} if self.gguf else self.flags
-        return resume_command(self.invocation, self.output_dir, flags)
+        """The ``grpo-kit train`` command that continues this run exactly: ``--resume`` alone, since the run folder
+        stores everything else (the invocation and its flags)."""
+        from grpo_kit.recipes.reward_specs import imports_only_installed_rewards
+
+        own_code = not all(imports_only_installed_rewards(r.name, r.kwargs) for r in self.recipe.rewards)
+        return resume_command(self.output_dir, trust_reward_code=own_code)
 
 
 # --- before the model loads -------------------------------------------------------------------------
@@ -207,6 +230,7 @@ def plan_run(
     gguf: str | None = None,
     trust_reward_code: bool = False,
     eval_prompts: int | None = None,
+    flags: Mapping[str, Any] | None = None,
 ) -> RunPlan:
     """The recipe with its overrides (``loop`` may also come from ``overrides["loop"]``), the run folder and
     the path's config: every configuration mistake raises here (ValueError, TypeError, FileNotFoundError,
@@ -214,20 +238,26 @@ def plan_run(
     model is loaded, and nothing is written.
 
     Run folders cannot be mixed: a folder that already holds a run is refused unless ``resume`` (continue
-    it: the configuration must be the one stored in its checkpoint, and with ``recipe=None`` and no
-    overrides that stored configuration is taken) or ``overwrite`` (:func:`execute` first moves the old run
-    aside to ``<folder>.old-<timestamp>``). Also checked: the folder is writable and not a file, the model
-    path is a model, and the ``gguf`` type can be written (before training, not after it). ``--resume`` alone
-    replays the stored invocation; reward code the replayed recipe resolves to (its recipe file's rewards, a
-    stored ``--set rewards=``) is imported only with ``trust_reward_code``
-    (``grpo_kit.recipes.files.refuse_reward_code_of_a_run``). ``eval_prompts=0`` (held-out evaluation off) turns
-    the recipe's evaluation during training (``eval_steps``) off too, before its config is built, as it turns the
-    second held-out set off; ``run.json`` then records no ``eval_steps``.
+    it: the configuration must be the one stored in its checkpoint; with ``recipe=None`` that stored
+    configuration is taken, with ``small``/``overrides``/``loop``/``max_steps`` laid over it: ``max_steps`` may
+    grow, which extends a finished run) or ``overwrite`` (:func:`execute` first moves the old run aside to
+    ``<folder>.old-<timestamp>``). A ``resume=True`` of a folder whose run stopped before its first checkpoint
+    starts that run again from step 0 (``plan.restarted``; its leftovers are moved aside). Also checked: the folder
+    is writable and not a file, the model path is a model, and the ``gguf`` type can be written (before training,
+    not after it). Reward code a replayed recipe resolves to (its recipe file's rewards, a stored ``--set
+    rewards=``) is imported only with ``trust_reward_code`` (``grpo_kit.recipes.files.refuse_reward_code_of_a_run``).
+
+    ``flags``: the run's flags (``RUN_FLAGS``; ``gguf`` and ``eval_prompts`` may also be given by keyword), None
+    or absent for one not given: the plan stores them (``plan.flags``, ``run_config.json``) and a resume replays
+    the stored run's. ``eval_prompts=0`` (held-out evaluation off) turns the recipe's evaluation during training
+    (``eval_steps``) off too, before its config is built, as it turns the second held-out set off; ``run.json``
+    then records no ``eval_steps``.
     """
     if resume is not None and overwrite:
         raise ValueError(
             "--resume continues the run in the folder and --overwrite moves it aside; choose one."
         )
+    recipe, overrides, output_dir = _output_dir_applied(recipe, overrides, output_dir)
     given = {
         "recipe": recipe,
         "small": small,
@@ -235,17 +265,26 @@ def plan_run(
         "loop": loop,
         "max_steps": max_steps,
     }
+    given_flags = dict(flags or {})
+    for name, value in (("gguf", gguf), ("eval_prompts", eval_prompts)):  # their keyword spelling
+        if value is not None:
+            given_flags[name] = value
     run_dir = checkpoint = stored = None
-    resume_alone = resume is not None and recipe is None and not (small or overrides or loop or max_steps)
-    if resume_alone and (output_dir or resume is not True):
-        # --resume alone: the run as it was started, when its folder is named (else the newest run of the
-        # default recipe is found below, once the recipe is known)
-        run_dir, checkpoint = resolve_run_dir(None, output_dir, resume)
+    restart = resume is True and output_dir is not None and stopped_before_first_checkpoint(Path(output_dir))
+    if resume is not None and recipe is None:
+        # the run's own recipe, as it was started (the newest run of the default recipe when no folder is named),
+        # with what is given besides --resume laid over it
+        if restart:
+            run_dir = Path(output_dir)
+        else:
+            run_dir, checkpoint = resolve_run_dir(_default_recipe_name(small), output_dir, resume)
         stored = _stored_invocation(run_dir, checkpoint)
     trusted = (
         trust_reward_code or stored is None
     )  # what the user typed is trusted; a run folder's content not
-    invocation = _resolve_invocation(**(stored or given), trust_reward_code=trusted)
+    invocation = _resolve_invocation(
+        **(given if stored is None else _laid_over(stored, given)), trust_reward_code=trusted
+    )
     overrides = dict(invocation["overrides"])
     if invocation["max_steps"] is not None:  # None: the recipe's own length (or its epochs), never None
         overrides["max_steps"] = invocation["max_steps"]
@@ -256,11 +295,16 @@ def plan_run(
         from grpo_kit.recipes.files import refuse_reward_code_of_a_run
 
         refuse_reward_code_of_a_run(recipe.rewards, f"the run in {run_dir}")
-    if eval_prompts == 0:  # no held-out rows to evaluate, during training either
-        recipe = without_evaluation_during_training(recipe)
     loop = invocation["loop"]
     if run_dir is None:
-        run_dir, checkpoint = resolve_run_dir(recipe.name, output_dir, resume)
+        run_dir, checkpoint = (
+            (Path(output_dir), None) if restart else resolve_run_dir(recipe.name, output_dir, resume)
+        )
+    stored_flags = _stored_flags(run_dir, checkpoint) if resume is not None else None
+    invocation["flags"] = _resolve_flags(given_flags, stored_flags, recipe)
+    if invocation["flags"]["eval_prompts"] == 0:  # no held-out rows to evaluate, during training either
+        recipe = without_evaluation_during_training(recipe)
+    gguf = invocation["flags"]["gguf"]
     run_dir = check_output_dir(run_dir)
     check_not_in_use(run_dir)  # another process trains there now: refused before anything loads
     # the path's own rules first (CUDA, QLoRA, ...)
@@ -271,6 +315,11 @@ def plan_run(
     )
     if checkpoint is not None:
         _check_resumes_the_same_run(plan)
+    elif (
+        restart
+    ):  # its leftovers (run_config.json, the evaluation before training) go aside, as --overwrite's
+        plan.restarted = True
+        plan.set_aside = run_dir.with_name(f"{run_dir.name}.old-{time.strftime('%Y%m%d-%H%M%S')}")
     elif RunFolder(run_dir).holds_a_run():
         if not overwrite:
             raise FileExistsError(
@@ -286,6 +335,83 @@ def plan_run(
             )
         plan.set_aside = run_dir.with_name(f"{run_dir.name}.old-{time.strftime('%Y%m%d-%H%M%S')}")
     return plan
+
+
+def _output_dir_applied(
+    recipe: Recipe | str | None, overrides: Mapping[str, Any] | None, output_dir: str | Path | None
+) -> tuple[Recipe | str | None, dict[str, Any], str | Path | None]:
+    """TRL's ``output_dir`` key in a recipe file or a ``--set``, applied: it names the run folder unless
+    ``output_dir`` is given (the command line wins, as with ``trl grpo``), relative to the working folder as in
+    TRL, and it leaves the recipe (the folder a run went to is the run's, not its recipe's)."""
+    overrides = dict(overrides or {})
+    named = overrides.pop("output_dir", None)
+    if isinstance(recipe, Recipe) and "output_dir" in recipe.training:
+        training = dict(recipe.training)
+        in_file = training.pop("output_dir")
+        named = named or in_file
+        recipe = recipe.replace(training=training)
+    if named is not None and not isinstance(named, (str, os.PathLike)):
+        raise ValueError(f"output_dir must be a folder path, got {named!r}.")
+    return recipe, overrides, output_dir or named
+
+
+def _default_recipe_name(small: bool) -> str:
+    from grpo_kit.recipes.catalogue import DEFAULT_RECIPE
+
+    return get_recipe(DEFAULT_RECIPE, small=small).name
+
+
+def stopped_before_first_checkpoint(folder: Path) -> bool:
+    """Whether ``folder`` holds a run that stopped before it wrote a checkpoint: its ``run_config.json`` is
+    there (written when the run starts), no ``checkpoint-N`` and no ``run.json``. Nothing was trained; a
+    ``--resume`` starts it again from step 0."""
+    run = RunFolder(folder)
+    return run.run_config_path.is_file() and run.latest_checkpoint() is None and not run.has_summary()
+
+
+def _laid_over(stored: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
+    """The stored invocation with what was given besides ``--resume`` laid over it (``--max-steps 8`` extends a
+    run, ``--set`` changes a setting, which the resume then checks against the checkpoint's)."""
+    overrides = dict(given["overrides"])
+    loop = given["loop"] or overrides.pop("loop", None) or stored["loop"]
+    return {
+        "recipe": stored["recipe"],
+        "small": bool(stored["small"] or given["small"]),
+        "overrides": {**stored["overrides"], **overrides},
+        "loop": loop,
+        "max_steps": given["max_steps"] if given["max_steps"] is not None else stored["max_steps"],
+    }
+
+
+def _stored_flags(folder: Path, checkpoint: Path | None) -> dict[str, Any] | None:
+    """The flags the run in ``folder`` stored (``RUN_FLAGS``), as ``checkpoint`` (else the folder) has them."""
+    stored = RunFolder(folder).stored_run_config(checkpoint)
+    flags = (stored or {}).get("invocation", {}).get("flags")
+    return dict(flags) if isinstance(flags, Mapping) else None
+
+
+def _resolve_flags(
+    given: Mapping[str, Any], stored: Mapping[str, Any] | None, recipe: Recipe
+) -> dict[str, Any]:
+    """Every flag of ``RUN_FLAGS``: the ones given (None: not given), else the stored run's, else the default. A
+    resume keeps the run's held-out size: the comparison after training pairs the prompts evaluated before it."""
+    given = {name: value for name, value in given.items() if value is not None}
+    unknown = sorted(set(given) - set(RUN_FLAGS))
+    if unknown:
+        raise TypeError(f"unknown run flag(s) {', '.join(unknown)}; the flags are {', '.join(RUN_FLAGS)}.")
+    stored = {name: value for name, value in (stored or {}).items() if name in RUN_FLAGS}
+    if "eval_prompts" in given and "eval_prompts" in stored:
+
+        def size(n):
+            return recipe.eval_prompts if n is None else n
+
+        if size(given["eval_prompts"]) != size(stored["eval_prompts"]):
+            raise ValueError(
+                f"--eval-prompts {given['eval_prompts']}: the run evaluated {size(stored['eval_prompts'])} held-out "
+                "prompts before training, and the comparison after it pairs the same ones; resume without "
+                "--eval-prompts."
+            )
+    return {**RUN_FLAGS, **stored, **given}
 
 
 def _check_model_before_loading(recipe: Recipe, loop: str, gguf: str | None) -> str | None:
@@ -385,6 +511,7 @@ def _stored_invocation(folder: Path, checkpoint: Path) -> dict[str, Any] | None:
     from grpo_kit.config.stored import CREDENTIAL_PLACEHOLDER
 
     invocation = dict(stored["invocation"])
+    invocation.pop("flags", None)  # the run's flags: _stored_flags
     if "recipe_file" in invocation:  # a recipe file's run: its stored content, not a catalogue name
         invocation["recipe"] = invocation.pop("recipe_file")
     # A credential was stored redacted: the replay goes without it (HF_TOKEN, or --set it again).
@@ -396,7 +523,7 @@ def _stored_invocation(folder: Path, checkpoint: Path) -> dict[str, Any] | None:
 
 def _check_resumes_the_same_run(plan: RunPlan) -> None:
     """Resuming with another configuration would continue one run with another's settings: refuse it."""
-    from grpo_kit.artifacts.checkpoint import CheckpointError, config_diff
+    from grpo_kit.artifacts.checkpoint import CheckpointError, config_diff, drop_extended_max_steps
     from grpo_kit.loop.bookkeeping import BOOKKEEPING_FIELDS
 
     stored = RunFolder(plan.output_dir).stored_run_config(plan.resume)
@@ -409,6 +536,7 @@ def _check_resumes_the_same_run(plan: RunPlan) -> None:
     )
     bookkeeping = {f"recipe.training.{name}" for name in BOOKKEEPING_FIELDS} | {"recipe.description"}
     diff = {name: values for name, values in diff.items() if name not in bookkeeping}
+    drop_extended_max_steps(diff, "recipe.training.max_steps", plan.resume)  # --max-steps N extends a run
     if diff:
         listed = "; ".join(f"{name}: {old!r} (stored) -> {new!r} (now)" for name, (old, new) in diff.items())
         raise CheckpointError(
@@ -418,50 +546,14 @@ def _check_resumes_the_same_run(plan: RunPlan) -> None:
         )
 
 
-#: How :func:`resume_command` spells the CLI flags a run was started with (``RunPlan.flags``).
-_FLAG_WORDS = {
-    "samples": "--samples",
-    "eval_prompts": "--eval-prompts",
-    "gguf": "--gguf",
-    "no_merge": "--no-merge",
-    "preflight": "--preflight",
-    "force": "--force",
-    "keep_best": "--keep-best",
-}
-
-
-def resume_command(
-    invocation: Mapping[str, Any], output_dir: Path, flags: Mapping[str, Any] | None = None
-) -> str:
-    """``grpo-kit train … --resume`` with every flag of ``invocation`` spelled out, shell-quoted, then the
-    ``flags`` that change what the run does or writes (``{"samples": 0, "no_merge": True, "gguf": "f16"}``):
-    a value of None or False is a flag that was not given. Credential settings (``hub_token``) are left out,
-    since the command is printed."""
-    from grpo_kit.config.stored import is_credential_field
-
-    if "recipe_file" in invocation:  # the run folder's copy of the recipe file (prepare_run_dir)
-        words = ["grpo-kit", "train", "--config", os.fspath(Path(output_dir) / RECIPE_FILE)]
-    else:
-        words = ["grpo-kit", "train", "--recipe", str(invocation["recipe"])]
-    if invocation.get("small"):
-        words.append("--small")
-    words += ["--loop", invocation["loop"]]
-    if invocation.get("max_steps") is not None:
-        words += ["--max-steps", str(invocation["max_steps"])]
-    words += ["--output-dir", os.fspath(output_dir), "--resume"]
-    for key, value in invocation.get("overrides", {}).items():
-        if is_credential_field(key):  # never printed: pass it again with --set, or set HF_TOKEN
-            continue
-        items = (
-            value.items() if key in ("lora", "unsloth") and isinstance(value, Mapping) else [(None, value)]
-        )
-        for sub, v in items:
-            name = f"{key}.{sub}" if sub else key
-            words += ["--set", f"{name}={v if isinstance(v, str) else json.dumps(v)}"]
-    for name, value in (flags or {}).items():
-        if value is None or value is False:
-            continue
-        words += [_FLAG_WORDS[name]] if value is True else [_FLAG_WORDS[name], str(value)]
+def resume_command(output_dir: Path, *, trust_reward_code: bool = False) -> str:
+    """``grpo-kit train --output-dir RUN --resume``: the command that continues the run in ``output_dir`` exactly.
+    ``--resume`` alone replays everything the run stored (its invocation and its flags, ``RUN_FLAGS``), so the
+    command is the same for every run, and it is printed when the run starts (a SIGKILL prints nothing).
+    ``trust_reward_code``: the run imports reward code of its own, which a resume imports only when told."""
+    words = ["grpo-kit", "train", "--output-dir", os.fspath(output_dir), "--resume"]
+    if trust_reward_code:
+        words.append("--trust-reward-code")
     return " ".join(shlex.quote(w) for w in words)
 
 

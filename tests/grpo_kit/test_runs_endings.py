@@ -63,11 +63,15 @@ def test_sigterm_saves_a_checkpoint_prints_the_full_resume_command_and_exits_143
     )  # save_steps=100: SIGTERM's
     assert "SIGTERM" in out and "Traceback" not in out, out
     assert out.count("Terminated (SIGTERM)") == 1, out  # the CLI's line only, not the loop's as well
-    command = next(
-        line.strip() for line in out.splitlines() if line.strip().startswith("grpo-kit train --recipe")
-    )
-    for flag in ("--resume", "--no-merge", "--samples 0", "--eval-prompts 0", "--max-steps 50"):
-        assert flag in command, command
+    # --resume alone continues it: the run folder stores the invocation and every flag
+    assert f"Continue with:\n  grpo-kit train --output-dir {run} --resume" in out, out
+    stored = json.loads((run / "run_config.json").read_text())["config"]["invocation"]
+    assert stored["max_steps"] == 50 and stored["overrides"]["model"] == "tiny"
+    assert {k: stored["flags"][k] for k in ("samples", "eval_prompts", "no_merge")} == {
+        "samples": 0,
+        "eval_prompts": 0,
+        "no_merge": True,
+    }
 
 
 def test_a_closed_stdout_stops_printing_not_training(tmp_path):
@@ -110,31 +114,37 @@ def test_an_interruption_after_training_is_one_line_with_a_resume_path(
     out = capsys.readouterr().out
     assert "Traceback" not in out and "during the evaluation after training" in out, out
     assert ("Terminated (SIGTERM)" in out) == (signum == signal.SIGTERM), out
-    assert "checkpoint-2" in out and "--no-merge" in out and "--samples 1" in out, out
+    assert "checkpoint-2" in out and f"with:  grpo-kit train --output-dir {folder} --resume" in out, out
     assert not (folder / "run.json").exists() and not (folder / "adapter").exists()
     # The printed command finishes the run: no step is trained again, the answers and exports are written.
-    command = out[out.index("grpo-kit train --recipe") :].splitlines()[0].split()
+    command = out[out.index("with:  grpo-kit train --output-dir") + 7 :].splitlines()[0].split()
     assert main(command[1:]) == 0
     assert json.loads((folder / "run.json").read_text())["steps"] == 2
     assert (folder / "adapter" / "adapter_model.safetensors").is_file()
     assert _metrics_steps(folder) == [1, 2]
 
 
-def test_the_resume_command_of_a_plan_carries_its_gguf_type(tmp_path):
+def test_a_plan_stores_its_flags_and_the_resume_command_is_resume_alone(tmp_path):
     from grpo_kit.runs import plan_run
+    from grpo_kit.runs.plan import prepare_run_dir
 
-    plan = plan_run(overrides={"model": "tiny"}, max_steps=1, output_dir=tmp_path / "run", gguf="f16")
-    plan.flags = {"samples": 0, "no_merge": False}
-    assert plan.resume_command().endswith("--resume --set model=tiny --samples 0 --gguf f16")
+    plan = plan_run(
+        overrides={"model": "tiny"},
+        max_steps=1,
+        output_dir=tmp_path / "run",
+        gguf="f16",
+        flags={"samples": 0},
+    )
+    assert plan.resume_command() == f"grpo-kit train --output-dir {tmp_path / 'run'} --resume"
+    prepare_run_dir(plan)
+    stored = json.loads((tmp_path / "run" / "run_config.json").read_text())["config"]["invocation"]["flags"]
+    assert stored["gguf"] == "f16" and stored["samples"] == 0 and stored["no_merge"] is False
 
 
-def test_resume_command_replays_the_flags_that_change_what_the_run_writes(tmp_path):
+def test_the_resume_command_names_trust_for_a_run_with_reward_code_of_its_own(tmp_path):
     from grpo_kit.runs import resume_command
 
-    invocation = {"recipe": "r", "small": False, "overrides": {}, "loop": "standalone", "max_steps": 3}
-    flags = {"samples": 0, "no_merge": True, "eval_prompts": 5, "gguf": "q8_0", "preflight": False}
-    command = resume_command(invocation, tmp_path, flags)
-    assert command.endswith("--samples 0 --no-merge --eval-prompts 5 --gguf q8_0"), command
+    assert resume_command(tmp_path, trust_reward_code=True).endswith("--resume --trust-reward-code")
 
 
 # --- 6. one run per folder ------------------------------------------------------------------------------
