@@ -106,6 +106,42 @@ def prompt_texts(tokenizer, prompts: Sequence[Any], chat_template_kwargs: Mappin
     return [prompt_to_text(p, tokenizer, **dict(chat_template_kwargs or {})) for p in prompts]
 
 
+#: What a chat template adds around a prompt, at most, in tokens (roles, special tokens, a system line).
+_TEMPLATE_TOKENS = 256
+
+
+def check_prompts_fit(
+    model, tokenizer, prompts: Sequence[Any], max_new_tokens: int, *, where: str, chat_template_kwargs=None
+) -> None:
+    """Every prompt, rendered as the trainers render it (:func:`prompt_texts`) and tokenized, leaves room for
+    ``max_new_tokens`` in the model's context (``max_position_embeddings``); else a ValueError naming the row of
+    ``where`` and the setting. Run before anything generates: a row no step could hold is refused at the start,
+    not when a step draws it (and allocates a cache for it). A prompt whose UTF-8 bytes alone fit is not
+    tokenized (a byte-level tokenizer makes at most one token a byte)."""
+    import json
+
+    from grpo_kit.core.sampling import context_length
+
+    context = context_length(model)
+    if context is None:
+        return
+    room = context - max_new_tokens
+    for index, prompt in enumerate(prompts):
+        raw = prompt if isinstance(prompt, str) else json.dumps(prompt, default=str)
+        if len(raw.encode("utf-8")) + _TEMPLATE_TOKENS < room:
+            continue
+        text = prompt_texts(tokenizer, [prompt], chat_template_kwargs)[0]
+        text_tokenizer = getattr(tokenizer, "tokenizer", tokenizer)  # a processor's own tokenizer
+        n = len(text_tokenizer(text, add_special_tokens=False)["input_ids"])
+        if n > room:
+            start = " ".join(raw.split())[:40]
+            raise ValueError(
+                f"{where}, row {index} (it starts {start!r}): the prompt is {n} tokens, and with max_completion_length={max_new_tokens} "
+                f"the model's context ({context} tokens, max_position_embeddings) holds at most {room}. Drop or "
+                "shorten that row, or lower max_completion_length."
+            )
+
+
 def row_images(rows: Sequence[Mapping[str, Any]]) -> list[Any] | None:
     """Each row's image (TRL's ``image`` column) or images (``images``), for :func:`generate`'s ``images=``;
     None when the rows have neither (text prompts)."""

@@ -179,8 +179,34 @@ def load_run_inputs(plan: RunPlan, n_eval: int, samples: int, status: Callable) 
         columns = {k: [r[k] for r in rows[:samples]] for k in (rows[0] if rows else {}) if k != "prompt"}
         # the second held-out set, as many rows as the first (never a training prompt either)
         transfer = transfer_rows(recipe, n_eval, training=dataset)
+        _check_prompts_fit(recipe, model, tokenizer, dataset, rows, transfer)
     prompts = [r["prompt"] for r in rows[:samples]]
     return RunInputs(model, tokenizer, dataset, reward_funcs, rows[:n_eval], prompts, columns, transfer)
+
+
+def _check_prompts_fit(recipe: Recipe, model: Any, tokenizer: Any, dataset: Any, held_out, transfer) -> None:
+    """Every prompt the run will sample from (training, held-out, the second held-out set) fits the model's context
+    with ``max_completion_length``, before anything generates (``grpo_kit.rollout.generation.check_prompts_fit``)."""
+    from grpo_kit.rollout.generation import check_prompts_fit
+
+    max_new = training_value(recipe.training, "max_completion_length")
+    kwargs = recipe.training.get("chat_template_kwargs")
+    sets = (
+        ("the training rows", dataset),
+        ("the held-out rows", held_out),
+        ("the second held-out set", transfer),
+    )
+    for where, rows in sets:
+        if rows is not None and len(rows):
+            prompts = rows["prompt"] if hasattr(rows, "column_names") else [row["prompt"] for row in rows]
+            check_prompts_fit(
+                model,
+                tokenizer,
+                prompts,
+                max_new,
+                where=f"{recipe.name}: {where}",
+                chat_template_kwargs=kwargs,
+            )
 
 
 def measure(when: str, recipe: Recipe, model: Any, run: RunInputs, status: Callable) -> Measured:
