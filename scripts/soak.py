@@ -17,6 +17,7 @@ Compared with the reference, per run:
 - nothing lost: ``run.json`` written, and the steps of ``metrics.jsonl`` are 1..max_steps, each once.
 
 Usage: python scripts/soak.py --runs 50 --out soak-out [--seed 0] [--steps 6] [--json soak.json]
+       python scripts/soak.py --runs 2 --steps 2 --out soak-ci --kill-after-first-step   (tests/test_soak.py)
 Exit status: 0 when every run ended identical to the reference, 1 otherwise.
 """
 
@@ -32,6 +33,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,16 +64,21 @@ def _run(argv: list[str], log: Path) -> int:
             return -1
 
 
-def _killed_run(argv: list[str], log: Path, after_s: float, signum: int) -> tuple[int, bool]:
-    """Start ``argv``, send ``signum`` after ``after_s`` seconds (unless it ended first). (exit status, was it
-    killed: False when it finished before the signal)."""
+def _killed_run(argv: list[str], log: Path, due: Callable[[float], bool], signum: int) -> tuple[int, bool]:
+    """Start ``argv``, send ``signum`` once ``due(seconds since the start)`` (unless it ended first). (exit status,
+    was it killed: False when it finished before the signal)."""
+    started = time.monotonic()
     with log.open("a") as sink:
         proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, env=_env())
-        try:
-            proc.wait(timeout=after_s)
+        while not due(time.monotonic() - started):
+            if proc.poll() is not None:
+                return proc.returncode, False
+            if time.monotonic() - started > RUN_TIMEOUT_S:
+                break
+            time.sleep(0.1)
+        if proc.poll() is not None:
             return proc.returncode, False
-        except subprocess.TimeoutExpired:
-            proc.send_signal(signum)
+        proc.send_signal(signum)
         try:
             return proc.wait(timeout=RUN_TIMEOUT_S), True
         except subprocess.TimeoutExpired:  # SIGTERM must end it within the bound; this is a finding
@@ -115,13 +122,24 @@ def _steps_once(records: list[dict], steps: int) -> bool:
     return trained == list(range(1, steps + 1))
 
 
+def _after_first_step(run: Path) -> Callable[[float], bool]:
+    def due(_seconds: float) -> bool:
+        metrics = run / "metrics.jsonl"
+        return metrics.is_file() and '"loss"' in metrics.read_text()
+
+    return due
+
+
 def soak_one(
-    i: int, out: Path, steps: int, after_s: float, signum: int, reference: dict, max_resumes: int
+    i: int, out: Path, steps: int, after_s: float | None, signum: int, reference: dict, max_resumes: int
 ) -> dict:
+    """Run ``i``: killed with ``signum`` after ``after_s`` seconds (None: once its first step is logged), then
+    continued with ``--resume`` alone; its row (what happened, and what matches the reference)."""
     run, log = out / f"run-{i:03d}", out / f"run-{i:03d}.log"
-    status, killed = _killed_run(_command(run, steps), log, after_s, signum)
-    row: dict[str, Any] = {"run": i, "signal": signal.Signals(signum).name, "after_s": round(after_s, 1),
-                           "killed": killed, "exit": status, "resumes": 0}  # fmt: skip
+    due = _after_first_step(run) if after_s is None else (lambda seconds: seconds >= after_s)
+    status, killed = _killed_run(_command(run, steps), log, due, signum)
+    row: dict[str, Any] = {"run": i, "signal": signal.Signals(signum).name, "killed": killed, "exit": status,
+                           "after_s": None if after_s is None else round(after_s, 1), "resumes": 0}  # fmt: skip
     if not (run / "run_config.json").is_file():  # killed before it wrote anything: the original command again
         row["started"] = False
         _run(_command(run, steps), log)
@@ -154,8 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="draws the kill moments")
     parser.add_argument("--steps", type=int, default=6, help="optimizer steps of each run (default 6)")
     parser.add_argument("--max-resumes", type=int, default=3, help="resumes a killed run gets (default 3)")
-    parser.add_argument("--kill-after", type=float, nargs="*", default=None,
-                        help="fixed kill moments in seconds, one per run, instead of random ones")  # fmt: skip
+    parser.add_argument("--kill-after-first-step", action="store_true",
+                        help="kill each run once its first step is logged, not at a random moment (the CI-sized soak)")  # fmt: skip
     parser.add_argument("--json", type=Path, default=None, help="write every run's row and the totals here")
     parser.add_argument(
         "--keep", action="store_true", help="keep the run folders (default: removed when identical)"
@@ -173,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     draw = random.Random(args.seed)
     rows = []
     for i in range(args.runs):
-        after_s = args.kill_after[i % len(args.kill_after)] if args.kill_after else draw.uniform(0, wall)
+        after_s = None if args.kill_after_first_step else draw.uniform(0, wall)
         signum = signal.SIGKILL if i % 2 == 0 else signal.SIGTERM
         row = soak_one(i, args.out, args.steps, after_s, signum, reference, args.max_resumes)
         rows.append(row)

@@ -246,6 +246,9 @@ class Recipe:
     warmup_sft: a supervised warm-up (:class:`WarmupSFT`) run after the evaluation before training and before
         GRPO, on the standalone loop and the TRL path (the Unsloth path refuses it before the model loads);
         the held-out rows are evaluated after it too (the report's "SFT only" column). Default None: none.
+    loop: the training path the recipe runs on unless ``--loop`` says otherwise ("standalone", "trl",
+        "unsloth"); None: the standalone loop. Recipes with images, tools or an environment say "trl" (the path
+        that runs them).
     """
 
     name: str
@@ -271,6 +274,7 @@ class Recipe:
     measures: str = ""
     trainable_parts: tuple[str, ...] = ()
     warmup_sft: WarmupSFT | None = None
+    loop: str | None = None
 
     @property
     def one_line(self) -> str:
@@ -289,6 +293,10 @@ class Recipe:
             raise ValueError(
                 f"recipe {self.name!r}: dataset_source='synthetic' exists for {sorted(SYNTHETIC_ROWS)} only; "
                 "point dataset_source at a local file instead."
+            )
+        if self.loop not in (None, "standalone", "trl", "unsloth"):
+            raise ValueError(
+                f"recipe {self.name!r}: loop must be standalone, trl or unsloth (or absent), not {self.loop!r}"
             )
         if self.quantization not in (None, "4bit", "8bit"):
             raise ValueError(

@@ -462,15 +462,17 @@ def _resolve_invocation(
     from grpo_kit.recipes.catalogue import DEFAULT_RECIPE
 
     overrides = dict(overrides)
-    loop = loop or overrides.pop("loop", None) or DEFAULT_LOOP
-    if loop not in LOOPS:
+    loop = loop or overrides.pop("loop", None)
+    if loop is not None and loop not in LOOPS:
         raise ValueError(f"loop {loop!r}: choose one of {', '.join(LOOPS)}.")
     check_setting("max_steps", max_steps)  # the declared rule, as --set max_steps=N gets it
     recipe = recipe if recipe is not None else DEFAULT_RECIPE
     if isinstance(recipe, Mapping):  # a stored recipe file's content (run_config.json)
         recipe = _invoked_recipe({"recipe_file": recipe}, trust_reward_code=trust_reward_code)
+    resolved = get_recipe(recipe, small=small, **overrides)
+    loop = loop or resolved.loop or DEFAULT_LOOP  # --loop, else the path the recipe states, else the loop
     if max_steps is None:  # the recipe's own length, written out so a replay does not depend on the default
-        max_steps = get_recipe(recipe, small=small, **overrides).training.get("max_steps")
+        max_steps = resolved.training.get("max_steps")
     invocation = {
         "recipe": recipe.name if isinstance(recipe, Recipe) else recipe,
         "small": bool(small),
@@ -576,8 +578,9 @@ def prepare_run_dir(plan: RunPlan) -> None:
             )
     if plan.resume is None:
         RunFolder(plan.output_dir).write_run_config(plan.run_config())
-        if "recipe_file" in plan.invocation:
-            from grpo_kit.recipes.files import recipe_from_dict, recipe_to_text
+    if "recipe_file" in plan.invocation:
+        from grpo_kit.recipes.files import recipe_to_text
 
-            recipe = recipe_from_dict(plan.invocation["recipe_file"], where="the run's recipe")
-            (plan.output_dir / RECIPE_FILE).write_text(recipe_to_text(recipe), encoding="utf-8")
+        # the recipe as it runs, every --set and --max-steps applied (a resume that extends the run too):
+        # `--config RUN/recipe.yaml` starts this run again
+        (plan.output_dir / RECIPE_FILE).write_text(recipe_to_text(plan.recipe), encoding="utf-8")

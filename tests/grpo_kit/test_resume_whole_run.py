@@ -129,3 +129,28 @@ def test_output_dir_in_a_recipe_file_names_the_run_folder(tmp_path, monkeypatch)
         "elsewhere"
     )
     assert plan_run(overrides={"model": "tiny", "output_dir": "by-set"}).output_dir == Path("by-set")
+
+
+def test_the_run_folders_recipe_yaml_starts_the_same_run_again(tmp_path, monkeypatch):
+    """Issue 56: recipe.yaml is the recipe as it ran (--set and --max-steps applied), so --config RUN/recipe.yaml
+    repeats the run: the same recipe in run.json, and the same metrics for the same seed."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "task.yaml").write_text(
+        "name: again\nmodel: smollm2-135m-instruct\ndataset: smoltldr\ndataset_source: synthetic\n"
+        "dataset_size: 16\nmax_steps: 40\n"
+        "rewards:\n  - {name: length_reward, kwargs: {ideal_length: 16, unit: tokens}}\n"
+    )
+    quiet = ["--samples", "0", "--eval-prompts", "0", "--no-merge"]
+    first = ["train", "--config", "task.yaml", "--set", "model=tiny", "--set", "max_completion_length=8"]
+    assert main([*first, "--max-steps", "2", *quiet, "--output-dir", "one"]) == 0
+    assert main(["train", "--config", "one/recipe.yaml", *quiet, "--output-dir", "two"]) == 0
+    one, two = (json.loads((tmp_path / run / "run.json").read_text()) for run in ("one", "two"))
+    for key in ("recipe", "model", "training", "steps", "loop"):
+        assert one[key] == two[key], key
+    assert one["model"] == "tiny" and one["steps"] == 2
+
+    def untimed(run):
+        records = [json.loads(line) for line in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
+        return [{k: v for k, v in r.items() if "time" not in k and "_s" not in k} for r in records]
+
+    assert untimed("one") == untimed("two")

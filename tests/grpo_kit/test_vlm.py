@@ -153,6 +153,17 @@ def test_the_plan_refuses_images_on_a_text_model_and_off_the_trl_path(tmp_path):
     assert plan.loop == "trl"
 
 
+@pytest.mark.parametrize(
+    "name", ["shapes-vlm-cpu", "shapes-vlm-gpu", "calculator-tool-cpu", "counter-lock-env-cpu"]
+)
+def test_a_recipe_states_its_trainer_and_runs_there_without_loop(tmp_path, name):
+    """Issue 56: images, tools and environments run on TRL's path; the recipe says so (``loop: trl``), so
+    ``grpo-kit train --recipe NAME`` needs no --loop, and run_config.json records the path that ran."""
+    assert get_recipe(name).loop == "trl"
+    plan = runs.plan_run(name, overrides={"model": TINY_VLM} if "vlm" in name else {}, output_dir=tmp_path)
+    assert plan.loop == "trl" and plan.run_config()["loop"] == "trl"
+
+
 @pytest.mark.slow
 def test_smolvlm_cpu_keeps_smollm2s_text_logits_and_its_image_token_count():
     language_model, _ = load_model("smollm2-135m-instruct")
