@@ -56,6 +56,7 @@ from grpo_kit.recipes.reward_specs import (
     RewardImportError,
     imports_only_installed_rewards,
     is_user_reward,
+    resolve_module_reward,
 )
 from grpo_kit.recipes.writing import recipe_to_dict, recipe_to_text
 
@@ -434,10 +435,33 @@ def _reward_name(name: Any, where: str, at: str, base_dir: Path) -> str:
         raise RecipeFileError(
             f"{where}: {at}: a reward is a name (file.py:function, module.function or a rewards name), got {name!r}."
         )
-    if name.startswith(REWARD_MODEL_PREFIX) or ":" not in name:
+    if name.startswith(REWARD_MODEL_PREFIX) or not is_user_reward(name):
         return name
-    file, _, function = name.rpartition(":")
-    return f"{_resolve(file, base_dir)}:{function}"
+    if ":" in name:
+        file, _, function = name.rpartition(":")
+        return f"{_resolve(file, base_dir)}:{function}"
+    try:  # module.function: beside the recipe file, then in the working folder (trl grpo: the working folder)
+        resolved = resolve_module_reward(name, [base_dir, Path.cwd()])
+    except RewardImportError as error:
+        raise RecipeFileError(f"{where}: {at}: {error}") from None
+    module, _, function = name.rpartition(".")
+    if resolved == name and not _importable(module.split(".")[0]):
+        raise RecipeFileError(
+            f"{where}: {at}: reward {name!r}: no module {module!r} beside the recipe file ({base_dir.resolve()}), in the "
+            f"working folder ({Path.cwd()}) or installed; put {module.replace('.', '/')}.py there, or write its "
+            f"path: path/to/{module.replace('.', '/')}.py:{function}."
+        )
+    return resolved
+
+
+def _importable(top: str) -> bool:
+    """True when Python's path finds the top-level module ``top`` (``find_spec`` runs no module code)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _rewards(value: Any, weights: Any, where: str, base_dir: Path) -> tuple[RewardSpec, ...]:

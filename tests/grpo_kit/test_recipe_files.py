@@ -266,22 +266,60 @@ def test_a_bad_recipe_file_through_the_cli_prints_no_traceback(tmp_path):
     assert "Traceback" not in done.stderr and "missing_rewards.py" in " ".join(lines)
 
 
-def test_a_module_reward_is_imported_only_from_the_python_path(tmp_path, monkeypatch):
-    """`module.function` is looked up on sys.path as Python sets it; a file beside the recipe, not a module on
-    the path, is named by its path: the message says how."""
+def test_a_module_reward_is_looked_up_as_trl_grpo_looks_it_up(tmp_path, monkeypatch):
+    """`module.function` (trl grpo's form): beside the recipe file first, then in the working folder, stored as
+    the file it found; a folder's module named like an installed one, or none anywhere, is one line."""
     from grpo_kit.recipes.files import RecipeFileError, recipe_from_text
 
-    _write_task(tmp_path, "r.yaml", GRPO_KIT_YAML)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    task, work = tmp_path / "task", tmp_path / "work"
+    _write_task(task, "r.yaml", GRPO_KIT_YAML)
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(work), str(task))])
     text = GRPO_KIT_YAML.replace("my_rewards.py:first_word_reward", "my_rewards.first_word_reward")
+    beside = f"{(task / 'my_rewards.py').resolve()}:first_word_reward"
+    assert recipe_from_text(text, base_dir=task).rewards[0].name == beside
+    (work / "my_rewards.py").write_text(REWARD_MODULE)  # the recipe file's folder comes first
+    assert recipe_from_text(text, base_dir=task).rewards[0].name == beside
+    (task / "my_rewards.py").unlink()  # then the working folder
+    (work / "pkg").mkdir()
+    (work / "pkg" / "scoring.py").write_text(REWARD_MODULE)
+    assert (
+        recipe_from_text(text, base_dir=task).rewards[0].name == f"{work / 'my_rewards.py'}:first_word_reward"
+    )
+    packaged = recipe_from_text(text.replace("my_rewards.", "pkg.scoring."), base_dir=task)
+    assert packaged.rewards[0].name == f"{work / 'pkg' / 'scoring.py'}:first_word_reward"
+    assert packaged.rewards[0].build().__name__ == "first_word_reward"
+
+    (work / "json.py").write_text(REWARD_MODULE)  # shadows the standard library's json
     with pytest.raises(
-        RecipeFileError, match=r"no module named 'my_rewards'.*my_rewards\.py:first_word_reward"
+        RecipeFileError, match=r"json\.py has the name of the installed module 'json'.*json\.py:loads"
     ):
-        recipe_from_text(text, base_dir=tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    recipe = recipe_from_text(text, base_dir=tmp_path)
-    assert recipe.rewards[0].build().__name__ == "first_word_reward"
+        recipe_from_text(text.replace("my_rewards.first_word_reward", "json.loads"), base_dir=task)
+    with pytest.raises(RecipeFileError, match=r"no module 'missing' beside the recipe file .*missing\.py:fn"):
+        recipe_from_text(text.replace("my_rewards.first_word_reward", "missing.fn"), base_dir=task)
+    assert "missing" not in sys.modules and "my_rewards" not in sys.modules  # imported as files, not as names
+
+
+@pytest.mark.parametrize("where", ["beside-the-recipe", "working-folder"])
+def test_a_module_reward_trains_through_the_cli(tmp_path, monkeypatch, capsys, where):
+    """`reward_funcs: [my_rewards.first_word_reward]` with my_rewards.py beside the recipe file, or in the working
+    folder, trains (one step, evaluation off)."""
+    task, work = tmp_path / "task", tmp_path / "work"
+    text = TRL_YAML.replace("my_rewards.py:first_word_reward", "my_rewards.first_word_reward")
+    text = text.replace("max_steps: 2\n", "max_steps: 1\n")  # eval_prompts: 2 leaves 10 of 12 rows to train
+    _write_task(task, "trl_config.yaml", text, prompt_column="prompt")
+    work.mkdir()
+    if where == "working-folder":
+        (task / "my_rewards.py").rename(work / "my_rewards.py")
+    monkeypatch.chdir(work)
+    argv = ["train", "--config", str(task / "trl_config.yaml"), "--output-dir", "run"]
+    assert main([*argv, "--eval-prompts", "0", "--samples", "0", "--no-merge"]) == 0, capsys.readouterr().out
+    summary = json.loads((work / "run" / "run.json").read_text())
+    assert summary["steps"] == 1
+    folder = task if where == "beside-the-recipe" else work
+    stored = (work / "run" / "recipe.yaml").read_text()
+    assert f"{folder.resolve() / 'my_rewards.py'}:first_word_reward" in stored
 
 
 def test_trl_keys_mean_what_the_grpo_kit_keys_mean(tmp_path):
