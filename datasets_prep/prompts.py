@@ -11,6 +11,8 @@ columns your reward functions read (a recipe file's ``dataset``, recipe loader `
   (``{"answer": "solution"}``: the reward's ``answer=`` keyword gets the ``solution`` column). Every other
   column is passed through unchanged (TRL passes every column to every reward function). Numbers in the
   renamed columns become text (``datasets_prep.files``), as rewards compare answers as text.
+* ``select_columns`` keeps only these columns of the data (TRL's ``datasets: [{columns: [...]}]``,
+  ``Dataset.select_columns``); the prompt column and the renamed ones must be among them.
 * ``held_out`` sets rows apart for evaluation, by construction never trained on:
   ``{"split": "test"}`` -- another split of the same source (a Hub id or a folder with splits);
   ``{"fraction": 0.2, "seed": 0}`` -- a seeded share of the rows, carved out before training
@@ -93,6 +95,7 @@ def load_prompts(
     config: str | None = None,
     held_out: Mapping[str, Any] | None = None,
     part: str = "train",
+    select_columns: list[str] | None = None,
 ):
     """Your rows -> ``datasets.Dataset`` with a conversational ``prompt`` column (module docstring).
 
@@ -128,11 +131,26 @@ def load_prompts(
         columns=", ".join([prompt, *columns.values()]),
         text_columns=tuple(columns.values()),
     )
+    if select_columns is not None:
+        absent = [c for c in select_columns if c not in raw.column_names]
+        if absent:
+            raise ValueError(
+                f"dataset {source}: columns names {', '.join(map(repr, absent))}, which the data has not "
+                f"(it has {', '.join(raw.column_names)}); list columns it has."
+            )
+        dropped = [c for c in [prompt, *columns.values()] if c not in select_columns]
+        if dropped:
+            raise ValueError(
+                f"dataset {source}: columns {list(select_columns)} drops {', '.join(map(repr, dropped))}, which "
+                "the prompt or a reward reads; add it to the list."
+            )
+        raw = raw.select_columns(list(select_columns))
     missing = [c for c in [prompt, *columns.values()] if c not in raw.column_names]
     if missing:
         raise ValueError(
             f"dataset {source}: no column {', '.join(map(repr, missing))} (it has {', '.join(raw.column_names)}); "
-            "name the prompt column with prompt: and the others with columns: {reward argument: column}."
+            "name the prompt column with prompt: (a recipe file's dataset: {prompt: COLUMN}; TRL's keys name "
+            "none, it reads 'prompt') and the others with columns: {reward argument: column}."
         )
     if held_out is not None and "fraction" in held_out:
         carved = set(carved_indices(len(raw), held_out["fraction"], held_out["seed"]))

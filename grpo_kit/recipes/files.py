@@ -23,10 +23,13 @@ data and your own reward functions:
 ``dataset`` as text: a loader name of ``grpo_kit.recipes.recipe.DATASET_LOADERS`` (a shipped recipe's), else your rows
 (``datasets_prep.load_prompts``, loader ``"prompts"``). Relative paths (data, reward files, a model folder or
 .gguf) are read against the recipe file's folder and stored absolute, so a run folder's copy reads the same
-files from anywhere. TRL's ``trl grpo`` keys are accepted where they mean the same (:data:`TRL_KEYS`), GRPOConfig
-fields may also sit at the top level as in TRL's config files, and every other key is refused with the
-grpo-kit name. A reward function of yours is imported now, because the file names it, and checked against the
-contract (``rewards.check_reward_funcs``) before any model loads.
+files from anywhere. TRL's ``trl grpo`` keys are accepted where they mean the same (:data:`TRL_KEYS`; ``datasets:``
+with one entry, ``test_split_size`` with it), GRPOConfig fields may also sit at the top level as in TRL's config
+files, and every other key is refused with the grpo-kit name. A reward function of yours is imported now, because
+the file names it, and checked against the contract (``rewards.check_reward_funcs``) before any model loads;
+``module.function`` is looked up as ``trl grpo`` does, beside the recipe file first, then in the working folder,
+then on Python's path (``grpo_kit.recipes.reward_specs.resolve_module_reward``), and a module found in a folder is
+stored as its file (``/abs/my_rewards.py:function``).
 
 YAML is read with PyYAML's safe loader (plus ``1e-5`` read as a number, as YAML 1.2 does); TOML with ``tomllib``
 (``tomli`` on Python 3.10). TOML has no null: leave a key out for its default, and write ``lora = false`` for
@@ -56,6 +59,7 @@ from grpo_kit.recipes.reward_specs import (
     RewardImportError,
     imports_only_installed_rewards,
     is_user_reward,
+    resolve_module_reward,
 )
 from grpo_kit.recipes.writing import recipe_to_dict, recipe_to_text
 
@@ -82,7 +86,10 @@ TRL_KEYS = {
     "dataset_config": "dataset.config",
     "dataset_train_split": "dataset_split",
     "dataset_test_split": "held_out.split",
+    "datasets": "dataset (one entry: path, name, data_dir, data_files, split, columns)",
+    "test_split_size": "held_out.fraction (with datasets:, as TRL splits only a mixture)",
     "reward_funcs": "rewards",
+    "reward_model_name_or_path": "a model: reward, first in rewards",
     "reward_weights": "the weight of each reward",
     "use_peft": "lora",
     "lora_r": "lora.r",
@@ -99,8 +106,11 @@ _TRL_REFUSED = {
     "attn_implementation": "grpo-kit loads models with their default attention; drop the key",
     "trust_remote_code": "grpo-kit never runs a model's remote code; use a model transformers knows",
     "model_revision": "download the revision and name its folder in model:",
-    "datasets": "one dataset per recipe: dataset: (a file, a folder or a Hub id)",
     "dataset_streaming": "grpo-kit loads the rows into memory; drop the key",
+    "streaming": "grpo-kit loads the rows into memory; drop the key",
+    "ignore_bias_buffers": "a DDP debugging switch of TRL's scripts, which grpo-kit does not use; drop the key",
+    "lora_target_parameters": "name modules in lora: {target_modules: [...]}",
+    "bnb_4bit_quant_storage": "quantization: 4bit stores the weights itself; drop the key",
     "use_dora": "grpo-kit trains LoRA adapters (lora:); drop the key",
     "use_rslora": "grpo-kit trains LoRA adapters (lora:); drop the key",
     "lora_task_type": "grpo-kit's adapters are CAUSAL_LM; drop the key",
@@ -247,6 +257,8 @@ def _fields(data: dict[str, Any], where: str, base_dir: Path, default_name: str)
     lora: dict[str, Any] = {}
     dataset: dict[str, Any] = {}
     weights = data.pop("reward_weights", None)
+    reward_model = data.pop("reward_model_name_or_path", None)
+    mixture, split_size = data.pop("datasets", None), data.pop("test_split_size", None)
     if "rewards" in data and "reward_funcs" in data:
         raise RecipeFileError(
             f"{where}: rewards and reward_funcs (TRL's name for it) are both set; keep one list of rewards."
@@ -306,7 +318,26 @@ def _fields(data: dict[str, Any], where: str, base_dir: Path, default_name: str)
             f"{where}: no model; write model: smollm2-135m-instruct (an alias, a Hub id, a folder or a .gguf)."
         )
     fields["model"] = _model(fields["model"], where, base_dir)
+    if mixture is not None:
+        _trl_datasets(mixture, split_size, data, dataset, where)
+    elif split_size is not None:
+        raise RecipeFileError(
+            f"{where}: test_split_size: TRL splits only a datasets: mixture by it (with dataset_name it reads "
+            f"dataset_test_split); for a carved held-out share write held_out: {{fraction: {split_size}, seed: 0}}."
+        )
     fields.update(_dataset(dataset, where, base_dir))
+    if (
+        reward_model is not None
+    ):  # trl grpo: the reward model comes first, then reward_funcs (reward_weights too)
+        if not isinstance(reward_model, str) or not reward_model:
+            raise RecipeFileError(
+                f"{where}: reward_model_name_or_path must be a Hub id or a folder, got {reward_model!r}."
+            )
+        local = _resolve(reward_model, base_dir)
+        model = f"{REWARD_MODEL_PREFIX}{local if local.exists() else reward_model}"
+        listed = fields.get("rewards")
+        listed = [] if listed is None else [listed] if isinstance(listed, (str, Mapping)) else listed
+        fields["rewards"] = [model, *listed] if isinstance(listed, list) else listed
     fields["rewards"] = _rewards(fields.get("rewards"), weights, where, base_dir)
     fields["lora"] = _lora(lora, where)
     for key in ("environment", "trainable_parts"):  # tuples in a Recipe, lists in YAML and TOML
@@ -314,6 +345,102 @@ def _fields(data: dict[str, Any], where: str, base_dir: Path, default_name: str)
             fields[key] = tuple(fields[key])
     fields["training"] = training
     return fields
+
+
+#: TRL's ``datasets:`` entry (``trl.scripts.utils.DatasetConfig``, the arguments of ``datasets.load_dataset``).
+_TRL_DATASET_ENTRY = ("path", "name", "data_dir", "data_files", "split", "columns", "fraction")
+#: ``datasets.load_dataset`` builders whose rows are named by ``data_files`` / ``data_dir``.
+_FILE_BUILDERS = ("json", "csv", "parquet")
+#: grpo-kit's and TRL's keys that name the data too: with ``datasets:``, TRL ignores them or fails on them.
+_NAMED_WITH_DATASETS = (
+    "dataset_name",
+    "dataset_config",
+    "dataset_train_split",
+    "dataset_test_split",
+    "dataset_split",
+    "dataset_source",
+    "held_out",
+)
+
+
+def _trl_datasets(
+    mixture: Any, split_size: Any, data: Mapping[str, Any], dataset: dict[str, Any], where: str
+) -> None:
+    """TRL's ``datasets:`` (a ``DatasetMixtureConfig`` of one entry) and ``test_split_size`` into ``dataset``, with
+    TRL's meaning: the entry's rows (``path``, or ``data_files``/``data_dir`` of a json/csv/parquet builder), its
+    configuration ``name`` and ``split``, only its ``columns``; ``test_split_size``: a carved held-out share.
+    What TRL would ignore or fail on beside it is refused in one line naming what to write."""
+    at = f"{where}: datasets"
+    if not isinstance(mixture, list) or not mixture or not all(isinstance(e, Mapping) for e in mixture):
+        raise RecipeFileError(
+            f"{at} must be a list of one table ({{path: rows.jsonl, split: train}}), got {mixture!r}."
+        )
+    if len(mixture) > 1:
+        raise RecipeFileError(
+            f"{at}: a mixture of {len(mixture)} datasets; grpo-kit trains on one: join the rows into one file or "
+            "folder and name it (dataset: rows.jsonl)."
+        )
+    entry = dict(mixture[0])
+    table = data.get("dataset")
+    # trl grpo names the mixture's parts "train" and, split by test_split_size, "test": those names mean it
+    parts = {"dataset_train_split": "train", "dataset_test_split": "test" if split_size is not None else None}
+    clash = [k for k in _NAMED_WITH_DATASETS if k in data and data[k] != parts.get(k)]
+    if table is not None and not isinstance(table, Mapping):
+        clash.append("dataset")
+    elif table is not None:  # a dataset: table may add prompt:, columns:, system_prompt: to TRL's entry
+        clash += [
+            f"dataset: {{{k}: ...}}" for k in ("source", "config", "split", "size", "held_out") if k in table
+        ]
+    if clash:
+        raise RecipeFileError(
+            f"{at} and {clash[0]} both name the data (trl grpo reads datasets: and ignores or fails on the other); "
+            "keep datasets: with the split in its entry (split: train) and test_split_size for held-out rows."
+        )
+    unknown = sorted(set(entry) - set(_TRL_DATASET_ENTRY))
+    if unknown:
+        raise RecipeFileError(
+            f"{at}: unknown key {unknown[0]!r}; an entry has {', '.join(_TRL_DATASET_ENTRY)}."
+        )
+    path, files, folder = entry.get("path"), entry.get("data_files"), entry.get("data_dir")
+    if not isinstance(path, str) or not path:
+        raise RecipeFileError(
+            f"{at}: path must be a file, a folder, a Hub id or json/csv/parquet, got {path!r}."
+        )
+    if path in _FILE_BUILDERS:
+        if (files is None) == (folder is None) or not isinstance(files if folder is None else folder, str):
+            raise RecipeFileError(
+                f"{at}: path: {path} reads the rows of one data_files: FILE or one data_dir: FOLDER (grpo-kit reads "
+                f"one file or folder), got data_files={files!r}, data_dir={folder!r}."
+            )
+        source = files if folder is None else folder
+    elif files is not None:
+        raise RecipeFileError(
+            f"{at}: data_files beside path: {path}; name the file itself as the path (path: rows.jsonl), or "
+            "download the Hub files and name their folder."
+        )
+    else:
+        source = path if folder is None else f"{path.rstrip('/')}/{folder}"
+    if entry.get("fraction") is not None:
+        raise RecipeFileError(
+            f"{at}: fraction weighs the datasets of a mixture; with one dataset TRL keeps every row: drop it "
+            "(dataset_size: N keeps N rows)."
+        )
+    dataset["name"] = source
+    for trl_key, key in (("name", "config"), ("split", "split")):
+        if entry.get(trl_key) is not None:
+            dataset[key] = entry[trl_key]
+    columns = entry.get("columns")
+    if columns is not None:
+        if not isinstance(columns, list) or not columns or not all(isinstance(c, str) for c in columns):
+            raise RecipeFileError(f"{at}: columns must be a list of column names to keep, got {columns!r}.")
+        dataset["dataset_kwargs"] = {**(dataset.get("dataset_kwargs") or {}), "select_columns": columns}
+    if split_size is not None:
+        if isinstance(split_size, bool) or not isinstance(split_size, (int, float)) or not 0 < split_size < 1:
+            raise RecipeFileError(
+                f"{where}: test_split_size: {split_size!r}; grpo-kit carves a share of the rows: a number between "
+                "0 and 1 (0.2: a fifth), fixed by seed 0 (TRL draws its split unseeded)."
+            )
+        dataset["held_out"] = _held_out(float(split_size), where)  # seed 0, as held_out: 0.2
 
 
 def _table(value: Any, where: str, key: str) -> dict[str, Any]:
@@ -434,10 +561,33 @@ def _reward_name(name: Any, where: str, at: str, base_dir: Path) -> str:
         raise RecipeFileError(
             f"{where}: {at}: a reward is a name (file.py:function, module.function or a rewards name), got {name!r}."
         )
-    if name.startswith(REWARD_MODEL_PREFIX) or ":" not in name:
+    if name.startswith(REWARD_MODEL_PREFIX) or not is_user_reward(name):
         return name
-    file, _, function = name.rpartition(":")
-    return f"{_resolve(file, base_dir)}:{function}"
+    if ":" in name:
+        file, _, function = name.rpartition(":")
+        return f"{_resolve(file, base_dir)}:{function}"
+    try:  # module.function: beside the recipe file, then in the working folder (trl grpo: the working folder)
+        resolved = resolve_module_reward(name, [base_dir, Path.cwd()])
+    except RewardImportError as error:
+        raise RecipeFileError(f"{where}: {at}: {error}") from None
+    module, _, function = name.rpartition(".")
+    if resolved == name and not _importable(module.split(".")[0]):
+        raise RecipeFileError(
+            f"{where}: {at}: reward {name!r}: no module {module!r} beside the recipe file ({base_dir.resolve()}), in the "
+            f"working folder ({Path.cwd()}) or installed; put {module.replace('.', '/')}.py there, or write its "
+            f"path: path/to/{module.replace('.', '/')}.py:{function}."
+        )
+    return resolved
+
+
+def _importable(top: str) -> bool:
+    """True when Python's path finds the top-level module ``top`` (``find_spec`` runs no module code)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _rewards(value: Any, weights: Any, where: str, base_dir: Path) -> tuple[RewardSpec, ...]:

@@ -6,8 +6,9 @@ A name is one of, in this order:
 * ``"model:<id or path>"`` -- a sequence-classification reward model (``grpo_kit.rollout.reward_models``);
 * ``"path/to/file.py:function"`` -- a function in a Python file of the user's (a recipe file's relative path is
   made absolute by ``grpo_kit.recipes.files`` against the recipe file's folder);
-* ``"package.module.function"`` -- a function in an importable module (``sys.path`` as Python sets it;
-  nothing is added to it, so a file beside the recipe is named by its path, not as a module);
+* ``"package.module.function"`` -- a function in a module, as ``trl grpo`` imports it: a recipe file names a
+  module beside it or in the working folder (:func:`resolve_module_reward` turns it into that file's
+  ``file.py:function``), else one on ``sys.path`` as Python sets it;
 * ``"name"`` -- a function exported by ``rewards``.
 
 A user's module is imported only when a spec that names it is built (``build``): because the user named it.
@@ -21,7 +22,7 @@ import hashlib
 import importlib
 import importlib.util
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,8 @@ __all__ = [
     "imports_only_installed_rewards",
     "is_user_reward",
     "load_user_reward",
+    "module_file_in",
+    "resolve_module_reward",
 ]
 
 #: ``RewardSpec("model:<id or path>")`` names a reward model instead of a function of ``rewards``.
@@ -89,6 +92,63 @@ def imports_only_installed_rewards(name: str, kwargs: Mapping[str, Any] | None =
     if not defined_in or not Path(defined_in).resolve().is_relative_to(package):
         return False  # imported into the package from elsewhere (os.system, ...)
     return not kwargs or bool(getattr(fn, "is_reward_factory", False))
+
+
+def module_file_in(module_name: str, folder: Path) -> Path | None:
+    """The file ``import module_name`` runs with ``folder`` first on ``sys.path`` (``folder/a/b/__init__.py``, else
+    ``folder/a/b.py``), resolved; None when the folder holds neither. Imports nothing."""
+    parts = module_name.split(".")
+    if not all(part.isidentifier() for part in parts):
+        return None
+    base = Path(folder).joinpath(*parts)
+    for candidate in (base / "__init__.py", base.with_name(f"{parts[-1]}.py")):
+        if candidate.is_file():
+            return candidate.resolve()
+    return None
+
+
+def _installed_elsewhere(top: str, folder: Path) -> str | None:
+    """Where Python's path finds the top-level module ``top`` when that is not ``folder``'s own ``top``
+    (``folder/top.py`` or ``folder/top/``), else None. ``find_spec`` of a top-level name runs no module code."""
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    own = [(Path(folder) / top).resolve(), (Path(folder) / f"{top}.py").resolve()]
+    places = [spec.origin, *(spec.submodule_search_locations or [])]
+    files = [Path(p).resolve() for p in places if isinstance(p, str) and p not in ("built-in", "frozen")]
+    if any(path == own[1] or path.is_relative_to(own[0]) for path in files):
+        return None  # the folder is on sys.path itself: the same file
+    return str(files[0]) if files else "built into Python"
+
+
+def resolve_module_reward(name: str, folders: Sequence[Path]) -> str:
+    """``module.function`` as ``trl grpo`` imports it, with ``folders`` first on the path (a recipe file's folder,
+    then the working folder): ``"<module's file>:function"`` when a folder holds the module's file, so the name
+    is judged and imported as a ``file.py:function`` is; other names unchanged (``sys.path`` decides, and
+    ``rewards.*`` is always the installed package). A folder's module named like an installed one
+    (``json.py``, ``os/``) is refused (RewardImportError): which of the two ran would depend on what was imported
+    first. Imports nothing."""
+    if not is_user_reward(name) or ":" in name:
+        return name
+    module_name, _, function = name.rpartition(".")
+    top = module_name.split(".")[0]
+    if top == "rewards":
+        return name
+    for folder in dict.fromkeys(Path(f).resolve() for f in folders):
+        file = module_file_in(module_name, folder)
+        if file is None:
+            continue
+        installed = _installed_elsewhere(top, folder)
+        if installed is not None:
+            raise RewardImportError(
+                f"reward {name!r}: {file} has the name of the installed module {top!r} ({installed}); rename "
+                f"your file, or name it by its path: {file}:{function}."
+            )
+        return f"{file}:{function}"
+    return name
 
 
 #: Modules imported from files, by resolved path: one import per file per process (the same function object

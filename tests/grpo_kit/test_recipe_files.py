@@ -266,22 +266,70 @@ def test_a_bad_recipe_file_through_the_cli_prints_no_traceback(tmp_path):
     assert "Traceback" not in done.stderr and "missing_rewards.py" in " ".join(lines)
 
 
-def test_a_module_reward_is_imported_only_from_the_python_path(tmp_path, monkeypatch):
-    """`module.function` is looked up on sys.path as Python sets it; a file beside the recipe, not a module on
-    the path, is named by its path: the message says how."""
+def test_a_module_reward_is_looked_up_as_trl_grpo_looks_it_up(tmp_path, monkeypatch):
+    """`module.function` (trl grpo's form): beside the recipe file first, then in the working folder, stored as
+    the file it found; a folder's module named like an installed one, or none anywhere, is one line."""
     from grpo_kit.recipes.files import RecipeFileError, recipe_from_text
 
-    _write_task(tmp_path, "r.yaml", GRPO_KIT_YAML)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    task, work = tmp_path / "task", tmp_path / "work"
+    _write_task(task, "r.yaml", GRPO_KIT_YAML)
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(work), str(task))])
     text = GRPO_KIT_YAML.replace("my_rewards.py:first_word_reward", "my_rewards.first_word_reward")
+    beside = f"{(task / 'my_rewards.py').resolve()}:first_word_reward"
+    assert recipe_from_text(text, base_dir=task).rewards[0].name == beside
+    (work / "my_rewards.py").write_text(REWARD_MODULE)  # the recipe file's folder comes first
+    assert recipe_from_text(text, base_dir=task).rewards[0].name == beside
+    (task / "my_rewards.py").unlink()  # then the working folder
+    (work / "pkg").mkdir()
+    (work / "pkg" / "scoring.py").write_text(REWARD_MODULE)
+    assert (
+        recipe_from_text(text, base_dir=task).rewards[0].name == f"{work / 'my_rewards.py'}:first_word_reward"
+    )
+    packaged = recipe_from_text(text.replace("my_rewards.", "pkg.scoring."), base_dir=task)
+    assert packaged.rewards[0].name == f"{work / 'pkg' / 'scoring.py'}:first_word_reward"
+    assert packaged.rewards[0].build().__name__ == "first_word_reward"
+
+    (work / "json.py").write_text(REWARD_MODULE)  # shadows the standard library's json
     with pytest.raises(
-        RecipeFileError, match=r"no module named 'my_rewards'.*my_rewards\.py:first_word_reward"
+        RecipeFileError, match=r"json\.py has the name of the installed module 'json'.*json\.py:loads"
     ):
-        recipe_from_text(text, base_dir=tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    recipe = recipe_from_text(text, base_dir=tmp_path)
-    assert recipe.rewards[0].build().__name__ == "first_word_reward"
+        recipe_from_text(text.replace("my_rewards.first_word_reward", "json.loads"), base_dir=task)
+    with pytest.raises(RecipeFileError, match=r"no module 'missing' beside the recipe file .*missing\.py:fn"):
+        recipe_from_text(text.replace("my_rewards.first_word_reward", "missing.fn"), base_dir=task)
+    assert "missing" not in sys.modules and "my_rewards" not in sys.modules  # imported as files, not as names
+
+
+@pytest.mark.parametrize("where", ["beside-the-recipe", "working-folder"])
+def test_a_module_reward_trains_through_the_cli(tmp_path, monkeypatch, capsys, where):
+    """`reward_funcs: [my_rewards.first_word_reward]` with my_rewards.py beside the recipe file, or in the working
+    folder, trains (one step, evaluation off); the working-folder case also reads its rows through TRL's
+    `datasets:` keys (a json builder's data_files, the columns kept, test_split_size carved)."""
+    task, work = tmp_path / "task", tmp_path / "work"
+    text = TRL_YAML.replace("my_rewards.py:first_word_reward", "my_rewards.first_word_reward")
+    text = text.replace("max_steps: 2\n", "max_steps: 1\n")  # eval_prompts: 2 leaves 10 of 12 rows to train
+    if where == "working-folder":
+        text = text.replace(
+            "dataset_name: data/colours.jsonl\n",
+            "datasets: [{path: json, data_files: data/colours.jsonl, columns: [prompt, answer]}]\n"
+            "test_split_size: 0.25\n",
+        )
+    _write_task(task, "trl_config.yaml", text, prompt_column="prompt")
+    work.mkdir()
+    if where == "working-folder":
+        (task / "my_rewards.py").rename(work / "my_rewards.py")
+    monkeypatch.chdir(work)
+    argv = ["train", "--config", str(task / "trl_config.yaml"), "--output-dir", "run"]
+    assert main([*argv, "--eval-prompts", "0", "--samples", "0", "--no-merge"]) == 0, capsys.readouterr().out
+    summary = json.loads((work / "run" / "run.json").read_text())
+    assert summary["steps"] == 1
+    folder = task if where == "beside-the-recipe" else work
+    stored = (work / "run" / "recipe.yaml").read_text()
+    assert f"{folder.resolve() / 'my_rewards.py'}:first_word_reward" in stored
+    if where == "working-folder":
+        assert {"source": "carved", "fraction": 0.25, "seed": 0}.items() <= summary["held_out"].items()
+        assert _yaml(stored)["dataset_kwargs"]["select_columns"] == ["prompt", "answer"]
 
 
 def test_trl_keys_mean_what_the_grpo_kit_keys_mean(tmp_path):
@@ -327,6 +375,117 @@ learning_rate: 3e-6
         ).lora
         is None
     )
+
+
+TRL_DATA = "model_name_or_path: tiny\nreward_funcs: [my_rewards.py:first_word_reward]\n"
+#: Every dataset key trl grpo reads (ScriptArguments, DatasetMixtureConfig and its DatasetConfig entries), applied
+#: with TRL's meaning: the text after TRL_DATA -> (dataset_source, dataset_split, dataset_kwargs).
+TRL_DATA_APPLIED = {
+    "dataset_name, dataset_config, splits": (
+        "dataset_name: data\ndataset_config: default\ndataset_train_split: train\ndataset_test_split: test\n",
+        ("data", "train", {"config": "default", "held_out": {"split": "test"}}),
+    ),
+    "datasets: a json builder's data_files": (
+        "datasets: [{path: json, data_files: data/colours.jsonl, split: train, columns: [question, colour]}]\n",
+        ("data/colours.jsonl", "train", {"select_columns": ["question", "colour"]}),
+    ),
+    "datasets: a folder's data_dir, a configuration name, test_split_size": (
+        (
+            "datasets: [{path: ., data_dir: data, name: default, split: validation}]\ntest_split_size: 0.25\n"
+            "dataset_train_split: train\ndataset_test_split: test\n"
+        ),
+        ("data", "validation", {"config": "default", "held_out": {"fraction": 0.25, "seed": 0}}),
+    ),
+    "datasets with a dataset: table naming the prompt column (TRL's keys name none)": (
+        "datasets: [{path: data/colours.jsonl}]\ndataset: {prompt: question, columns: {answer: colour}}\n",
+        ("data/colours.jsonl", "train", {"prompt": "question", "columns": {"answer": "colour"}}),
+    ),
+}
+TRL_DATA_REFUSED = {
+    "a mixture": ("datasets: [{path: data}, {path: data}]\n", "join the rows into one file"),
+    "datasets and dataset_name": ("datasets: [{path: data}]\ndataset_name: data\n", "keep datasets:"),
+    "datasets and a named test split": (
+        "datasets: [{path: data}]\ndataset_test_split: test\n",
+        "test_split_size",
+    ),
+    "datasets and dataset:": ("datasets: [{path: data}]\ndataset: data\n", "keep datasets:"),
+    "fraction": ("datasets: [{path: data, fraction: 0.5}]\n", "TRL keeps every row: drop it"),
+    "several data_files": (
+        "datasets: [{path: json, data_files: [a.jsonl, b.jsonl]}]\n",
+        "one data_files: FILE",
+    ),
+    "data_files beside a path": ("datasets: [{path: data, data_files: a.jsonl}]\n", "name the file itself"),
+    "an unknown entry key": ("datasets: [{path: data, revision: main}]\n", "an entry has path, name"),
+    "test_split_size as a count": ("datasets: [{path: data}]\ntest_split_size: 3\n", "between 0 and 1"),
+    "test_split_size without datasets": (
+        "dataset_name: data\ntest_split_size: 0.2\n",
+        "held_out: {fraction: 0.2",
+    ),
+    "dataset_streaming": ("dataset_name: data\ndataset_streaming: true\n", "loads the rows into memory"),
+    "streaming": ("datasets: [{path: data}]\nstreaming: true\n", "loads the rows into memory"),
+}
+
+
+@pytest.mark.parametrize("case", list(TRL_DATA_APPLIED))
+def test_every_trl_dataset_key_is_applied_with_trls_meaning(tmp_path, case):
+    from grpo_kit.recipes.files import recipe_from_text
+
+    _write_task(tmp_path, "r.yaml", GRPO_KIT_YAML)
+    text, (source, split, kwargs) = TRL_DATA_APPLIED[case]
+    recipe = recipe_from_text(TRL_DATA + text, base_dir=tmp_path)
+    assert (recipe.dataset, recipe.dataset_source) == ("prompts", str(tmp_path / source))
+    assert (recipe.dataset_split, dict(recipe.dataset_kwargs)) == (split, kwargs)
+
+
+@pytest.mark.parametrize("case", list(TRL_DATA_REFUSED))
+def test_a_trl_dataset_key_grpo_kit_cannot_mean_is_one_line_naming_what_to_write(tmp_path, case):
+    from grpo_kit.recipes.files import RecipeFileError, recipe_from_text
+
+    _write_task(tmp_path, "r.yaml", GRPO_KIT_YAML)
+    text, fix = TRL_DATA_REFUSED[case]
+    with pytest.raises(RecipeFileError) as refused:
+        recipe_from_text(TRL_DATA + text, base_dir=tmp_path)
+    assert fix in str(refused.value) and "\n" not in str(refused.value), str(refused.value)
+
+
+def test_trls_columns_keep_only_the_listed_columns(tmp_path):
+    from grpo_kit.recipes.files import recipe_from_text
+
+    _write_task(tmp_path, "r.yaml", GRPO_KIT_YAML)
+    (tmp_path / "data" / "colours.jsonl").write_text(
+        "".join(json.dumps({"question": f"q{i}", "colour": "red", "note": i}) + "\n" for i in range(4))
+    )
+    entry = "datasets: [{path: json, data_files: data/colours.jsonl, columns: [question, colour]}]\n"
+    recipe = recipe_from_text(TRL_DATA + entry + "dataset: {prompt: question}\n", base_dir=tmp_path)
+    assert sorted(recipe.load_dataset().column_names) == ["colour", "prompt", "question"]  # no 'note'
+    dropped = recipe_from_text(
+        TRL_DATA + entry.replace("question, ", "") + "dataset: {prompt: question}\n", base_dir=tmp_path
+    )
+    with pytest.raises(ValueError, match=r"drops 'question', which the prompt or a reward reads; add it"):
+        dropped.load_dataset()
+
+
+def test_a_reward_model_named_by_trls_key_comes_first(tmp_path):
+    from grpo_kit.recipes.files import recipe_from_text
+
+    _write_task(tmp_path, "r.yaml", GRPO_KIT_YAML)
+    text = TRL_DATA + "dataset_name: data\nreward_model_name_or_path: org/rm\nreward_weights: [1.0, 0.5]\n"
+    recipe = recipe_from_text(text, base_dir=tmp_path)
+    assert [(s.name.rsplit("/", 1)[-1], s.weight) for s in recipe.rewards] == [
+        ("rm", 1.0),
+        ("my_rewards.py:first_word_reward", 0.5),
+    ]
+    assert recipe.rewards[0].name == "model:org/rm"
+
+
+@pytest.mark.parametrize("name", ["math.sqrt", "os.system"])
+def test_a_module_function_that_is_no_reward_is_one_line(tmp_path, monkeypatch, capsys, name):
+    _write_task(tmp_path, "r.yaml", TRL_YAML.replace("my_rewards.py:first_word_reward", name))
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "--config", "r.yaml", "--output-dir", "run"]) == 2
+    out = capsys.readouterr().out.strip()
+    assert len(out.splitlines()) == 1 and "takes no `completions` argument" in out, out
+    assert not (tmp_path / "run").exists()
 
 
 def test_carved_held_out_rows_are_never_training_rows():

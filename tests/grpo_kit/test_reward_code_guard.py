@@ -187,6 +187,51 @@ def test_trusted_code_still_loads_and_shipped_rewards_need_no_trust(run, tmp_pat
     assert len(load_recipe_file(run / RECIPE_FILE, trust_reward_code=False).rewards) == 2
 
 
+# --- module.function, found beside the recipe or in the working folder as trl grpo finds it ----------------
+
+
+@pytest.mark.parametrize("where", ["run-folder", "working-folder"])
+def test_eval_imports_no_module_reward_found_beside_the_run_or_in_the_working_folder(
+    run, tmp_path, capsys, where
+):
+    marker = tmp_path / "marker"
+    _payload((run if where == "run-folder" else run.parent) / "payload.py", marker)
+    _recipe_yaml(run, "reward_funcs: [payload.fn]\n")
+    text = _refused(["eval", str(run), "--out", str(tmp_path / "card")], capsys, marker)
+    assert "payload.py:fn" in text  # judged by the file it would import
+
+
+def test_resume_imports_no_module_reward_of_the_stored_invocation(run, tmp_path, capsys):
+    marker = tmp_path / "marker"
+    _payload(run.parent / "payload.py", marker)  # the working folder
+    _store_invocation(run, ["payload.fn"], key="reward_funcs")
+    _refused(["train", "--output-dir", str(run), "--resume"], capsys, marker)
+
+
+@pytest.mark.parametrize("name", ["json.loads", "os.system", "subprocess.getoutput"])
+def test_a_run_folder_names_no_installed_module_as_a_reward(run, tmp_path, capsys, name):
+    """Installed modules' functions are no reward functions of a run folder's: refused without the flag, and a
+    payload named like the module, beside the run, imports neither as that module nor as a file."""
+    marker = tmp_path / "marker"
+    _recipe_yaml(run, f"reward_funcs: [{name}]\n")
+    _refused(["eval", str(run), "--out", str(tmp_path / "card")], capsys, marker)
+    module = name.split(".")[0]
+    _payload(run / f"{module}.py", marker)
+    _refused(["eval", str(run), "--out", str(tmp_path / "card")], capsys, marker, names=f"{module}.py")
+    assert getattr(__import__(module), "__file__", "") != str(run / f"{module}.py")
+
+
+def test_a_trusted_module_reward_of_the_run_folder_loads_from_its_file(run, tmp_path):
+    marker = tmp_path / "marker"
+    _payload(run / "payload.py", marker)
+    _recipe_yaml(run, "reward_funcs: [payload.fn]\n")
+    with pytest.raises(RecipeFileError, match="trust-reward-code"):
+        load_recipe_file(run / RECIPE_FILE, trust_reward_code=False)
+    assert not marker.exists()
+    assert load_recipe_file(run / RECIPE_FILE).rewards[0].name == f"{(run / 'payload.py').resolve()}:fn"
+    assert marker.exists()
+
+
 # --- what resolves to the installed rewards package --------------------------------------------------------
 
 
