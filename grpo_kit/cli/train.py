@@ -28,7 +28,9 @@ def cmd_train(args, console) -> int:
 
     plan = _plan_train(args, console)
     hook = None
-    if args.preflight:
+    if _runs_preflight(args):
+        if not args.preflight:
+            console.print("pre-flight first (a recipe file's default; --no-preflight skips it).")
         _validate_inputs(plan)
         hook = runs.preflight_hook(
             force=args.force, on_report=lambda report: _print_preflight(console, report)
@@ -126,9 +128,21 @@ def _plan_train(args, console):
         )
     except ValueError as error:
         raise UsageError(str(error)) from error
-    if args.force and not args.preflight:
-        raise UsageError("--force only matters with --preflight (train even when pre-flight says no-go).")
+    if args.preflight and args.no_preflight:
+        raise UsageError("--preflight and --no-preflight contradict each other; pass one of them.")
+    if args.no_preflight and not args.config:
+        raise UsageError(
+            "--no-preflight only matters with --config (pre-flight runs first only for a recipe file)."
+        )
+    if args.force and not _runs_preflight(args):
+        raise UsageError("--force only matters with pre-flight (--preflight, or --config): train on a no-go.")
     return plan
+
+
+def _runs_preflight(args) -> bool:
+    """Pre-flight before training: asked for with --preflight, and the default for a new recipe file (--config,
+    not a resume: that run has started) unless --no-preflight."""
+    return args.preflight or bool(args.config and not args.no_preflight and not args.resume)
 
 
 def _print_no_go(console, plan) -> None:
@@ -151,6 +165,14 @@ def _print_ending(console, plan, outcome) -> int:
     from grpo_kit.support.interrupts import exit_status
 
     result, output_dir = outcome.result, plan.output_dir
+    if result.no_signal and result.no_signal["stopped_at"] is not None:  # the signal watch stopped it, saved
+        console.print(
+            f"[yellow]{markup_safe(result.no_signal['line'])}[/] Checkpoint {markup_safe(result.checkpoint)}; "
+            f"continue with:\n  {markup_safe(plan.resume_command())}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return EXIT_NO_GO
     if result.interrupted and result.checkpoint is None:
         console.print(
             f"[yellow]{_stopped_by()} before the first step finished[/]: no checkpoint to resume; "
@@ -265,6 +287,8 @@ def _print_summary(console, output_dir: Path, summary: dict, reports) -> None:
         label = f"held-out reward, samples.md ({summary.get('samples', '?')} prompts, before → after)"
         before, after = summary["samples_mean_reward_before"], summary["samples_mean_reward_after"]
         rows.append((label, f"{fmt(before)} → {fmt(after)}"))
+    if summary.get("no_signal"):  # the signal watch: why the run may not have learned
+        rows.append(("no learning signal", markup_safe(summary["no_signal"]["line"])))
     during = summary.get("evaluation_during_training")
     if during:  # where the held-out metric peaked (eval_steps), and whether it fell after
         label = f"held-out {during['metric']} during training (every {during['every']} steps)"
