@@ -135,7 +135,10 @@ def _plan_train(args, console):
             "--no-preflight only matters with --config (pre-flight runs first only for a recipe file)."
         )
     if args.force and not _runs_preflight(args):
-        raise UsageError("--force only matters with pre-flight (--preflight, or --config): train on a no-go.")
+        raise UsageError(
+            "--force only matters with --preflight (or --config, which runs it first): train even when "
+            "pre-flight says no-go."
+        )
     return plan
 
 

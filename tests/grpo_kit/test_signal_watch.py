@@ -12,10 +12,13 @@ import math
 
 import pytest
 import torch
+from shared import tiny_loop_config, tiny_recipe
 
 from grpo_kit.cli import main
 from grpo_kit.evaluation.preflight import clipped_finding
 from grpo_kit.evaluation.signal_watch import KEEP_TRAINING, SignalWatch
+from grpo_kit.loop import training
+from grpo_kit.trainers import trl_path
 
 pytestmark = pytest.mark.xdist_group("cli")
 
@@ -105,19 +108,13 @@ def _dataset():
     return Dataset.from_dict({"prompt": [f"Count to {n}." for n in range(8)]})
 
 
-def _train(loop, tmp_path, reward, **settings):
+def _train(loop, tmp_path, reward):
     model, tokenizer = _ending_model()
     if loop == "standalone":
-        from grpo_kit.loop import training
-        from shared import tiny_loop_config
-
-        config = tiny_loop_config(tmp_path, **{"max_steps": 5, "save_steps": 100, **settings})
+        config = tiny_loop_config(tmp_path, max_steps=5, save_steps=100, stop_on_no_signal=True)
         return training.train(model, tokenizer, _dataset(), [reward], config)
-    from grpo_kit.trainers import trl_path
-    from shared import tiny_recipe
-
     return trl_path.train_with_trl(
-        tiny_recipe(logging_steps=1, **settings),
+        tiny_recipe(logging_steps=1),
         model=model,
         tokenizer=tokenizer,
         train_dataset=_dataset(),
@@ -145,9 +142,6 @@ def test_flat_rewards_stop_the_run_saved_and_resumable(tmp_path, loop, capsys):
     assert line.startswith("Stopped at step 3") and "zero reward variance" in line and KEEP_TRAINING in line
     # keep training anyway: the run goes on from its checkpoint to the end, and says why it may not learn
     if loop == "standalone":
-        from grpo_kit.loop import training
-        from shared import tiny_loop_config
-
         # the watch's settings say where a run reports, not what it computes: a resume may change them
         watch = {"no_signal_steps": 1, "stop_on_no_signal": False}
         config = tiny_loop_config(tmp_path, max_steps=5, save_steps=100, resume_from_checkpoint=True, **watch)
