@@ -24,7 +24,11 @@ class RunResult:
     metrics_path: Path
     reward_curve_path: Path | None = None
     checkpoint: Path | None = None
-    interrupted: bool = False  # Ctrl-C stopped the run (after saving a checkpoint, when a step had finished)
+    # the run stopped before max_steps, its checkpoint saved when a step had finished: Ctrl-C, SIGTERM, or the
+    # signal watch (then ``no_signal`` says why)
+    interrupted: bool = False
+    # the signal watch's record (grpo_kit.evaluation.signal_watch) when steps in a row had no learning signal
+    no_signal: dict[str, Any] | None = None
     step_losses: dict[int, float] = field(default_factory=dict)
     adapter_dir: Path | None = None  # Unsloth: model.save_lora(...) folder
     trainer: Any = None  # TRL/Unsloth: the GRPOTrainer

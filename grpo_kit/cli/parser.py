@@ -136,10 +136,13 @@ def _add_train_outputs(train: argparse.ArgumentParser) -> None:
         "--preflight",
         action="store_true",
         default=None,
-        help="run `grpo-kit preflight` first and refuse to train on a no-go",
+        help="run `grpo-kit preflight` first and refuse to train on a no-go (the default with --config)",
     )
     train.add_argument(
-        "--force", action="store_true", default=None, help="with --preflight: train even on a no-go"
+        "--no-preflight", action="store_true", help="with --config: train without running pre-flight first"
+    )
+    train.add_argument(
+        "--force", action="store_true", default=None, help="with pre-flight: train even on a no-go"
     )
     train.add_argument(
         "--keep-best",

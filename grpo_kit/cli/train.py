@@ -28,7 +28,9 @@ def cmd_train(args, console) -> int:
 
     plan = _plan_train(args, console)
     hook = None
-    if plan.flags["preflight"]:
+    if _runs_preflight(args, plan):
+        if not plan.flags["preflight"]:
+            console.print("pre-flight first (a recipe file's default; --no-preflight skips it).")
         _validate_inputs(plan)
         hook = runs.preflight_hook(
             force=plan.flags["force"], on_report=lambda report: _print_preflight(console, report)
@@ -119,8 +121,17 @@ def _plan_train(args, console):
         )
     except ValueError as error:
         raise UsageError(str(error)) from error
-    if flags["force"] and not flags["preflight"]:
-        raise UsageError("--force only matters with --preflight (train even when pre-flight says no-go).")
+    if args.preflight and args.no_preflight:
+        raise UsageError("--preflight and --no-preflight contradict each other; pass one of them.")
+    if args.no_preflight and not args.config:
+        raise UsageError(
+            "--no-preflight only matters with --config (pre-flight runs first only for a recipe file)."
+        )
+    if args.force and plan.resume is None and not _runs_preflight(args, plan):
+        raise UsageError(
+            "--force only matters with --preflight (or --config, which runs it first): train even when "
+            "pre-flight says no-go."
+        )
     # before anything can stop it (a SIGKILL prints nothing): the run folder stores everything else
     console.print(
         f"If it stops, continue it with: {markup_safe(plan.resume_command())}",
@@ -128,6 +139,14 @@ def _plan_train(args, console):
         soft_wrap=True,
     )
     return plan
+
+
+def _runs_preflight(args, plan) -> bool:
+    """Pre-flight before training: asked for with --preflight (or stored by the run), and the default for a new
+    recipe file (--config) unless --no-preflight; never on a resume (that run has started)."""
+    if plan.resume is not None:
+        return False
+    return bool(plan.flags["preflight"] or (args.config and not args.no_preflight))
 
 
 def _print_no_go(console, plan) -> None:
@@ -150,6 +169,14 @@ def _print_ending(console, plan, outcome) -> int:
     from grpo_kit.support.interrupts import exit_status
 
     result, output_dir = outcome.result, plan.output_dir
+    if result.no_signal and result.no_signal["stopped_at"] is not None:  # the signal watch stopped it, saved
+        console.print(
+            f"[yellow]{markup_safe(result.no_signal['line'])}[/] Checkpoint {markup_safe(result.checkpoint)}; "
+            f"continue with:\n  {markup_safe(plan.resume_command())}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return EXIT_NO_GO
     if result.interrupted and result.checkpoint is None:
         console.print(
             f"[yellow]{_stopped_by()} before the first step finished[/]: no checkpoint to resume; "
@@ -264,6 +291,8 @@ def _print_summary(console, output_dir: Path, summary: dict, reports) -> None:
         label = f"held-out reward, samples.md ({summary.get('samples', '?')} prompts, before → after)"
         before, after = summary["samples_mean_reward_before"], summary["samples_mean_reward_after"]
         rows.append((label, f"{fmt(before)} → {fmt(after)}"))
+    if summary.get("no_signal"):  # the signal watch: why the run may not have learned
+        rows.append(("no learning signal", markup_safe(summary["no_signal"]["line"])))
     during = summary.get("evaluation_during_training")
     if during:  # where the held-out metric peaked (eval_steps), and whether it fell after
         label = f"held-out {during['metric']} during training (every {during['every']} steps)"

@@ -173,6 +173,11 @@ def _check_on_reward_error(name: str, value: Any) -> None:
         raise ValueError(f"{name}={value!r}: choose {' or '.join(map(repr, ON_REWARD_ERROR))}.")
 
 
+def _check_flag(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name}={value!r}: set true or false.")
+
+
 def _check_reward_timeout(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
         raise ValueError(
@@ -304,6 +309,23 @@ _DECLARED = (
         "grpo-kit only. Seconds one reward function may take to score a generation batch (async ones: all "
         "together) before the call counts as failed, handled per on_reward_error; None waits without a bound.",
         _check_reward_timeout,
+        trl=False,
+    ),
+    Setting(
+        "no_signal_steps",
+        3,
+        "grpo-kit only. The signal watch (grpo_kit.evaluation.signal_watch): after this many steps in a row where "
+        "every group has zero reward variance or most completions hit max_completion_length, one line names the "
+        "cause and the fix, and the run stops (see stop_on_no_signal).",
+        Whole(1),
+        trl=False,
+    ),
+    Setting(
+        "stop_on_no_signal",
+        True,
+        "grpo-kit only. Stop the run, saved and resumable, when the signal watch finds no_signal_steps steps in a "
+        "row without learning signal; false keeps training (the line is printed and run.json names the cause).",
+        _check_flag,
         trl=False,
     ),
     # --- batch and generation ---

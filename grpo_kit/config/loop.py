@@ -57,6 +57,8 @@ class GRPOLoopConfig:
     max_bad_steps: int = loop_field("max_bad_steps")
     on_reward_error: str = loop_field("on_reward_error")
     reward_timeout: float | None = loop_field("reward_timeout")
+    no_signal_steps: int = loop_field("no_signal_steps")
+    stop_on_no_signal: bool = loop_field("stop_on_no_signal")
 
     # --- batch and generation ---
     num_generations: int = loop_field("num_generations")

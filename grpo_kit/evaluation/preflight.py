@@ -37,7 +37,15 @@ from grpo_kit.rollout.generation import (
     row_images,
 )
 
-__all__ = ["Finding", "PreflightReport", "check", "check_recipe", "validate_inputs"]
+__all__ = [
+    "Finding",
+    "PreflightReport",
+    "check",
+    "check_recipe",
+    "clipped_finding",
+    "validate_inputs",
+    "zero_std_finding",
+]
 
 # A run is no-go at or above these shares, and gets a warning at or above the *_WARN ones. GRPO learns from
 # every group whose rewards differ, so what kills a run is (almost) no such group: the motivating cases were
@@ -283,33 +291,43 @@ def check_recipe(
     )
 
 
+def zero_std_finding(share: float, *, no_go: bool) -> Finding:
+    """``share`` of the groups have zero reward variance: the finding, in the words pre-flight and the signal watch
+    during training (``grpo_kit.evaluation.signal_watch``) both print."""
+    return Finding(
+        "zero_std",
+        "no-go" if no_go else "warning",
+        f"{share:.0%} of groups have zero reward variance: the task is too hard or too easy "
+        "for this model, so those groups give no learning signal"
+        + ("." if no_go else " (the others do: training can learn, more slowly)."),
+        "Use a partial-credit reward (e.g. xmlcount_reward, soft_format_reward), raise num_generations, "
+        "or pick easier prompts (a worked example in the prompt helps a small model).",
+    )
+
+
+def clipped_finding(ratio: float, max_completion_length: int, *, no_go: bool) -> Finding:
+    """``ratio`` of the completions hit ``max_completion_length`` without EOS: the finding, in the words pre-flight
+    and the signal watch during training both print."""
+    return Finding(
+        "clipped",
+        "no-go" if no_go else "warning",
+        f"{ratio:.0%} of completions hit max_completion_length={max_completion_length}: "
+        + ("no EOS." if no_go else "no EOS in those (the rest end; their rewards still differ)."),
+        "Check the chat template (conversational prompts for an instruct model), or raise "
+        "max_completion_length.",
+    )
+
+
 def _findings(
     report: PreflightReport, funcs: list, names: list[str], max_completion_length: int
 ) -> list[Finding]:
     found = []
     if report.zero_std_share >= ZERO_STD_WARN:
-        no_go = report.zero_std_share >= ZERO_STD_NO_GO
-        found.append(
-            Finding(
-                "zero_std",
-                "no-go" if no_go else "warning",
-                f"{report.zero_std_share:.0%} of groups have zero reward variance: the task is too hard or too easy "
-                "for this model, so those groups give no learning signal"
-                + ("." if no_go else " (the others do: training can learn, more slowly)."),
-                "Use a partial-credit reward (e.g. xmlcount_reward, soft_format_reward), raise num_generations, "
-                "or pick easier prompts (a worked example in the prompt helps a small model).",
-            )
-        )
+        found.append(zero_std_finding(report.zero_std_share, no_go=report.zero_std_share >= ZERO_STD_NO_GO))
     if report.clipped_ratio >= CLIPPED_WARN:
-        no_go = report.clipped_ratio >= CLIPPED_NO_GO
         found.append(
-            Finding(
-                "clipped",
-                "no-go" if no_go else "warning",
-                f"{report.clipped_ratio:.0%} of completions hit max_completion_length={max_completion_length}: "
-                + ("no EOS." if no_go else "no EOS in those (the rest end; their rewards still differ)."),
-                "Check the chat template (conversational prompts for an instruct model), or raise "
-                "max_completion_length.",
+            clipped_finding(
+                report.clipped_ratio, max_completion_length, no_go=report.clipped_ratio >= CLIPPED_NO_GO
             )
         )
     for name in names:

@@ -287,6 +287,7 @@ def write_report_card(
     measures: str = "",
     transfer: tuple[str, EvalReport, EvalReport] | None = None,
     held_out_curve: Mapping[str, Any] | None = None,
+    no_signal: Mapping[str, Any] | None = None,
 ) -> dict[str, Path]:
     """Compare ``before`` and ``after`` on every metric and write the three files into ``out_dir``.
 
@@ -301,7 +302,9 @@ def write_report_card(
     missing file is skipped. ``held_out_curve``: the evaluations during training
     (``runs.during_training.curve_summary``): eval.json's ``"during_training"``, a report.md section, and the
     held-out curve drawn beside the training reward. Returns ``{"eval.json": path, "report.md": path, "report_card.png": path}``;
-    without matplotlib the PNG is skipped (and not returned) with a note.
+    without matplotlib the PNG is skipped (and not returned) with a note. ``no_signal``: the signal watch's
+    record (``grpo_kit.evaluation.signal_watch``) when steps in a row had no learning signal: eval.json's
+    ``"no_signal"`` and its line under report.md's title, so a run that did not learn names the cause.
     """
     from grpo_kit.artifacts.completions_table import report_rows
 
@@ -314,6 +317,8 @@ def write_report_card(
     payload = _eval_json(before, after, comparisons, hack_signs)
     if held_out_curve is not None:
         payload["during_training"] = dict(held_out_curve)
+    if no_signal is not None:
+        payload["no_signal"] = dict(no_signal)
     section: list[str] = []
     transfer_compared = None  # (set name, before, after, its comparisons, its reward-hacking signs)
     if transfer is not None:
@@ -337,6 +342,9 @@ def write_report_card(
             completions=report_rows(out),  # the run's completions table, when log_completions wrote one
         ),
     }
+    if no_signal is not None:  # under the title: why the run may not have learned
+        title_line, _, rest = contents["report.md"].partition("\n")
+        contents["report.md"] = f"{title_line}\n\n**No learning signal.** {no_signal['line']}\n{rest}"
 
     def draw_card(path: Path) -> None:
         _draw_report_card(

@@ -51,6 +51,7 @@ from grpo_kit.artifacts.checkpoint import (
 )
 from grpo_kit.artifacts.metrics_log import MetricsAccumulator, MetricsWriter
 from grpo_kit.artifacts.result import RunResult
+from grpo_kit.evaluation.signal_watch import SignalWatch
 from grpo_kit.support.interrupts import Terminated, sigterm_as_interrupt, stops_reported_by_caller
 from grpo_kit.support.reporting import PlainProgress, check_report_to, make_reporter, stream_is_terminal
 
@@ -77,6 +78,8 @@ BOOKKEEPING_FIELDS = frozenset(
         "report_to",
         "run_name",
         "logging_dir",
+        "no_signal_steps",  # the signal watch reads the metrics; it changes nothing a step computes
+        "stop_on_no_signal",
     }
 )
 
@@ -162,6 +165,9 @@ class RunContext:
         # The state before the optimizer step in progress (optimizer_step_kept); None between steps.
         self._undo: tuple | None = None
         self._undo_buffers: list[torch.Tensor] = []
+        # Steps in a row without learning signal: one line, and with stop_on_no_signal a saved stop.
+        self.watch = SignalWatch.from_settings(vars(config))
+        self.stopped_for_no_signal = False
 
     # --- resume ---------------------------------------------------------------------------------------
 
@@ -405,6 +411,8 @@ class RunContext:
             reporter.log(record, step=record["step"])
         if self._plain is not None and not is_eval_record(record):  # no terminal: one line per logging step
             self._plain.update(record["step"], self.state.max_steps, record)
+        if not is_eval_record(record) and self.watch.observe(record, self.state.max_steps):
+            self.stopped_for_no_signal = True  # end_step saves and the loop ends
 
     # --- the step -------------------------------------------------------------------------------------
 
@@ -444,6 +452,12 @@ class RunContext:
             state.global_step % config.save_steps == 0 or state.global_step == state.max_steps
         ):
             self.checkpoint = self._save()
+        if self.stopped_for_no_signal:  # the signal watch: saved and resumable, as after Ctrl-C
+            self.interrupted = True
+            if self.checkpoint is None or self.checkpoint.name != f"checkpoint-{state.global_step}":
+                self.checkpoint = self._save()
+            if not stops_reported_by_caller():  # the CLI prints its own one line, with the resume command
+                print(f"{self.watch.line()} Checkpoint saved to {self.checkpoint}.")
 
     def evaluation_due(self) -> bool:
         """Whether the held-out rows are evaluated after this step: ``eval_strategy="steps"``, every ``eval_steps``
@@ -561,6 +575,7 @@ class RunContext:
             reward_curve_path=png,
             checkpoint=self.checkpoint,
             interrupted=self.interrupted,
+            no_signal=self.watch.record(),
             step_losses=self.step_losses,
             model=self.model,
             tokenizer=self.tokenizer,

@@ -197,7 +197,7 @@ def train(
 
     # ALGO LOGIC: one GRPO optimizer step per iteration, steps 1-6 of the module docstring
     with run:  # progress bar; Ctrl-C saves a checkpoint; the reward curve at the end
-        while run.state.global_step < max_steps:
+        while run.state.global_step < max_steps and not run.stopped_for_no_signal:  # (the signal watch)
             try:  # a guard (run.check*) that finds the step bad raises BadStep: counted, warned, no update
                 if rollout is None or run.state.global_step % config.num_iterations == 0:
                     rows = _next_rows(train_dataset, run.state, config)  # 1. N/G prompts

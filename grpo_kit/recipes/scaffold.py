@@ -104,11 +104,12 @@ A GRPO task of your own, written by `grpo-kit new {name}`: `{name}.yaml` (the re
 
 ```bash
 grpo-kit preflight --config {name}.yaml                        # will GRPO learn? go / no-go, no training
-grpo-kit train --config {name}.yaml --output-dir outputs/{name}   # 2 steps on CPU: report card, samples.md, adapter
+grpo-kit train --config {name}.yaml --output-dir outputs/{name}   # pre-flight, 2 steps on CPU: report card, adapter
 grpo-kit eval outputs/{name} --trust-reward-code               # the held-out report card again
 ```
 
-`--trust-reward-code`: the run folder's recipe names `{name}_rewards.py`, and grpo-kit imports a run folder's code
+`grpo-kit train --config` runs pre-flight first and refuses a no-go (`--no-preflight` skips it, `--force`
+trains anyway). `--trust-reward-code`: the run folder's recipe names `{name}_rewards.py`, and grpo-kit imports a run folder's code
 only when you say it is yours (a run folder may come from someone else).
 
 Then make it yours: your rows in `{name}.jsonl` (or `dataset: org/name` from the Hub), your reward in

@@ -264,6 +264,7 @@ def report_before_after(
         measures=recipe.measures,
         transfer=second,
         held_out_curve=curve,
+        no_signal=result.no_signal,
     )
     evaluation = evaluation_summary(before.report, after.report, files)
     transfer_evaluation = None
@@ -375,6 +376,8 @@ def run_record(
         "eval_seconds": round(seconds["eval"], 1),
         "reward_first_step": rewards[0] if rewards else None,
         "reward_last_step": rewards[-1] if rewards else None,
+        # steps in a row without learning signal (grpo_kit.evaluation.signal_watch), when the run had them
+        **({"no_signal": result.no_signal} if result.no_signal else {}),
         "samples": len(pairs),
         "samples_mean_reward_before": samples_mod.mean_reward(pairs, "before"),
         "samples_mean_reward_after": samples_mod.mean_reward(pairs, "after"),

@@ -454,6 +454,17 @@ def build_and_train(
         trainer_kwargs = dict(kwargs.pop("trainer_kwargs", None) or {})
         trainer_kwargs["eval_dataset"] = Dataset.from_dict({"prompt": [r["prompt"] for r in evaluate.rows]})
         kwargs["trainer_kwargs"] = trainer_kwargs
+    from grpo_kit.evaluation.signal_watch import SignalWatch
+
+    # the watch's settings: the recipe's, as the built GRPOConfig or the overrides beside it have them
+    given = vars(args) if args is not None else kwargs
+    watch = SignalWatch.from_settings(
+        {
+            **recipe.training,
+            **{k: given[k] for k in ("max_completion_length", "logging_steps") if k in given},
+            **{k: kwargs[k] for k in ("no_signal_steps", "stop_on_no_signal") if k in kwargs},
+        }
+    )
     trainer = build(recipe, args=args, **kwargs)
     return run_trainer(
         trainer,
@@ -463,6 +474,7 @@ def build_and_train(
         title=f"{recipe.name} ({path})",
         plot=plot,
         evaluate=evaluate,
+        watch=watch,
     )
 
 

@@ -1,7 +1,8 @@
 """Running a built ``GRPOTrainer`` (the TRL and Unsloth paths): where a resume starts
 (:func:`resume_point`, through ``checkpoint.resume_target``), and ``trainer.train()`` with the callbacks every
 path shares: metrics.jsonl, a clean Ctrl-C / SIGTERM (checkpoint, then stop), no step past ``keep_up_to_step``,
-trainable weights that turn NaN/inf stop the run, files shareable; then the reward curve and the
+trainable weights that turn NaN/inf stop the run, steps in a row without learning signal stop it saved (the
+signal watch, ``grpo_kit.evaluation.signal_watch``), files shareable; then the reward curve and the
 :class:`~grpo_kit.artifacts.result.RunResult`. ``grpo_kit.trainers.builder`` builds the trainer this runs.
 """
 
@@ -44,11 +45,13 @@ def run_trainer(
     title: str = "TRL",
     plot: bool = True,
     evaluate: Any = None,
+    watch: Any = None,
 ) -> RunResult:
     """``trainer.train()`` with metrics.jsonl, a clean Ctrl-C (checkpoint, then stop) and the reward curve
     (``title``: e.g. "smoltldr-length-small (TRL)"). ``evaluate(model, step) -> {"eval/...": value}``: the held-out
     evaluation ``eval_strategy="steps"`` schedules (``grpo_kit.runs.during_training``), run where Trainer would run
-    its own sampled one, which it replaces."""
+    its own sampled one, which it replaces. ``watch``: the run's
+    ``SignalWatch`` (None: no watch), which reads every training record and may stop the run saved."""
     output_dir = Path(output_dir)
     metrics_path = output_dir / "metrics.jsonl"
     metrics_callback, interrupt_callback, shareable_callback = _make_callbacks(metrics_path, keep_up_to_step)
@@ -58,6 +61,8 @@ def run_trainer(
     trainer.add_callback(metrics_callback)
     trainer.add_callback(interrupt_callback)
     trainer.add_callback(shareable_callback)
+    if watch is not None:
+        trainer.add_callback(_signal_watch_callback(watch))
     interrupt_callback.install()
     try:
         trainer.train(resume_from_checkpoint=os.fspath(resume) if resume else None)
@@ -79,7 +84,8 @@ def run_trainer(
         metrics_path=metrics_path,
         reward_curve_path=curve,
         checkpoint=latest_checkpoint(output_dir),
-        interrupted=interrupt_callback.stopped,
+        interrupted=interrupt_callback.stopped or (watch is not None and watch.stopped_at is not None),
+        no_signal=watch.record() if watch is not None else None,
         step_losses={r["step"]: r["loss"] for r in log_history if "loss" in r and "step" in r},
         trainer=trainer,
         model=trainer.model,
@@ -119,6 +125,32 @@ def _finite_weights_callback():
             return control
 
     return FiniteWeightsCallback()
+
+
+def _signal_watch_callback(watch: Any):
+    """Every training record Trainer logs goes to the signal watch; when it says stop, Trainer saves this step's
+    checkpoint (``on_log`` comes before its save) and stops: the run ends resumable, as after Ctrl-C. Every rank
+    reads the same gathered metrics, so all stop at the same step; rank zero prints."""
+    from transformers import TrainerCallback
+
+    from grpo_kit.support.interrupts import stops_reported_by_caller
+
+    class SignalWatchCallback(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            record = state.log_history[-1] if state.log_history else {}
+            if any(str(key).startswith("eval/") for key in record) or not watch.observe(
+                record, state.max_steps
+            ):
+                return control
+            control.should_save = True
+            control.should_training_stop = True
+            if state.is_world_process_zero and not stops_reported_by_caller():  # the CLI prints its own
+                print(
+                    f"{watch.line()} Checkpoint saved to {Path(args.output_dir) / f'checkpoint-{state.global_step}'}."
+                )
+            return control
+
+    return SignalWatchCallback()
 
 
 def _held_out_callback(evaluate: Any, metrics_callback: Any):

@@ -84,7 +84,8 @@ def tiny_recipe(name: str = "smoltldr-length-small", **overrides: Any):
 
 
 def tiny_loop_config(output_dir: str | Path, **overrides: Any):
-    """A GRPOLoopConfig of 2 steps: two prompts of four completions, 8 tokens each, a checkpoint every step."""
+    """A GRPOLoopConfig of 2 steps: two prompts of four completions, 8 tokens each, a checkpoint every step, the
+    signal watch's stop off."""
     from grpo_kit.config.loop import GRPOLoopConfig
 
     values = {
@@ -97,6 +98,9 @@ def tiny_loop_config(output_dir: str | Path, **overrides: Any):
         "logging_steps": 1,
         "save_steps": 1,
         "disable_tqdm": True,
+        # the tiny model writes no EOS, so every completion is clipped: the signal watch would stop a run of more
+        # than 3 steps that tests something else (test_signal_watch.py tests the watch)
+        "stop_on_no_signal": False,
         **overrides,
     }
     return GRPOLoopConfig(**values)

@@ -272,6 +272,8 @@ def test_ctrl_c_saves_a_checkpoint_that_resume_continues(tmp_path):
         "save_steps=1",
         "--set",
         "logging_steps=1",
+        "--set",
+        "stop_on_no_signal=false",  # the tiny model's completions are all clipped: Ctrl-C, not the watch, stops it
         "--output-dir",
         str(run),
     ]

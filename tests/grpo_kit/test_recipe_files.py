@@ -125,7 +125,16 @@ def test_your_own_task_from_an_empty_folder_trains_through_the_cli(tmp_path, rec
     work = tmp_path / "my-task"
     _write_task(work, recipe_name, text, prompt_column="prompt" if "dataset_name" in text else "question")
     done = _cli(
-        "train", "--config", recipe_name, "--loop", loop, "--output-dir", "run", "--no-merge", cwd=work
+        "train",
+        "--config",
+        recipe_name,
+        "--loop",
+        loop,
+        "--output-dir",
+        "run",
+        "--no-merge",
+        "--no-preflight",
+        cwd=work,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     run = work / "run"
@@ -161,6 +170,7 @@ def test_grpo_kit_eval_and_resume_find_a_file_recipe_again(tmp_path):
         "train",
         "--config",
         str(work / "colours.yaml"),
+        "--no-preflight",  # the tiny model's completions are all clipped: pre-flight says no-go
         "--set",
         "learning_rate=2e-4",
         "--set",

@@ -52,6 +52,10 @@ def _metrics_steps(run: Path) -> list[int]:
 def test_sigterm_saves_a_checkpoint_prints_the_full_resume_command_and_exits_143(tmp_path):
     run = tmp_path / "run"
     argv = _train_argv(run, "--max-steps", "50", "--set", "save_steps=100", "--set", "logging_steps=1")
+    argv += [
+        "--set",
+        "stop_on_no_signal=false",
+    ]  # every completion of the tiny model is clipped: SIGTERM stops it
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
     _wait_until(lambda: _metrics_steps(run), proc, 300, "the first step")
     proc.send_signal(signal.SIGTERM)
