@@ -43,6 +43,9 @@ def cmd_train(args, console) -> int:
     )
 
     forget_signals()
+    from datasets.utils.logging import disable_progress_bar
+
+    disable_progress_bar()  # datasets' "Map: 100%|…" bars (TRL prepares its rows): progress is one line a step
     try:
         # SIGTERM anywhere in the run ends like Ctrl-C; the ending is this command's one line, not the loop's.
         with sigterm_as_interrupt(), caller_reports_stops():

@@ -34,7 +34,7 @@ from grpo_kit.trainers.builder import (
     build_and_train,
     check_config,
     grpo_config_kwargs,
-    use_plain_progress_bar,
+    use_one_line_progress,
 )
 from grpo_kit.trainers.builder import grpo_config as build_grpo_config
 
@@ -47,7 +47,7 @@ __all__ = [
     "ensure_logprob_kernel",
     "resolve_training",
     "train_with_trl",
-    "use_plain_progress_bar",
+    "use_one_line_progress",
 ]
 
 

@@ -309,19 +309,32 @@ def test_resume_without_checkpoint_says_so_before_loading(tmp_path):
     assert loader.calls == []
 
 
-def test_notebook_progress_widget_is_swapped_for_tqdm(tmp_path):
-    # transformers picks NotebookProgressCallback whenever marimo is imported (pytest collects the marimo
-    # lessons in the same process); it crashed on_train_end of an interrupted run.
-    from transformers.trainer_callback import ProgressCallback
+def test_the_trl_path_prints_one_line_a_step_not_tqdm_or_dicts(tmp_path, capsys):
+    """Issue 56: --loop trl prints the loop's one-line progress (TRL's logs go to metrics.jsonl), not tqdm bars
+    and Python-dict lines; transformers' notebook widget (picked whenever marimo is imported: pytest collects
+    the marimo lessons in this process; it crashed on_train_end of an interrupted run) is gone too."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
     from transformers.utils.notebook import NotebookProgressCallback
 
     trainer = trl_path.build_trainer(
-        tiny_recipe(), model_loader=RecordingLoader(), output_dir=tmp_path, device="cpu"
+        tiny_recipe(logging_steps=1),
+        model_loader=RecordingLoader(),
+        output_dir=tmp_path,
+        max_steps=2,
+        device="cpu",
     )
     trainer.add_callback(NotebookProgressCallback)
-    trl_path.use_plain_progress_bar(trainer)
-    kinds = [type(cb) for cb in trainer.callback_handler.callbacks]
-    assert NotebookProgressCallback not in kinds and ProgressCallback in kinds
+    trl_path.use_one_line_progress(trainer)
+    kinds = {type(cb) for cb in trainer.callback_handler.callbacks}
+    assert not kinds & {NotebookProgressCallback, ProgressCallback, PrinterCallback}
+    capsys.readouterr()
+    trainer.train()
+    said = capsys.readouterr()
+    lines = [line for line in said.out.splitlines() if line.strip()]
+    steps = [line for line in lines if line.startswith("step ")]
+    assert len(steps) == trainer.state.max_steps and steps[-1].startswith(f"step {trainer.state.max_steps}/")
+    assert not any(line.startswith("{") for line in lines), said.out  # no dict lines
+    assert "it/s]" not in said.err and "s/it]" not in said.err, said.err  # no tqdm bar
 
 
 def test_sigterm_saves_like_ctrl_c_and_resume_skips_a_half_written_checkpoint(tmp_path):
