@@ -43,7 +43,11 @@ from grpo_kit.cli.common import (
 from grpo_kit.cli.parser import build_parser
 from grpo_kit.cli.train import cmd_preflight, cmd_train
 from grpo_kit.cli.trained import cmd_eval, cmd_export, cmd_generate
-from grpo_kit.support.terminal import install_plain_warnings, markup_safe
+from grpo_kit.support.terminal import (
+    install_plain_warnings,
+    markup_safe,
+    quiet_bitsandbytes_kernels_notice,
+)
 
 __all__ = ["COMMANDS", "UsageError", "build_parser", "main", "parse_overrides", "parse_value"]
 
@@ -66,6 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rich.console import Console
 
     console = Console(stderr=False)
+    quiet_bitsandbytes_kernels_notice()  # before peft imports bitsandbytes
     install_plain_warnings()  # warnings name reward functions and their errors: text, not terminal commands
     argv = list(sys.argv[1:] if argv is None else argv)
     from grpo_kit.support.interrupts import guard_stdout

@@ -12,15 +12,18 @@ Two things in a string can drive a terminal or the CLI's printer:
 sequences, so no parameter bytes are left behind); :func:`markup_safe` also escapes rich markup, for text
 that goes inside a markup string or a table cell. Files keep the original text: only what is printed passes
 through here. Simplification: Unicode bidi and zero-width characters are printed as they are.
+
+:func:`quiet_bitsandbytes_kernels_notice` keeps one library's speed hint off the console (see there).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import warnings
 from typing import Any
 
-__all__ = ["install_plain_warnings", "markup_safe", "plain"]
+__all__ = ["install_plain_warnings", "markup_safe", "plain", "quiet_bitsandbytes_kernels_notice"]
 
 # Whole sequences first (so their parameters go too), then any single control character left over.
 _ESCAPE_SEQUENCE = re.compile(
@@ -62,3 +65,23 @@ def install_plain_warnings() -> None:
 
     formatwarning._grpo_kit_plain = True  # type: ignore[attr-defined]
     warnings.formatwarning = formatwarning
+
+
+_BITSANDBYTES_CPU_LOGGER = "bitsandbytes.backends.cpu.ops"
+_KERNELS_NOTICE = "Failed to load CPU gemm_4bit_forward from kernels-community"
+
+
+def _not_the_kernels_notice(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith(_KERNELS_NOTICE)
+
+
+def quiet_bitsandbytes_kernels_notice() -> None:
+    """Drops bitsandbytes' "Failed to load CPU gemm_4bit_forward from kernels-community: No module named
+    'kernels'" line. peft imports bitsandbytes whenever it is installed (every run, 4-bit or not), and on a CPU
+    with AVX512-BF16 its CPU backend then logs that line when the optional ``kernels`` package is missing; its
+    own 4-bit kernel runs instead, so the line is a speed hint, not an error. Every other message of bitsandbytes
+    and every exception still comes through. The CLI calls this once at start, before anything imports
+    bitsandbytes. Idempotent."""
+    logger = logging.getLogger(_BITSANDBYTES_CPU_LOGGER)
+    if _not_the_kernels_notice not in logger.filters:
+        logger.addFilter(_not_the_kernels_notice)
