@@ -3,8 +3,8 @@ with one run that nobody killed.
 
 Every run is the same ``grpo-kit train`` command on the tiny model (evaluation during training, ``--keep-best``,
 ``--samples``, ``--eval-prompts`` and ``--no-merge``, so that a resume that forgot a flag shows). The unkilled
-reference run goes first and gives the run's wall time T; run i is killed after a time drawn uniformly from
-[0, T] (the soak's seed), with SIGKILL and SIGTERM alternating, so the kills land in loading, the evaluation
+reference run goes first and gives the run's wall time T (then each run that ended before its kill gives it anew,
+so T follows the machine's load); run i is killed after a time drawn uniformly from [0, T] (the soak's seed), with SIGKILL and SIGTERM alternating, so the kills land in loading, the evaluation
 before training, the steps, the evaluations during training, the evaluation after it and the exports alike.
 Then ``grpo-kit train --output-dir RUN --resume`` (nothing else) until it exits 0, at most ``--max-resumes`` times.
 A run killed before it wrote anything (no ``run_config.json``) has nothing to resume: the original command runs
@@ -66,26 +66,28 @@ def _run(argv: list[str], log: Path) -> int:
             return -1
 
 
-def _killed_run(argv: list[str], log: Path, due: Callable[[float], bool], signum: int) -> tuple[int, bool]:
+def _killed_run(
+    argv: list[str], log: Path, due: Callable[[float], bool], signum: int
+) -> tuple[int, bool, float]:
     """Start ``argv``, send ``signum`` once ``due(seconds since the start)`` (unless it ended first). (exit status,
-    was it killed: False when it finished before the signal)."""
+    was it killed: False when it finished before the signal, seconds until it ended)."""
     started = time.monotonic()
     with log.open("a") as sink:
         proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, env=_env())
         while not due(time.monotonic() - started):
             if proc.poll() is not None:
-                return proc.returncode, False
+                return proc.returncode, False, time.monotonic() - started
             if time.monotonic() - started > RUN_TIMEOUT_S:
                 break
             time.sleep(0.1)
         if proc.poll() is not None:
-            return proc.returncode, False
+            return proc.returncode, False, time.monotonic() - started
         proc.send_signal(signum)
         try:
-            return proc.wait(timeout=RUN_TIMEOUT_S), True
+            return proc.wait(timeout=RUN_TIMEOUT_S), True, time.monotonic() - started
         except subprocess.TimeoutExpired:  # SIGTERM must end it within the bound; this is a finding
             proc.kill()
-            return proc.wait(), True
+            return proc.wait(), True, time.monotonic() - started
 
 
 def _untimed(value: Any) -> Any:
@@ -139,9 +141,10 @@ def soak_one(
     continued with ``--resume`` alone; its row (what happened, and what matches the reference)."""
     run, log = out / f"run-{i:03d}", out / f"run-{i:03d}.log"
     due = _after_first_step(run) if after_s is None else (lambda seconds: seconds >= after_s)
-    status, killed = _killed_run(_command(run, steps), log, due, signum)
+    status, killed, seconds = _killed_run(_command(run, steps), log, due, signum)
     row: dict[str, Any] = {"run": i, "signal": signal.Signals(signum).name, "killed": killed, "exit": status,
-                           "after_s": None if after_s is None else round(after_s, 1), "resumes": 0}  # fmt: skip
+                           "after_s": None if after_s is None else round(after_s, 1), "ended_s": round(seconds, 1),
+                           "resumes": 0}  # fmt: skip
     if not (run / "run_config.json").is_file():  # killed before it wrote anything: the original command again
         row["started"] = False
         _run(_command(run, steps), log)
@@ -198,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         row = soak_one(i, args.out, args.steps, after_s, signum, reference, args.max_resumes)
         rows.append(row)
         print(json.dumps(row), flush=True)
+        if not row["killed"]:
+            wall = row["ended_s"]  # it ended before its kill: how long a run takes now
         if row["identical"] and not args.keep:
             shutil.rmtree(args.out / f"run-{i:03d}", ignore_errors=True)
     resumable = [r for r in rows if r["started"] and r["killed"]]
