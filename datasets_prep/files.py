@@ -57,12 +57,28 @@ def _too_long(path: Path, where: str, limit: int) -> DataFileError:
     )
 
 
+def _unreadable(path: Path, error: OSError) -> DataFileError:
+    return DataFileError(
+        f"{path} cannot be read ({error.strerror or type(error).__name__}); make it a readable file "
+        f"(e.g. `chmod a+r {path}`) or pass another file."
+    )
+
+
+def _open(path: Path):
+    """``path`` opened for reading bytes; an unreadable file (no permission, a folder) is :class:`DataFileError`."""
+    try:
+        return Path(path).open("rb")
+    except OSError as error:
+        raise _unreadable(Path(path), error) from error
+
+
 def jsonl_lines(path: Path) -> Iterator[tuple[int, str]]:
     """``(line number, text)`` of each line of ``path``, read one at a time (UTF-8, a byte-order mark dropped). A
     line longer than :func:`max_row_bytes` is :class:`DataFileError` naming the line and the setting, after
-    reading no more of it than the bound; a line that is not UTF-8 names its line too."""
+    reading no more of it than the bound; a line that is not UTF-8 names its line too; an unreadable file
+    names the fix."""
     limit = max_row_bytes()
-    with Path(path).open("rb") as file:
+    with _open(path) as file:
         number = 0
         while raw := file.readline(limit + 1):
             number += 1
@@ -186,8 +202,8 @@ def read_data_file(path: str | Path, *, text_columns: Iterable[str] = ()):
     """Rows of a ``.jsonl``/``.json``/``.csv``/``.parquet`` file -> ``datasets.Dataset``.
 
     CSV cells are strings; numbers in ``text_columns`` become strings too (module docstring).
-    Raises :class:`DataFileError` naming the file (and the line) for an empty, malformed or non-UTF-8 file, or a
-    row longer than :func:`max_row_bytes`.
+    Raises :class:`DataFileError` naming the file (and the line) for an empty, unreadable, malformed or non-UTF-8
+    file, or a row longer than :func:`max_row_bytes`.
     """
     import datasets
 
@@ -196,7 +212,8 @@ def read_data_file(path: str | Path, *, text_columns: Iterable[str] = ()):
     if suffix == ".jsonl":
         rows = _jsonl_rows(path, jsonl_lines(path))
     else:
-        data = path.read_bytes()
+        with _open(path) as file:
+            data = file.read()
         if not data.strip():
             raise _empty(path)
         if suffix == ".parquet":

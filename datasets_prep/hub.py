@@ -17,11 +17,18 @@ _OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"
 PROBE_TIMEOUT_S = 1.5
 
 
+def offline_vars() -> list[str]:
+    """The ``*_OFFLINE`` environment variables that ask for offline mode (their names)."""
+    return [
+        name
+        for name in _OFFLINE_VARS
+        if os.environ.get(name, "").strip().upper() in {"1", "ON", "YES", "TRUE"}
+    ]
+
+
 def offline_by_env() -> bool:
     """True when an ``*_OFFLINE`` environment variable asks for offline mode."""
-    return any(
-        os.environ.get(name, "").strip().upper() in {"1", "ON", "YES", "TRUE"} for name in _OFFLINE_VARS
-    )
+    return bool(offline_vars())
 
 
 @functools.lru_cache(maxsize=1)

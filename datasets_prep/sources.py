@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from datasets_prep.files import _as_text, read_data_file
-from datasets_prep.hub import hub_available, offline_by_env
+from datasets_prep.hub import hub_available, offline_vars
 
 FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
 _HUB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -43,7 +43,8 @@ def _options(name: str, columns: str, synthetic: str | None) -> str:
     ]
     if synthetic:
         lines.append(f", or offline data that needs no download: source={synthetic}")
-    lines.append(". With network, unset HF_HUB_OFFLINE to use the Hub.")
+    names = offline_vars() or ["HF_HUB_OFFLINE"]
+    lines.append(f". With network, unset {' and '.join(names)} to use the Hub.")
     return "".join(lines)
 
 
@@ -60,13 +61,32 @@ def _datasets_offline():
         config.HF_HUB_OFFLINE = previous
 
 
+@contextlib.contextmanager
+def _datasets_quiet():
+    """``datasets`` without its progress bars and below-error log lines, restored after."""
+    import datasets
+    from datasets.utils import logging as datasets_logging
+
+    bars_off = datasets.are_progress_bars_disabled()
+    verbosity = datasets_logging.get_verbosity()
+    datasets.disable_progress_bars()
+    datasets_logging.set_verbosity(datasets_logging.CRITICAL)
+    try:
+        yield
+    finally:
+        datasets_logging.set_verbosity(verbosity)
+        if not bars_off:
+            datasets.enable_progress_bars()
+
+
 def _pick_split(data, split: str, where: str):
     from datasets import DatasetDict
 
     if isinstance(data, DatasetDict):
         if split not in data:
             raise ValueError(
-                f"{where} has no split {split!r}; it has {sorted(data)}. Pass split=<one of them>."
+                f"{where} has no split {split!r}; it has {sorted(data)}. Pass split=<one of them> (a recipe "
+                "file: split: for the training rows, held_out: {split: ...} for the held-out ones)."
             )
         return data[split]
     return data
@@ -141,7 +161,11 @@ def load_raw(
                 f"{name}: cannot read a dataset from the directory {path} ({error}). " + options
             ) from error
         _refuse_mixed_files(builder.config.data_files, split, path, name)
-        loaded = datasets.load_dataset(str(path))
+        with _datasets_quiet():  # its log of a malformed file, and progress bars, are not our one line
+            try:
+                loaded = datasets.load_dataset(str(path))
+            except Exception as error:  # an empty or malformed file: datasets says neither which nor why
+                raise _unreadable_folder(builder.config.data_files, path, name, error) from error
         return _pick_split(loaded, split, str(path))
     looks_like_path = suffix in FILE_BUILDERS or text.startswith((".", "/", "~")) or text.count("/") >= 2
     if looks_like_path:
@@ -183,6 +207,26 @@ def _refuse_mixed_files(data_files: Any, split: str, folder: Path, name: str) ->
     )
 
 
+def _unreadable_folder(data_files: Any, folder: Path, name: str, error: Exception) -> ValueError:
+    """Why ``datasets`` could not read the folder, in one line: the first of its data files that
+    :func:`read_data_file` refuses (empty, a malformed line, not UTF-8, each naming the file, the line and the
+    fix; ``datasets`` raised a bare ``StopIteration`` or "corresponds to no data" for them), else its error."""
+    from datasets_prep.files import DataFileError
+
+    files = sorted({str(f) for group in (data_files or {}).values() for f in group})
+    for file in files:
+        if Path(file).suffix.lower() in FILE_BUILDERS:
+            try:
+                read_data_file(file)
+            except DataFileError as found:
+                return found
+    reason = " ".join(str(error).split()) or "no message"
+    return ValueError(
+        f"{name}: cannot read the directory {folder} ({type(error).__name__}: {reason}); check its data files "
+        f"({', '.join(_relative(f, folder) for f in files) or 'none'}), or point source at one file."
+    )
+
+
 def _load_hub(repo_id: str, split: str, config_name: str | None, name: str, options: str):
     import datasets
 
@@ -193,7 +237,12 @@ def _load_hub(repo_id: str, split: str, config_name: str | None, name: str, opti
         with _datasets_offline():
             return datasets.load_dataset(repo_id, config_name, split=split)
     except Exception as error:
-        why = "HF_HUB_OFFLINE is set" if offline_by_env() else "the Hub is not reachable"
+        names = offline_vars()
+        why = (
+            f"{' and '.join(names)} {'are' if len(names) > 1 else 'is'} set"
+            if names
+            else "the Hub is not reachable"
+        )
         raise OSError(
             f"{name}: cannot load {repo_id!r}: {why} and it is not in the local datasets cache "
             f"({type(error).__name__}). " + options

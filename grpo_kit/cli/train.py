@@ -270,6 +270,8 @@ def _print_interrupted_outside_training(console, plan) -> None:
 def _print_summary(console, output_dir: Path, summary: dict, reports) -> None:
     from rich.table import Table
 
+    from grpo_kit.runs.held_out import held_out_cut
+
     def fmt(v):
         return "–" if v is None else f"{v:.3f}"
 
@@ -290,6 +292,9 @@ def _print_summary(console, output_dir: Path, summary: dict, reports) -> None:
     if evaluation and "headline" in evaluation:
         label = f"held-out {evaluation['metric']} ({evaluation['num_prompts']} prompts)"
         rows.append((markup_safe(label), markup_safe(headline(evaluation))))
+    cut = held_out_cut(summary.get("held_out"))
+    if cut:  # a named held-out split evaluated on fewer rows than it has
+        rows.append(("held-out rows", markup_safe(cut.removeprefix("held-out: "))))
     elif summary.get("samples_mean_reward_before") is not None:
         label = f"held-out reward, samples.md ({summary.get('samples', '?')} prompts, before → after)"
         before, after = summary["samples_mean_reward_before"], summary["samples_mean_reward_after"]
@@ -340,7 +345,7 @@ def _validate_inputs(plan) -> None:
 
     try:
         runs.validate_run_inputs(plan)
-    except (ValueError, RewardFunctionError) as error:
+    except (ValueError, OSError, RewardFunctionError) as error:  # OSError: a Hub dataset not reachable
         raise UsageError(str(error)) from error
 
 
@@ -373,8 +378,11 @@ def cmd_preflight(args, console) -> int:
         raise UsageError(str(error)) from error
     _validate_inputs(plan)
     with console.status("loading model and data…"):
+        try:  # before the model: a dataset too small for its held-out rows is one line
+            dataset = runs.training_dataset(plan.recipe)  # less the held-out rows
+        except (ValueError, OSError) as error:
+            raise UsageError(str(error)) from error
         model, tokenizer = runs.load_recipe_model(plan.recipe)
-        dataset = runs.training_dataset(plan.recipe)  # less the held-out rows
         funcs = plan.recipe.build_reward_funcs(tokenizer)
     if plan.recipe.warmup_sft is not None:  # GRPO starts from the model after the warm-up: check that one
         _warm_up_for_preflight(plan, model, tokenizer, console)

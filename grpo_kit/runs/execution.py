@@ -304,7 +304,7 @@ def execute(
     if evaluate:  # the caller's evaluation instead of the report card's
         evaluation = evaluate(plan, model, run.tokenizer, run.reward_funcs)
     seconds = {"train": train_seconds, "total": time.perf_counter() - started, "eval": eval_seconds}
-    summary = run_record(plan, result, model, pairs, reports, seconds)
+    summary = run_record(plan, result, model, pairs, reports, seconds, evaluated=len(run.held_out))
     summary.update(
         findings_record(checks, evaluation, transfer_evaluation, curve, warmup, before, after, gguf_error)
     )

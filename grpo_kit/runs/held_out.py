@@ -13,11 +13,19 @@ Where a recipe's evaluation rows come from (:func:`held_out_source`), in this or
    on them);
 3. ``"reserved"`` -- anything else (a local file, DeepMath, which has no test split): the last
    :func:`reserved_count` rows of the split are set aside *before* training, and
-   :func:`training_dataset` leaves them out;
+   :func:`training_dataset` leaves them out. They never take every row: a split with fewer than twice as
+   many rows as are reserved (it would train on fewer rows than it evaluates, or on none) is refused, in one
+   line naming its size and the fix (carve a share with ``held_out``, or fewer ``eval_prompts``);
 4. your own rows (loader ``"prompts"``, a recipe file) with ``held_out``: ``"named split"`` -- another split
    of the source, refused when it shares a prompt with the training split -- or ``"carved"`` -- a seeded
-   fraction of the rows, set apart by ``datasets_prep.load_prompts`` before training sees them.
+   fraction of the rows, set apart by ``datasets_prep.load_prompts`` before training sees them (at least one
+   row is left to train on).
    :func:`held_out_summary` records which in run.json.
+
+A named split is the test set you chose, so it is evaluated whole up to the run's ``eval_prompts`` (the
+stated limit, 32 by default; ``--eval-prompts N`` moves it): a 20-row split is evaluated on its 20 rows, and
+a 40-row split on its first 32, which run.json (``held_out``: ``rows``, ``split_rows``) and the run's summary
+say (:func:`held_out_cut`: "held-out: 32 of 40 rows of the test split (eval_prompts)").
 
 Whatever the source, held-out rows are rendered without the recipe's curriculum (``Recipe.held_out_kwargs``:
 a fading worked example is on every held-out row, as on the first training rows), so a row's prompt never
@@ -47,7 +55,9 @@ from typing import Any
 __all__ = [
     "HELD_OUT_SEEDS",
     "HELD_OUT_SPLITS",
+    "check_reserve_fits",
     "evaluate_held_out",
+    "held_out_cut",
     "held_out_rows",
     "held_out_source",
     "held_out_summary",
@@ -103,14 +113,38 @@ def _whole_split(recipe: Any, dataset_kwargs: Any = None):
 
 def training_dataset(recipe: Any):
     """The rows the run trains on: ``recipe.load_dataset()``, less the reserved rows when the held-out
-    source is ``"reserved"`` (they are the split's last rows, so the first training rows stay the same)."""
+    source is ``"reserved"`` (they are the split's last rows, so the first training rows stay the same). A
+    split too small to reserve them from is refused (:func:`check_reserve_fits`)."""
     if held_out_source(recipe) != "reserved":
         return recipe.load_dataset()
     rows = _whole_split(recipe)
-    keep = max(0, len(rows) - reserved_count(recipe))
+    check_reserve_fits(recipe, len(rows))
+    keep = len(rows) - reserved_count(recipe)
     if recipe.dataset_size is not None:
         keep = min(keep, recipe.dataset_size)
     return rows.select(range(keep))
+
+
+def check_reserve_fits(recipe: Any, n_rows: int) -> None:
+    """``ValueError`` in one line naming the size and the fix when the reserved rows (:func:`reserved_count`)
+    would leave fewer rows to train on than they are: a 20-row file with the default 32 would train on none."""
+    reserved = reserved_count(recipe)
+    if n_rows >= 2 * reserved:
+        return
+    where = f"recipe {recipe.name!r}: its dataset has {n_rows} row{'s' * (n_rows != 1)}"
+    if n_rows < 2:
+        raise ValueError(f"{where}; a run needs at least 2 (one to train on, one to evaluate): add rows.")
+    fits = max(1, n_rows // 5)
+    fix = f"pass --set eval_prompts={fits} (or set it in the recipe), or use more rows"
+    if recipe.dataset == "prompts":  # your own rows: a recipe file can carve a share or name a split instead
+        fix = (
+            f"carve a share in the recipe file's dataset, held_out: {{fraction: 0.2, seed: 0}}, or name a test "
+            f"split, held_out: {{split: test}}, or set eval_prompts: {fits} (--set eval_prompts={fits})"
+        )
+    raise ValueError(
+        f"{where}, too few to hold out its last {reserved} for evaluation (eval_prompts) and train on at least "
+        f"as many; {fix}."
+    )
 
 
 def _candidates(recipe: Any, n: int):
@@ -203,24 +237,58 @@ def _refuse_overlap(recipe: Any, candidates: Any, training_keys: set[str]) -> No
         )
 
 
-def held_out_summary(recipe: Any) -> dict[str, Any]:
+def _distinct_rows(candidates: Any, recipe: Any) -> int:
+    """How many of ``candidates`` differ in prompt (and image): the rows a split can offer for evaluation."""
+    seen: set[str] = set()
+    count = 0
+    for row in candidates:
+        keys = _row_keys(row, recipe)
+        if not keys & seen:
+            seen |= keys
+            count += 1
+    return count
+
+
+def held_out_summary(recipe: Any, evaluated: int | None = None) -> dict[str, Any]:
     """Where the held-out rows came from, for run.json: the source and, for your own rows, the split or the
-    fraction and seed that carved them."""
+    fraction and seed that carved them. A named split with ``evaluated`` (the rows a run evaluated) also
+    records ``rows`` (that count) and ``split_rows`` (its distinct rows): :func:`held_out_cut` reads them."""
     summary: dict[str, Any] = {"source": held_out_source(recipe)}
     if summary["source"] in ("named split", "carved"):
         summary.update(recipe.dataset_kwargs["held_out"])
+        if summary["source"] == "named split" and evaluated:
+            summary["rows"] = evaluated
+            summary["split_rows"] = _distinct_rows(_candidates(recipe, evaluated), recipe)
     elif summary["source"] == "reserved":
         summary["rows"] = reserved_count(recipe)
     return summary
 
 
+def held_out_cut(summary: Any) -> str | None:
+    """The line saying a named held-out split was not evaluated whole (None when it was, or for other
+    sources), from :func:`held_out_summary`'s record: "held-out: 32 of 40 rows of the test split
+    (eval_prompts)", and how to evaluate it whole."""
+    if not summary or summary.get("source") != "named split":
+        return None
+    rows, split_rows = summary.get("rows"), summary.get("split_rows")
+    if rows is None or split_rows is None or rows >= split_rows:
+        return None
+    return (
+        f"held-out: {rows} of {split_rows} rows of the {summary['split']} split (eval_prompts); "
+        f"--eval-prompts {split_rows} evaluates it whole"
+    )
+
+
 def held_out_rows(recipe: Any, n: int, *, training: Any = None) -> list[dict[str, Any]]:
     """Up to ``n`` evaluation rows (``{"prompt": ..., <columns>...}``) that share no prompt with the
-    training rows (``training``: default :func:`training_dataset`). Fewer than ``n``: a ``UserWarning``."""
+    training rows (``training``: default :func:`training_dataset`). Fewer than ``n``: a ``UserWarning``, unless
+    they are a whole named split (evaluated whole, as asked)."""
     if n <= 0:
         return []
-    rows = _unseen_rows(_candidates(recipe, n), recipe, training, n)
-    if len(rows) < n:
+    candidates = _candidates(recipe, n)
+    rows = _unseen_rows(candidates, recipe, training, n)
+    whole = held_out_source(recipe) == "named split" and len(rows) == len(candidates)
+    if len(rows) < n and not whole:  # a named split smaller than n is evaluated whole, as asked
         warnings.warn(
             f"recipe {recipe.name!r}: {n} held-out prompts asked for, {len(rows)} exist that the run does "
             f"not train on ({held_out_source(recipe)}); evaluating on {len(rows)}.",

@@ -357,9 +357,11 @@ def run_record(
     pairs: list[Any],
     reports: list[Any],
     seconds: Mapping[str, float],
+    evaluated: int | None = None,
 ) -> dict[str, Any]:
-    """run.json's record of what ran: the recipe, path and model, the steps, the times, the rewards, the
-    samples, the exports and the settings the path applied (credentials redacted)."""
+    """run.json's record of what ran: the recipe, path and model, where its held-out rows came from (and, of a
+    named split, how many of its rows the ``evaluated`` held-out rows are), the steps, the times, the rewards,
+    the samples, the exports and the settings the path applied (credentials redacted)."""
     from grpo_kit.config.stored import jsonable_config
     from grpo_kit.evaluation import samples as samples_mod
 
@@ -369,7 +371,7 @@ def run_record(
         "recipe": recipe.name,
         "loop": plan.loop,
         "model": recipe.model,
-        "held_out": held_out_summary(recipe),
+        "held_out": held_out_summary(recipe, evaluated),
         "steps": result.global_step,
         "train_seconds": round(seconds["train"], 1),
         "total_seconds": round(seconds["total"], 1),

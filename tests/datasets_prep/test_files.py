@@ -189,3 +189,13 @@ def test_a_row_of_megabytes_is_refused_without_holding_it_in_memory(tmp_path):
         tracemalloc.stop()
     assert time.perf_counter() - started < 5
     assert peak < 3 * DEFAULT_MAX_ROW_BYTES  # at most the bound was read of the 8 MiB line
+
+
+@pytest.mark.parametrize("name", ["d.jsonl", "d.csv"])
+def test_a_file_that_cannot_be_opened_is_named_with_the_fix(tmp_path, name):
+    """A folder where the file is expected (as a file without read permission, for a user other than root)."""
+    (tmp_path / name).mkdir()
+    with pytest.raises(
+        DataFileError, match=rf"{name} cannot be read \(Is a directory\); make it a readable file"
+    ):
+        read_data_file(tmp_path / name)

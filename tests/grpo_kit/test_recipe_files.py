@@ -515,6 +515,39 @@ def test_carved_held_out_rows_are_never_training_rows():
     assert train[0]["prompt"] == [{"role": "user", "content": "question 0"}]
 
 
+def test_a_40_row_test_split_is_evaluated_on_eval_prompts_rows_and_the_summary_says_it_was_cut(
+    tmp_path, monkeypatch
+):
+    """`held_out: {split: test}` with 40 test rows and the default eval_prompts (32): the run says, in its summary
+    and run.json, that 32 of the 40 were evaluated and how to evaluate them all."""
+    monkeypatch.setenv("COLUMNS", "240")  # the summary table's row on one line
+    work = tmp_path / "task"
+    (work / "data").mkdir(parents=True)
+    for split, numbers in (("train", range(24)), ("test", range(100, 140))):
+        rows = [
+            {"question": f"One word: the colour of thing {i}?", "colour": COLOURS[i % 6]} for i in numbers
+        ]
+        (work / "data" / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (work / "my_rewards.py").write_text(REWARD_MODULE)
+    recipe = GRPO_KIT_YAML.replace("data/colours.jsonl", "data").replace(
+        "held_out: {fraction: 0.25, seed: 3}", "held_out: {split: test}"
+    )
+    (work / "colours.yaml").write_text(
+        recipe.replace("eval_prompts: 2\n", "").replace("max_steps: 2", "max_steps: 1")
+    )
+    done = _cli(
+        "train", "--config", "colours.yaml", "--output-dir", "run", "--no-merge", "--samples", "0", cwd=work
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = json.loads((work / "run" / "run.json").read_text())
+    assert summary["held_out"] == {"source": "named split", "split": "test", "rows": 32, "split_rows": 40}
+    assert summary["evaluation"]["num_prompts"] == 32
+    (line,) = [line for line in done.stdout.splitlines() if "held-out rows" in line]  # one row of the summary
+    assert "32 of 40 rows of the test split (eval_prompts); --eval-prompts 40 evaluates it whole" in line, (
+        done.stdout
+    )
+
+
 def test_every_shipped_recipe_written_as_a_file_reads_back_equal(tmp_path, capsys):
     from grpo_kit.recipes.catalogue import RECIPES
     from grpo_kit.recipes.files import load_recipe_file, recipe_from_text, recipe_to_text

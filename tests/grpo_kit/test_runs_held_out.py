@@ -175,3 +175,93 @@ def test_another_generator_evaluates_with_the_recipe_s_decoding():
     given = evaluate_held_out(recipe, model, tokenizer, funcs, rows, generate_fn=recording)
     assert seen == [(3, 1, 8, True)]  # the greedy answers, at the recipe's completion budget
     assert given.completions == own.completions and given.per_prompt == own.per_prompt
+
+
+def _own_recipe(folder, source: str, held_out: str | None = None, **fields):
+    """A recipe file over ``folder/source`` (your own rows, loader ``prompts``), read back as a recipe."""
+    from grpo_kit.recipes.files import load_recipe_file
+
+    lines = ["name: own", "model: tiny", "dataset:", f"  source: {source}", "  prompt: question"]
+    lines += [f"  held_out: {held_out}"] if held_out else []
+    lines += ["rewards: [format_reward]", *(f"{key}: {value}" for key, value in fields.items())]
+    (folder / "own.yaml").write_text("\n".join(lines) + "\n")
+    return load_recipe_file(folder / "own.yaml")
+
+
+def _write_rows(path, n: int, start: int = 0) -> None:
+    path.write_text(
+        "".join(json.dumps({"question": f"What is {i} + 1?"}) + "\n" for i in range(start, start + n))
+    )
+
+
+def test_a_20_row_dataset_is_refused_naming_its_size_or_trains_on_rows_the_carve_leaves(tmp_path):
+    _write_rows(tmp_path / "small.jsonl", 20)
+    recipe = _own_recipe(
+        tmp_path, "small.jsonl"
+    )  # no held_out: the last eval_prompts (32) rows would be reserved
+    assert held_out_source(recipe) == "reserved" and reserved_count(recipe) == 32
+    with pytest.raises(ValueError, match=r"has 20 rows, too few to hold out its last 32") as refused:
+        training_dataset(recipe)
+    message = str(refused.value)
+    assert (
+        "\n" not in message and "held_out: {fraction: 0.2, seed: 0}" in message and "eval_prompts" in message
+    )
+    # either fix it names trains on rows the evaluation never sees
+    for fixed, n_held in (
+        (recipe.replace(eval_prompts=4), 4),
+        (_own_recipe(tmp_path, "small.jsonl", "0.2"), 4),
+    ):
+        training = training_dataset(fixed)
+        held = held_out_rows(fixed, n_held, training=training)
+        assert len(training) == 16 and len(held) == 4
+        assert {prompt_key(p) for p in training["prompt"]}.isdisjoint(prompt_key(r["prompt"]) for r in held)
+
+
+@pytest.mark.parametrize("eval_prompts", [1, 8, 32])
+def test_the_reserved_rows_never_take_every_row(tmp_path, eval_prompts):
+    """Reserved rows leave at least as many rows to train on, or the dataset is refused, naming its size."""
+    for n in (1, 2, 3, 15, 16, 17, 40, 63, 64, 100):
+        _write_rows(tmp_path / "rows.jsonl", n)
+        recipe = _own_recipe(tmp_path, "rows.jsonl", eval_prompts=eval_prompts)
+        if n < 2 * eval_prompts:
+            with pytest.raises(ValueError, match=rf"has {n} rows?[,;]"):
+                training_dataset(recipe)
+        else:
+            assert len(training_dataset(recipe)) == n - eval_prompts >= eval_prompts
+
+
+def _named_split(tmp_path, test_rows: int):
+    data = tmp_path / "data"
+    data.mkdir()
+    _write_rows(data / "train.jsonl", 60)
+    _write_rows(data / "test.jsonl", test_rows, start=1000)
+    return _own_recipe(tmp_path, "data", "{split: test}")
+
+
+def test_a_named_split_smaller_than_eval_prompts_is_evaluated_whole_and_said_to_be(tmp_path):
+    import warnings
+
+    from grpo_kit.runs.held_out import held_out_cut, held_out_summary
+
+    recipe = _named_split(tmp_path, 20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the whole split, as asked: nothing to warn about
+        assert len(held_out_rows(recipe, recipe.eval_prompts)) == 20
+    summary = held_out_summary(recipe, evaluated=20)
+    assert summary == {"source": "named split", "split": "test", "rows": 20, "split_rows": 20}
+    assert held_out_cut(summary) is None
+
+
+def test_a_40_row_test_split_cut_to_eval_prompts_says_so_in_one_line(tmp_path):
+    from grpo_kit.runs.held_out import held_out_cut, held_out_summary
+
+    recipe = _named_split(tmp_path, 40)
+    assert recipe.eval_prompts == 32 and len(held_out_rows(recipe, 32)) == 32
+    summary = held_out_summary(recipe, evaluated=32)
+    assert summary["rows"] == 32 and summary["split_rows"] == 40
+    assert held_out_cut(summary) == (
+        "held-out: 32 of 40 rows of the test split (eval_prompts); --eval-prompts 40 evaluates it whole"
+    )
+    assert (
+        len(held_out_rows(recipe, 40)) == 40 and held_out_cut(held_out_summary(recipe, evaluated=40)) is None
+    )
