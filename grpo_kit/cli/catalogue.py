@@ -105,7 +105,8 @@ def cmd_new(args, console) -> int:
         raise UsageError(str(error)) from error
     console.print(
         f"Wrote {markup_safe(folder)}/ (recipe, reward and its test, 20 rows, README). Train it:\n"
-        f"  cd {markup_safe(folder)} && grpo-kit train --config {markup_safe(args.name)}.yaml",
+        f"  cd {markup_safe(folder)} && grpo-kit train --config {markup_safe(args.name)}.yaml "
+        f"--output-dir outputs/{markup_safe(args.name)}",
         highlight=False,
         soft_wrap=True,
     )

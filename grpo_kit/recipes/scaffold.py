@@ -4,13 +4,16 @@
     NAME/NAME_rewards.py        one documented reward function, TRL's contract fn(completions, **kwargs)
     NAME/test_NAME_rewards.py   its test (pytest)
     NAME/NAME.jsonl             20 rows: a question and its answer
-    NAME/README.md              three commands: preflight, train, eval
+    NAME/README.md              three commands: preflight, train, eval (a test runs them as written)
 
 The task: name a country's capital in a short answer. The reward is 1.0 when the answer names the capital
 and has at most 8 words, 0.5 when it names it in more words, else 0.0, so the embedded model's samples differ
 in reward from the start (an arithmetic task scored 0 on every sample: the model explains instead of
 answering). The recipe is small on purpose (2 steps, 4 completions of <= 16 tokens, 4 held-out rows carved by
 a seeded fraction), so the first run checks that everything is wired; raise ``max_steps`` and the rows next.
+The README's train command names its run folder, ``outputs/NAME``, so its eval command finds the run (without
+``--output-dir`` a run goes to ``outputs/NAME-<timestamp>``); ``--no-merge`` keeps that first run to what the
+README lists (report card, samples, adapter).
 """
 
 from __future__ import annotations
@@ -103,14 +106,16 @@ A GRPO task of your own, written by `grpo-kit new {name}`: `{name}.yaml` (the re
 (the reward, tested by `test_{module}_rewards.py`) and `{name}.jsonl` (20 rows). Run from this folder:
 
 ```bash
-grpo-kit preflight --config {name}.yaml                        # will GRPO learn? go / no-go, no training
-grpo-kit train --config {name}.yaml --output-dir outputs/{name}   # pre-flight, 2 steps on CPU: report card, adapter
-grpo-kit eval outputs/{name} --trust-reward-code               # the held-out report card again
+grpo-kit preflight --config {name}.yaml    # will GRPO learn? go / no-go, no training
+grpo-kit train --config {name}.yaml --output-dir outputs/{name} --no-merge   # pre-flight, 2 steps on CPU: report card, adapter
+grpo-kit eval outputs/{name} --trust-reward-code    # the held-out report card again
 ```
 
 `grpo-kit train --config` runs pre-flight first and refuses a no-go (`--no-preflight` skips it, `--force`
-trains anyway). `--trust-reward-code`: the run folder's recipe names `{name}_rewards.py`, and grpo-kit imports a run folder's code
-only when you say it is yours (a run folder may come from someone else).
+trains anyway). The run goes to `outputs/{name}`, where `eval` finds it; train again with `--overwrite` (the old
+run is moved aside) or another `--output-dir`. `--no-merge` writes the LoRA adapter alone; without it the merged
+model is written too. `--trust-reward-code`: the run folder's recipe names `{name}_rewards.py`, and grpo-kit
+imports a run folder's code only when you say it is yours (a run folder may come from someone else).
 
 Then make it yours: your rows in `{name}.jsonl` (or `dataset: org/name` from the Hub), your reward in
 `{name}_rewards.py`, and more `max_steps` in `{name}.yaml`. `grpo-kit recipes --show NAME --as-yaml` writes any

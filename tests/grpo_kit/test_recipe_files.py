@@ -641,30 +641,68 @@ def _shell(command: str, cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
+def _code_block_commands(readme: Path) -> list[str]:
+    """Every command in ``readme``'s bash code blocks, in order, as written (a trailing comment removed)."""
+    blocks = readme.read_text(encoding="utf-8").split("```bash\n")[1:]
+    lines = [line for block in blocks for line in block.split("```", 1)[0].splitlines()]
+    return [line.split("  #", 1)[0].strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+def test_the_scaffold_readme_names_the_run_folder_its_eval_reads(tmp_path, monkeypatch, capsys):
+    """Every command that trains the scaffold (its README, docs/own_task.md, the README, `grpo-kit new`'s own
+    line) writes to outputs/NAME, the folder the scaffold README's eval reads; without --output-dir a run would
+    go to outputs/NAME-<timestamp>."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["new", "my-task"]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    commands = _code_block_commands(tmp_path / "my-task" / "README.md")
+    assert [c.split()[1] for c in commands] == ["preflight", "train", "eval"]
+    train, evaluate = commands[1], commands[2]
+    assert "--output-dir outputs/my-task " in train + " " and evaluate.startswith(
+        "grpo-kit eval outputs/my-task "
+    )
+    assert "grpo-kit train --config my-task.yaml --output-dir outputs/my-task" in said
+    docs = _readme_line(OWN_TASK, "grpo-kit new demo")
+    assert docs.endswith("--output-dir outputs/demo") and f"`{docs}`" in README.read_text(encoding="utf-8")
+
+
 @pytest.mark.slow
-def test_readme_new_task_trains_on_the_embedded_model_as_written(tmp_path):
-    """docs/own_task.md's `grpo-kit new demo && cd demo && grpo-kit train --config demo.yaml`, exactly as written, on
-    the embedded SmolLM2-135M on CPU; then the scaffold README's own three commands, as written."""
-    command = _readme_line(OWN_TASK, "grpo-kit new demo")
-    assert command == "grpo-kit new demo && cd demo && grpo-kit train --config demo.yaml"
-    assert f"`{command}`" in README.read_text(encoding="utf-8")  # the README shows the same line
-    done = _shell(command, tmp_path)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    (run,) = (tmp_path / "demo" / "outputs").iterdir()
+def test_the_scaffold_readme_commands_run_as_written(tmp_path, monkeypatch):
+    """`grpo-kit new demo`, then every command of its README's code blocks, in order, exactly as written, from the
+    task folder: pre-flight, 2 steps on the embedded SmolLM2-135M on CPU into outputs/demo, and eval on that run."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["new", "demo"]) == 0
+    task = tmp_path / "demo"
+    commands = _code_block_commands(task / "README.md")
+    assert len(commands) == 3
+    for command in commands:
+        done = _shell(command, task)
+        assert done.returncode == 0, command + done.stdout[-3000:] + done.stderr[-3000:]
+    run = task / "outputs" / "demo"
     summary = json.loads((run / "run.json").read_text())
     assert summary["model"] == "smollm2-135m-instruct" and summary["steps"] == 2
     assert summary["held_out"] == {"source": "carved", "fraction": 0.2, "seed": 0}
+    assert (run / "report.md").is_file() and (run / "adapter" / "adapter_config.json").is_file()
 
-    # the task folder's README: its three commands. Its train line is the one above with a fixed run folder,
-    # so the run above is moved there instead of training twice; preflight and eval run exactly as written.
+
+@pytest.mark.slow
+def test_readme_new_task_trains_on_the_embedded_model_as_written(tmp_path):
+    """docs/own_task.md's `grpo-kit new demo && cd demo && grpo-kit train ...`, exactly as written, on the embedded
+    SmolLM2-135M on CPU, into the run folder the scaffold README's eval reads; then that eval, as written."""
+    command = _readme_line(OWN_TASK, "grpo-kit new demo")
+    assert (
+        command
+        == "grpo-kit new demo && cd demo && grpo-kit train --config demo.yaml --output-dir outputs/demo"
+    )
+    assert f"`{command}`" in README.read_text(encoding="utf-8")  # the README shows the same line
+    done = _shell(command, tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     task = tmp_path / "demo"
-    lines = {
-        p: _readme_line(task / "README.md", p)
-        for p in ("grpo-kit preflight", "grpo-kit train", "grpo-kit eval")
-    }
-    assert lines["grpo-kit train"] == "grpo-kit train --config demo.yaml --output-dir outputs/demo"
-    run.rename(task / "outputs" / "demo")
-    for prefix in ("grpo-kit preflight", "grpo-kit eval"):
-        done = _shell(lines[prefix], task)
-        assert done.returncode == 0, lines[prefix] + done.stdout[-3000:] + done.stderr[-3000:]
-    assert (task / "outputs" / "demo" / "report.md").is_file()
+    (run,) = (task / "outputs").iterdir()
+    assert run.name == "demo"
+    summary = json.loads((run / "run.json").read_text())
+    assert summary["model"] == "smollm2-135m-instruct" and summary["steps"] == 2
+    (evaluate,) = [c for c in _code_block_commands(task / "README.md") if c.startswith("grpo-kit eval")]
+    done = _shell(evaluate, task)
+    assert done.returncode == 0, evaluate + done.stdout[-3000:] + done.stderr[-3000:]
+    assert (run / "report.md").is_file()
