@@ -17,7 +17,7 @@ without it. The loop feeds it in ``grpo_kit.loop.bookkeeping.RunContext``; TRL a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from grpo_kit.config.rules import training_value
@@ -103,6 +103,19 @@ class SignalWatch:
             return True
         self.say(self.line())
         return False
+
+    def replay(self, records: Sequence[Mapping[str, Any]], max_steps: int) -> None:
+        """A resumed run's watch: the records logged before its checkpoint are read again, silently (nothing is
+        printed, nothing stops: those steps are past), so the streak and the finding are the ones the run had, and
+        run.json names the same cause as a run nobody stopped."""
+        say, stop = self.say, self.stop
+        self.say, self.stop = (lambda _line: None), False
+        try:
+            for record in records:
+                if not any(str(key).startswith("eval/") for key in record):
+                    self.observe(record, max_steps)
+        finally:
+            self.say, self.stop = say, stop
 
     def line(self) -> str:
         """The one line: how long there was no signal, the cause and the fix (pre-flight's words)."""

@@ -182,6 +182,7 @@ class RunContext:
             )
             for name in ("global_step", "prompts_seen", "epoch", "num_input_tokens_seen", "log_history"):
                 setattr(self.state, name, saved[name])
+            self.watch.replay(self.state.log_history, self.state.max_steps)  # the streak the run had
             if self.entropy_control is not None and "entropy_control" in saved:
                 self.entropy_control.load_state_dict(saved["entropy_control"])
             restore_rng_state(rng_state)

@@ -136,6 +136,10 @@ def _signal_watch_callback(watch: Any):
     from grpo_kit.support.interrupts import stops_reported_by_caller
 
     class SignalWatchCallback(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            if state.global_step > 0:  # resumed: the streak the run had (Trainer restored its log history)
+                watch.replay(state.log_history, state.max_steps)
+
         def on_log(self, args, state, control, logs=None, **kwargs):
             record = state.log_history[-1] if state.log_history else {}
             if any(str(key).startswith("eval/") for key in record) or not watch.observe(

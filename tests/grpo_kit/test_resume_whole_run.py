@@ -64,6 +64,8 @@ def test_resume_alone_replays_every_flag_and_evaluates_the_step_a_sigterm_cut(
     assert evaluated.count(2) == 2 if loop == "standalone" else evaluated.count(2) == 1  # TRL let it finish
     summary = json.loads((run / "run.json").read_text())
     assert "kept_step" in summary["evaluation_during_training"]  # --keep-best
+    # the signal watch's streak (every answer cut at 8 tokens) spans the stop, as in a run nobody stopped
+    assert summary["no_signal"]["first_step"] == 1 and summary["no_signal"]["last_step"] == 3
     assert not (run / "merged").exists()  # --no-merge
     assert len(json.loads((run / "eval.json").read_text())["before"]["prompts"]) == 4  # --eval-prompts 4
     assert "| 1 |" not in (run / "samples.md").read_text()  # --samples 0: no answers before/after

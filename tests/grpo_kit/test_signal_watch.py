@@ -71,6 +71,20 @@ def test_a_step_with_signal_starts_the_count_again_and_the_last_step_is_not_a_st
     assert watch.record()["first_step"] == 4 and watch.record()["last_step"] == 6
 
 
+def test_a_resumed_watch_replays_the_records_before_its_checkpoint_silently():
+    """The kill soak found it: a run resumed after its streak began named no cause in run.json, where the run
+    nobody stopped did. The resumed watch reads the restored records again, printing nothing, stopping nothing."""
+    records = [_record(step, clipped=1.0) for step in (1, 2, 3, 4)]
+    unkilled, lines = SignalWatch(3, False, 8, say=print), []
+    for record in records:
+        unkilled.observe(record, max_steps=4)
+    resumed = SignalWatch(3, True, 8, say=lines.append)
+    resumed.replay([*records[:3], {"step": 3, "eval/reward": -8.0}], max_steps=4)  # stopped after step 3
+    assert lines == [] and resumed.stopped_at is None  # those steps are past: nothing said, nothing stopped
+    assert not resumed.observe(records[3], max_steps=4)
+    assert resumed.record() == unkilled.record()
+
+
 def test_a_logged_window_counts_its_steps_and_an_evaluation_record_is_not_read():
     watch = SignalWatch(4, True, 8, logging_steps=2, say=pytest.fail)
     assert not watch.observe(_record(2, clipped=0.9), max_steps=10)
