@@ -3,9 +3,12 @@ with one run that nobody killed.
 
 Every run is the same ``grpo-kit train`` command on the tiny model (evaluation during training, ``--keep-best``,
 ``--samples``, ``--eval-prompts`` and ``--no-merge``, so that a resume that forgot a flag shows). The unkilled
-reference run goes first and gives the run's wall time T (then each run that ended before its kill gives it anew,
-so T follows the machine's load); run i is killed after a time drawn uniformly from [0, T] (the soak's seed), with SIGKILL and SIGTERM alternating, so the kills land in loading, the evaluation
-before training, the steps, the evaluations during training, the evaluation after it and the exports alike.
+reference run goes first and gives T, the time from its ``run_config.json`` (written once the model and data are
+loaded) to its ``run.json``; each run that ends before its kill gives T anew, so T follows the machine's load.
+Run i is killed a time drawn uniformly from [0, T] (the soak's seed) after its ``run_config.json`` appears, with
+SIGKILL and SIGTERM alternating, so the kills land in the evaluation before training, the steps, the evaluations
+during training, the evaluation after it and the exports alike (killed before that file, a run has written
+nothing, and the same command starts it again: ``tests/grpo_kit/test_runs_endings.py``).
 Then ``grpo-kit train --output-dir RUN --resume`` (nothing else) until it exits 0, at most ``--max-resumes`` times.
 A run killed before it wrote anything (no ``run_config.json``) has nothing to resume: the original command runs
 again, and the run counts as "not started".
@@ -134,13 +137,33 @@ def _after_first_step(run: Path) -> Callable[[float], bool]:
     return due
 
 
+def _after_start(run: Path, after_s: float) -> Callable[[float], bool]:
+    """Due ``after_s`` seconds after the run's ``run_config.json`` appeared."""
+    appeared: list[float] = []
+
+    def due(seconds: float) -> bool:
+        if not appeared:
+            if (run / "run_config.json").is_file():
+                appeared.append(seconds)
+            return False
+        return seconds - appeared[0] >= after_s
+
+    return due
+
+
+def writing_time(run: Path) -> float:
+    """Seconds from the run's ``run_config.json`` to its ``run.json`` (their modification times)."""
+    return (run / "run.json").stat().st_mtime - (run / "run_config.json").stat().st_mtime
+
+
 def soak_one(
     i: int, out: Path, steps: int, after_s: float | None, signum: int, reference: dict, max_resumes: int
 ) -> dict:
-    """Run ``i``: killed with ``signum`` after ``after_s`` seconds (None: once its first step is logged), then
+    """Run ``i``: killed with ``signum`` ``after_s`` seconds after its run_config.json appeared (None: once its
+    first step is logged), then
     continued with ``--resume`` alone; its row (what happened, and what matches the reference)."""
     run, log = out / f"run-{i:03d}", out / f"run-{i:03d}.log"
-    due = _after_first_step(run) if after_s is None else (lambda seconds: seconds >= after_s)
+    due = _after_first_step(run) if after_s is None else _after_start(run, after_s)
     status, killed, seconds = _killed_run(_command(run, steps), log, due, signum)
     row: dict[str, Any] = {"run": i, "signal": signal.Signals(signum).name, "killed": killed, "exit": status,
                            "after_s": None if after_s is None else round(after_s, 1), "ended_s": round(seconds, 1),
@@ -187,11 +210,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.out.exists():
         parser.error(f"{args.out} exists; pass a new folder.")
     args.out.mkdir(parents=True)
-    started = time.perf_counter()
     if _run(_command(args.out / "reference", args.steps), args.out / "reference.log") != 0:
         print(f"soak: the reference run failed; see {args.out / 'reference.log'}", file=sys.stderr)
         return 1
-    wall = time.perf_counter() - started
+    wall = writing_time(args.out / "reference")
     reference = fingerprint(args.out / "reference")
     draw = random.Random(args.seed)
     rows = []
@@ -201,14 +223,14 @@ def main(argv: list[str] | None = None) -> int:
         row = soak_one(i, args.out, args.steps, after_s, signum, reference, args.max_resumes)
         rows.append(row)
         print(json.dumps(row), flush=True)
-        if not row["killed"]:
-            wall = row["ended_s"]  # it ended before its kill: how long a run takes now
+        if not row["killed"] and (args.out / f"run-{i:03d}" / "run.json").is_file():
+            wall = writing_time(args.out / f"run-{i:03d}")  # it ended before its kill: a run's time now
         if row["identical"] and not args.keep:
             shutil.rmtree(args.out / f"run-{i:03d}", ignore_errors=True)
     resumable = [r for r in rows if r["started"] and r["killed"]]
     totals = {
         "runs": len(rows),
-        "reference_wall_s": round(wall, 1),
+        "last_writing_time_s": round(wall, 1),
         "killed": sum(r["killed"] for r in rows),
         "killed_before_anything_was_written": sum(not r["started"] for r in rows),
         "resumable": len(resumable),
