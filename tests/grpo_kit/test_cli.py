@@ -287,19 +287,11 @@ def test_ctrl_c_saves_a_checkpoint_that_resume_continues(tmp_path):
     done_steps = sorted(int(p.name.split("-")[1]) for p in run.glob("checkpoint-*"))
     assert done_steps and done_steps[-1] < 4, out
 
-    # The printed command reproduces the run: every flag, so it resumes toward the same 4 steps.
-    command = next(
-        line.strip() for line in out.splitlines() if line.strip().startswith("grpo-kit train --recipe")
-    )
-    for flag in (
-        "--max-steps 4",
-        "--recipe",
-        "--loop standalone",
-        f"--output-dir {run}",
-        "--set save_steps=1",
-    ):
-        assert flag in command, command
-    replay = [sys.executable, "-m", "grpo_kit.cli", *shlex.split(command)[1:], "--samples", "0", "--no-merge"]
+    # The printed command continues the run: --resume alone replays every flag and setting (the run folder stores
+    # them), so it resumes toward the same 4 steps with --samples 0 and --no-merge.
+    command = next(line.strip() for line in out.splitlines() if line.strip().startswith("grpo-kit train --"))
+    assert command == f"grpo-kit train --output-dir {run} --resume", command
+    replay = [sys.executable, "-m", "grpo_kit.cli", *shlex.split(command)[1:]]
     resumed = subprocess.run(replay, check=False, capture_output=True, text=True, env=env, timeout=600)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     steps = [
@@ -309,6 +301,7 @@ def test_ctrl_c_saves_a_checkpoint_that_resume_continues(tmp_path):
     ]
     assert steps == [1, 2, 3, 4]  # each step exactly once: continued, not restarted
     assert json.loads((run / "run.json").read_text())["steps"] == 4
+    assert not (run / "merged").exists()  # --no-merge, replayed
 
 
 # ------------------------------------------------------------------ the export line of docs/cli.md, paths
