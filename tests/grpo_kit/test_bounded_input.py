@@ -53,8 +53,8 @@ def test_a_prompt_the_context_cannot_hold_is_refused_before_anything_generates(t
     rows = [json.dumps({"question": f"q{i}"}) for i in range(8)]
     rows.insert(3, json.dumps({"question": "word " * (2 * context)}))
     (tmp_path / "rows.jsonl").write_text("\n".join(rows) + "\n")
-    (tmp_path / "bounded.yaml").write_text(RECIPE)
-    code = main(["train", "--config", "bounded.yaml", "--output-dir", "run", "--eval-prompts", "0"])
+    (tmp_path / "bounded.yaml").write_text(RECIPE + "eval_prompts: 2\n")  # 9 rows: room for a small carve
+    code = main(["train", "--config", "bounded.yaml", "--output-dir", "run", "--no-preflight"])
     said = capsys.readouterr()
     text = said.out + said.err
     assert code != 0 and "Traceback" not in text, text

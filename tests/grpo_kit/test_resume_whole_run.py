@@ -139,10 +139,10 @@ def test_the_run_folders_recipe_yaml_starts_the_same_run_again(tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)
     (tmp_path / "task.yaml").write_text(
         "name: again\nmodel: smollm2-135m-instruct\ndataset: smoltldr\ndataset_source: synthetic\n"
-        "dataset_size: 16\nmax_steps: 40\n"
+        "dataset_size: 16\neval_prompts: 4\nmax_steps: 40\n"
         "rewards:\n  - {name: length_reward, kwargs: {ideal_length: 16, unit: tokens}}\n"
     )
-    quiet = ["--samples", "0", "--eval-prompts", "0", "--no-merge"]
+    quiet = ["--samples", "0", "--eval-prompts", "0", "--no-merge", "--no-preflight"]
     first = ["train", "--config", "task.yaml", "--set", "model=tiny", "--set", "max_completion_length=8"]
     assert main([*first, "--max-steps", "2", *quiet, "--output-dir", "one"]) == 0
     assert main(["train", "--config", "one/recipe.yaml", *quiet, "--output-dir", "two"]) == 0
