@@ -331,7 +331,9 @@ def test_a_module_reward_trains_through_the_cli(tmp_path, monkeypatch, capsys, w
         (task / "my_rewards.py").rename(work / "my_rewards.py")
     monkeypatch.chdir(work)
     argv = ["train", "--config", str(task / "trl_config.yaml"), "--output-dir", "run"]
-    assert main([*argv, "--eval-prompts", "0", "--samples", "0", "--no-merge"]) == 0, capsys.readouterr().out
+    assert main([*argv, "--eval-prompts", "0", "--samples", "0", "--no-merge", "--no-preflight"]) == 0, (
+        capsys.readouterr().out
+    )
     summary = json.loads((work / "run" / "run.json").read_text())
     assert summary["steps"] == 1
     folder = task if where == "beside-the-recipe" else work
@@ -536,7 +538,16 @@ def test_a_40_row_test_split_is_evaluated_on_eval_prompts_rows_and_the_summary_s
         recipe.replace("eval_prompts: 2\n", "").replace("max_steps: 2", "max_steps: 1")
     )
     done = _cli(
-        "train", "--config", "colours.yaml", "--output-dir", "run", "--no-merge", "--samples", "0", cwd=work
+        "train",
+        "--config",
+        "colours.yaml",
+        "--output-dir",
+        "run",
+        "--no-merge",
+        "--samples",
+        "0",
+        "--no-preflight",
+        cwd=work,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     summary = json.loads((work / "run" / "run.json").read_text())
