@@ -162,7 +162,9 @@ def test_flat_rewards_stop_the_run_saved_and_resumable(tmp_path, loop, capsys):
         model, tokenizer = _ending_model()
         resumed = training.train(model, tokenizer, _dataset(), [_constant], config)
         assert resumed.global_step == 5 and not resumed.interrupted
-        assert resumed.no_signal["stopped_at"] is None and resumed.no_signal["first_step"] == 4
+        # the streak the run had before its checkpoint counts (the watch replays it): steps 1-5
+        assert resumed.no_signal["stopped_at"] is None and resumed.no_signal["first_step"] == 1
+        assert resumed.no_signal["last_step"] == 5
 
 
 # --- through the CLI: a recipe file whose completions are all clipped --------------------------------------
@@ -179,11 +181,13 @@ def test_a_recipe_file_with_every_completion_clipped_stops_and_resumes(tmp_path,
     (line,) = [line for line in out.splitlines() if "no learning signal" in line]
     assert line.startswith("Stopped at step 3") and "max_completion_length=8" in line, out
     assert KEEP_TRAINING in line and (run / "checkpoint-3").is_dir() and not (run / "run.json").exists()
-    # the printed command continues it; steps 4-5 are the end of the run, so it finishes and names the cause
+    # the printed command continues it to the end (the stop was said; a resume trains on) and names the cause:
+    # the streak before the checkpoint is replayed, so it is steps 1-5, as in a run nobody stopped
     assert main(["train", "--output-dir", str(run), "--resume", *QUIET]) == 0
     out = capsys.readouterr().out
     summary = json.loads((run / "run.json").read_text())
-    assert summary["steps"] == 5 and "no_signal" not in summary  # 2 steps without signal: fewer than 3
+    assert summary["steps"] == 5 and summary["no_signal"]["first_step"] == 1
+    assert summary["no_signal"]["last_step"] == 5 and summary["no_signal"]["stopped_at"] is None
     assert "Traceback" not in out
 
 
