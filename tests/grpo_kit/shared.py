@@ -70,7 +70,7 @@ class RecordingLoader:
 
 
 def tiny_recipe(name: str = "smoltldr-length-small", **overrides: Any):
-    """``name`` with two prompts of four completions per step, 8 tokens each."""
+    """``name`` with two prompts of four completions per step, 8 tokens each, the signal watch's stop off."""
     from grpo_kit.recipes.catalogue import get_recipe
 
     defaults = {
@@ -79,6 +79,8 @@ def tiny_recipe(name: str = "smoltldr-length-small", **overrides: Any):
         "max_completion_length": 8,
         "save_steps": 1000,
         "eval_steps": None,  # trains through the paths directly, with no held-out evaluation to schedule
+        # the tiny model's completions are all clipped: the signal watch would stop a run at its third step
+        "stop_on_no_signal": False,
     }
     return get_recipe(name, **{**defaults, **overrides})
 

@@ -128,7 +128,7 @@ def _train(loop, tmp_path, reward):
         config = tiny_loop_config(tmp_path, max_steps=5, save_steps=100, stop_on_no_signal=True)
         return training.train(model, tokenizer, _dataset(), [reward], config)
     return trl_path.train_with_trl(
-        tiny_recipe(logging_steps=1),
+        tiny_recipe(logging_steps=1, stop_on_no_signal=True),
         model=model,
         tokenizer=tokenizer,
         train_dataset=_dataset(),
