@@ -279,9 +279,8 @@ def plan_run(
         else:
             run_dir, checkpoint = resolve_run_dir(_default_recipe_name(small), output_dir, resume)
         stored = _stored_invocation(run_dir, checkpoint)
-    trusted = (
-        trust_reward_code or stored is None
-    )  # what the user typed is trusted; a run folder's content not
+    # what the user typed is trusted; a run folder's content not
+    trusted = trust_reward_code or stored is None
     invocation = _resolve_invocation(
         **(given if stored is None else _laid_over(stored, given)), trust_reward_code=trusted
     )
@@ -313,11 +312,19 @@ def plan_run(
     plan = RunPlan(
         recipe, loop, run_dir, checkpoint, path_config, invocation, gguf=gguf, train_dataset=train_dataset
     )
-    if checkpoint is not None:
+    _settle_the_folder(plan, restart=restart, overwrite=overwrite)
+    return plan
+
+
+def _settle_the_folder(plan: RunPlan, *, restart: bool, overwrite: bool) -> None:
+    """What the run folder already holds, settled before a model loads: a checkpoint is continued only by the
+    configuration it stored; a run stopped before its first checkpoint (``restart``) and, with ``overwrite``, any
+    other run are moved aside by ``prepare_run_dir``; a run in it otherwise is refused, naming the ways out."""
+    run_dir = plan.output_dir
+    if plan.resume is not None:
         _check_resumes_the_same_run(plan)
-    elif (
-        restart
-    ):  # its leftovers (run_config.json, the evaluation before training) go aside, as --overwrite's
+    elif restart:
+        # its leftovers (run_config.json, the evaluation before training) go aside, as --overwrite's
         plan.restarted = True
         plan.set_aside = run_dir.with_name(f"{run_dir.name}.old-{time.strftime('%Y%m%d-%H%M%S')}")
     elif RunFolder(run_dir).holds_a_run():
@@ -334,7 +341,6 @@ def plan_run(
                 f"{run_dir.resolve().name} --overwrite, or choose another --output-dir."
             )
         plan.set_aside = run_dir.with_name(f"{run_dir.name}.old-{time.strftime('%Y%m%d-%H%M%S')}")
-    return plan
 
 
 def _output_dir_applied(
