@@ -43,7 +43,8 @@ class Decoding:
     greedy: the most likely token at each step (the filters above are then ignored); evaluation's default,
         so before and after differ only because the weights did.
     seed: the torch seed the sampling starts from (the caller's RNG is left as it was).
-    batch_size: prompts per forward batch (memory only; results do not depend on it for greedy decoding).
+    batch_size: prompts per forward batch (memory only; greedy prompts are batched longest first and their
+        answers do not depend on it, test_generation_batches.py).
     chat_template_kwargs: extra arguments for the chat template (``{"enable_thinking": False}``, ``tools``).
     """
 
@@ -177,17 +178,19 @@ def generate(
     if not prompts:
         return []
     texts = prompt_texts(tokenizer, prompts, d.chat_template_kwargs)
+    order = _decoding_order(tokenizer, texts) if d.greedy else list(range(len(texts)))
     eos_ids = stop_token_ids(model, tokenizer)
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
-    out: list[list[GeneratedCompletion]] = []
+    groups: dict[int, list[GeneratedCompletion]] = {}  # prompt index -> its completions
     try:
         with torch.random.fork_rng(devices=[]), merged_lora(model, pack_rows=d.batch_size * num_generations):
             torch.manual_seed(d.seed)
             for start in range(0, len(texts), d.batch_size):
-                chunk = texts[start : start + d.batch_size]
-                conversational = is_conversational_prompt(prompts[start])
+                indices = order[start : start + d.batch_size]
+                chunk = [texts[i] for i in indices]
+                conversational = is_conversational_prompt(prompts[indices[0]])
                 enc = tokenizer(
                     chunk,
                     padding=True,
@@ -217,10 +220,19 @@ def generate(
                     GeneratedCompletion(t, int(n), not bool(c), i)
                     for t, n, c, i in zip(decoded, lengths, truncated, id_lists)
                 ]
-                out.extend(flat[j : j + num_generations] for j in range(0, len(flat), num_generations))
+                for n, index in enumerate(indices):
+                    groups[index] = flat[n * num_generations : (n + 1) * num_generations]
     finally:
         model.train(was_training)
-    return out
+    return [groups[i] for i in range(len(texts))]
+
+
+def _decoding_order(tokenizer, texts: Sequence[str]) -> list[int]:
+    """The prompt indices from the longest prompt (in tokens) to the shortest, ties in their order: greedy batches
+    of similar lengths, so left padding wastes little of the prefill (decoding a prompt once per completion
+    costs the same in any batch; the answers do not depend on the batch, ``test_generation_batches.py``)."""
+    lengths = [len(ids) for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
+    return sorted(range(len(texts)), key=lambda i: -lengths[i])
 
 
 def _generate_with_images(model, processor, prompts, images, num_generations: int, decoding: Decoding):

@@ -39,6 +39,7 @@ __all__ = [
     "curve_summary",
     "eval_points",
     "restore_best",
+    "stored_report",
 ]
 
 #: Where a run folder keeps the reports of its evaluations during training (and the best weights).
@@ -69,6 +70,23 @@ def check_schedule(recipe: Any, eval_prompts: int, keep_best: bool) -> int | Non
 
 def _report_path(run_dir: Path, step: int) -> Path:
     return Path(run_dir) / FOLDER / f"step-{step:05d}.json"
+
+
+def stored_report(run_dir: Path, step: int, prompts: Sequence[str]) -> Any:
+    """The evaluation this run made at ``step`` (an ``EvalReport``), when it made one on these rendered
+    ``prompts``; else None. The evaluation after training is the evaluation at the step whose weights the run
+    ends with (the last step, or the best with ``keep_best``): the same rows, decoding, scoring and weights, so
+    it is read back here instead of decoded again."""
+    from grpo_kit.evaluation.eval_report import EvalReport
+
+    path = _report_path(run_dir, step)
+    if not path.is_file():
+        return None
+    try:
+        report = EvalReport.from_dict(json.loads(path.read_text())["report"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # unreadable: evaluated again
+    return report if report.prompts == list(prompts) else None
 
 
 @dataclass

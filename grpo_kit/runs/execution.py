@@ -287,7 +287,12 @@ def execute(
     kept = during_training.restore_best(model, plan.output_dir) if keep_best else None
 
     eval_started = time.perf_counter()
-    after = measure("after", recipe, model, run, status)
+    # the held-out rows at the weights the run ends with, when an evaluation during training already decoded them
+    evaluated = None
+    if during is not None and before.report is not None:
+        step = kept["step"] if kept else result.global_step
+        evaluated = during_training.stored_report(plan.output_dir, step, before.report.prompts)
+    after = measure("after", recipe, model, run, status, held_out_report=evaluated)
     curve = None
     if during is not None:
         curve = during_training.curve_summary(

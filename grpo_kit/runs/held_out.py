@@ -326,6 +326,12 @@ def transfer_rows(recipe: Any, n: int | None = None, *, training: Any = None) ->
     return rows
 
 
+#: Prompts decoded together by an evaluation (length-sorted, greedy; the answers do not depend on it). On the
+#: 2-core CPU, the main job's 64 held-out prompts decoded in 150 s at 32 a batch, 164 s at 64 and 176 s at 8
+#: (docs/benchmarks.md, "Where the main job's time goes"); the main job's sets are 32 prompts each: one batch.
+EVALUATION_BATCH = 32
+
+
 def evaluate_held_out(
     recipe: Any,
     model: Any,
@@ -358,6 +364,6 @@ def evaluate_held_out(
         num_prompts=len(rows),
         k=k,
         reward_weights=weights,
-        decoding=Decoding.from_training(recipe.training, seed=seed),
+        decoding=Decoding.from_training(recipe.training, seed=seed, batch_size=EVALUATION_BATCH),
         generate_fn=generate_fn or recipe_generate(recipe, tokenizer),
     )

@@ -209,11 +209,21 @@ def _check_prompts_fit(recipe: Recipe, model: Any, tokenizer: Any, dataset: Any,
             )
 
 
-def measure(when: str, recipe: Recipe, model: Any, run: RunInputs, status: Callable) -> Measured:
-    """The held-out rows, the samples and the second held-out set, ``when`` ("before" | "after") training."""
-    report, answers = _held_out_answers(
-        when, recipe, model, run.tokenizer, run.reward_funcs, run.held_out, run.prompts, status
-    )
+def measure(
+    when: str, recipe: Recipe, model: Any, run: RunInputs, status: Callable, *, held_out_report: Any = None
+) -> Measured:
+    """The held-out rows, the samples and the second held-out set, ``when`` ("before" | "after") training.
+    ``held_out_report``: the held-out rows' evaluation already made at these weights (the last evaluation during
+    training, ``during_training.stored_report``), used instead of decoding them again."""
+    if held_out_report is not None:
+        report, answers = (
+            held_out_report,
+            _greedy_answers(held_out_report, model, run.tokenizer, run.prompts, recipe),
+        )
+    else:
+        report, answers = _held_out_answers(
+            when, recipe, model, run.tokenizer, run.reward_funcs, run.held_out, run.prompts, status
+        )
     transfer = _transfer_evaluation(
         when, recipe, model, run.tokenizer, run.reward_funcs, run.transfer, status
     )

@@ -253,6 +253,7 @@ def test_the_loop_resumes_from_a_checkpoint_folder_named_and_keeps_evaluating(tm
     argv = [
         "train", "--set", "model=tiny", "--set", "max_completion_length=8", "--set", "save_steps=1",
         "--set", "eval_steps=2", "--eval-prompts", "2", "--samples", "1", "--no-merge", "--output-dir", "run",
+        "--set", "save_total_limit=2",  # the recipe keeps the last checkpoint only; this test resumes from the first
     ]  # fmt: skip
     with contextlib.redirect_stdout(io.StringIO()):
         assert main([*argv, "--max-steps", "2"]) == 0
@@ -264,3 +265,49 @@ def test_the_loop_resumes_from_a_checkpoint_folder_named_and_keeps_evaluating(tm
     assert [r["step"] for r in again if "loss" in r] == [r["step"] for r in first if "loss" in r] == [1, 2]
     summary = json.loads((tmp_path / "run" / "run.json").read_text())
     assert [p["step"] for p in summary["evaluation_during_training"]["points"]] == [0, 2]
+
+
+def test_the_evaluation_after_training_is_the_last_evaluation_during_it_read_back(tmp_path, monkeypatch):
+    """The last step's evaluation decoded the held-out rows at the weights the run ends with: the evaluation after
+    training reads that report back instead of decoding the same rows again. The set written differently is not
+    evaluated during training, so it is decoded after."""
+    from grpo_kit.evaluation import eval_report
+
+    decoded: list[tuple[str, ...]] = []
+    real_generate = eval_report.generate
+
+    def counting_generate(model, tokenizer, prompts, *args, **kwargs):
+        decoded.append(tuple(map(str, prompts)))
+        return real_generate(model, tokenizer, prompts, *args, **kwargs)
+
+    monkeypatch.setattr(eval_report, "generate", counting_generate)
+    outcome, _ = _run(tmp_path, "read-back", eval_steps=2)
+    run_dir = outcome.plan.output_dir
+    held_out, transfer = decoded[0], decoded[1]  # before training: the held-out rows, then the second set
+    assert held_out != transfer
+    assert decoded.count(held_out) == 3  # before, at step 2, at step 3; not again after
+    assert decoded.count(transfer) == 2  # before and after
+    last = json.loads((run_dir / during_training.FOLDER / "step-00003.json").read_text())["report"]
+    after = json.loads((run_dir / "eval.json").read_text())["after"]
+    assert after["completions"] == last["completions"] and after["per_prompt"] == last["per_prompt"]
+
+
+def test_with_keep_best_the_evaluation_after_is_the_best_steps(tmp_path):
+    outcome, _ = _run(tmp_path, "best", eval_steps=1, keep_best=True)
+    run_dir = outcome.plan.output_dir
+    best = json.loads((run_dir / during_training.FOLDER / "best.json").read_text())["step"]
+    kept = json.loads((run_dir / during_training.FOLDER / f"step-{best:05d}.json").read_text())["report"]
+    after = json.loads((run_dir / "eval.json").read_text())["after"]
+    assert after["completions"] == kept["completions"] and after["per_prompt"] == kept["per_prompt"]
+
+
+def test_a_report_of_other_rows_is_not_read_back(tmp_path):
+    report = _report([1.0, 2.0])
+    folder = tmp_path / during_training.FOLDER
+    folder.mkdir()
+    (folder / "step-00004.json").write_text(json.dumps({"step": 4, "report": report.to_dict(), "signs": []}))
+    assert during_training.stored_report(tmp_path, 4, report.prompts).completions == report.completions
+    assert during_training.stored_report(tmp_path, 4, [*report.prompts[:1], "another row"]) is None
+    assert during_training.stored_report(tmp_path, 5, report.prompts) is None
+    (folder / "step-00004.json").write_text("{not json")
+    assert during_training.stored_report(tmp_path, 4, report.prompts) is None
