@@ -15,6 +15,11 @@ what GRPO does not need), with two savings that GRPO's batch shape makes possibl
   LoRA layer turns one of them into three plus a dropout. While sampling, each adapted layer runs with
   the single matrix ``W + ΔW`` (adapter disabled); the original weight tensors are put back afterwards,
   untouched (no merge/unmerge rounding drift). Like sampling in eval mode, the LoRA dropout is off.
+* **4-bit weights dequantized once per sampling call** (QLoRA, ``merged_lora``): bitsandbytes' 4-bit matmul
+  dequantizes its weight on every call, so a decode step paid a whole-model dequantization per token. While
+  sampling, each 4-bit layer multiplies with its weight dequantized once (plus ΔW where LoRA adapts it, packed
+  for oneDNN on CPU); training's forward and backward stay 4-bit. The copies cost the model's size in the compute
+  dtype for the duration of the sampling.
 * **oneDNN-packed weights on CPU** (``packed_linears``): a decode step multiplies a handful of rows by every
   weight matrix. PyTorch's CPU ``linear`` goes to MKL's sgemm, which at so few rows runs far below what
   the memory allows (on an AMD EPYC: 30 GFLOP/s at 8 rows, and the LM head 3× slower than oneDNN). For
@@ -55,11 +60,18 @@ def _mergeable_lora_layers(model: torch.nn.Module) -> list | None:
     from peft.tuners.lora import Linear as LoraLinear
     from peft.tuners.lora import LoraLayer
 
+    linear_types: tuple[type, ...] = (LoraLinear,)
+    try:  # QLoRA: peft's LoRA over a bitsandbytes 4-bit layer, merged with its weight dequantized once
+        from peft.tuners.lora.bnb import Linear4bit as LoraLinear4bit
+
+        linear_types += (LoraLinear4bit,)
+    except ImportError:  # no bitsandbytes: no 4-bit layers either
+        pass
     layers = []
     for module in model.modules():
         if not isinstance(module, LoraLayer):
             continue
-        if not isinstance(module, LoraLinear) or module.merged or module.disable_adapters:
+        if not isinstance(module, linear_types) or module.merged or module.disable_adapters:
             return None  # embeddings/convs/already merged: leave sampling to the unmerged model
         active = [a for a in module.active_adapters if a in module.lora_A]
         if any(a in module.lora_variant or module.lora_bias[a] for a in active):
@@ -85,12 +97,18 @@ def merged_lora(
     is kept, so the block holds one copy of the adapted weights, not two. The base layer's ``weight`` is
     then the original inside the block; use the block for no-grad decoding only.
 
+    A bitsandbytes 4-bit layer (QLoRA) multiplies with its weight dequantized once for the block (plus ΔW when LoRA
+    adapts it; packed when ``pack_rows`` is given), through a plain matmul that replaces its forward; its 4-bit
+    data is not touched.
+
     The merged matrices are new tensors: the original weights are only set aside and put back on exit
     (even after an exception), so training never sees a merged or cast weight. No-op for models without
-    LoRA when ``dtype`` is None.
+    LoRA or 4-bit layers when ``dtype`` is None.
     """
     layers = _mergeable_lora_layers(model)
-    if layers is None and dtype is None:
+    merged_bases = {id(module.base_layer) for module, _ in layers or []}
+    quantized = [m for m in model.modules() if _is_4bit(m) and id(m) not in merged_bases]  # 4-bit, no LoRA
+    if layers is None and dtype is None and not quantized:
         yield False
         return
     saved = []  # (module, parameter name, original Parameter)
@@ -107,7 +125,6 @@ def merged_lora(
     packed_bases: list[torch.nn.Module] = []  # base layers whose forward multiplies with a packed W + ΔW
     try:
         with torch.no_grad():
-            merged_bases = {id(module.base_layer) for module, _ in layers or []}
             if dtype is not None:  # first, so a packed base layer picks up its bias's stand-in
                 for module in model.modules():
                     for name, param in list(module._parameters.items()):
@@ -116,13 +133,24 @@ def merged_lora(
                             stand_in(module, name, param.detach())
             for module, active in layers or []:
                 base = module.base_layer
-                merged = base.weight + sum(module.get_delta_weight(a) for a in active)
+                weight = _dequantized(base) if _is_4bit(base) else base.weight
+                merged = weight + sum(module.get_delta_weight(a) for a in active)
                 merged = merged if dtype is None else merged.to(dtype)
                 if pack_rows is not None and _install_packed(base, merged, pack_rows):
                     packed_bases.append(base)
+                elif _is_4bit(base):  # its forward reads the packed 4-bit data: give it a plain matmul
+                    _install_plain(base, merged)
+                    packed_bases.append(base)
                 else:
                     stand_in(base, "weight", merged)
-                del merged  # packed: the oneDNN copy is the only one kept
+                del weight, merged  # packed: the oneDNN copy is the only one kept
+            for base in quantized:  # 4-bit layers without LoRA: dequantized once as well
+                weight = _dequantized(base)
+                weight = weight if dtype is None else weight.to(dtype)
+                if not (pack_rows is not None and _install_packed(base, weight, pack_rows)):
+                    _install_plain(base, weight)
+                packed_bases.append(base)
+                del weight
         adapter_off = model.disable_adapter() if layers is not None else contextlib.nullcontext()
         with adapter_off:  # the LoRA branch is already inside W + ΔW
             yield layers is not None
@@ -131,6 +159,35 @@ def merged_lora(
             vars(base).pop("forward", None)
         for module, name, original in reversed(saved):
             module._parameters[name] = original
+
+
+def _is_4bit(module: torch.nn.Module) -> bool:
+    """A bitsandbytes 4-bit linear layer: its own weight (not a LoRA wrapper's ``weight`` property, which is its
+    base layer's) is packed NF4/FP4 data with a ``quant_state``."""
+    return getattr(module._parameters.get("weight"), "quant_state", None) is not None
+
+
+def _dequantized(module: torch.nn.Module) -> torch.Tensor:
+    """A bitsandbytes 4-bit layer's weight as a float matrix (out, in) in the layer's compute dtype: what its
+    forward multiplies by after dequantizing, here once instead of on every call."""
+    import bitsandbytes.functional as bnb_functional
+
+    weight = module.weight
+    matrix = bnb_functional.dequantize_4bit(weight.data, weight.quant_state)
+    return matrix.to(getattr(module, "compute_dtype", None) or torch.float32)
+
+
+def _plain_linear_forward(weight: torch.Tensor, bias: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor:
+    out = torch.nn.functional.linear(
+        x.to(weight.dtype), weight, None if bias is None else bias.to(weight.dtype)
+    )
+    return out.to(x.dtype)
+
+
+def _install_plain(module: torch.nn.Module, weight: torch.Tensor) -> None:
+    """``module.forward`` becomes ``x @ weightᵀ + module.bias`` (an instance attribute: popping it restores the
+    class's forward)."""
+    module.forward = functools.partial(_plain_linear_forward, weight, module.bias)
 
 
 def _packed_linear_forward(packed: torch.Tensor, bias: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor:

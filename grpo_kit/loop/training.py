@@ -39,8 +39,9 @@ What this loop simplifies compared with TRL's GRPOTrainer:
 * sampling: one prefill per prompt, LoRA merged into the weights (on CPU packed for oneDNN), no dropout: the
   same distribution as ``generate`` up to float rounding, other random numbers (test_sampling.py, chi-square);
   on the same completions two optimizer steps give TRL's weights to 1e-5 (tests/grpo_kit/test_step_parity.py);
-* QLoRA (``quantization="4bit"``, bitsandbytes NF4, CPU too) trains here as it is: peft's ``Linear4bit`` LoRA
-  layers are sampled unmerged and unpacked, log-probs are a plain forward (test_qlora_cli.py); 8-bit: --loop trl;
+* QLoRA (``quantization="4bit"``, bitsandbytes NF4, CPU too) trains here as it is: sampling dequantizes each 4-bit
+  weight once per call and merges its LoRA into it (``merged_lora``), log-probs are a plain 4-bit forward
+  (test_qlora_cli.py, test_sampling.py); 8-bit: --loop trl;
 * guided sampling, which TRL does not have (its paths refuse it): a row with a ``sampling_prompt`` column
   (``datasets_prep.SAMPLING_PROMPT``; gsm8k's ``worked_example_guides``) is sampled from that prompt and the
   update scores the completions under ``prompt``, with no importance weight for the change of prompt. Those

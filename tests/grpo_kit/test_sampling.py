@@ -357,3 +357,67 @@ def test_a_model_that_returns_a_new_cache_samples_the_same_completions():
         )
     assert runs[0].shape == (6, 8)
     assert torch.equal(runs[0], runs[1])
+
+
+# --- QLoRA: 4-bit weights dequantized once per sampling call ------------------------------------------------
+
+
+@pytest.mark.parametrize("pack", [True, False], ids=["packed", "plain"])
+def test_4bit_layers_are_dequantized_once_and_sample_what_the_4bit_model_samples(tmp_path, monkeypatch, pack):
+    """bitsandbytes' CPU 4-bit matmul dequantizes every weight on every call, so a decode step paid that for each
+    token. Inside ``merged_lora`` each 4-bit layer multiplies with its weight dequantized once (+ ΔW where LoRA
+    adapts it): the same logits as the 4-bit forward to float rounding, the same greedy tokens as transformers'
+    ``generate`` on the 4-bit model, and afterwards the 4-bit layers are exactly as they were."""
+    bnb = pytest.importorskip("bitsandbytes")
+    monkeypatch.setenv("GRPO_KIT_CACHE", str(tmp_path / "cache"))
+    from grpo_kit.models import load_model
+
+    model, tokenizer = load_model("tiny", quantization="4bit", lora={"r": 4, "lora_dropout": 0.0}, seed=0)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(
+                    0, 0.2, generator=torch.Generator().manual_seed(len(name))
+                )  # an adapter that matters
+    model.eval()
+    quantized = [m for m in model.modules() if isinstance(m, bnb.nn.Linear4bit)]
+    assert len(quantized) == 14
+    data = {id(m): m.weight.data.clone() for m in quantized}
+    enc = tokenizer(["Hi", "A longer prompt here"], return_tensors="pt", padding=True, padding_side="left")
+    ids, mask = enc["input_ids"], enc["attention_mask"]
+    with torch.no_grad():
+        reference = model(input_ids=ids, attention_mask=mask).logits  # the 4-bit forward, LoRA unmerged
+        with merged_lora(model, pack_rows=4 if pack else None) as merged:
+            assert merged
+            assert all("forward" in vars(m) for m in quantized)  # each multiplies with its dequantized copy
+            fused = model(input_ids=ids, attention_mask=mask).logits
+            sampled = sample_completions(
+                model, ids, mask, num_generations=2, max_new_tokens=8, top_k=1,
+                eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id,
+            )  # fmt: skip
+    torch.testing.assert_close(fused, reference, rtol=1e-4, atol=1e-4)
+    theirs = model.generate(
+        input_ids=ids, attention_mask=mask, max_new_tokens=8, do_sample=False,
+        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+    )[:, ids.size(1):].repeat_interleave(2, dim=0)  # fmt: skip
+    assert torch.equal(sampled[:, : theirs.size(1)], theirs[:, : sampled.size(1)])
+    assert not any("forward" in vars(m) for m in model.modules())  # the 4-bit forwards are back
+    assert all(torch.equal(m.weight.data, data[id(m)]) for m in quantized)
+
+
+def test_a_4bit_model_without_lora_samples_from_dequantized_weights_too(tmp_path, monkeypatch):
+    bnb = pytest.importorskip("bitsandbytes")
+    monkeypatch.setenv("GRPO_KIT_CACHE", str(tmp_path / "cache"))
+    from grpo_kit.models import load_model
+
+    model, tokenizer = load_model("tiny", quantization="4bit")
+    model.eval()
+    ids = tokenizer(["the cat"], return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        reference = model(input_ids=ids).logits
+        with merged_lora(model) as merged:
+            assert not merged  # nothing was merged: there is no LoRA
+            assert all("forward" in vars(m) for m in model.modules() if isinstance(m, bnb.nn.Linear4bit))
+            dequantized = model(input_ids=ids).logits
+    torch.testing.assert_close(dequantized, reference, rtol=1e-4, atol=1e-4)
+    assert not any("forward" in vars(m) for m in model.modules())
