@@ -199,6 +199,26 @@ def _train(
     return result, during
 
 
+def _measure_after(
+    plan: RunPlan,
+    run: RunInputs,
+    result: RunResult,
+    before: Measured,
+    during: Any,
+    kept: Any,
+    status: Callable,
+) -> Measured:
+    """The evaluation after training; its held-out rows are the last evaluation during training, read back, when
+    that one had the weights the run ends with (the last step's, or with ``kept`` the best step's)."""
+    from grpo_kit.runs import during_training
+
+    evaluated = None
+    if during is not None and before.report is not None:
+        step = kept["step"] if kept else result.global_step
+        evaluated = during_training.stored_report(plan.output_dir, step, before.report.prompts)
+    return measure("after", plan.recipe, result.model, run, status, held_out_report=evaluated)
+
+
 def _nothing(_message: str):
     return contextlib.nullcontext()
 
@@ -287,12 +307,7 @@ def execute(
     kept = during_training.restore_best(model, plan.output_dir) if keep_best else None
 
     eval_started = time.perf_counter()
-    # the held-out rows at the weights the run ends with, when an evaluation during training already decoded them
-    evaluated = None
-    if during is not None and before.report is not None:
-        step = kept["step"] if kept else result.global_step
-        evaluated = during_training.stored_report(plan.output_dir, step, before.report.prompts)
-    after = measure("after", recipe, model, run, status, held_out_report=evaluated)
+    after = _measure_after(plan, run, result, before, during, kept, status)
     curve = None
     if during is not None:
         curve = during_training.curve_summary(
