@@ -229,8 +229,8 @@ def generate(
 
 def _decoding_order(tokenizer, texts: Sequence[str]) -> list[int]:
     """The prompt indices from the longest prompt (in tokens) to the shortest, ties in their order: greedy batches
-    of similar lengths, so left padding wastes little of the prefill (decoding a prompt once per completion
-    costs the same in any batch; the answers do not depend on the batch, ``test_generation_batches.py``)."""
+    of similar lengths, so left padding wastes little of the prefill (the answers do not depend on the batch,
+    ``test_generation_batches.py``)."""
     lengths = [len(ids) for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
     return sorted(range(len(texts)), key=lambda i: -lengths[i])
 

@@ -327,7 +327,7 @@ def transfer_rows(recipe: Any, n: int | None = None, *, training: Any = None) ->
 
 
 #: Prompts decoded together by an evaluation (length-sorted, greedy; the answers do not depend on it). On the
-#: 2-core CPU, the main job's 64 held-out prompts decoded in 150 s at 32 a batch, 164 s at 64 and 176 s at 8
+#: 2-core CPU, the main job's 64 prompts (both held-out sets) decoded in 150 s at 32 a batch, 164 s at 64, 176 s at 8
 #: (docs/benchmarks.md, "Where the main job's time goes"); the main job's sets are 32 prompts each: one batch.
 EVALUATION_BATCH = 32
 
