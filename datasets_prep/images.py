@@ -12,7 +12,13 @@ Synthetic tasks (:data:`IMAGE_TASKS`), each answerable from the picture alone:
 
 * ``colour``: one filled shape (square, circle or triangle) in red, green, blue or yellow -> its colour;
 * ``count``: 1-4 black dots -> how many (a digit);
-* ``side``: one square in the left or right half -> ``left`` / ``right``.
+* ``side``: one square in the left or right half -> ``left`` / ``right``;
+* ``colour_side``: one coloured shape in the left or right half -> a two-part answer, ``red, left``
+  (``choices`` lists each part's words, the parts separated by ``|``: ``red,green,blue,yellow|left,right``).
+
+:func:`caption_rows` writes picture-caption rows for the alignment stage before GRPO (a recipe's ``warmup_sft``
+with ``dataset: shapes-captions``): the ``colour_side`` pictures, each described in one sentence ("A red circle on
+the left."), drawn from a stream of their own and never one of the task rows' pictures (:func:`caption_rows`).
 
 ``style="train"`` draws large shapes (18-30 px on 64 px) anywhere; ``style="transfer"`` draws them differently
 (small, 8-14 px, hugging the corners, a grey background) for a second held-out set. Same seed, same rows.
@@ -34,9 +40,11 @@ from typing import Any, NamedTuple
 from datasets_prep.files import jsonl_lines
 
 __all__ = [
+    "CAPTION_PROMPT",
     "IMAGE_PLACEHOLDER",
     "IMAGE_TASKS",
     "ImageDataError",
+    "caption_rows",
     "draw_image_task",
     "image_prompt",
     "load_image_tasks",
@@ -78,7 +86,18 @@ IMAGE_TASKS: dict[str, ImageTask] = {
         ("left", "right"),
         "The square is on the",
     ),
+    "colour_side": ImageTask(
+        "What colour is the shape ({choices}), and is it on the left or the right? Answer with two words: "
+        "colour, side.",
+        tuple(_COLOURS),
+        "Answer:",
+    ),
 }
+
+#: The second part of a two-part task's answer: task -> that part's words (the first part's are the task's answers).
+SECOND_PART = {"colour_side": ("left", "right")}
+#: What separates the parts of a two-part answer (``red, left``) and of its ``choices`` (``red,green|left,right``).
+ANSWER_SEPARATOR, CHOICES_SEPARATOR = ", ", "|"
 
 
 def _listed(words) -> str:
@@ -121,6 +140,25 @@ def _draw_shape(draw, kind: str, box: tuple[int, int, int], fill) -> None:
         draw.polygon(((x + side // 2, y), (x, y + side - 1), (x + side - 1, y + side - 1)), fill=fill)
 
 
+def _colour_side_picture(rng: random.Random, size: int, style: str):
+    """(colour, shape kind, side, box) of one coloured shape wholly in the left or the right half."""
+    colour = rng.choice(tuple(_COLOURS))
+    kind = rng.choice(("square", "circle", "triangle"))
+    side_word = rng.choice(("left", "right"))
+    return colour, kind, side_word, _box_in_half(rng, side_word, size, style)
+
+
+def _box_in_half(rng: random.Random, side_word: str, size: int, style: str) -> tuple[int, int, int]:
+    """(x, y, side) of a shape wholly in the ``side_word`` half: 14-26 px anywhere in it (train), or 8-12 px in
+    one of its corners (transfer)."""
+    half = size // 2
+    side = rng.randint(14, 26) if style == "train" else rng.randint(8, 12)
+    low, high = (0, half - side) if side_word == "left" else (half, size - side)
+    x = rng.randint(low, high) if style == "train" else (low + 1 if side_word == "left" else high - 1)
+    y = rng.randint(0, size - side) if style == "train" else rng.choice((1, size - side - 1))
+    return x, y, side
+
+
 def draw_image_task(task: str, rng: random.Random, *, size: int = 64, style: str = "train"):
     """One picture of ``task`` drawn from ``rng`` -> ``(PIL.Image, answer)``."""
     from PIL import Image, ImageDraw
@@ -137,14 +175,13 @@ def draw_image_task(task: str, rng: random.Random, *, size: int = 64, style: str
         _draw_shape(
             draw, rng.choice(("square", "circle", "triangle")), _shape_box(rng, size, style), _COLOURS[answer]
         )
+    elif task == "colour_side":
+        colour, kind, side_word, box = _colour_side_picture(rng, size, style)
+        _draw_shape(draw, kind, box, _COLOURS[colour])
+        answer = f"{colour}{ANSWER_SEPARATOR}{side_word}"
     elif task == "side":
         answer = rng.choice(("left", "right"))
-        half = size // 2
-        side = rng.randint(14, 26) if style == "train" else rng.randint(8, 12)
-        low, high = (0, half - side) if answer == "left" else (half, size - side)
-        x = rng.randint(low, high) if style == "train" else (low + 1 if answer == "left" else high - 1)
-        y = rng.randint(0, size - side) if style == "train" else rng.choice((1, size - side - 1))
-        _draw_shape(draw, "square", (x, y, side), (0, 0, 0))
+        _draw_shape(draw, "square", _box_in_half(rng, answer, size, style), (0, 0, 0))
     else:
         count = rng.randint(1, 4)
         answer = str(count)
@@ -180,13 +217,77 @@ def shapes_rows(
         image, answer = draw_image_task(task, rng, size=size, style=style)
         question, choices, task_opening = IMAGE_TASKS[task]
         question = question.format(choices=_listed(rng.sample(choices, len(choices))))
+        words = ",".join(choices)
+        if task in SECOND_PART:
+            words += CHOICES_SEPARATOR + ",".join(SECOND_PART[task])
         rows.append(
             {
                 "prompt": image_prompt(question, task_opening if opening else ""),
                 "image": image,
                 "answer": answer,
-                "choices": ",".join(choices),
+                "choices": words,
                 "task": task,
+            }
+        )
+    return rows
+
+
+#: The alignment stage's question: the caption answers it.
+CAPTION_PROMPT = "Describe the picture."
+
+
+def _picture_key(image) -> bytes:
+    import hashlib
+
+    return hashlib.sha256(image.tobytes()).digest()
+
+
+def _task_pictures(tasks, n: int) -> set[bytes]:
+    """The pictures of the synthetic task rows a recipe can draw (``n`` per split and style, each task alone and
+    ``tasks`` together), as keys."""
+    keys = set()
+    for combination in {(task,) for task in tasks} | {tuple(tasks)}:
+        for seed in _SPLIT_SEEDS.values():
+            for style in _STYLES:
+                keys |= {
+                    _picture_key(r["image"])
+                    for r in shapes_rows(n, seed=seed, tasks=combination, style=style)
+                }
+    return keys
+
+
+def caption_rows(
+    n: int = 1024, *, seed: int = 0, size: int = 64, excluded_rows: int | None = None
+) -> list[dict]:
+    """``n`` picture-caption rows for the alignment stage (LLaVA's "feature alignment": teach the vision tower and
+    projector to describe the picture before any task): ``{"prompt": [user: picture + "Describe the picture."],
+    "completion": [assistant: "A red circle on the left."], "image": PIL image}``, prompt-completion rows as TRL's
+    SFTTrainer reads them, reproducible from ``seed``.
+
+    The pictures are ``colour_side`` pictures (one shape, its colour, kind and side named) from a stream of their own,
+    and none is one of the pictures of the synthetic task rows (train and test splits, both styles, the first
+    ``excluded_rows``, default :data:`SHAPES_ROWS`, of ``colour``, ``side`` and ``colour_side``): a picture that
+    would be is drawn again. Alignment never sees a picture GRPO trains on or is evaluated on."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ImageDataError(f"n must be a positive int; got {n!r}.")
+    from PIL import Image, ImageDraw
+
+    taken = _task_pictures(("colour", "side", "colour_side"), excluded_rows or SHAPES_ROWS)
+    rng = random.Random(f"captions-{seed}")
+    rows = []
+    while len(rows) < n:
+        colour, kind, side_word, box = _colour_side_picture(rng, size, "train")
+        image = Image.new("RGB", (size, size), (255, 255, 255))
+        _draw_shape(ImageDraw.Draw(image), kind, box, _COLOURS[colour])
+        if _picture_key(image) in taken:
+            continue
+        rows.append(
+            {
+                "prompt": [
+                    {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": CAPTION_PROMPT}]}
+                ],
+                "completion": [{"role": "assistant", "content": f"A {colour} {kind} on the {side_word}."}],
+                "image": image,
             }
         )
     return rows

@@ -11,6 +11,9 @@ problems of ``synthetic_gsm8k`` with seed 0 (the gsm8k recipes' training rows) o
 :data:`HELD_OUT_SEED` (their held-out rows, ``grpo_kit.runs.held_out.HELD_OUT_SEEDS``), nor one of
 ``gsm8k-handwritten``'s (a test holds it).
 
+``shapes-captions``: a vision-language recipe's alignment stage, 1,024 pictures each described in one sentence
+(``datasets_prep.images.caption_rows``: none of them a picture of the task rows); the rows carry their ``image``.
+
 ``load_sft_rows(dataset, columns)``: a built-in set by name (:data:`SFT_DATASETS`) or a local ``.jsonl`` file
 whose lines hold a prompt and a completion (plain text or chat messages), columns renamed by ``columns``
 (``{"prompt": "question", "completion": "solution"}``).
@@ -31,6 +34,7 @@ from datasets_prep.synthetic import synthetic_gsm8k
 __all__ = [
     "EXCLUDED_PER_SEED",
     "HELD_OUT_SEED",
+    "PICTURE_SFT_DATASETS",
     "SFT_DATASETS",
     "SFT_SEED",
     "gsm8k_worked_solutions",
@@ -93,10 +97,22 @@ def gsm8k_worked_solutions(n: int = 300, seed: int = SFT_SEED) -> list[dict[str,
     return rows
 
 
+def _caption_rows(n: int) -> list[dict[str, Any]]:
+    from datasets_prep.images import caption_rows
+
+    return caption_rows(n)
+
+
 #: Built-in SFT sets by the name a recipe's ``warmup_sft.dataset`` uses -> (function, its arguments).
 SFT_DATASETS: dict[str, tuple[Any, dict[str, Any]]] = {
     "gsm8k-worked": (gsm8k_worked_solutions, {"n": 300}),
+    # a VLM's alignment stage: pictures described in one sentence (datasets_prep.images.caption_rows)
+    "shapes-captions": (_caption_rows, {"n": 1024}),
 }
+
+
+#: The built-in sets whose rows carry a picture (a vision-language recipe's alignment stage).
+PICTURE_SFT_DATASETS = ("shapes-captions",)
 
 
 def _messages(value: Any, role: str) -> list[dict[str, str]] | str:
@@ -152,6 +168,13 @@ def load_sft_rows(
             raise ValueError(
                 f"warmup_sft row {i}: the prompt and the completion must both be text or both be messages."
             )
+        if "image" in row:  # a picture row (a VLM's alignment stage): the picture goes with it
+            if dataset not in PICTURE_SFT_DATASETS:
+                raise ValueError(
+                    f"warmup_sft row {i}: a picture column in a .jsonl warm-up set is not read; align a "
+                    f"vision-language model with warmup_sft.dataset {PICTURE_SFT_DATASETS[0]!r}."
+                )
+            picked["image"] = row["image"]
         out.append(picked)
     if not out:
         raise ValueError(f"warmup_sft.dataset {str(dataset)!r} has no rows; give it prompt-completion rows.")

@@ -93,7 +93,7 @@ TRANSFER_SETS: dict[str, TransferSet] = {
         size=64,
         description=(
             "64 pictures drawn differently from the training ones (datasets_prep.images, style='transfer'): "
-            "small shapes (8-14 px, training 18-30 px) in the corners, on a grey background"
+            "small shapes (8-14 px; training draws them 14-30 px) in the corners, on a grey background"
         ),
         text_columns=(),
         loader_kwargs={"style": "transfer", "n": 64},

@@ -6,6 +6,9 @@ completion names, as a whole word, case-insensitive, number words read as digits
 like a guess. Without ``choices`` the completion's first word is compared. Pure Python: no torch import. Never
 raises on model output; calling mistakes (no ``answer`` column) raise with the fix.
 
+ A two-part task (``colour_side``: ``answer`` "red, left", ``choices`` "red,green,blue,yellow|left,right", the
+parts' words separated by ``|``) scores 1.0 only when every part's first named word is right: both, not one.
+
 :func:`visual_choice_reward` is its format reward: 1.0 when the completion names any of the row's answer words,
 right or wrong. Weighted small beside the answer reward, it keeps "names no answer at all" below "names a wrong
 one", so pushing a wrong answer down does not push the model out of answering (the collapse it guards against is
@@ -23,6 +26,7 @@ from ._text import completion_texts, require_column
 __all__ = ["first_answer_word", "visual_answer_reward", "visual_choice_reward"]
 
 _NUMBER_WORDS = {"one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7"}
+_PARTS = "|"  # between the parts of a two-part answer's choices (datasets_prep.images.CHOICES_SEPARATOR)
 _WORD = re.compile(r"[a-z]+|\d+")
 
 
@@ -50,9 +54,13 @@ def visual_answer_reward(completions: Sequence, answer: Sequence | None = None, 
     choices = kwargs.get("choices") or [""] * len(texts)
     rewards = []
     for text, gold, options in zip(texts, golds, choices):
-        options = [option for option in str(options or "").split(",") if option.strip()]
-        word = first_answer_word(text, options)
-        rewards.append(1.0 if word is not None and word == _normalise(str(gold)) else 0.0)
+        parts = str(options or "").split(_PARTS)
+        golds_of_parts = str(gold).split(",") if len(parts) > 1 else [str(gold)]
+        right = len(golds_of_parts) == len(parts)
+        for part, part_gold in zip(parts, golds_of_parts):
+            word = first_answer_word(text, [option for option in part.split(",") if option.strip()])
+            right = right and word is not None and word == _normalise(part_gold)
+        rewards.append(1.0 if right else 0.0)
     return rewards
 
 
@@ -70,6 +78,6 @@ def visual_choice_reward(
     )
     rewards = []
     for text, options in zip(texts, options_per_row):
-        options = [option for option in str(options or "").split(",") if option.strip()]
+        options = [option for option in re.split(r"[,|]", str(options or "")) if option.strip()]
         rewards.append(1.0 if options and first_answer_word(text, options) is not None else 0.0)
     return rewards

@@ -4,7 +4,8 @@
 comparison of every metric; ``report.md`` is the table a learner reads (before, after, change, CI,
 verdict), what the metric measures, and a few answers side by side; ``report_card.png`` draws the
 headline metrics (each side with its own CI, the change in its own panel), the training reward curve,
-what the metric measures and two answers next to the verdicts.
+what the metric measures and two answers next to the verdicts. A stage before GRPO (an SFT warm-up, a VLM's
+alignment) adds its own evaluation under ``"warmup"`` (:func:`add_stage_to_eval_json`).
 
 A recipe's second held-out set (``transfer``: a set shipped with the package, written differently from the
 training rows) gets the same comparison of every metric, in eval.json under ``"transfer"`` and in report.md
@@ -363,6 +364,38 @@ def write_report_card(
         )
 
     return _write_all_or_none(out, contents, draw_card)
+
+
+def add_stage_to_eval_json(
+    out_dir: str | Path,
+    stage: Mapping[str, Any],
+    evaluation: EvalReport,
+    after: EvalReport,
+    transfer: tuple[EvalReport, EvalReport] | None = None,
+    *,
+    n_boot: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> dict[str, Any]:
+    """eval.json's ``"warmup"``: a stage before GRPO (``stage``: its ``name`` and ``column``, "alignment" and
+    "aligned only" for a VLM's picture captions) with the held-out evaluation after it alone as ``"before"`` and
+    after GRPO as ``"after"``, so its ``"comparisons"`` are what GRPO added on top, bootstrapped as every other
+    comparison; ``transfer``: the same for the second held-out set. Written into the run's eval.json (atomically);
+    returns the entry."""
+    from grpo_kit.support.paths import write_atomic
+
+    boot = {"n_boot": n_boot, "seed": seed, "level": level}
+    entry: dict[str, Any] = {
+        **stage,
+        "held_out": _eval_json(evaluation, after, *_compared(evaluation, after, **boot)),
+    }
+    if transfer is not None:
+        entry["transfer"] = _eval_json(*transfer, *_compared(*transfer, **boot))
+    path = Path(out_dir) / "eval.json"
+    payload = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    payload["warmup"] = entry
+    write_atomic(path, json.dumps(payload, indent=2, ensure_ascii=False))
+    return entry
 
 
 def _compared(before: EvalReport, after: EvalReport, **boot: Any) -> tuple[dict[str, Comparison], list[str]]:

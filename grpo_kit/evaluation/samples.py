@@ -126,10 +126,29 @@ def mean_reward(samples: Sequence[Sample], side: str) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def _content_text(content: Any) -> str:
+    """A message's content as text: a string as it is; multimodal content blocks (TRL's vision-language rows) as
+    their text, each picture as ``[image]``."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind == "text":
+                parts.append(str(block.get("text", "")))
+            elif kind in ("image", "image_url"):
+                parts.append("[image]")
+            else:
+                parts.append(f"[{kind or 'content'}]")
+        return " ".join(part for part in parts if part)
+    return str(content)
+
+
 def _prompt_preview(prompt: Any) -> str:
     if isinstance(prompt, str):
         return prompt
-    return "\n".join(f"[{m['role']}] {m['content']}" for m in prompt)
+    return "\n".join(f"[{m['role']}] {_content_text(m.get('content'))}" for m in prompt)
 
 
 def write_samples(

@@ -308,7 +308,8 @@ def build_model_card(
     if facts.lora:
         lines.append(f"| LoRA | {_cell(', '.join(f'{k}={v}' for k, v in facts.lora.items()))} |")
     if facts.warmup_sft:
-        lines.append(f"| SFT warm-up before GRPO | {_warmup_text(facts.warmup_sft)} |")
+        stage = "alignment" if facts.warmup_sft.get("stage") == "alignment" else "SFT warm-up"
+        lines.append(f"| {stage} before GRPO | {_warmup_text(facts.warmup_sft)} |")
     if facts.description:
         lines += ["", f"The recipe: {_cell(facts.description)}"]
     lines += ["", "## Held-out evaluation (before / after training)", "", *held_out_table(facts.evaluation)]
@@ -331,7 +332,8 @@ def _warmup_text(warmup: Mapping[str, Any]) -> str:
         f"on {warmup.get('rows')} rows of `{_cell(warmup.get('dataset'))}`, loss {_num(warmup.get('first_loss'))} "
         f"-> {_num(warmup.get('last_loss'))}"
     )
-    for key, label in (("evaluation", "held-out, SFT only"), ("grpo_added", "what GRPO added")):
+    only = "aligned only" if warmup.get("stage") == "alignment" else "SFT only"
+    for key, label in (("evaluation", f"held-out, {only}"), ("grpo_added", "what GRPO added")):
         if isinstance(warmup.get(key), Mapping) and warmup[key].get("headline"):
             text += f"; {label}: {_cell(warmup[key]['headline'])}"
     return text

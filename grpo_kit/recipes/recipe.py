@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from datasets_prep.gsm8k import check_worked_example
-from datasets_prep.sft_rows import SFT_DATASETS
+from datasets_prep.sft_rows import PICTURE_SFT_DATASETS, SFT_DATASETS
 from datasets_prep.shipped import TRANSFER_SETS
 from grpo_kit.config.declarations import LORA_DEFAULTS
 from grpo_kit.config.rules import (
@@ -138,7 +138,8 @@ class WarmupSFT:
     (``grpo_kit.trainers.sft_warmup``: TRL's ``SFTTrainer`` on the TRL path, a plain masked cross-entropy step on the
     standalone loop; the loss is on the completion tokens only).
 
-    dataset: a built-in set (``datasets_prep.sft_rows.SFT_DATASETS``: "gsm8k-worked", 300 worked GSM8K
+    dataset: a built-in set (``datasets_prep.sft_rows.SFT_DATASETS``: "shapes-captions", a vision-language
+        recipe's alignment stage, 1,024 pictures each described in a sentence; "gsm8k-worked", 300 worked GSM8K
         solutions in the course's format) or a local ``.jsonl`` file (a recipe file's path, relative to it).
     columns: the file's column for ``prompt`` and for ``completion`` (``{"prompt": "question"}``); default {}:
         the columns are named ``prompt`` and ``completion``. Both text, or both chat messages.
@@ -326,6 +327,11 @@ class Recipe:
                     f"recipe {self.name!r}: transfer_eval={self.transfer_eval!r} holds {shipped.dataset} rows, "
                     f"but the recipe trains on {self.dataset}; use a set written for {self.dataset}, or None."
                 )
+        if not isinstance(self.dataset_kwargs, Mapping):
+            raise ValueError(  # noqa: TRY004 - the recipe rules are ValueErrors, one line each on the CLI
+                f"recipe {self.name!r}: dataset_kwargs={self.dataset_kwargs!r} must be a mapping of the loader's "
+                """arguments; on the command line write it as JSON: --set 'dataset_kwargs={"tasks": ["colour"]}'."""
+            )
         if self.dataset == "gsm8k":
             kwargs = self.dataset_kwargs
             check_worked_example(
@@ -360,6 +366,19 @@ class Recipe:
             raise ValueError(
                 f"recipe {self.name!r}: warmup_sft must be a WarmupSFT(dataset=..., steps=...) or None, "
                 f"got {self.warmup_sft!r}."
+            )
+        if self.warmup_sft is not None and (self.warmup_sft.dataset in PICTURE_SFT_DATASETS) != bool(
+            self.trainable_parts
+        ):
+            raise ValueError(
+                f"recipe {self.name!r}: warmup_sft.dataset {self.warmup_sft.dataset!r} "
+                + (
+                    "aligns a vision-language model's pictures; name its trainable_parts (a VLM recipe) or "
+                    "warm up on text rows."
+                    if self.trainable_parts == ()
+                    else "is text, and this is a vision-language recipe (trainable_parts); align it on "
+                    f"pictures with warmup_sft.dataset {PICTURE_SFT_DATASETS[0]!r}."
+                )
             )
         check_tool_names(self.tools, self.tool_template, where=f"recipe {self.name!r}")
         check_environment_names(self.environment, where=f"recipe {self.name!r}")

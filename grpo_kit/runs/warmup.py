@@ -60,11 +60,23 @@ class WarmupStage:
         transfer_before: Any = None,
         transfer_after: Any = None,
     ) -> None:
-        """Add the three-column section (base | SFT only | SFT + GRPO) to ``<run>/report.md``."""
+        """Add the three-column section (base | SFT only | SFT + GRPO; "aligned" for a VLM's alignment) to
+        ``<run>/report.md``, and the stage's evaluations to ``<run>/eval.json`` (``"warmup"``)."""
         if self.evaluation is None or before is None or after is None:
             return
+        from grpo_kit.evaluation.report_card import add_stage_to_eval_json
         from grpo_kit.support.paths import write_atomic
-        from grpo_kit.trainers.sft_warmup import report_section
+        from grpo_kit.trainers.sft_warmup import report_section, stage_names
+
+        stage, column = stage_names(self.record)
+        second = (
+            (self.transfer, transfer_after)
+            if self.transfer is not None and transfer_after is not None
+            else None
+        )
+        add_stage_to_eval_json(
+            run_dir, {"stage": stage, "column": f"{column} only"}, self.evaluation, after, second
+        )
 
         sets = [("held-out", before, self.evaluation, after)]
         if self.transfer is not None and transfer_before is not None and transfer_after is not None:

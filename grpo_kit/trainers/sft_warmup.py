@@ -12,6 +12,13 @@ over those tokens in the batch; the prompt's tokens are context, never a target)
   :func:`completion_loss` (masked, never an unmasked ``.mean()`` over the padded batch), ``torch.optim.AdamW`` at
   the stage's learning rate, gradients clipped at 1.0 (TRL's default), rows in a seeded shuffled order.
 
+Rows with pictures (a vision-language recipe's **alignment stage**, ``dataset: shapes-captions``: LLaVA's "feature
+alignment" before any task, so that GRPO starts from a model that sees) take that same plain step on either path,
+each row rendered by the VLM's processor (:func:`tokenize_image_row`) and the pictures going in as
+``pixel_values`` (:func:`train_with_images`); the parameters are the parts the recipe trains (``trainable_parts``).
+TRL's SFTTrainer would need its vision collator and per-model image handling for the same masked loss; the plain
+step is the one the tests pin.
+
 :func:`run_warmup` runs the stage and returns what ``run.json["warmup_sft"]`` records (path, rows, steps,
 learning rate, first and last loss, seconds); ``grpo_kit.runs.execution`` calls it after the evaluation before
 training and evaluates the held-out rows after it (the report's "SFT only" column, :func:`report_section`). A
@@ -34,6 +41,7 @@ __all__ = [
     "report_section",
     "run_warmup",
     "skipped_on_resume",
+    "stage_names",
     "tokenize_row",
     "train_standalone",
     "train_trl",
@@ -92,18 +100,88 @@ def _batch(tokenized: Sequence[tuple[list[int], list[int]]], pad_id: int, device
     return input_ids.to(device), attention.to(device), completion.to(device)
 
 
-def completion_loss(model: Any, input_ids: Any, attention_mask: Any, completion_mask: Any):
+def completion_loss(model: Any, input_ids: Any, attention_mask: Any, completion_mask: Any, **inputs: Any):
     """The mean next-token cross-entropy over the completion tokens of the batch (B, T): position t predicts
-    token t + 1, counted only where token t + 1 is a completion token (padding and prompt count nothing)."""
+    token t + 1, counted only where token t + 1 is a completion token (padding and prompt count nothing).
+    ``inputs``: the model's other inputs (a VLM's ``pixel_values``)."""
     import torch.nn.functional as F
 
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, **inputs).logits[:, :-1]
     targets = input_ids[:, 1:]
     mask = (completion_mask[:, 1:] * attention_mask[:, 1:]).to(logits.dtype)
     per_token = F.cross_entropy(
         logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none"
     ).view_as(targets)
     return (per_token * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def tokenize_image_row(row: Mapping[str, Any], processor: Any, max_length: int):
+    """(token ids of prompt + completion, 1 on each completion token, the picture's ``pixel_values``) for one row
+    with an ``image``, rendered by the VLM's processor as its evaluation renders the prompt (the picture put into
+    the prompt's image placeholder, TRL's ``prepare_multimodal_messages``; each image token expanded). The completion
+    is what the chat template adds to the prompt for the whole conversation, its end-of-turn token included."""
+    from trl.data_utils import prepare_multimodal_messages
+
+    images = row["image"] if isinstance(row["image"], list) else [row["image"]]
+    prompt = prepare_multimodal_messages(list(row["prompt"]), images=images)
+    completion = [
+        {"role": m["role"], "content": [{"type": "text", "text": m["content"]}]}
+        if isinstance(m["content"], str)
+        else m
+        for m in row["completion"]
+    ]
+    prompt_text = processor.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+    whole = processor.apply_chat_template(prompt + completion, tokenize=False)
+    if not whole.startswith(prompt_text):
+        raise ValueError(
+            "warmup_sft: this processor's chat template renders the prompt differently inside the whole "
+            "conversation; give the rows as text or use a template that keeps the prompt as it is."
+        )
+    prompt_ids = processor(text=[prompt_text], images=images, return_tensors="pt")["input_ids"][0]
+    encoded = processor(text=[whole], images=images, return_tensors="pt")
+    ids = encoded["input_ids"][0].tolist()
+    if len(ids) > max_length:
+        raise ValueError(
+            f"warmup_sft: a row with its picture is {len(ids)} tokens, over max_length={max_length}; raise "
+            "warmup_sft.max_length (a picture's tokens cannot be cut)."
+        )
+    mask = [0] * len(prompt_ids) + [1] * (len(ids) - len(prompt_ids))
+    return ids, mask, encoded["pixel_values"][0]
+
+
+def train_with_images(
+    model: Any, processor: Any, rows: Sequence[Mapping[str, Any]], warmup: Any, *, seed: int
+) -> list[float]:
+    """SFT on picture rows (the VLM alignment stage): the plain masked step of :func:`train_standalone`, each
+    batch's pictures going in as ``pixel_values``; the parts the recipe trains (``trainable_parts``) are the
+    parameters. Returns the loss of each step."""
+    import torch
+
+    torch.manual_seed(seed)
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise ValueError("warmup_sft: the model has no trainable parameters; name trainable_parts.")
+    optimizer = torch.optim.AdamW(params, lr=warmup.learning_rate, weight_decay=0.0)
+    tokenizer = processor.tokenizer
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.train()
+    losses = []
+    try:
+        for indices in _order(len(rows), warmup.steps, warmup.batch_size, seed):
+            tokenized = [tokenize_image_row(rows[i], processor, warmup.max_length) for i in indices]
+            batch = _batch([(ids, mask) for ids, mask, _ in tokenized], pad_id, device)
+            pixels = torch.stack([pixels for _, _, pixels in tokenized]).to(device=device, dtype=model.dtype)
+            loss = completion_loss(model, *batch, pixel_values=pixels)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, _MAX_GRAD_NORM)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            losses.append(float(loss.detach()))
+    finally:
+        model.train(was_training)
+    return losses
 
 
 def _order(n_rows: int, steps: int, batch_size: int, seed: int) -> list[list[int]]:
@@ -210,10 +288,13 @@ def run_warmup(
     if loop not in ("standalone", "trl"):
         raise ValueError(f"warmup_sft runs on --loop standalone or --loop trl, not {loop!r}.")
     rows = warmup_rows(warmup)
+    pictures = "image" in rows[0]
     folder = Path(run_dir) / WARMUP_DIR
     folder.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    if loop == "trl":
+    if pictures:
+        losses = train_with_images(model, tokenizer, rows, warmup, seed=seed)
+    elif loop == "trl":
         losses = train_trl(model, tokenizer, rows, warmup, seed=seed, output_dir=folder, bf16=bf16)
     else:
         losses = train_standalone(model, tokenizer, rows, warmup, seed=seed)
@@ -223,7 +304,14 @@ def run_warmup(
     write_atomic(folder / "losses.json", json.dumps({"loss": losses}, indent=1) + "\n")
     return {
         "ran": True,
-        "path": "trl.SFTTrainer" if loop == "trl" else "standalone loop (grpo_kit.trainers.sft_warmup)",
+        "stage": "alignment" if pictures else "sft",
+        "path": (
+            "the plain masked step with the processor (grpo_kit.trainers.sft_warmup)"
+            if pictures
+            else "trl.SFTTrainer"
+            if loop == "trl"
+            else "standalone loop (grpo_kit.trainers.sft_warmup)"
+        ),
         "dataset": warmup.dataset,
         "rows": len(rows),
         "steps": len(losses),
@@ -259,18 +347,27 @@ def _mean_ci(values: Sequence[float]) -> str:
     return f"{sum(finite) / len(finite):.3f} [{low:.3f}, {high:.3f}]"
 
 
+def stage_names(record: Mapping[str, Any]) -> tuple[str, str]:
+    """(the stage's name, its column's) for report.md and the model card: a VLM's picture-caption stage is an
+    alignment ("Alignment", "aligned"); rows of text make an SFT warm-up ("SFT warm-up", "SFT")."""
+    if record.get("stage") == "alignment":
+        return "Alignment", "aligned"
+    return "SFT warm-up", "SFT"
+
+
 def report_section(record: Mapping[str, Any], sets: Sequence[tuple[str, Any, Any, Any]]) -> str:
     """report.md's section on the warm-up: the stage in one line, then for each ``(label, base, sft_only,
     sft_grpo)`` evaluation (``EvalReport``) a table of every metric in three columns, each a mean with its 95 %
     bootstrap CI over the prompts. The "SFT only" column against "SFT + GRPO" says what GRPO added."""
     from grpo_kit.support.markdown_text import table_cell
 
+    stage, column = stage_names(record)
     lines = [
         "",
-        "## SFT warm-up, then GRPO",
+        f"## {stage}, then GRPO",
         "",
         (
-            f"SFT warm-up ({table_cell(str(record['path']))}): {record['steps']} steps at learning rate "
+            f"{stage} ({table_cell(str(record['path']))}): {record['steps']} steps at learning rate "
             f"{record['learning_rate']:g} on {record['rows']} rows of {table_cell(str(record['dataset']))}, "
             f"loss {record['first_loss']:.3f} -> {record['last_loss']:.3f}, {record['seconds']} s."
         ),
@@ -280,7 +377,7 @@ def report_section(record: Mapping[str, Any], sets: Sequence[tuple[str, Any, Any
             "",
             f"### {table_cell(label)}",
             "",
-            "| metric | base | SFT only | SFT + GRPO |",
+            f"| metric | base | {column} only | {column} + GRPO |",
             "|---|---|---|---|",
         ]
         for metric in base.per_prompt:

@@ -294,3 +294,15 @@ def test_every_shipped_recipe_has_a_short_summary_and_says_what_its_metric_measu
     for name in ("smoltldr-length", "smoltldr-length-small"):  # the length reward measures length only
         measures = RECIPES[name].measures
         assert measures.startswith("Length only") and "summar" in measures
+
+
+def test_dataset_kwargs_that_are_not_a_mapping_are_one_line_naming_the_json_form(capsys):
+    """`--set dataset_kwargs={tasks: [colour]}` is not JSON, so it arrives as a string: refused before anything
+    loads, the line showing the JSON form, not a TypeError later."""
+    from grpo_kit.cli import main
+
+    assert main(["train", "--recipe", "shapes-vlm-cpu", "--set", "dataset_kwargs={tasks: [colour]}"]) == 2
+    captured = capsys.readouterr()
+    err = " ".join((captured.out + captured.err).split())
+    assert "dataset_kwargs='{tasks: [colour]}' must be a mapping" in err and '{"tasks": ["colour"]}' in err
+    assert "Traceback" not in err

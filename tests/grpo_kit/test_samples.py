@@ -60,3 +60,19 @@ def test_samples_md_shows_the_question_of_a_long_chat_prompt(tmp_path):
     rows = [line for line in md.read_text().splitlines() if line.startswith(("| 0 |", "| 1 |"))]
     assert "question number 0?" in rows[0] and "question number 1?" in rows[1]
     assert "…" in rows[0]  # the shared head (the worked example) is what gets cut
+
+
+def test_samples_md_shows_a_picture_prompt_as_text_and_image(tmp_path):
+    """A vision-language prompt (content blocks) reads as its text with ``[image]`` where the picture goes, not as
+    the Python repr of the blocks."""
+    from datasets_prep.images import shapes_rows
+    from grpo_kit.evaluation.samples import Sample, write_samples
+
+    row = shapes_rows(1, tasks=("colour",))[0]
+    md, _ = write_samples([Sample(row["prompt"], "b", "a", None, None)], tmp_path)
+    import html
+
+    line = html.unescape(next(line for line in md.read_text().splitlines() if line.startswith("| 0 |")))
+    assert "[user] [image] What colour is the shape?" in line
+    assert "[assistant] The shape is" in line
+    assert "{" not in line and "'type'" not in line
