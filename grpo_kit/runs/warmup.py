@@ -1,4 +1,5 @@
-"""The SFT warm-up stage of a run (a recipe's ``warmup_sft``), between the evaluation before training and GRPO:
+"""The SFT warm-up stage of a run (a recipe's ``warmup_sft``; a VLM's alignment on picture captions), between the
+evaluation before training and GRPO:
 ``grpo_kit.trainers.sft_warmup`` trains (TRL's SFTTrainer | the loop's plain SFT step), then the held-out rows and the
 second set are evaluated again by the same ``evaluate_held_out`` (the "SFT only" column). A resumed run does
 not run it again (its GRPO checkpoint holds the warm-up's weights) and has no "SFT only" column.
@@ -120,18 +121,21 @@ def warmup_stage(
     recipe = plan.recipe
     if plan.resume is not None:
         return WarmupStage(sft_warmup.skipped_on_resume(recipe, plan.resume))
-    with status(f"SFT warm-up: {recipe.warmup_sft.steps} steps…"):
+    from datasets_prep.sft_rows import PICTURE_SFT_DATASETS
+
+    stage = "alignment" if recipe.warmup_sft.dataset in PICTURE_SFT_DATASETS else "SFT warm-up"
+    with status(f"{stage}: {recipe.warmup_sft.steps} steps…"):
         record = train_warmup(plan, model, tokenizer, plan.output_dir)
     started = time.perf_counter()
     evaluation = second = None
     if rows:
-        with status(f"evaluating {len(rows)} held-out prompts after the SFT warm-up…"):
+        with status(f"evaluating {len(rows)} held-out prompts after the {stage}…"):
             evaluation = evaluate_held_out(
                 recipe, model, tokenizer, reward_funcs, rows, k=recipe.eval_samples
             )
     if transfer:
         with status(
-            f"evaluating {len(transfer)} held-out prompts written differently after the SFT warm-up…"
+            f"evaluating {len(transfer)} held-out prompts written differently after the {stage}…"
         ):
             second = evaluate_held_out(
                 recipe, model, tokenizer, reward_funcs, transfer, k=recipe.eval_samples
