@@ -23,42 +23,69 @@ def _(mo):
     # Lesson 10 · GRPO that sees
 
     Until now every prompt was text. Here the prompt is a **picture and a question** ("What colour is the
-    shape?"), and the reward checks the answer against the picture: GRPO's loop does not change, only what a
-    prompt is made of.
+    shape, and is it on the left or the right?"), and the reward checks the answer against the picture:
+    GRPO's loop does not change, only what a prompt is made of.
 
     * The model is `smolvlm-cpu`, a vision-language model assembled offline: transformers' Llava around the
-      embedded **SmolLM2-135M** (unchanged) with a small **CLIP vision tower** and a **projector**, both random
+      embedded **SmolLM2-135M** (unchanged) with a small **CLIP vision tower** and a **projector**
       (`grpo_kit.models.vlm`; no VLM weights can be downloaded here).
-    * The pictures are drawn with Pillow (`datasets_prep.images`): one filled shape in red, green, blue or yellow.
-    * The reward is `rewards.visual_answer_reward`: 1 when the first colour word the answer names is the
-      shape's colour, else 0. Four colours: guessing scores 25 %.
-    * The recipe is `shapes-vlm-cpu`, trained on TRL's vision-language path (`GRPOTrainer` with the processor
-      as `processing_class` and TRL's `image` column): the TRL path only; the standalone loop and Unsloth are
-      text-only here.
+    * The pictures are drawn with Pillow (`datasets_prep.images`): one filled shape in red, green, blue or
+      yellow, in the left or the right half.
+    * The reward is `rewards.visual_answer_reward`: 1 when the answer names both the colour and the side
+      ("red, left"), else 0. Four colours × two sides: guessing scores 12.5 %.
+    """)
+    return
+
+
+@app.cell(hide_code=True)
+def _(mo):
+    mo.md(r"""
+    ## Why the model starts blind
+
+    The vision tower and the projector of a freshly assembled VLM are **random**: the language model receives
+    16 vectors that say nothing about the picture. GRPO cannot fix that alone: when every answer in a group is
+    a guess, the groups whose answers all score the same carry no signal.
+
+    Real VLMs are never trained that way. LLaVA first runs a **feature-alignment** stage: image-caption pairs,
+    the language model frozen, only the projector learning to turn picture features into words the model
+    already knows. Task tuning comes after. (The Unsloth vision GRPO notebook starts from a VLM that already
+    sees, a released Qwen2.5-VL: that alignment was done before it.)
+
+    This lesson takes the same three steps: **blind → aligned → GRPO**.
     """)
     return
 
 
 @app.cell
 def _(mo):
+    import dataclasses
+
+    from grpo_kit.config.rules import training_value
     from grpo_kit.recipes.catalogue import get_recipe
     from grpo_kit.teaching.lesson_helpers import lesson_size
 
     size = lesson_size()
     recipe = get_recipe("shapes-vlm-cpu")
-    # the recipe's steps on CPU and GPU alike; -- --small: 2 steps
+    seed = int(training_value(recipe.training, "seed"))
+    # the recipe's steps on CPU and GPU alike; -- --small: 2 alignment steps, 2 GRPO steps
     train_steps = size.steps(gpu=recipe.training["max_steps"], cpu=recipe.training["max_steps"], small=2)
+    alignment = dataclasses.replace(
+        recipe.warmup_sft,
+        steps=size.pick(gpu=recipe.warmup_sft.steps, cpu=recipe.warmup_sft.steps, small=2),
+    )
     num_eval = size.pick(gpu=recipe.eval_prompts, cpu=recipe.eval_prompts, small=8)
     output_root = size.output_dir("lesson10")
     mo.callout(
         mo.md(
-            f"**{size.name.upper()} settings** — recipe `{recipe.name}`, model `{recipe.model}`, {train_steps} steps "
-            f"of {recipe.training['per_device_train_batch_size'] // recipe.training['num_generations']} pictures × "
+            f"**{size.name.upper()} settings** — recipe `{recipe.name}`, model `{recipe.model}`. Alignment: "
+            f"{alignment.steps} steps of {alignment.batch_size} captions at learning rate "
+            f"{alignment.learning_rate:g}. GRPO: {train_steps} steps of "
+            f"{recipe.training['per_device_train_batch_size'] // recipe.training['num_generations']} pictures × "
             f"{recipe.training['num_generations']} answers of ≤ {recipe.training['max_completion_length']} tokens "
-            f"at T = {recipe.training['temperature']}, {num_eval} held-out pictures per set, greedy."
+            f"at T = {recipe.training['temperature']}. {num_eval} held-out pictures per set, greedy."
             + (
-                "\n\n**Too small to learn:** every part runs, but 2 steps cannot move the model; expect the "
-                "held-out change to read about 0. Without `--small` the lesson runs the recipe's steps "
+                "\n\n**Too small to learn:** every part runs, but 2 steps cannot move the model; expect every "
+                "change to read about 0. Without `--small` the lesson runs the recipe's steps "
                 "(`python notebooks/10_grpo_that_sees.py`, or `grpo-kit train --recipe shapes-vlm-cpu --loop trl`)."
                 if size.small
                 else ""
@@ -66,7 +93,7 @@ def _(mo):
         ),
         kind="warn" if size.small else "info",
     )
-    return num_eval, output_root, recipe, size, train_steps
+    return alignment, num_eval, output_root, recipe, seed, size, train_steps
 
 
 @app.cell(hide_code=True)
@@ -85,10 +112,8 @@ def _(mo):
     patch vectors. The language model then reads them like any other token embeddings, and answers in text,
     which the reward scores as it would any completion.
 
-    The prompt also **opens the answer**: it ends with an assistant turn, "The shape is", which the chat
-    template leaves open, so the next word generated is the colour. Asked without it, the untrained model
-    mostly begins "The …" and wanders, and a group of answers that name no colour all score 0: nothing to
-    learn from. With it, a few tokens suffice and every group is a choice among colours.
+    The prompt also **opens the answer**: it ends with an assistant turn ("Answer:") that the chat template
+    leaves open, so the next words generated are the answer, and a few tokens suffice.
     """)
     return
 
@@ -97,9 +122,9 @@ def _(mo):
 def _(mo):
     from datasets_prep.images import IMAGE_TASKS
 
-    picture_task = mo.ui.dropdown(options=list(IMAGE_TASKS), value="colour", label="task")
+    picture_task = mo.ui.dropdown(options=list(IMAGE_TASKS), value="colour_side", label="task")
     picture_seed = mo.ui.slider(0, 20, value=3, label="picture", show_value=True)
-    mo.hstack([picture_task, picture_seed], justify="start")  # the lesson trains on "colour" only
+    mo.hstack([picture_task, picture_seed], justify="start")  # the lesson trains on "colour_side" only
     return picture_seed, picture_task
 
 
@@ -226,9 +251,9 @@ def _(num_eval):
         f"Measure the base model: {num_eval} held-out pictures + {num_eval} drawn differently", kind="neutral"
     )
     button_panel(
-        "## 2 · What the model sees before training\n\nGreedy answers of the base model on pictures it never "
-        "trains on, scored by the recipe's reward (`runs.held_out.evaluate_held_out`, what `grpo-kit train` "
-        "reports). The vision tower is random: expect chance, 25 %.",
+        "## 2 · Blind: the base model\n\nGreedy answers of the base model on pictures it never trains on, "
+        "scored by the recipe's reward (`runs.held_out.evaluate_held_out`, what `grpo-kit train` reports). "
+        "The vision tower is random: expect chance, 12.5 %.",
         measure_button,
     )
     return button_panel, measure_button, run_button, should_run
@@ -239,34 +264,119 @@ def _(base_model, held_out, measure_button, mo, processor, recipe, should_run, t
     from grpo_kit.teaching.lesson_runs import evaluate_with_spinner
 
     mo.stop(not should_run(measure_button), mo.md("Press the button to measure the base model."))
-    before_report = evaluate_with_spinner(recipe, base_model, processor, held_out, what="held-out pictures")
-    before_transfer = evaluate_with_spinner(
+    base_report = evaluate_with_spinner(recipe, base_model, processor, held_out, what="held-out pictures")
+    base_transfer = evaluate_with_spinner(
         recipe, base_model, processor, transfer, what="pictures drawn differently"
     )
-    return before_report, before_transfer
+    mo.md(
+        f"Held-out accuracy of the base model: **{base_report.metrics['accuracy']:.0%}** of "
+        f"{base_report.num_prompts} pictures (chance: 12.5 %); on the pictures drawn differently "
+        f"**{base_transfer.metrics['accuracy']:.0%}** of {base_transfer.num_prompts}."
+    )
+    return base_report, base_transfer, evaluate_with_spinner
 
 
 @app.cell
-def _(before_report, before_transfer, held_out, mo):
-    from grpo_kit.teaching.lesson_helpers import picture_gallery
+def _(alignment, button_panel, run_button, size):
+    align_button = run_button(
+        f"Align: {alignment.steps} caption steps" + (" (too small to learn)" if size.small else ""),
+        kind="neutral",
+    )
+    button_panel(
+        "## 3 · Align: teach the tower to describe\n\nA fresh copy of the base model learns to caption pictures "
+        f"(`{alignment.dataset}`: 'A red circle on the left.'), pictures of their own that GRPO never trains "
+        "or is measured on. `trainers.sft_warmup.train_with_images` takes the plain masked SFT step: "
+        "cross-entropy on the caption's tokens only, the picture going in as `pixel_values`, gradients only "
+        "into the recipe's `trainable_parts`.",
+        align_button,
+    )
+    return (align_button,)
 
-    _shown = 6
+
+@app.cell
+def _(align_button, alignment, load_recipe_model, mo, processor, recipe, seed, should_run):
+    import torch
+
+    from grpo_kit.trainers.sft_warmup import train_with_images, warmup_rows
+
+    mo.stop(not should_run(align_button), mo.md("Press the button to align the model."))
+    caption_rows = warmup_rows(alignment)
+    # pressing again starts over from the base model
+    aligned_model, _ = load_recipe_model(recipe)
+    with mo.status.spinner(
+        title="Aligning", subtitle=f"{alignment.steps} steps × {alignment.batch_size} captions"
+    ):
+        alignment_losses = train_with_images(aligned_model, processor, caption_rows, alignment, seed=seed)
+    return aligned_model, alignment_losses, caption_rows, torch
+
+
+@app.cell
+def _(aligned_model, alignment, alignment_losses, base_model, mo, torch):
+    import matplotlib.pyplot as plt
+
+    def _llava(model):
+        return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+    # which parts the alignment moved: each part's weights, aligned against the base model's
+    _pairs = {
+        "vision tower": (_llava(base_model).model.vision_tower, _llava(aligned_model).model.vision_tower),
+        "projector": (
+            _llava(base_model).model.multi_modal_projector,
+            _llava(aligned_model).model.multi_modal_projector,
+        ),
+        "language model": (
+            _llava(base_model).model.language_model,
+            _llava(aligned_model).model.language_model,
+        ),
+    }
+    parts_moved = {
+        name: any(not torch.equal(a, b) for a, b in zip(before.parameters(), after.parameters()))
+        for name, (before, after) in _pairs.items()
+    }
+    _fig, _ax = plt.subplots(figsize=(5, 2.4))
+    _ax.plot(range(1, len(alignment_losses) + 1), alignment_losses, marker="o")
+    _ax.set_xlabel("alignment step")
+    _ax.set_ylabel("caption loss")
+    _ax.set_title("Alignment: cross-entropy on the caption tokens")
+    _fig.tight_layout()
+    plt.close(_fig)
     mo.vstack(
         [
+            mo.as_html(_fig),
             mo.md(
-                f"Held-out accuracy of the base model: **{before_report.metrics['accuracy']:.0%}** of "
-                f"{before_report.num_prompts} pictures (chance: 25 %); on the pictures drawn differently "
-                f"**{before_transfer.metrics['accuracy']:.0%}** of {before_transfer.num_prompts}.\n\n"
-                "A few held-out pictures, the gold colour and the base model's greedy answer:"
+                f"{len(alignment_losses)} steps at learning rate {alignment.learning_rate:g}: loss "
+                f"{alignment_losses[0]:.3f} → {alignment_losses[-1]:.3f}. Weights changed: "
+                + ", ".join(f"{name} **{'yes' if moved else 'no'}**" for name, moved in parts_moved.items())
+                + "."
             ),
+        ]
+    )
+    return (parts_moved,)
+
+
+@app.cell
+def _(aligned_model, base_model, held_out, mo, processor):
+    from datasets_prep.images import CAPTION_PROMPT
+    from grpo_kit.rollout.generation import Decoding, generate
+    from grpo_kit.teaching.lesson_helpers import picture_gallery
+
+    _shown = held_out[:4]
+    _prompt = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": CAPTION_PROMPT}]}]
+    _greedy = Decoding(max_new_tokens=12, greedy=True)
+
+    def _captions(model):
+        groups = generate(
+            model, processor, [_prompt] * len(_shown), 1, _greedy, images=[r["image"] for r in _shown]
+        )
+        return [group[0].text.strip() or "(nothing)" for group in groups]
+
+    _base_captions, _aligned_captions = _captions(base_model), _captions(aligned_model)
+    mo.vstack(
+        [
+            mo.md(f'"{CAPTION_PROMPT}" asked of four held-out pictures, greedy, before and after alignment:'),
             picture_gallery(
-                (
-                    row["image"],
-                    f"gold **{row['answer']}**<br>{'✓' if right else '✗'} {answer.strip() or '(nothing)'}",
-                )
-                for row, answer, right in list(
-                    zip(held_out, before_report.completions, before_report.per_prompt["accuracy"])
-                )[:_shown]
+                (row["image"], f"gold **{row['answer']}**<br>base: {b}<br>aligned: {a}")
+                for row, b, a in zip(_shown, _base_captions, _aligned_captions)
             ),
         ]
     )
@@ -274,19 +384,48 @@ def _(before_report, before_transfer, held_out, mo):
 
 
 @app.cell
-def _(before_report, button_panel, mo, recipe, run_button, size, train_steps):
+def _(aligned_model, evaluate_with_spinner, held_out, mo, processor, recipe, transfer):
+    # the same pictures, the same greedy decoding as the base model: they differ only by the weights
+    aligned_report = evaluate_with_spinner(
+        recipe,
+        aligned_model,
+        processor,
+        held_out,
+        title="Evaluating the aligned model",
+        what="held-out pictures",
+    )
+    aligned_transfer = evaluate_with_spinner(
+        recipe,
+        aligned_model,
+        processor,
+        transfer,
+        title="Evaluating the aligned model",
+        what="pictures drawn differently",
+    )
+    mo.md(
+        f"The aligned model, asked the task's question (it never trained on it): "
+        f"**{aligned_report.metrics['accuracy']:.0%}** of {aligned_report.num_prompts} held-out pictures, "
+        f"**{aligned_transfer.metrics['accuracy']:.0%}** of those drawn differently."
+    )
+    return aligned_report, aligned_transfer
+
+
+@app.cell
+def _(aligned_report, button_panel, mo, recipe, run_button, size, train_steps):
     train_button = run_button(
-        f"Train {train_steps} steps with TRL on the pictures"
+        f"Train {train_steps} GRPO steps from the aligned model"
         + (" (too small to learn)" if size.small else "")
     )
     _group = recipe.training["num_generations"]
     _pictures = recipe.training["per_device_train_batch_size"] // _group
     _panel = button_panel(
-        f"## 3 · Press Train\n\nThe base model was measured on {before_report.num_prompts} held-out pictures "
-        "(section 4 compares). `trl_path.train_with_trl(recipe)` hands `GRPOTrainer` the processor as "
-        f"`processing_class` and the dataset's `image` column; each step samples {_group} answers for each of {_pictures} pictures, "
-        f"scores them with `visual_answer_reward` and updates only `{', '.join(recipe.trainable_parts)}`. A group "
-        f"whose {_group} answers all score the same (all wrong, or all right) has no advantage and teaches nothing.",
+        f"## 4 · GRPO from the aligned model\n\nA copy of the aligned model (measured on "
+        f"{aligned_report.num_prompts} held-out pictures) trains with TRL: `GRPOTrainer` gets the processor as "
+        f"`processing_class` and the dataset's `image` column; each step samples {_group} answers for each of "
+        f"{_pictures} pictures, scores them with `visual_answer_reward` and updates only "
+        f"`{', '.join(recipe.trainable_parts)}`. A group whose {_group} answers all score the same has no "
+        "advantage and teaches nothing. The held-out pictures are evaluated during training too "
+        "(`runs.during_training`, greedy, as before and after).",
         train_button,
     )
     _too_small = mo.callout(
@@ -299,42 +438,67 @@ def _(before_report, button_panel, mo, recipe, run_button, size, train_steps):
 
 @app.cell
 def _(
-    before_report,
-    load_recipe_model,
+    aligned_model,
+    aligned_report,
+    base_report,
+    held_out,
     mo,
     output_root,
+    processor,
     recipe,
     should_run,
     train_button,
     train_dataset,
     train_steps,
 ):
+    import copy
+
+    from grpo_kit.runs.during_training import HeldOutDuringTraining
     from grpo_kit.teaching.lesson_runs import train_fresh
 
     mo.stop(not should_run(train_button), mo.md("Press the button to train."))
-    assert before_report.num_prompts  # the base model is measured first
-    # a fresh copy of the base model with only its trainable_parts trainable: pressing again starts over
+    assert base_report.num_prompts and aligned_report.num_prompts  # both measured first
+    eval_every = max(1, train_steps // 8)  # about 8 held-out points along the run
     run, _ = train_fresh(
         recipe,
-        load=lambda _name: load_recipe_model(recipe),
+        # a deep copy: the aligned model stays as aligned, and pressing again starts over from it
+        load=lambda _name: (copy.deepcopy(aligned_model), processor),
         train_dataset=train_dataset,
         output_dir=output_root / "trl-run",
         max_steps=train_steps,
+        eval_steps=eval_every,
+        evaluate=HeldOutDuringTraining(
+            recipe=recipe,
+            tokenizer=processor,
+            reward_funcs=recipe.build_reward_funcs(processor),
+            rows=held_out,
+            before=aligned_report,
+            run_dir=output_root / "trl-run",
+        ),
     )
-    return (run,)
+    return eval_every, run
 
 
 @app.cell
-def _(mo, run):
+def _(aligned_report, base_report, eval_every, mo, run):
+    from grpo_kit.runs.during_training import eval_points
     from grpo_kit.teaching.lesson_runs import saved_curve, step_metrics_table
 
     step_metrics = [r for r in run.log_history if r.get("reward") is not None]
+    held_out_curve = eval_points(run.log_history, "accuracy")
     mo.vstack(
         [
             saved_curve(run),
             mo.md(
-                "The curve's total is `visual_answer_reward` (weight 1): the share of the step's 8 answers that "
-                "named the right colour.\n\nTRL's metrics per step:\n\n"
+                f"Held-out accuracy during training (every {eval_every} steps, greedy; step 0 is the aligned "
+                f"model, the base model read {base_report.metrics['accuracy']:.2f}):\n\n"
+                "| step | held-out accuracy |\n|---:|---:|\n"
+                + "\n".join(
+                    f"| {step} | {value:.2f} |"
+                    for step, value in [(0, aligned_report.metrics["accuracy"]), *held_out_curve]
+                )
+                + "\n\nThe reward curve's total is `visual_answer_reward` (weight 1): the share of the step's "
+                "answers that named both colour and side.\n\nTRL's metrics per step:\n\n"
                 + step_metrics_table(
                     step_metrics,
                     [
@@ -347,77 +511,105 @@ def _(mo, run):
             ),
         ]
     )
-    return (step_metrics,)
+    return held_out_curve, step_metrics
 
 
 @app.cell
 def _(held_out, processor, recipe, run, transfer):
     from grpo_kit.teaching.lesson_runs import evaluate_trained
 
-    # the same pictures, the same greedy decoding: before and after differ only by the weights
-    after_report = evaluate_trained(recipe, run, processor, held_out, what="held-out pictures")
-    after_transfer = evaluate_trained(recipe, run, processor, transfer, what="pictures drawn differently")
-    return after_report, after_transfer
+    # the same pictures, the same greedy decoding: base, aligned and GRPO differ only by the weights
+    grpo_report = evaluate_trained(recipe, run, processor, held_out, what="held-out pictures")
+    grpo_transfer = evaluate_trained(recipe, run, processor, transfer, what="pictures drawn differently")
+    return grpo_report, grpo_transfer
 
 
 @app.cell
-def _(after_report, after_transfer, before_report, before_transfer, mo):
+def _(aligned_report, aligned_transfer, base_report, base_transfer, grpo_report, grpo_transfer, mo):
     from grpo_kit.evaluation import compare
     from grpo_kit.teaching.lesson_runs import comparison_table
 
-    accuracy_change = compare(before_report, after_report, metric="accuracy")
-    transfer_change = compare(before_transfer, after_transfer, metric="accuracy")
+    sets = {
+        "held-out pictures (large shapes, white)": (base_report, aligned_report, grpo_report),
+        "`shapes-transfer` (small shapes in the corners, grey)": (
+            base_transfer,
+            aligned_transfer,
+            grpo_transfer,
+        ),
+    }
+    changes = {
+        label: {
+            "alignment (base → aligned)": compare(base, aligned, metric="accuracy"),
+            "GRPO (aligned → GRPO)": compare(aligned, grpo, metric="accuracy"),
+            "both (base → GRPO)": compare(base, grpo, metric="accuracy"),
+        }
+        for label, (base, aligned, grpo) in sets.items()
+    }
+
+    def _added(change):
+        ci = f"95 % CI [{change.ci_low:+.2f}, {change.ci_high:+.2f}]"
+        if change.ci_low > 0:  # the whole interval above 0: a gain beyond the pictures' noise
+            return f"raised accuracy by {change.mean_diff:+.2f} ({ci})"
+        if change.ci_high < 0:
+            return f"lowered accuracy by {change.mean_diff:+.2f} ({ci})"
+        return f"changed accuracy by {change.mean_diff:+.2f}, a {ci} that includes 0: nothing beyond noise"
+
     mo.md(
-        "## 4 · After: the same pictures, before and after\n\nGreedy accuracy on pictures the run never saw; "
-        "paired bootstrap 95 % CI of the change (`grpo_kit.evaluation.compare`: the same picture before and "
-        "after).\n\n"
-        + comparison_table(
-            [
-                ("held-out pictures (large shapes, anywhere, white)", accuracy_change),
-                ("`shapes-transfer` (small shapes in the corners, grey)", transfer_change),
-            ],
-            n=True,
-            verdict=True,
+        "## 5 · Blind → aligned → GRPO\n\nGreedy accuracy on pictures no stage trained on:\n\n"
+        "| set | pictures | base | aligned | after GRPO |\n|:---|---:|---:|---:|---:|\n"
+        + "\n".join(
+            f"| {label} | {base.num_prompts} | {base.metrics['accuracy']:.2f} | "
+            f"{aligned.metrics['accuracy']:.2f} | {grpo.metrics['accuracy']:.2f} |"
+            for label, (base, aligned, grpo) in sets.items()
         )
+        + "\n\nEach step's change, paired per picture, with its bootstrap 95 % CI (`grpo_kit.evaluation.compare`):"
+        + "".join(
+            f"\n\n**{label}**\n\n" + comparison_table(list(rows.items()), verdict=True)
+            for label, rows in changes.items()
+        )
+        + "\n\n**What GRPO added beyond alignment:** "
+        + "; ".join(
+            f"on the {label.split(' (')[0]} it {_added(rows['GRPO (aligned → GRPO)'])}"
+            for label, rows in changes.items()
+        )
+        + "."
     )
-    return accuracy_change, transfer_change
+    return (changes,)
 
 
 @app.cell
-def _(after_report, before_report, held_out, mo, picture_gallery):
-    _rows = list(
-        zip(
-            held_out,
-            before_report.completions,
-            after_report.completions,
-            before_report.per_prompt["accuracy"],
-            after_report.per_prompt["accuracy"],
-        )
-    )
-    # the pictures it now gets right first, then the rest
-    _rows.sort(key=lambda r: (-(r[4] - r[3]), -r[4]))
-    now_right = sum(1 for r in _rows if r[4] > r[3])
-    now_wrong = sum(1 for r in _rows if r[4] < r[3])
-
+def _(aligned_report, base_report, grpo_report, held_out, mo, picture_gallery):
     def _answer(text, right):
         return f"{'✓' if right else '✗'} {text.strip() or '(nothing)'}"
 
+    _rows = list(
+        zip(
+            held_out,
+            zip(base_report.completions, base_report.per_prompt["accuracy"]),
+            zip(aligned_report.completions, aligned_report.per_prompt["accuracy"]),
+            zip(grpo_report.completions, grpo_report.per_prompt["accuracy"]),
+        )
+    )
     mo.vstack(
         [
-            mo.md(
-                f"Of {len(_rows)} held-out pictures, **{now_right}** went from wrong to right and **{now_wrong}** "
-                "from right to wrong. The gallery shows those it now gets right first:"
-            ),
+            mo.md(f"The first {min(8, len(_rows))} held-out pictures, each model's greedy answer:"),
             picture_gallery(
                 (
-                    image_row["image"],
-                    f"gold **{image_row['answer']}**<br>before: {_answer(b, rb)}<br>after: {_answer(a, ra)}",
+                    row["image"],
+                    "<br>".join(
+                        [
+                            f"gold **{row['answer']}**",
+                            f"base: {_answer(*b)}",
+                            f"aligned: {_answer(*a)}",
+                            f"GRPO: {_answer(*g)}",
+                        ]
+                    ),
                 )
-                for image_row, b, a, rb, ra in _rows[:8]
+                for row, b, a, g in _rows[:8]
             ),
         ]
     )
-    return now_right, now_wrong
+    return
 
 
 @app.cell
@@ -437,37 +629,57 @@ def test_an_image_becomes_one_token_per_patch(
 
 
 @app.cell
-def test_the_run_trained_and_was_measured_on_the_same_pictures(
-    accuracy_change,
-    after_report,
-    before_report,
+def test_no_stage_sees_a_measured_picture(caption_rows, held_out, train_dataset, transfer):
+    _measured = {r["image"].tobytes() for r in [*held_out, *transfer]}
+    assert len(_measured) == len(held_out) + len(transfer)  # pictures, not one repeated
+    assert not _measured & {_image.tobytes() for _image in train_dataset["image"]}  # GRPO's training pictures
+    assert not _measured & {r["image"].tobytes() for r in caption_rows}  # the alignment's captions
+    return
+
+
+@app.cell
+def test_alignment_trained_the_tower_and_projector_only(alignment, alignment_losses, parts_moved):
+    assert len(alignment_losses) == alignment.steps and all(loss > 0 for loss in alignment_losses)
+    assert parts_moved == {"vision tower": True, "projector": True, "language model": False}
+    return
+
+
+@app.cell
+def test_grpo_trained_from_the_aligned_model_and_was_measured_on_the_same_pictures(
+    aligned_report,
+    base_report,
+    changes,
+    grpo_report,
     held_out,
-    now_right,
-    now_wrong,
+    held_out_curve,
     step_metrics,
     train_steps,
-    transfer_change,
 ):
     assert len(step_metrics) == train_steps and all(0.0 <= r["reward"] <= 1.0 for r in step_metrics)
-    assert before_report.num_prompts == after_report.num_prompts == len(held_out) == accuracy_change.n
-    for _c in (accuracy_change, transfer_change):
-        assert 0.0 <= _c.before <= 1.0 and 0.0 <= _c.after <= 1.0
-        assert _c.ci_low <= _c.mean_diff <= _c.ci_high
-    assert now_right - now_wrong == round((accuracy_change.after - accuracy_change.before) * len(held_out))
+    assert base_report.num_prompts == aligned_report.num_prompts == grpo_report.num_prompts == len(held_out)
+    # the last held-out point during training is the final model, decoded as the evaluation after
+    assert held_out_curve[-1] == (train_steps, grpo_report.metrics["accuracy"])
+    for _rows in changes.values():
+        _align, _grpo, _both = _rows.values()
+        assert _align.after == _grpo.before and _align.before == _both.before and _grpo.after == _both.after
+        assert abs(_align.mean_diff + _grpo.mean_diff - _both.mean_diff) < 1e-9
+        for _c in _rows.values():
+            assert _c.ci_low <= _c.mean_diff <= _c.ci_high
     return
 
 
 @app.cell(hide_code=True)
 def _(mo):
     mo.md(r"""
-    **What the recipe's measured run showed** lives in docs/results.md, section "GRPO that sees": the recipe
-    `shapes-vlm-cpu` trained with `grpo-kit train --recipe shapes-vlm-cpu --loop trl`, its held-out accuracy
-    before and after with the paired CI, on both sets. This lesson quotes none of it: the tables above are
-    what this run measured.
+    **What the recipe's measured runs showed** lives in docs/results.md, section "GRPO that sees": base,
+    aligned and after GRPO on both sets, with their CIs (`grpo-kit train --recipe shapes-vlm-cpu --loop trl`
+    runs the same three stages and writes the same three columns to report.md). This lesson quotes none of
+    it: the tables above are what this run measured.
 
-    Try next: the other tasks (`get_recipe("shapes-vlm-cpu", dataset_kwargs={"tasks": ["count"]})`: how many
-    dots; `["side"]`: left or right), a LoRA on the language model too (`trainable_parts=("vision_tower",
-    "projector", "lm_lora")`), or your own pictures: a JSONL of `{"image", "prompt", "answer"}` lines
+    Try next: GRPO from the blind base model instead of the aligned one (pass `base_model` to the Train cell's
+    `load`) and compare the zero-variance groups; other tasks (`get_recipe("shapes-vlm-cpu",
+    dataset_kwargs={"tasks": ["count"]})`); a LoRA on the language model too (`trainable_parts=("vision_tower",
+    "projector", "lm_lora")`); or your own pictures: a JSONL of `{"image", "prompt", "answer"}` lines
     (`datasets_prep.images.load_image_tasks`; `<image>` marks where the picture goes in the prompt).
     """)
     return
