@@ -143,7 +143,7 @@ def _draw_shape(draw, kind: str, box: tuple[int, int, int], fill) -> None:
 def _colour_side_picture(rng: random.Random, size: int, style: str):
     """(colour, shape kind, side, box) of one coloured shape wholly in the left or the right half."""
     colour = rng.choice(tuple(_COLOURS))
-    kind = rng.choice(("square", "circle", "triangle"))
+    kind = rng.choice(_KINDS)
     side_word = rng.choice(("left", "right"))
     return colour, kind, side_word, _box_in_half(rng, side_word, size, style)
 
@@ -232,8 +232,10 @@ def shapes_rows(
     return rows
 
 
-#: The alignment stage's question: the caption answers it.
-CAPTION_PROMPT = "Describe the picture."
+#: The alignment stage's question: the caption answers it. The words it may use are listed, in an order drawn per row
+#: (as the task questions list theirs): a frozen language model names a listed word far sooner than it learns one.
+CAPTION_PROMPT = "Describe the picture: the colour ({colours}), the shape ({kinds}) and the side ({sides})."
+_KINDS = ("square", "circle", "triangle")
 
 
 def _picture_key(image) -> bytes:
@@ -281,10 +283,14 @@ def caption_rows(
         _draw_shape(ImageDraw.Draw(image), kind, box, _COLOURS[colour])
         if _picture_key(image) in taken:
             continue
+        words = [rng.sample(group, len(group)) for group in (tuple(_COLOURS), _KINDS, ("left", "right"))]
+        question = CAPTION_PROMPT.format(
+            colours=_listed(words[0]), kinds=_listed(words[1]), sides=_listed(words[2])
+        )
         rows.append(
             {
                 "prompt": [
-                    {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": CAPTION_PROMPT}]}
+                    {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": question}]}
                 ],
                 "completion": [{"role": "assistant", "content": f"A {colour} {kind} on the {side_word}."}],
                 "image": image,

@@ -94,7 +94,7 @@ class WarmupStage:
         write_atomic(report, text + report_section(self.record, sets))
 
 
-def train_warmup(plan: Any, model: Any, tokenizer: Any, folder: Path) -> dict[str, Any]:
+def train_warmup(plan: Any, model: Any, tokenizer: Any, folder: Path, on_step: Any = None) -> dict[str, Any]:
     """``grpo_kit.trainers.sft_warmup.run_warmup`` with the plan's path, seed and precision, its files under ``folder``;
     returns the stage's record (what ``run.json["warmup_sft"]`` holds)."""
     from grpo_kit.trainers import sft_warmup
@@ -108,6 +108,7 @@ def train_warmup(plan: Any, model: Any, tokenizer: Any, folder: Path) -> dict[st
         run_dir=folder,
         seed=int(training_value(recipe.training, "seed")),
         bf16=bool(getattr(plan.path_config, "bf16", False)) if plan.loop == "trl" else False,
+        on_step=on_step,
     )
 
 
@@ -124,8 +125,14 @@ def warmup_stage(
     from datasets_prep.sft_rows import PICTURE_SFT_DATASETS
 
     stage = "alignment" if recipe.warmup_sft.dataset in PICTURE_SFT_DATASETS else "SFT warm-up"
-    with status(f"{stage}: {recipe.warmup_sft.steps} steps…"):
-        record = train_warmup(plan, model, tokenizer, plan.output_dir)
+    steps = recipe.warmup_sft.steps
+    with status(f"{stage}: {steps} steps…") as shown:
+
+        def progress(step: int, loss: float) -> None:  # the spinner's line: where the stage is
+            if hasattr(shown, "update"):
+                shown.update(f"{stage}: step {step}/{steps} · loss {loss:.3f}")
+
+        record = train_warmup(plan, model, tokenizer, plan.output_dir, on_step=progress)
     started = time.perf_counter()
     evaluation = second = None
     if rows:
@@ -134,9 +141,7 @@ def warmup_stage(
                 recipe, model, tokenizer, reward_funcs, rows, k=recipe.eval_samples
             )
     if transfer:
-        with status(
-            f"evaluating {len(transfer)} held-out prompts written differently after the {stage}…"
-        ):
+        with status(f"evaluating {len(transfer)} held-out prompts written differently after the {stage}…"):
             second = evaluate_held_out(
                 recipe, model, tokenizer, reward_funcs, transfer, k=recipe.eval_samples
             )

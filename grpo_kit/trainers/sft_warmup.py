@@ -150,11 +150,17 @@ def tokenize_image_row(row: Mapping[str, Any], processor: Any, max_length: int):
 
 
 def train_with_images(
-    model: Any, processor: Any, rows: Sequence[Mapping[str, Any]], warmup: Any, *, seed: int
+    model: Any,
+    processor: Any,
+    rows: Sequence[Mapping[str, Any]],
+    warmup: Any,
+    *,
+    seed: int,
+    on_step: Any = None,
 ) -> list[float]:
     """SFT on picture rows (the VLM alignment stage): the plain masked step of :func:`train_standalone`, each
     batch's pictures going in as ``pixel_values``; the parts the recipe trains (``trainable_parts``) are the
-    parameters. Returns the loss of each step."""
+    parameters. ``on_step(step, loss)`` is called after each step (a progress line). Returns the loss of each step."""
     import torch
 
     torch.manual_seed(seed)
@@ -179,6 +185,8 @@ def train_with_images(
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             losses.append(float(loss.detach()))
+            if on_step is not None:
+                on_step(len(losses), losses[-1])
     finally:
         model.train(was_training)
     return losses
@@ -196,10 +204,17 @@ def _order(n_rows: int, steps: int, batch_size: int, seed: int) -> list[list[int
 
 
 def train_standalone(
-    model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any]], warmup: Any, *, seed: int
+    model: Any,
+    tokenizer: Any,
+    rows: Sequence[Mapping[str, Any]],
+    warmup: Any,
+    *,
+    seed: int,
+    on_step: Any = None,
 ):
     """The standalone loop's SFT: ``warmup.steps`` AdamW steps at ``warmup.learning_rate`` (constant, no weight
-    decay, gradients clipped at 1.0) on the masked completion loss; returns the loss of each step."""
+    decay, gradients clipped at 1.0) on the masked completion loss; ``on_step(step, loss)`` after each step;
+    returns the loss of each step."""
     import torch
 
     torch.manual_seed(seed)
@@ -221,6 +236,8 @@ def train_standalone(
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             losses.append(float(loss.detach()))
+            if on_step is not None:
+                on_step(len(losses), losses[-1])
     finally:
         model.train(was_training)
     return losses
@@ -279,7 +296,15 @@ def train_trl(
 
 
 def run_warmup(
-    recipe: Any, model: Any, tokenizer: Any, *, loop: str, run_dir: Path, seed: int, bf16: bool
+    recipe: Any,
+    model: Any,
+    tokenizer: Any,
+    *,
+    loop: str,
+    run_dir: Path,
+    seed: int,
+    bf16: bool,
+    on_step: Any = None,
 ) -> dict[str, Any]:
     """Run ``recipe.warmup_sft`` on ``model`` (in place) on ``loop`` ("standalone" | "trl"; ``bf16``: the TRL
     path's resolved ``GRPOConfig.bf16``, the loop's SFT runs in fp32); returns the record
@@ -293,11 +318,11 @@ def run_warmup(
     folder.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     if pictures:
-        losses = train_with_images(model, tokenizer, rows, warmup, seed=seed)
+        losses = train_with_images(model, tokenizer, rows, warmup, seed=seed, on_step=on_step)
     elif loop == "trl":
         losses = train_trl(model, tokenizer, rows, warmup, seed=seed, output_dir=folder, bf16=bf16)
     else:
-        losses = train_standalone(model, tokenizer, rows, warmup, seed=seed)
+        losses = train_standalone(model, tokenizer, rows, warmup, seed=seed, on_step=on_step)
     seconds = time.perf_counter() - started
     from grpo_kit.support.paths import write_atomic
 

@@ -163,7 +163,10 @@ def test_the_loss_is_on_completion_tokens_only():
     [
         ({"steps": 0}, r"warmup_sft.steps=0: must be an int >= 1"),
         ({"learning_rate": 0}, r"warmup_sft.learning_rate=0: must be a number in \(0, 1\]"),
-        ({"dataset": "nope"}, r"warmup_sft.dataset='nope': name a built-in set \(gsm8k-worked, shapes-captions\) or a .jsonl"),
+        (
+            {"dataset": "nope"},
+            r"warmup_sft.dataset='nope': name a built-in set \(gsm8k-worked, shapes-captions\) or a .jsonl",
+        ),
         ({"columns": {"answer": "x"}}, r"warmup_sft.columns=.*map 'prompt' and/or 'completion'"),
         ({"batch_size": True}, r"warmup_sft.batch_size=True: must be an int >= 1"),
         ({"rows": 0}, r"warmup_sft.rows=0: must be an int >= 1"),

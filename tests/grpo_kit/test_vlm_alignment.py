@@ -34,7 +34,10 @@ def test_captions_share_no_picture_with_the_task_rows_and_describe_their_picture
     }
     assert not task_pictures & {_key(row["image"]) for row in captions}
     for row in captions[:64]:
-        assert row["prompt"][0]["content"][-1]["text"] == CAPTION_PROMPT
+        question = row["prompt"][0]["content"][-1]["text"]
+        assert question.startswith(CAPTION_PROMPT.split(":")[0]) and all(
+            word in question for word in (*_COLOURS, "square", "circle", "triangle", "left", "right")
+        )
         text = row["completion"][0]["content"]
         colour = next(name for name in _COLOURS if f" {name} " in text)
         side = "left" if text.endswith("on the left.") else "right"
@@ -99,8 +102,10 @@ def test_alignment_trains_the_tower_and_projector_and_leaves_the_language_model(
             return completion_loss(model, *batch, pixel_values=torch.stack([p for *_, p in tokenized])).item()
 
     before = loss_on_rows()
-    losses = train_with_images(model, processor, rows, warmup, seed=0)
+    shown = []
+    losses = train_with_images(model, processor, rows, warmup, seed=0, on_step=lambda *a: shown.append(a))
     assert len(losses) == 12 and loss_on_rows() < before
+    assert shown == list(enumerate(losses, start=1))  # the progress line sees every step
     assert all(torch.equal(p, frozen[n]) for n, p in model.named_parameters() if n in frozen)
     moved = [n for n, p in model.named_parameters() if n in trained and not torch.equal(p, trained[n])]
     assert any("vision_tower" in n for n in moved) and any("multi_modal_projector" in n for n in moved)
