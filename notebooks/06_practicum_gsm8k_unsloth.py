@@ -28,27 +28,61 @@ def _(mo):
     [vLLM](https://github.com/vllm-project/vllm) generating the completions inside the training
     process.
 
-    grpo-kit packages it as the recipe `gsm8k-unsloth` (`grpo_kit.trainers.unsloth_path`, vLLM on a GPU) and a
-    CPU twin, `gsm8k-cpu`: the same five rewards on the embedded SmolLM2-135M and offline synthetic
-    GSM8K problems, trained by TRL (`grpo_kit.trainers.trl_path`): 40 steps, about 12 minutes on two cores.
+    grpo-kit packages it as the recipe `gsm8k-unsloth` (`grpo_kit.trainers.unsloth_path`, vLLM on a GPU) and
+    two CPU twins with the same five rewards on the embedded SmolLM2-135M and offline synthetic GSM8K problems:
+    `gsm8k-unsloth-cpu`, trained through Unsloth's CPU backend in 4-bit where `unsloth` is installed
+    (`make unsloth-cpu`), and `gsm8k-cpu`, trained by TRL (`grpo_kit.trainers.trl_path`) where it is not.
+    The callout below says which one this run takes, and why.
     """)
     return
 
 
 @app.cell
-def _(mo):
+def choose_branch(mo):
     from grpo_kit.recipes.catalogue import get_recipe
     from grpo_kit.teaching.lesson_helpers import lesson_size
+    from grpo_kit.trainers.unsloth_path import check_machine
 
-    _size = lesson_size()
-    use_unsloth = _size.gpu
-    # GPU: gsm8k-unsloth (Gemma-3-1B-it, 4-bit QLoRA r=32, vLLM, 250 steps, lr 5e-6). CPU: gsm8k-cpu as measured
-    # (40 steps, 40 held-out problems); the project's CI (or --small) runs 2 steps on 3 problems, which shows
-    # every part run but not the result.
-    recipe = get_recipe("gsm8k-unsloth", small=not use_unsloth)
-    train_steps = _size.steps(gpu=recipe.training["max_steps"], cpu=recipe.training["max_steps"], small=2)
-    eval_size = _size.pick(gpu=50, cpu=40, small=3)
-    output_root = _size.output_dir("lesson6")
+    size = lesson_size()
+    # GPU: gsm8k-unsloth (Gemma-3-1B-it, 4-bit QLoRA r=32, vLLM, 250 steps, lr 5e-6). CPU: gsm8k-unsloth-cpu
+    # through Unsloth's CPU backend where unsloth is installed (check_machine finds it without importing it),
+    # else gsm8k-cpu through TRL; both 40 steps, 40 held-out problems. The project's CI (or --small) runs 2 steps
+    # on 3 problems (Unsloth: gsm8k-unsloth-cpu-smoke), which shows every part run but not the result.
+    if size.gpu:
+        branch = "unsloth-gpu"
+    else:
+        try:
+            check_machine(get_recipe("gsm8k-unsloth-cpu"))
+            branch = "unsloth-cpu"
+        except ImportError:
+            branch = "trl"
+    use_unsloth = branch != "trl"
+    use_vllm = branch == "unsloth-gpu"  # on a CPU, Unsloth runs with fast_inference off: no vLLM engine
+    if branch == "unsloth-cpu":  # CI size: 16-token answers (4-bit CPU decoding costs seconds a token)
+        recipe = get_recipe("gsm8k-unsloth-cpu-smoke" if size.small else "gsm8k-unsloth-cpu")
+    else:
+        recipe = get_recipe("gsm8k-unsloth" if use_vllm else "gsm8k-cpu")
+    train_steps = size.steps(gpu=recipe.training["max_steps"], cpu=recipe.training["max_steps"], small=2)
+    eval_size = size.pick(gpu=50, cpu=40, small=3)
+    output_root = size.output_dir("lesson6")
+    if branch == "unsloth-cpu":
+        _which = (
+            "**This run: Unsloth's CPU backend** (no GPU; `unsloth` is installed). `FastLanguageModel` loads the "
+            "model in 4-bit NF4 (bitsandbytes' CPU kernels) and adds the LoRA adapter; TRL's trainer, as Unsloth "
+            "patches it, trains. `fast_inference` is off (vLLM inside Unsloth needs a CUDA GPU), so generation is "
+            "the model's own `generate`, not vLLM. What is said below of the full run was measured on `gsm8k-cpu` "
+            "(TRL, float32); this 4-bit run's own result has not been measured yet."
+        )
+        _weights = f"4-bit NF4 weights with a LoRA adapter (r = {recipe.lora.r}, QLoRA) loaded by Unsloth"
+    else:
+        _which = (
+            "**This run: TRL on CPU** (no GPU, and `unsloth` is not installed here; `make unsloth-cpu` installs "
+            "its CPU backend, and the lesson then trains through Unsloth)."
+        )
+        _weights = (
+            "plain LoRA in float32 (4-bit QLoRA runs on CPU too, through bitsandbytes' CPU backend: "
+            '`--set quantization=4bit`; docs/cpu.md\'s "QLoRA on CPU" table says what it costs)'
+        )
     _banner = (
         mo.callout(
             mo.md(
@@ -59,13 +93,14 @@ def _(mo):
             ),
             kind="success",
         )
-        if use_unsloth
+        if use_vllm
         else mo.callout(
             mo.md(
                 f"""
+    {_which}
+
     **CPU version — the same pipeline, scaled down.** Recipe `{recipe.name}`: the embedded
-    SmolLM2-135M (not Gemma-3-1B), plain LoRA in float32 (4-bit QLoRA runs on CPU too, through bitsandbytes'
-    CPU backend: `--set quantization=4bit`; docs/cpu.md's "QLoRA on CPU" table says what it costs),
+    SmolLM2-135M (not Gemma-3-1B), {_weights},
     generation by `transformers` (vLLM's CPU build has a venv of its own), offline synthetic GSM8K problems,
     {train_steps} steps of {recipe.training["num_generations"]} completions of
     ≤ {recipe.training["max_completion_length"]} tokens, {eval_size} held-out problems.
@@ -96,7 +131,7 @@ def _(mo):
         )
     )
     _banner
-    return eval_size, output_root, recipe, train_steps, use_unsloth
+    return branch, eval_size, output_root, recipe, size, train_steps, use_unsloth, use_vllm
 
 
 @app.cell
@@ -197,15 +232,15 @@ def _(eval_size):
 
 
 @app.cell
-def _(held_out, measure_button, mo, recipe, should_run, train_dataset, use_unsloth):
+def _(held_out, measure_button, mo, recipe, should_run, train_dataset, use_unsloth, use_vllm):
     from grpo_kit.models import load_model
     from grpo_kit.teaching.lesson_runs import evaluate_with_spinner, preflight_with_spinner
     from grpo_kit.trainers import unsloth_path
 
     mo.stop(not should_run(measure_button), mo.md("Press the button to measure the base model."))
     if use_unsloth:
-        # The 4-bit model with a fresh (zero) LoRA adapter and its vLLM engine; training continues from it
-        # (a second copy would not fit beside the first engine's memory share).
+        # The 4-bit model with a fresh (zero) LoRA adapter (on a GPU with its vLLM engine, which training continues
+        # from: a second copy would not fit beside the first engine's memory share).
         base_model, base_tokenizer = unsloth_path.load_unsloth_model(recipe)
     else:
         base_model, base_tokenizer = load_model(recipe.model)
@@ -223,7 +258,7 @@ def _(held_out, measure_button, mo, recipe, should_run, train_dataset, use_unslo
         base_model,
         base_tokenizer,
         held_out,
-        generate_fn=unsloth_path.vllm_generate() if use_unsloth else None,  # GPU: the model's vLLM engine
+        generate_fn=unsloth_path.vllm_generate() if use_vllm else None,  # GPU: the model's vLLM engine
         what="held-out problems",
     )
     return (
@@ -236,17 +271,17 @@ def _(held_out, measure_button, mo, recipe, should_run, train_dataset, use_unslo
 
 
 @app.cell
-def _(preflight_report, recipe, train_steps, use_unsloth):
+def _(branch, preflight_report, recipe, size, train_steps):
     from grpo_kit.teaching.lesson_runs import train_section
 
-    _too_few = train_steps < recipe.training["max_steps"]
+    _too_few = train_steps < recipe.training["max_steps"] or size.small
+    _how = {"unsloth-gpu": "Unsloth + vLLM", "unsloth-cpu": "Unsloth, CPU", "trl": "TRL, CPU"}[branch]
     train_button, _section = train_section(
-        f"Train {train_steps} steps ({'Unsloth + vLLM' if use_unsloth else 'TRL, CPU'})",
+        f"Train {train_steps} steps ({_how})",
         "## 3 · Train"
         + (
             f"\n\n**{train_steps} steps are too few to learn:** every part runs, but the format is "
-            f"learned in the recipe's {recipe.training['max_steps']} (run the lesson without `--small` "
-            "or `--max-steps`)."
+            "learned in the full recipe's 40 (run the lesson without `--small` or `--max-steps`)."
             if _too_few
             else ""
         ),
@@ -270,6 +305,7 @@ def _(
     train_steps,
     unsloth_path,
     use_unsloth,
+    use_vllm,
 ):
     from grpo_kit.teaching.lesson_helpers import train_with_live_curve
     from grpo_kit.teaching.lesson_runs import train_fresh
@@ -279,13 +315,10 @@ def _(
     _title = f"{recipe.name}: total reward per step"
     _settings = {"output_dir": output_root / "run", "max_steps": train_steps, "title": _title}
     if use_unsloth:
-        run = train_with_live_curve(
-            recipe,
-            train=unsloth_path.train_with_unsloth,
-            model=base_model,
-            tokenizer=base_tokenizer,
-            **_settings,
-        )
+        # GPU: the measured model and its vLLM engine train on. CPU: train_with_unsloth loads a fresh copy, so
+        # pressing the button again starts over (the base model keeps its zero adapter).
+        _loaded = {"model": base_model, "tokenizer": base_tokenizer} if use_vllm else {}
+        run = train_with_live_curve(recipe, train=unsloth_path.train_with_unsloth, **_loaded, **_settings)
         trained_tokenizer = run.tokenizer
     else:
         # A fresh copy: TRL adds the LoRA layers in place, and pressing the button again starts over.
@@ -316,18 +349,43 @@ def _(mo, recipe, run):
 
 
 @app.cell
-def _(held_out, recipe, run, trained_tokenizer, use_unsloth):
+def _(branch, mo, run, unsloth_path):
+    # What trained, read off the trained model: Unsloth's load facts (backend, 4-bit layers, vLLM engine or not).
+    if branch == "trl":
+        trained_with = {"backend": "trl"}
+        _text = (
+            "**Trained by TRL** (`grpo_kit.trainers.trl_path`, generation by `transformers`): no GPU, and "
+            "`unsloth` is not installed here."
+        )
+    else:
+        trained_with = unsloth_path.load_facts(run.model)
+        _text = (
+            f"**Trained through Unsloth {trained_with['version']}, {trained_with['backend']} backend** "
+            f"(`{trained_with['fast_language_model']}`): {trained_with['linear4bit_layers']} of "
+            f"{trained_with['linear_layers']} linear layers in 4-bit, weights in {trained_with['dtype']}, "
+            + (
+                "generation by vLLM (`fast_inference`)."
+                if trained_with["fast_inference"]
+                else "`fast_inference` off (no GPU): generation is the model's own `generate`, not vLLM."
+            )
+        )
+    mo.callout(mo.md(_text), kind="info")
+    return (trained_with,)
+
+
+@app.cell
+def _(held_out, recipe, run, trained_tokenizer, use_vllm):
     from grpo_kit.teaching.lesson_runs import evaluate_trained
     from grpo_kit.trainers.unsloth_path import vllm_generate as _vllm_generate
 
     # the same problems, rewards and decoding as before training: only the weights differ (on a GPU, vLLM
-    # with the saved adapter as its lora_request)
+    # with the saved adapter as its lora_request; on a CPU, the trained model's own generate)
     after_report = evaluate_trained(
         recipe,
         run,
         trained_tokenizer,
         held_out,
-        generate_fn=_vllm_generate(run.adapter_dir) if use_unsloth else None,
+        generate_fn=_vllm_generate(run.adapter_dir) if use_vllm else None,
         what="held-out problems",
     )
     return (after_report,)
@@ -426,6 +484,7 @@ def _(mo):
 def test_gsm8k_pipeline_end_to_end(
     after_report,
     before_report,
+    branch,
     held_out,
     held_out_comparisons,
     last_logged,
@@ -434,7 +493,8 @@ def test_gsm8k_pipeline_end_to_end(
     run,
     strict_format,
     train_steps,
-    use_unsloth,
+    trained_with,
+    use_vllm,
 ):
     assert not leaked, leaked  # held-out problems never seen in training
     assert all(answer.lstrip("-").isdigit() for answer in held_out["answer"])
@@ -446,18 +506,23 @@ def test_gsm8k_pipeline_end_to_end(
         assert 0.0 <= _report.metrics["accuracy"] <= 1.0
     for _c in held_out_comparisons.values():  # paired over the same problems, the CI around the change
         assert _c.n <= len(held_out) and _c.ci_low <= _c.mean_diff <= _c.ci_high
-    if use_unsloth:  # the course's claim, on the GPU run: training improves the total reward
+    if branch == "unsloth-cpu":  # what trained is Unsloth's CPU backend: 4-bit weights, no vLLM engine
+        assert trained_with["backend"] == "cpu" and trained_with["load_in_4bit"], trained_with
+        assert not trained_with["fast_inference"], trained_with
+    if use_vllm:  # the course's claim, on the GPU run: training improves the total reward
         assert held_out_comparisons["reward"].after > held_out_comparisons["reward"].before
-    elif train_steps >= recipe.training["max_steps"]:  # the CPU recipe's claim, on its full run
+    elif (
+        branch == "trl" and train_steps >= recipe.training["max_steps"]
+    ):  # gsm8k-cpu's claim, measured on its full run
         assert strict_format.ci_low > 0, strict_format.summary()
     return
 
 
 @app.cell
-def _(mo, run, use_unsloth):
+def _(mo, run, use_vllm):
     from grpo_kit.teaching.lesson_helpers import wrapped_text
 
-    if use_unsloth:
+    if use_vllm:
         from datasets_prep import SYSTEM_PROMPT as _SYSTEM_PROMPT
         from grpo_kit.trainers import unsloth_path as _up
 

@@ -15,6 +15,7 @@ pytest also collects the lessons' own ``test_*`` cells directly (pyproject's ``t
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -60,6 +61,30 @@ def test_lesson_runs_as_a_script(lesson: Path, tmp_path: Path):
         timeout=870,
     )
     assert proc.returncode == 0, f"{lesson.name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("unsloth") is None,
+    reason="unsloth is not installed (make unsloth-cpu installs its CPU backend): lesson 6 takes its TRL branch",
+)
+def test_lesson6_at_ci_size_takes_the_unsloth_branch_where_unsloth_is_installed(monkeypatch):
+    """Lesson 6's choice of branch, run alone (its ``choose_branch`` cell and the cells it needs), as CI's run of
+    the lesson makes it: where unsloth is installed, the CI size trains through Unsloth (its CPU backend without a
+    GPU), not TRL. That the lesson then trained through it, the lesson's own test cell checks on the model."""
+    from grpo_kit.teaching.lesson_helpers import on_gpu
+
+    monkeypatch.setenv("GRPO_KIT_LESSON_SIZE", "ci")
+    spec = importlib.util.spec_from_file_location(
+        "lesson6", ROOT / "notebooks" / "06_practicum_gsm8k_unsloth.py"
+    )
+    lesson = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lesson)
+    _, defs = lesson.choose_branch.run()
+    expected = ("unsloth-gpu", "gsm8k-unsloth") if on_gpu() else ("unsloth-cpu", "gsm8k-unsloth-cpu-smoke")
+    assert (defs["branch"], defs["recipe"].name) == expected
+    assert defs["use_unsloth"] and defs["use_vllm"] == on_gpu()
+    if not on_gpu():
+        assert defs["train_steps"] == 2  # the CI size (a GPU runs the course's settings)
 
 
 def test_marimo_check_is_clean():

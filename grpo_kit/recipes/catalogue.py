@@ -63,7 +63,7 @@ __all__ = [
 #: The folder of the shipped recipe files, one ``<name>.yaml`` each.
 SHIPPED = Path(__file__).resolve().parent / "shipped"
 
-#: What the lessons run besides the recipes they name (lesson 4's two CPU runs, lessons 8 and 9 at CI size):
+#: What the lessons run besides the recipes they name (lesson 4's two CPU runs, lessons 6, 8 and 9 at CI size):
 #: each is a recipe file too, so it is listed, planned and tested like the rest (``grpo-kit train --recipe NAME``
 #: runs exactly the lesson's configuration).
 LESSON_VARIANTS = (
@@ -71,6 +71,7 @@ LESSON_VARIANTS = (
     "smoltldr-length-quick",
     "calculator-tool-smoke",
     "counter-lock-env-smoke",
+    "gsm8k-unsloth-cpu-smoke",
 )
 _NAMES = (
     "smoltldr-length",

@@ -10,6 +10,7 @@ model, one step) and its reward curve must appear once; every other button stays
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 
@@ -85,6 +86,15 @@ def test_lesson_renders_cleanly(open_lesson, number):
     assert lesson.page.locator(".katex").count() > 0 or not expects_formulas(number)
     if number == "06":  # the system prompt's tags reach the page as text (grpo_kit.support.markdown_text)
         assert "<reasoning>" in lesson.text() and "</answer>" in lesson.text()
+        # and the page says which branch this machine trains through (no GPU here: Unsloth's CPU backend or TRL)
+        from grpo_kit.teaching.lesson_helpers import on_gpu
+
+        if not on_gpu():
+            unsloth = importlib.util.find_spec("unsloth") is not None
+            shown = lesson.page.locator("strong", has_text="This run:").first.inner_text()  # in a callout
+            assert shown.replace("\u2019", "'") == (
+                "This run: Unsloth's CPU backend" if unsloth else "This run: TRL on CPU"
+            ), shown
     assert lesson.clickable_after < CLICKABLE_WITHIN_S, f"usable after {lesson.clickable_after:.0f} s"
 
 
