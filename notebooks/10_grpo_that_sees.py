@@ -65,7 +65,7 @@ def _(mo):
     from grpo_kit.teaching.lesson_helpers import lesson_size
 
     size = lesson_size()
-    recipe = get_recipe("shapes-vlm-cpu")
+    recipe = get_recipe("shapes-vlm-aligned-cpu")
     seed = int(training_value(recipe.training, "seed"))
     # the recipe's steps on CPU and GPU alike; -- --small: 2 alignment steps, 2 GRPO steps
     train_steps = size.steps(gpu=recipe.training["max_steps"], cpu=recipe.training["max_steps"], small=2)
@@ -86,7 +86,7 @@ def _(mo):
             + (
                 "\n\n**Too small to learn:** every part runs, but 2 steps cannot move the model; expect every "
                 "change to read about 0. Without `--small` the lesson runs the recipe's steps "
-                "(`python notebooks/10_grpo_that_sees.py`, or `grpo-kit train --recipe shapes-vlm-cpu --loop trl`)."
+                "(`python notebooks/10_grpo_that_sees.py`, or `grpo-kit train --recipe shapes-vlm-aligned-cpu --loop trl`)."
                 if size.small
                 else ""
             )
@@ -208,6 +208,7 @@ def _(base_model, mo, recipe):
     }
     trainable_total = sum(p.numel() for p in base_model.parameters() if p.requires_grad)
     all_total = sum(p.numel() for p in base_model.parameters())
+    lm_module = _llava.model.language_model
     mo.md(
         f"What trains (the recipe's `trainable_parts = {recipe.trainable_parts}`): the vision tower and the "
         "projector learn to hand the language model vectors it can name a colour from"
@@ -227,7 +228,7 @@ def _(base_model, mo, recipe):
         )
         + f"\n| **whole model** | {all_total:,} | {trainable_total:,} trained ({trainable_total / all_total:.2%}) |"
     )
-    return all_total, part_counts, trainable_total
+    return all_total, lm_module, part_counts, trainable_total
 
 
 @app.cell
@@ -329,10 +330,19 @@ def _(aligned_model, alignment, alignment_losses, base_model, mo, torch):
             _llava(aligned_model).model.language_model,
         ),
     }
+
+    def _weights(module, lora):  # a LoRA's own matrices, or the part's weights without them
+        return [p for n, p in module.named_parameters() if ("lora_" in n) == lora]
+
     parts_moved = {
-        name: any(not torch.equal(a, b) for a, b in zip(before.parameters(), after.parameters()))
+        name: any(not torch.equal(a, b) for a, b in zip(_weights(before, False), _weights(after, False)))
         for name, (before, after) in _pairs.items()
     }
+    _lm_pair = _pairs["language model"]
+    if _weights(_lm_pair[1], True):  # the recipe's LoRA on the language model (lm_lora)
+        parts_moved["LoRA on the language model"] = any(
+            not torch.equal(a, b) for a, b in zip(_weights(_lm_pair[0], True), _weights(_lm_pair[1], True))
+        )
     _fig, _ax = plt.subplots(figsize=(5, 2.4))
     _ax.plot(range(1, len(alignment_losses) + 1), alignment_losses, marker="o")
     _ax.set_xlabel("alignment step")
@@ -614,7 +624,7 @@ def _(aligned_report, base_report, grpo_report, held_out, mo, picture_gallery):
 
 @app.cell
 def test_an_image_becomes_one_token_per_patch(
-    all_total, image_tokens, part_counts, patch, shown_ids, side, trainable_total
+    all_total, image_tokens, lm_module, part_counts, patch, shown_ids, side, trainable_total
 ):
     from grpo_kit.models.vlm import SMOLVLM_CPU_VISION as _VISION
     from grpo_kit.models.vlm import image_token_count as _count
@@ -622,9 +632,11 @@ def test_an_image_becomes_one_token_per_patch(
     assert image_tokens == _count(_VISION) == (side // patch) ** 2 == 16
     assert len(shown_ids) > image_tokens  # the question's text tokens are there too
     _vision, _projector, _lm = part_counts.values()
-    assert _vision[0] == _vision[1] > 0 and _projector[0] == _projector[1] > 0  # trained whole
-    assert _lm[1] == 0  # the language model is frozen
-    assert trainable_total == _vision[0] + _projector[0] < all_total / 100
+    # trained whole (under a LoRA, peft trains a copy of each: modules_to_save, so half the count trains)
+    assert _vision[1] > 0 and _projector[1] > 0 and _vision[0] in (_vision[1], 2 * _vision[1])
+    _lora = sum(p.numel() for n, p in lm_module.named_parameters() if "lora_" in n)
+    assert _lm[1] == _lora  # the language model's own weights are frozen; only a LoRA on it (lm_lora) trains
+    assert trainable_total == _vision[1] + _projector[1] + _lora < all_total / 10  # a few % of the model
     return
 
 
@@ -638,9 +650,12 @@ def test_no_stage_sees_a_measured_picture(caption_rows, held_out, train_dataset,
 
 
 @app.cell
-def test_alignment_trained_the_tower_and_projector_only(alignment, alignment_losses, parts_moved):
+def test_alignment_trained_the_tower_and_projector_only(alignment, alignment_losses, parts_moved, recipe):
     assert len(alignment_losses) == alignment.steps and all(loss > 0 for loss in alignment_losses)
-    assert parts_moved == {"vision tower": True, "projector": True, "language model": False}
+    _expected = {"vision tower": True, "projector": True, "language model": False}  # its own weights frozen
+    if "lm_lora" in recipe.trainable_parts:
+        _expected["LoRA on the language model"] = True
+    assert parts_moved == _expected
     return
 
 
@@ -672,14 +687,14 @@ def test_grpo_trained_from_the_aligned_model_and_was_measured_on_the_same_pictur
 def _(mo):
     mo.md(r"""
     **What the recipe's measured runs showed** lives in docs/results.md, section "GRPO that sees": base,
-    aligned and after GRPO on both sets, with their CIs (`grpo-kit train --recipe shapes-vlm-cpu --loop trl`
+    aligned and after GRPO on both sets, with their CIs (`grpo-kit train --recipe shapes-vlm-aligned-cpu --loop trl`
     runs the same three stages and writes the same three columns to report.md). This lesson quotes none of
     it: the tables above are what this run measured.
 
     Try next: GRPO from the blind base model instead of the aligned one (pass `base_model` to the Train cell's
-    `load`) and compare the zero-variance groups; other tasks (`get_recipe("shapes-vlm-cpu",
-    dataset_kwargs={"tasks": ["count"]})`); a LoRA on the language model too (`trainable_parts=("vision_tower",
-    "projector", "lm_lora")`); or your own pictures: a JSONL of `{"image", "prompt", "answer"}` lines
+    `load`) and compare the zero-variance groups; other tasks (`get_recipe("shapes-vlm-aligned-cpu",
+    dataset_kwargs={"tasks": ["count"]})`); no LoRA on the language model (`trainable_parts=("vision_tower",
+    "projector")`, `lora=None`); or your own pictures: a JSONL of `{"image", "prompt", "answer"}` lines
     (`datasets_prep.images.load_image_tasks`; `<image>` marks where the picture goes in the prompt).
     """)
     return

@@ -85,6 +85,7 @@ _NAMES = (
     "counter-lock-env-cpu",
     "deepmath-accuracy",
     "shapes-vlm-cpu",
+    "shapes-vlm-aligned-cpu",
     "shapes-vlm-gpu",
     *LESSON_VARIANTS,
 )

@@ -1,8 +1,10 @@
 """The SFT warm-up stage of a run (a recipe's ``warmup_sft``; a VLM's alignment on picture captions), between the
 evaluation before training and GRPO:
 ``grpo_kit.trainers.sft_warmup`` trains (TRL's SFTTrainer | the loop's plain SFT step), then the held-out rows and the
-second set are evaluated again by the same ``evaluate_held_out`` (the "SFT only" column). A resumed run does
-not run it again (its GRPO checkpoint holds the warm-up's weights) and has no "SFT only" column.
+second set are evaluated again by the same ``evaluate_held_out`` (the "SFT only" column), and the stage is written
+to ``warmup_sft/stage.json`` at once. A resumed run does not run it again (its GRPO checkpoint holds the warm-up's
+weights): it reads that file back, so a run stopped during GRPO keeps its "SFT only" column; a folder without the
+file says the stage was not run again.
 
 ``grpo_kit.runs.execution.execute`` calls :func:`warmup_stage` and, once GRPO is evaluated,
 :meth:`WarmupStage.summary` (``run.json["warmup_sft"]``) and :meth:`WarmupStage.append_to_report` (report.md).
@@ -121,7 +123,7 @@ def warmup_stage(
 
     recipe = plan.recipe
     if plan.resume is not None:
-        return WarmupStage(sft_warmup.skipped_on_resume(recipe, plan.resume))
+        return _read_back(plan.output_dir) or WarmupStage(sft_warmup.skipped_on_resume(recipe, plan.resume))
     from datasets_prep.sft_rows import PICTURE_SFT_DATASETS
 
     stage = "alignment" if recipe.warmup_sft.dataset in PICTURE_SFT_DATASETS else "SFT warm-up"
@@ -145,4 +147,46 @@ def warmup_stage(
             second = evaluate_held_out(
                 recipe, model, tokenizer, reward_funcs, transfer, k=recipe.eval_samples
             )
-    return WarmupStage(record, evaluation, second, time.perf_counter() - started)
+    done = WarmupStage(record, evaluation, second, time.perf_counter() - started)
+    _write(plan.output_dir, done)
+    return done
+
+
+#: The stage as it ran (its record and the evaluations after it), written as soon as it is evaluated: a run
+#: stopped later (Ctrl-C, the signal watch) and resumed reports the same "SFT only" / "aligned only" column.
+STAGE_FILE = "stage.json"
+
+
+def _write(run_dir: Path, stage: WarmupStage) -> None:
+    import json
+
+    from grpo_kit.support.paths import write_atomic
+    from grpo_kit.trainers.sft_warmup import WARMUP_DIR
+
+    payload = {
+        "record": stage.record,
+        "evaluation": stage.evaluation.to_dict() if stage.evaluation is not None else None,
+        "transfer": stage.transfer.to_dict() if stage.transfer is not None else None,
+        "eval_seconds": stage.eval_seconds,
+    }
+    write_atomic(Path(run_dir) / WARMUP_DIR / STAGE_FILE, json.dumps(payload, indent=1) + "\n")
+
+
+def _read_back(run_dir: Path) -> WarmupStage | None:
+    """The stage the run's first session ran (:data:`STAGE_FILE`), or None when it was not written (a run from
+    before the file, or stopped before the stage was evaluated)."""
+    import json
+
+    from grpo_kit.evaluation.eval_report import EvalReport
+    from grpo_kit.trainers.sft_warmup import WARMUP_DIR
+
+    path = Path(run_dir) / WARMUP_DIR / STAGE_FILE
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+
+    def report(value):
+        return EvalReport.from_dict(value) if value is not None else None
+
+    record = {**data["record"], "read_back": f"ran before the resume; read from {WARMUP_DIR}/{STAGE_FILE}"}
+    return WarmupStage(record, report(data["evaluation"]), report(data["transfer"]), 0.0)

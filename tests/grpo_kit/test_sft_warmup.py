@@ -299,8 +299,21 @@ def test_a_run_with_warmup_through_the_cli_standalone(tmp_path):
     ]
     assert main(argv) == 0
     _check_run(run, "standalone")
-    # resumed: the checkpoint holds the warm-up's weights, so it does not run again, and run.json says so
+    first = json.loads((run / "run.json").read_text())["warmup_sft"]
+    # resumed: the checkpoint holds the warm-up's weights, so it does not run again; the stage as it ran (its
+    # "SFT only" evaluation) is read back from warmup_sft/stage.json, so a stopped run loses nothing of it
     assert main([*argv, "--resume"]) == 0  # the latest checkpoint (an explicit checkpoint-N: see the report)
+    warm = json.loads((run / "run.json").read_text())["warmup_sft"]
+    assert "stage.json" in warm["read_back"] and warm["ran"] is True
+    assert warm["evaluation"]["before"] == first["evaluation"]["before"]
+    assert (
+        warm["evaluation"]["after"] == first["evaluation"]["after"]
+        and warm["last_loss"] == first["last_loss"]
+    )
+    assert "## SFT warm-up, then GRPO" in (run / "report.md").read_text()
+    # a run folder without the file (written before it existed): the stage is said not to have run again
+    (run / "warmup_sft" / "stage.json").unlink()
+    assert main([*argv, "--resume"]) == 0
     warm = json.loads((run / "run.json").read_text())["warmup_sft"]
     assert warm["ran"] is False and "not run again" in warm["reason"] and "checkpoint" in warm["reason"]
 

@@ -127,21 +127,27 @@ def test_captions_align_a_vlm_recipe_only_and_a_vlm_recipe_aligns_on_pictures():
 
 
 def test_the_vlm_recipe_aligns_then_trains_and_records_the_aligned_column(tmp_path):
-    """The shipped recipe through the CLI on the tiny VLM: alignment, then GRPO; run.json, eval.json and report.md
-    have the "aligned only" column, for the held-out pictures and the ones drawn differently."""
+    """The shipped recipe, its command as docs/results.md writes it, through the CLI on the tiny VLM: alignment,
+    then GRPO; run.json, eval.json and report.md have the "aligned only" column, for the held-out pictures and the
+    ones drawn differently."""
+    import shlex
+
+    from doc_pages import first_line_starting_with
+
     from grpo_kit.cli import main
 
     run = tmp_path / "run"
-    argv = ["train", "--recipe", "shapes-vlm-cpu", "--set", "model=tiny-vlm", "--set", "warmup_sft.steps=2"]
-    argv += [
-        "--max-steps",
-        "1",
-        "--eval-prompts",
-        "2",
-        "--no-merge",
-        "--output-dir",
-        str(run),
-    ]
+    written = shlex.split(first_line_starting_with("grpo-kit train --recipe shapes-vlm-aligned-cpu"))
+    assert written == [
+        "grpo-kit",
+        "train",
+        "--recipe",
+        "shapes-vlm-aligned-cpu",
+        "--loop",
+        "trl",
+    ]  # docs/results.md
+    argv = [*written[1:], "--set", "model=tiny-vlm", "--set", "warmup_sft.steps=2", "--max-steps", "1"]
+    argv += ["--eval-prompts", "2", "--no-merge", "--output-dir", str(run)]
     assert main(argv) == 0
     stage = json.loads((run / "run.json").read_text())["warmup_sft"]
     assert stage["stage"] == "alignment" and stage["dataset"] == "shapes-captions" and stage["steps"] == 2
