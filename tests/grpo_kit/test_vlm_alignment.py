@@ -159,3 +159,12 @@ def test_the_vlm_recipe_aligns_then_trains_and_records_the_aligned_column(tmp_pa
     assert (
         "## Alignment, then GRPO" in report and "| metric | base | aligned only | aligned + GRPO |" in report
     )
+
+
+def test_a_picture_column_in_a_jsonl_warm_up_set_is_refused_not_dropped(tmp_path):
+    from datasets_prep.sft_rows import load_sft_rows
+
+    row = {"prompt": "Describe it.", "completion": "A red circle.", "image": "red.png"}
+    (tmp_path / "rows.jsonl").write_text(json.dumps(row) + "\n")
+    with pytest.raises(ValueError, match="a picture column in a .jsonl warm-up set is not read; align a"):
+        load_sft_rows(str(tmp_path / "rows.jsonl"))
