@@ -163,33 +163,19 @@ def train_with_images(
     parameters. ``on_step(step, loss)`` is called after each step (a progress line). Returns the loss of each step."""
     import torch
 
-    torch.manual_seed(seed)
-    params = [p for p in model.parameters() if p.requires_grad]
-    if not params:
-        raise ValueError("warmup_sft: the model has no trainable parameters; name trainable_parts.")
-    optimizer = torch.optim.AdamW(params, lr=warmup.learning_rate, weight_decay=0.0)
     tokenizer = processor.tokenizer
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     device = next(model.parameters()).device
-    was_training = model.training
-    model.train()
-    losses = []
-    try:
-        for indices in _order(len(rows), warmup.steps, warmup.batch_size, seed):
-            tokenized = [tokenize_image_row(rows[i], processor, warmup.max_length) for i in indices]
-            batch = _batch([(ids, mask) for ids, mask, _ in tokenized], pad_id, device)
-            pixels = torch.stack([pixels for _, _, pixels in tokenized]).to(device=device, dtype=model.dtype)
-            loss = completion_loss(model, *batch, pixel_values=pixels)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, _MAX_GRAD_NORM)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            losses.append(float(loss.detach()))
-            if on_step is not None:
-                on_step(len(losses), losses[-1])
-    finally:
-        model.train(was_training)
-    return losses
+
+    def inputs(indices: list[int]) -> tuple[tuple, dict[str, Any]]:
+        tokenized = [tokenize_image_row(rows[i], processor, warmup.max_length) for i in indices]
+        batch = _batch([(ids, mask) for ids, mask, _ in tokenized], pad_id, device)
+        pixels = torch.stack([pixels for _, _, pixels in tokenized]).to(device=device, dtype=model.dtype)
+        return batch, {"pixel_values": pixels}
+
+    return _plain_steps(
+        model, len(rows), warmup, inputs, seed=seed, on_step=on_step, fix="name trainable_parts"
+    )
 
 
 def _order(n_rows: int, steps: int, batch_size: int, seed: int) -> list[list[int]]:
@@ -215,22 +201,37 @@ def train_standalone(
     """The standalone loop's SFT: ``warmup.steps`` AdamW steps at ``warmup.learning_rate`` (constant, no weight
     decay, gradients clipped at 1.0) on the masked completion loss; ``on_step(step, loss)`` after each step;
     returns the loss of each step."""
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    device = next(model.parameters()).device
+    tokenized = [tokenize_row(row, tokenizer, warmup.max_length) for row in rows]
+
+    def inputs(indices: list[int]) -> tuple[tuple, dict[str, Any]]:
+        return _batch([tokenized[i] for i in indices], pad_id, device), {}
+
+    return _plain_steps(
+        model, len(rows), warmup, inputs, seed=seed, on_step=on_step, fix="add a LoRA adapter (lora:)"
+    )
+
+
+def _plain_steps(model: Any, n_rows: int, warmup: Any, inputs: Any, *, seed: int, on_step: Any, fix: str):
+    """The plain masked step, ``warmup.steps`` times: AdamW at ``warmup.learning_rate`` (constant, no weight decay)
+    on the trainable parameters, :func:`completion_loss` on ``inputs(row indices)`` -> ((input ids, attention
+    mask, completion mask), the model's other inputs), gradients clipped at 1.0, rows in :func:`_order`;
+    ``on_step(step, loss)`` after each step. Returns the loss of each step. ``fix``: what to do when nothing trains."""
     import torch
 
     torch.manual_seed(seed)
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
-        raise ValueError("warmup_sft: the model has no trainable parameters; add a LoRA adapter (lora:).")
+        raise ValueError(f"warmup_sft: the model has no trainable parameters; {fix}.")
     optimizer = torch.optim.AdamW(params, lr=warmup.learning_rate, weight_decay=0.0)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    device = next(model.parameters()).device
-    tokenized = [tokenize_row(row, tokenizer, warmup.max_length) for row in rows]
     was_training = model.training
     model.train()
     losses = []
     try:
-        for indices in _order(len(rows), warmup.steps, warmup.batch_size, seed):
-            loss = completion_loss(model, *_batch([tokenized[i] for i in indices], pad_id, device))
+        for indices in _order(n_rows, warmup.steps, warmup.batch_size, seed):
+            batch, extra = inputs(indices)
+            loss = completion_loss(model, *batch, **extra)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, _MAX_GRAD_NORM)
             optimizer.step()
