@@ -308,7 +308,7 @@ def build_model_card(
     if facts.lora:
         lines.append(f"| LoRA | {_cell(', '.join(f'{k}={v}' for k, v in facts.lora.items()))} |")
     if facts.warmup_sft:
-        stage = "alignment" if facts.warmup_sft.get("stage") == "alignment" else "SFT warm-up"
+        stage = _stage_names(facts.warmup_sft)[0]
         lines.append(f"| {stage} before GRPO | {_warmup_text(facts.warmup_sft)} |")
     if facts.description:
         lines += ["", f"The recipe: {_cell(facts.description)}"]
@@ -323,6 +323,12 @@ def build_model_card(
     return ModelCard(content)
 
 
+def _stage_names(warmup: Mapping[str, Any]) -> tuple[str, str]:
+    from grpo_kit.trainers.sft_warmup import stage_names
+
+    return stage_names(str(warmup.get("dataset")))
+
+
 def _warmup_text(warmup: Mapping[str, Any]) -> str:
     """run.json's ``warmup_sft`` in one table cell: what ran, and the held-out headline after SFT alone."""
     if not warmup.get("ran"):
@@ -332,7 +338,7 @@ def _warmup_text(warmup: Mapping[str, Any]) -> str:
         f"on {warmup.get('rows')} rows of `{_cell(warmup.get('dataset'))}`, loss {_num(warmup.get('first_loss'))} "
         f"-> {_num(warmup.get('last_loss'))}"
     )
-    only = "aligned only" if warmup.get("stage") == "alignment" else "SFT only"
+    only = f"{_stage_names(warmup)[1]} only"
     for key, label in (("evaluation", f"held-out, {only}"), ("grpo_added", "what GRPO added")):
         if isinstance(warmup.get(key), Mapping) and warmup[key].get("headline"):
             text += f"; {label}: {_cell(warmup[key]['headline'])}"

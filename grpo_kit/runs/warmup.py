@@ -71,7 +71,7 @@ class WarmupStage:
         from grpo_kit.support.paths import write_atomic
         from grpo_kit.trainers.sft_warmup import report_section, stage_names
 
-        stage, column = stage_names(self.record)
+        stage, column = stage_names(self.record["dataset"])
         second = (
             (self.transfer, transfer_after)
             if self.transfer is not None and transfer_after is not None
@@ -124,9 +124,7 @@ def warmup_stage(
     recipe = plan.recipe
     if plan.resume is not None:
         return _read_back(plan.output_dir) or WarmupStage(sft_warmup.skipped_on_resume(recipe, plan.resume))
-    from datasets_prep.sft_rows import PICTURE_SFT_DATASETS
-
-    stage = "alignment" if recipe.warmup_sft.dataset in PICTURE_SFT_DATASETS else "SFT warm-up"
+    stage = sft_warmup.stage_names(recipe.warmup_sft.dataset)[0]
     steps = recipe.warmup_sft.steps
     with status(f"{stage}: {steps} steps…") as shown:
 

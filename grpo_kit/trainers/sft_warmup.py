@@ -330,7 +330,7 @@ def run_warmup(
     write_atomic(folder / "losses.json", json.dumps({"loss": losses}, indent=1) + "\n")
     return {
         "ran": True,
-        "stage": "alignment" if pictures else "sft",
+        "stage": stage_names(warmup.dataset)[0].lower(),
         "path": (
             "the plain masked step with the processor (grpo_kit.trainers.sft_warmup)"
             if pictures
@@ -373,12 +373,13 @@ def _mean_ci(values: Sequence[float]) -> str:
     return f"{sum(finite) / len(finite):.3f} [{low:.3f}, {high:.3f}]"
 
 
-def stage_names(record: Mapping[str, Any]) -> tuple[str, str]:
-    """(the stage's name, its column's) for report.md and the model card: a VLM's picture-caption stage is an
-    alignment ("Alignment", "aligned"); rows of text make an SFT warm-up ("SFT warm-up", "SFT")."""
-    if record.get("stage") == "alignment":
-        return "Alignment", "aligned"
-    return "SFT warm-up", "SFT"
+def stage_names(dataset: str) -> tuple[str, str]:
+    """(the stage's name, its column's) for the status line, report.md and the model card, from the stage's
+    ``warmup_sft.dataset``: a VLM's picture captions make an alignment ("Alignment", "aligned"); rows of text an SFT
+    warm-up ("SFT warm-up", "SFT")."""
+    from datasets_prep.sft_rows import PICTURE_SFT_DATASETS
+
+    return ("Alignment", "aligned") if dataset in PICTURE_SFT_DATASETS else ("SFT warm-up", "SFT")
 
 
 def report_section(record: Mapping[str, Any], sets: Sequence[tuple[str, Any, Any, Any]]) -> str:
@@ -387,7 +388,7 @@ def report_section(record: Mapping[str, Any], sets: Sequence[tuple[str, Any, Any
     bootstrap CI over the prompts. The "SFT only" column against "SFT + GRPO" says what GRPO added."""
     from grpo_kit.support.markdown_text import table_cell
 
-    stage, column = stage_names(record)
+    stage, column = stage_names(record["dataset"])
     lines = [
         "",
         f"## {stage}, then GRPO",
