@@ -232,9 +232,10 @@ def shapes_rows(
     return rows
 
 
-#: The alignment stage's question: the caption answers it. The words it may use are listed, in an order drawn per row
-#: (as the task questions list theirs): a frozen language model names a listed word far sooner than it learns one.
-CAPTION_PROMPT = "Describe the picture: the colour ({colours}), the shape ({kinds}) and the side ({sides})."
+#: The alignment stage's question: the caption answers it. It lists no words: with the words listed, the caption's
+#: tokens are half prompt, and the loss settles at the cost of a caption that ignores the picture (docs/results.md,
+#: "Align first, then GRPO").
+CAPTION_PROMPT = "Describe the picture."
 _KINDS = ("square", "circle", "triangle")
 
 
@@ -283,14 +284,10 @@ def caption_rows(
         _draw_shape(ImageDraw.Draw(image), kind, box, _COLOURS[colour])
         if _picture_key(image) in taken:
             continue
-        words = [rng.sample(group, len(group)) for group in (tuple(_COLOURS), _KINDS, ("left", "right"))]
-        question = CAPTION_PROMPT.format(
-            colours=_listed(words[0]), kinds=_listed(words[1]), sides=_listed(words[2])
-        )
         rows.append(
             {
                 "prompt": [
-                    {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": question}]}
+                    {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": CAPTION_PROMPT}]}
                 ],
                 "completion": [{"role": "assistant", "content": f"A {colour} {kind} on the {side_word}."}],
                 "image": image,
