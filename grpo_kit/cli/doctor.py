@@ -256,8 +256,11 @@ def check_gpu_paths(device: str) -> list[Finding]:
         else:
             paths = "standalone, trl, unsloth (Unsloth's CPU backend, 4-bit; fast_inference needs a CUDA GPU)"
             findings.append(Finding("paths", "ok", paths))
-        # vLLM's CPU build generates and evaluates here; training with use_vllm needs TRL's weight sync (GPU).
-        vllm_here = "vLLM's CPU build: generation and evaluation (grpo_kit.rollout.vllm_generation); use_vllm training needs a CUDA GPU"
+        # vLLM's CPU build generates, evaluates and trains here (colocate); server mode's weight sync is NCCL (GPU).
+        vllm_here = (
+            "vLLM's CPU build: generation, evaluation (grpo_kit.rollout.vllm_generation) and use_vllm training in "
+            "colocate mode (grpo_kit.trainers.vllm_colocate_cpu); server mode's NCCL weight sync needs a CUDA GPU"
+        )
         findings.append(
             Finding("vllm on cpu", "ok", vllm_here)
             if "vllm" not in missing

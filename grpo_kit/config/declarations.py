@@ -575,7 +575,7 @@ _DECLARED = (
             ("push_to_hub", False, "Upload checkpoints to the Hub while training."),
             ("hub_model_id", None, "The Hub repository push_to_hub writes."),
             ("max_tool_calling_iterations", None, "Tool-call rounds per rollout (None: no limit)."),
-            ("use_vllm", False, "Generate with vLLM (CUDA only)."),
+            ("use_vllm", False, "Generate with vLLM (on a CPU: colocate mode, vLLM's CPU build)."),
             ("vllm_mode", "colocate", "colocate (vLLM inside each process) or server (vllm serve)."),
             ("save_strategy", "steps", "When to checkpoint (Trainer's IntervalStrategy)."),
         )

