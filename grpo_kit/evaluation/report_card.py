@@ -32,6 +32,7 @@ from typing import Any
 from grpo_kit.evaluation.comparison import Comparison, bootstrap_mean_ci, compare_all, headline_metric
 from grpo_kit.evaluation.eval_report import EvalReport
 from grpo_kit.evaluation.reward_hacking import flag_reward_hacking
+from grpo_kit.evaluation.samples import content_text
 from grpo_kit.support.markdown_text import table_cell
 
 __all__ = [
@@ -107,13 +108,22 @@ def _fmt(value: float) -> str:
 
 
 def _prompt_preview(prompt: str) -> str:
+    """The last user turn as text (a picture as ``[image]``), then the answer's opening where the prompt gives one
+    (``… → Answer:``); a plain-text prompt as it is."""
     try:
         messages = json.loads(prompt)
     except (json.JSONDecodeError, TypeError):
         return prompt
-    if isinstance(messages, list) and messages and isinstance(messages[-1], dict):
-        return str(messages[-1].get("content", prompt))
-    return prompt
+    if not (isinstance(messages, list) and messages and all(isinstance(m, dict) for m in messages)):
+        return prompt
+    users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+    if not users:
+        return content_text(messages[-1].get("content", prompt))
+    text = content_text(messages[users[-1]].get("content", ""))
+    opening = [
+        content_text(m.get("content", "")) for m in messages[users[-1] + 1 :] if m.get("role") == "assistant"
+    ]
+    return " → ".join([text, *opening])
 
 
 def side_cis(

@@ -126,7 +126,7 @@ def mean_reward(samples: Sequence[Sample], side: str) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _content_text(content: Any) -> str:
+def content_text(content: Any) -> str:
     """A message's content as text: a string as it is; multimodal content blocks (TRL's vision-language rows) as
     their text, each picture as ``[image]``."""
     if isinstance(content, str):
@@ -148,7 +148,7 @@ def _content_text(content: Any) -> str:
 def _prompt_preview(prompt: Any) -> str:
     if isinstance(prompt, str):
         return prompt
-    return "\n".join(f"[{m['role']}] {_content_text(m.get('content'))}" for m in prompt)
+    return "\n".join(f"[{m['role']}] {content_text(m.get('content'))}" for m in prompt)
 
 
 def write_samples(

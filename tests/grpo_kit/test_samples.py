@@ -76,3 +76,33 @@ def test_samples_md_shows_a_picture_prompt_as_text_and_image(tmp_path):
     assert "[user] [image] What colour is the shape?" in line
     assert "[assistant] The shape is" in line
     assert "{" not in line and "'type'" not in line
+
+
+def test_report_md_shows_a_picture_prompt_as_its_question_not_content_blocks():
+    """report.md's answers table: the user's question with ``[image]``, then the answer's opening; no reprs."""
+    import json
+
+    from grpo_kit.evaluation.comparison import compare_all
+    from grpo_kit.evaluation.eval_report import EvalReport
+    from grpo_kit.evaluation.report_card import render_report_md
+
+    prompt = json.dumps(
+        [
+            {
+                "role": "user",
+                "content": [{"type": "image"}, {"type": "text", "text": "What colour is the shape?"}],
+            },
+            {"role": "assistant", "content": [{"type": "text", "text": "Answer:"}]},
+        ]
+    )
+    settings = {"num_prompts": 2, "decoding": "greedy", "max_new_tokens": 8, "seed": 0}
+
+    def report(answers, rewards):
+        return EvalReport(
+            {"reward": rewards}, [prompt, prompt], answers, ["r"], {"r": "accuracy"}, dict(settings)
+        )
+
+    before, after = report([" red", " red"], [0.0, 0.0]), report([" blue, left", " red, right"], [1.0, 1.0])
+    text = render_report_md(before, after, compare_all(before, after))
+    row = next(line for line in text.splitlines() if line.startswith("| 0 |"))
+    assert "&#91;image&#93; What colour is the shape? → Answer:" in row and "type" not in row, row
