@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 
 import pytest
@@ -28,6 +30,28 @@ if (
     and signal.getsignal(signal.SIGINT) is signal.SIG_IGN
 ):
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+# Every temporary file the tests make, their subprocesses' included (a lesson's run folder, a marimo server's,
+# a Jupyter kernel's, a lesson cell run at collection), goes under one folder per pytest process, removed when it
+# ends, and each test's own under a subfolder removed when the test ends. Left to /tmp they filled the disk: one
+# run of the suite left ~8 GB of lesson folders there, and doctor's disk check then warned. (A failing test's
+# tmp_path is still kept: pyproject's tmp_path_retention_policy.)
+_SESSION_TMP: str | None = None
+
+
+def pytest_unconfigure(config):
+    if _SESSION_TMP:
+        shutil.rmtree(_SESSION_TMP, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _temporary_files_removed_with_the_test(monkeypatch):
+    folder = tempfile.mkdtemp(dir=_SESSION_TMP)
+    monkeypatch.setenv("TMPDIR", folder)
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    yield
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _cuda_available() -> bool:
@@ -70,6 +94,12 @@ def pytest_configure(config):
             f"pytest {pytest.__version__} breaks --dist loadgroup (pytest-xdist issue 1386); install the pinned "
             "one: pip install -c constraints.txt -e '.[dev]'"
         )
+    global _SESSION_TMP
+    # pytest's own folders (tmp_path, kept for failing tests) stay where they were, outside the one removed.
+    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
+    _SESSION_TMP = tempfile.mkdtemp(prefix="grpo-kit-tests-")
+    os.environ["TMPDIR"] = _SESSION_TMP
+    tempfile.tempdir = None  # tempfile caches the folder it chose first
 
 
 @pytest.fixture(autouse=True)
