@@ -359,6 +359,60 @@ def test_a_model_that_returns_a_new_cache_samples_the_same_completions():
     assert torch.equal(runs[0], runs[1])
 
 
+def _drawn_one_row_at_a_time(model, prompt_ids, prompt_mask, drawn, G, eos, seed) -> torch.Tensor:
+    """What inverse-CDF sampling picks for each row of ``drawn`` (N, T), replayed without a cache: row r's
+    token at step t from a fresh forward of its prompt and its t tokens so far, alone, with the t-th (N, 1)
+    uniform the sampler drew from ``seed``. Rows after their EOS are left as drawn."""
+    torch.manual_seed(seed)
+    uniforms = [torch.rand(drawn.size(0), 1, dtype=torch.float64) for _ in range(drawn.size(1))]  # T × (N, 1)
+    replayed = drawn.clone()
+    for r in range(drawn.size(0)):
+        prompt = prompt_ids[r // G][prompt_mask[r // G].bool()]  # (P_r,) the padding dropped
+        for t in range(drawn.size(1)):
+            if t and int(drawn[r, t - 1]) in eos:
+                break
+            ids = torch.cat([prompt, drawn[r, :t]])[None]  # (1, P_r + t)
+            with torch.no_grad():
+                logits = model(input_ids=ids).logits[:, -1]  # (1, V)
+            replayed[r, t] = sample_next_token(logits, uniforms[t][r : r + 1])[0]
+    return replayed
+
+
+@pytest.mark.parametrize("wrap", [False, True], ids=["DynamicCache", "tuple cache"])
+def test_rows_that_ended_leave_the_batch_and_every_row_draws_what_it_would_alone(wrap):
+    """Once a row's EOS is drawn, the next forwards run without it (fewer rows each time, the cache cut to match,
+    a transformers Cache or a returned tuple). Each row's tokens are still exactly those the row draws alone,
+    from its own prompt and the uniform number the sampler drew for it at that step."""
+    model, tokenizer = tiny_model(seed=0)
+    model.eval()
+    enc = tokenizer(["Hello there", "Hi"], return_tensors="pt", padding=True, padding_side="left")  # (2, P)
+    eos = list(range(3, 12_000))  # a quarter of the vocabulary ends a row: rows end at different steps
+    rows_seen = []
+    hook = model.register_forward_pre_hook(
+        lambda m, a, kw: rows_seen.append(kw["input_ids"].size(0)), with_kwargs=True
+    )
+    try:
+        torch.manual_seed(5)
+        drawn = sample_completions(
+            _ReturnsNewCache(model) if wrap else model,
+            enc["input_ids"],
+            enc["attention_mask"],
+            num_generations=4,
+            max_new_tokens=10,
+            eos_token_ids=eos,
+            pad_token_id=tokenizer.pad_token_id,
+        )  # (8, T)
+    finally:
+        hook.remove()
+    lengths = [next((t + 1 for t, x in enumerate(row.tolist()) if x in eos), drawn.size(1)) for row in drawn]
+    assert len(set(lengths)) >= 3, lengths  # the rows did end at different steps
+    decode_rows = rows_seen[1:]  # the prefill ran the 2 distinct prompts
+    assert decode_rows == sorted(decode_rows, reverse=True) and decode_rows[-1] < 8, decode_rows
+    assert decode_rows == [sum(n > t for n in lengths) for t in range(1, len(decode_rows) + 1)]
+    replayed = _drawn_one_row_at_a_time(model, enc["input_ids"], enc["attention_mask"], drawn, 4, eos, seed=5)
+    assert torch.equal(drawn, replayed)
+
+
 # --- QLoRA: 4-bit weights dequantized once per sampling call ------------------------------------------------
 
 
