@@ -29,9 +29,13 @@ what GRPO does not need), with two savings that GRPO's batch shape makes possibl
 
 * **rows that ended leave the batch**: once a row draws its EOS, the next forwards run on the rows still
   decoding (the cache, mask and positions cut to match), where ``generate`` keeps computing padding for it. The
-  random numbers are drawn for every row at every step, ended or not, so each row draws exactly what it did with
-  every row kept (``test_sampling.py`` replays each row alone). Measured on the embedded model, 2 threads: 2
-  prompts × G = 4 at T = 1, 0.84× the time; 32 greedy held-out prompts, 0.76×; the same tokens.
+  random numbers are drawn for every row at every step, ended or not, so a row's uniform numbers do not depend on
+  when the others end (``test_sampling.py`` replays each row alone). With one torch thread the tokens are bit for
+  bit those of the batch that keeps every row. With two, PyTorch's CPU attention (SDPA) rounds a row's output
+  differently depending on which rows share its batch: ~1e-9 there, up to ~6e-5 in the logits (measured on the
+  embedded model), enough to flip a rare draw, so a 2-thread run's completions are equally distributed but not
+  bit-identical to those of the all-rows batch. Measured on the embedded model, 2 threads: 2 prompts × G = 4 at
+  T = 1, 0.84× the time; 32 greedy held-out prompts, 0.76×.
 
 The logits are warped in the order transformers' ``generate`` uses: repetition penalty, temperature,
 top-k, top-p, min-p. Position ids follow the attention mask, as ``generate`` does for left padding.
