@@ -3,6 +3,7 @@
     python benchmarks/bench_loop_vs_trl.py                                  # tiny random model, a few steps
     python benchmarks/bench_loop_vs_trl.py --model smollm2-135m-instruct    # the embedded real model
     python benchmarks/bench_loop_vs_trl.py --practicum --minutes 10         # course 12.5 on our loop
+    python benchmarks/bench_loop_vs_trl.py --model smollm2-135m-instruct --qlora   # our loop: LoRA vs 4-bit QLoRA
 
 Each side runs in its own subprocess (so its peak RSS is its own) on the same model, LoRA, prompts
 (``synthetic_tldr`` in smoltldr's schema), reward (course 12.5: length ideal 50 characters), G, lengths,
@@ -34,6 +35,11 @@ also the LM head) at this shape (8 rows, ~65-token prompts, 32 new tokens):
 ``--gradient-checkpointing ours|both``: Trainer's ``gradient_checkpointing`` on the loop only (against TRL without
 it: the memory target's comparison) or on both sides; each layer of the log-prob forward keeps only its input and
 is recomputed in the backward pass. ``--seed``: the LoRA start, the prompts' order and the draws of both sides.
+
+``--qlora``: instead of TRL, the loop against itself with the base model in 4-bit (QLoRA: NF4 through bitsandbytes,
+on CPU its CPU backend; ``load_model(quantization="4bit")``), everything else equal, each side in its own process.
+The 4-bit side's sampling multiplies with weights dequantized once per sampling call (``core/sampling.py``), its
+forward and backward run 4-bit.
 
 ``--practicum``: the course 12.5 shape (SmolLM2-135M-Instruct, LoRA r=16/alpha 32 on all linear layers,
 G=8, 96 new tokens, length reward with ideal 50 characters, ``synthetic_tldr`` prompts) on our loop for
@@ -103,14 +109,19 @@ def parse_args(argv=None):
         default=2e-4,
         help="course 12.5 uses 2e-5 for ~1 GPU-hour; a few CPU minutes need a larger LoRA step",
     )
-    p.add_argument("--side", choices=["ours", "trl"], help=argparse.SUPPRESS)  # internal: one subprocess side
+    p.add_argument(
+        "--qlora",
+        action="store_true",
+        help="the loop with LoRA against the loop with 4-bit QLoRA (bitsandbytes), instead of against TRL",
+    )
+    p.add_argument("--side", choices=list(SIDES), help=argparse.SUPPRESS)  # internal: one subprocess side
     return p.parse_args(argv)
 
 
 # --------------------------------------------------------------------------------------------- shared setup
 
 
-def setup(args):
+def setup(args, quantization: str | None = None):
     import torch
 
     torch.set_num_threads(args.threads)
@@ -128,7 +139,9 @@ def setup(args):
     if args.model == "tiny":
         model, tokenizer = tiny_model(seed=args.seed, lora=lora)
     else:  # --bf16: the frozen base in bf16 (no cast copy per forward pass), the LoRA adapter in fp32
-        model, tokenizer = load_model(args.model, lora=lora, dtype="bfloat16" if args.bf16 else None)
+        model, tokenizer = load_model(
+            args.model, lora=lora, dtype="bfloat16" if args.bf16 else None, quantization=quantization
+        )
     dataset = load_smoltldr("train", source=synthetic_tldr(args.prompts, seed=0))
     reward = length_reward(IDEAL_LENGTH, unit="chars")
     return model, tokenizer, dataset, reward
@@ -210,11 +223,11 @@ def report(step_ends: list[tuple[float, float]], warmup: int, extra: dict) -> No
 # ------------------------------------------------------------------------------------------------ the sides
 
 
-def run_ours(args) -> None:
+def run_ours(args, quantization: str | None = None) -> None:
     from grpo_kit.config.loop import GRPOLoopConfig
     from grpo_kit.loop.training import train
 
-    model, tokenizer, dataset, reward = setup(args)
+    model, tokenizer, dataset, reward = setup(args, quantization)
     reset_peak_rss()
     step_ends = []
     with tempfile.TemporaryDirectory() as out:
@@ -242,8 +255,15 @@ def run_ours(args) -> None:
         / len(timed)
         for phase in ("step_time", *LOOP_PHASES)
     }
+    four_bit = sum(type(m).__name__ == "Linear4bit" for m in model.modules())  # bitsandbytes' 4-bit layers
     report(
-        step_ends, args.warmup, {"mean_completion_tokens": sum(lengths) / len(lengths), "profile": profile}
+        step_ends,
+        args.warmup,
+        {
+            "mean_completion_tokens": sum(lengths) / len(lengths),
+            "profile": profile,
+            "linear_4bit_layers": four_bit,
+        },
     )
 
 
@@ -301,58 +321,60 @@ def run_side(args, side: str) -> dict:
     raise RuntimeError(f"{side} side failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
 
 
+#: Each side's name in the tables.
+SIDES = {"trl": "TRL GRPOTrainer", "ours": "grpo_kit loop", "ours-4bit": "grpo_kit loop, QLoRA 4-bit"}
+
+
 def compare(args) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    results = {side: run_side(args, side) for side in ("trl", "ours")}
-    mean = {s: sum(r["step_seconds"]) / len(r["step_seconds"]) for s, r in results.items()}
+    base, ours = ("ours", "ours-4bit") if args.qlora else ("trl", "ours")
+    results = {side: run_side(args, side) for side in (base, ours)}
     table = Table(
         title=f"GRPO step on CPU — {args.model}, G={args.num_generations}, batch={args.batch}, "
         f"{args.max_completion_length} new tokens, LoRA r={args.lora_r}, {args.threads} thread(s), seed {args.seed}, "
         f"gradient checkpointing: {args.gradient_checkpointing}"
     )
-    for col in ("", "TRL GRPOTrainer", "grpo_kit loop", "ours / TRL"):
+    for col in ("", SIDES[base], SIDES[ours], f"{'4-bit / LoRA' if args.qlora else 'ours / TRL'}"):
         table.add_column(col, justify="right")
-    table.add_row(
-        "s / step (mean)", f"{mean['trl']:.2f}", f"{mean['ours']:.2f}", f"{mean['ours'] / mean['trl']:.2f}×"
+
+    def row(label: str, values: dict, digits: int) -> None:
+        if None not in values.values():
+            table.add_row(
+                label,
+                f"{values[base]:.{digits}f}",
+                f"{values[ours]:.{digits}f}",
+                f"{values[ours] / values[base]:.2f}×",
+            )
+
+    row(
+        "s / step (mean)", {s: sum(r["step_seconds"]) / len(r["step_seconds"]) for s, r in results.items()}, 2
     )
-    fastest = {s: min(r["step_seconds"]) for s, r in results.items()}
-    table.add_row(
-        "s / step (best)",
-        f"{fastest['trl']:.2f}",
-        f"{fastest['ours']:.2f}",
-        f"{fastest['ours'] / fastest['trl']:.2f}×",
+    row("s / step (best)", {s: min(r["step_seconds"]) for s, r in results.items()}, 2)
+    row(
+        "CPU s / step (mean)",
+        {s: sum(r["step_cpu_seconds"]) / len(r["step_cpu_seconds"]) for s, r in results.items()},
+        2,
     )
-    cpu = {s: sum(r["step_cpu_seconds"]) / len(r["step_cpu_seconds"]) for s, r in results.items()}
-    table.add_row(
-        "CPU s / step (mean)", f"{cpu['trl']:.2f}", f"{cpu['ours']:.2f}", f"{cpu['ours'] / cpu['trl']:.2f}×"
-    )
-    rss = {s: r["peak_rss_mib"] for s, r in results.items()}
-    table.add_row(
-        "peak RSS (MiB)", f"{rss['trl']:.0f}", f"{rss['ours']:.0f}", f"{rss['ours'] / rss['trl']:.2f}×"
-    )
-    training_rss = {s: r["training_peak_rss_mib"] for s, r in results.items()}
-    if None not in training_rss.values():
-        table.add_row(
-            "peak RSS, training (MiB)",
-            f"{training_rss['trl']:.0f}",
-            f"{training_rss['ours']:.0f}",
-            f"{training_rss['ours'] / training_rss['trl']:.2f}×",
-        )
+    row("peak RSS (MiB)", {s: r["peak_rss_mib"] for s, r in results.items()}, 0)
+    row("peak RSS, training (MiB)", {s: r["training_peak_rss_mib"] for s, r in results.items()}, 0)
     tokens = {s: r["mean_completion_tokens"] for s, r in results.items()}
-    table.add_row("completion tokens", f"{tokens['trl']:.1f}", f"{tokens['ours']:.1f}", "")
+    table.add_row("completion tokens", f"{tokens[base]:.1f}", f"{tokens[ours]:.1f}", "")
     Console().print(table)
-    Console().print(profile_table(results["ours"]["profile"], args))
+    for side in (base, ours):
+        if "profile" in results[side]:
+            Console().print(profile_table(results[side]["profile"], args, four_bit=side == "ours-4bit"))
     print(json.dumps({"model": args.model, "results": results}))
 
 
-def profile_table(profile: dict[str, float], args):
+def profile_table(profile: dict[str, float], args, four_bit: bool = False):
     """Where one loop step's time goes: each phase's mean seconds and share of ``step_time``; what the
     phases leave out (metrics, progress, the rollout's bookkeeping) is the rest."""
     from rich.table import Table
 
-    table = Table(title=f"one loop step, {'bf16' if args.bf16 else 'fp32'}: where the time goes (mean)")
+    step_name = "one 4-bit QLoRA loop step" if four_bit else "one loop step"
+    table = Table(title=f"{step_name}, {'bf16' if args.bf16 else 'fp32'}: where the time goes (mean)")
     for col in ("phase", "s", "share"):
         table.add_column(col, justify="right")
     step = profile["step_time"]
@@ -420,6 +442,8 @@ def main(argv=None) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.side == "ours":
         run_ours(args)
+    elif args.side == "ours-4bit":
+        run_ours(args, quantization="4bit")
     elif args.side == "trl":
         run_trl(args)
     elif args.practicum:

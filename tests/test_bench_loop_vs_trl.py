@@ -46,3 +46,30 @@ def test_the_readme_command_times_both_sides_and_profiles_the_loop(precision, tm
     assert all(profile[p] >= 0 for p in PHASES) and profile["generation"] > 0 and profile["backward"] > 0
     assert sum(profile[p] for p in PHASES) <= profile["step_time"]
     assert f"one loop step, {precision}: where the time" in done.stdout
+    assert result["ours"]["linear_4bit_layers"] == 0
+
+
+@pytest.mark.timeout(600)
+def test_qlora_times_the_loop_with_lora_against_the_loop_in_4bit(tmp_path):
+    """``--qlora``: the loop against itself with its base model in 4-bit (bitsandbytes' CPU backend), each side its
+    own process; the 4-bit side really trains 4-bit layers and both profile their step."""
+    argv = [sys.executable, str(ROOT / "benchmarks" / "bench_loop_vs_trl.py"), "--qlora", "--steps", "1"]
+    done = subprocess.run(
+        argv,
+        check=False,
+        cwd=tmp_path,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=580,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])["results"]
+    assert set(result) == {"ours", "ours-4bit"}
+    assert result["ours"]["linear_4bit_layers"] == 0 < result["ours-4bit"]["linear_4bit_layers"]
+    for side in result.values():
+        assert (
+            len(side["step_seconds"]) == 1
+            and side["profile"]["generation"] > 0
+            and side["profile"]["backward"] > 0
+        )
