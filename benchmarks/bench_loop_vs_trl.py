@@ -136,9 +136,10 @@ def setup(args, quantization: str | None = None):
         "target_modules": "all-linear",
     }
     torch.manual_seed(args.seed)
-    if args.model == "tiny":
+    if args.model == "tiny" and quantization is None:
         model, tokenizer = tiny_model(seed=args.seed, lora=lora)
-    else:  # --bf16: the frozen base in bf16 (no cast copy per forward pass), the LoRA adapter in fp32
+    else:  # --bf16: the frozen base in bf16 (no cast copy per forward pass), the LoRA adapter in fp32; --qlora: 4-bit
+        # (the tiny model too: load_model saves it once and loads it back in 4-bit)
         model, tokenizer = load_model(
             args.model, lora=lora, dtype="bfloat16" if args.bf16 else None, quantization=quantization
         )
