@@ -256,7 +256,11 @@ def run_ours(args, quantization: str | None = None) -> None:
         / len(timed)
         for phase in ("step_time", *LOOP_PHASES)
     }
-    four_bit = sum(type(m).__name__ == "Linear4bit" for m in model.modules())  # bitsandbytes' 4-bit layers
+    # bitsandbytes' own 4-bit layers (PEFT's LoRA wrapper around each is also named Linear4bit: not counted)
+    four_bit = sum(
+        type(m).__name__ == "Linear4bit" and type(m).__module__.startswith("bitsandbytes")
+        for m in model.modules()
+    )
     report(
         step_ends,
         args.warmup,
@@ -337,7 +341,7 @@ def compare(args) -> None:
         f"{args.max_completion_length} new tokens, LoRA r={args.lora_r}, {args.threads} thread(s), seed {args.seed}, "
         f"gradient checkpointing: {args.gradient_checkpointing}"
     )
-    for col in ("", SIDES[base], SIDES[ours], f"{'4-bit / LoRA' if args.qlora else 'ours / TRL'}"):
+    for col in ("", SIDES[base], SIDES[ours], "4-bit / LoRA" if args.qlora else "ours / TRL"):
         table.add_column(col, justify="right")
 
     def row(label: str, values: dict, digits: int) -> None:
