@@ -72,8 +72,18 @@ def embedded_model_dir() -> Path:
     return gguf_to_hf_dir(embedded_gguf_path())
 
 
-@functools.lru_cache(maxsize=1)
 def _smollm2_tokenizer_dir() -> Path:
+    """Where the SmolLM2 tokenizer is, found once and found again if that folder has gone (a cache cleared, or
+    ``$GRPO_KIT_CACHE`` pointed at a folder since removed): a remembered path must never outlive its folder."""
+    found = _find_smollm2_tokenizer_dir()
+    if not found.is_dir():
+        _find_smollm2_tokenizer_dir.cache_clear()
+        found = _find_smollm2_tokenizer_dir()
+    return found
+
+
+@functools.lru_cache(maxsize=1)
+def _find_smollm2_tokenizer_dir() -> Path:
     snapshot = cached_hub_snapshot(EMBEDDED_HUB_ID)
     if snapshot is not None:
         return snapshot

