@@ -401,7 +401,9 @@ def load_model(
         from peft import prepare_model_for_kbit_training
 
         if bnb_config is not None:
-            model = prepare_model_for_kbit_training(model)
+            # PEFT turns gradient checkpointing on by default here; the trainer that runs applies its own
+            # gradient_checkpointing setting (as grpo_kit.runs.models does), so a 4-bit model is not slowed silently.
+            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
         model = add_lora(model, lora_config, seed=seed)
     return model, tokenizer
 

@@ -553,6 +553,8 @@ def test_4bit_qlora_loads_linear4bit_layers_and_trains_on_this_device(tiny_gguf,
         assert record["compute_dtype"] == "float32"
     assert record["quantized_layers"] == 14 and record["layer_type"] == "Linear4bit"
     assert record["bitsandbytes"] == "0.50.2" and record["device"].startswith(device)
+    # PEFT's preparation would switch checkpointing on; the trainer's gradient_checkpointing setting decides it
+    assert not model.is_gradient_checkpointing
     ids = tokenizer("the cat in the hat", return_tensors="pt")["input_ids"].to(device)  # (1, T)
     model(input_ids=ids, labels=ids).loss.backward()
     trainable = [p for p in model.parameters() if p.requires_grad]
