@@ -44,6 +44,7 @@ top-k, top-p, min-p. Position ids follow the attention mask, as ``generate`` doe
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 from collections.abc import Iterator
 from typing import Any
@@ -182,9 +183,28 @@ def _dequantized(module: torch.nn.Module) -> torch.Tensor:
     forward multiplies by after dequantizing, here once instead of on every call."""
     import bitsandbytes.functional as bnb_functional
 
-    weight = module.weight
-    matrix = bnb_functional.dequantize_4bit(weight.data, weight.quant_state)
+    data, state = module.weight.data, module.weight.quant_state
+    if getattr(state, "packing_format_for_cpu", False):
+        data, state = _unpacked_for_cpu(data, state)
+    matrix = bnb_functional.dequantize_4bit(data, state)
     return matrix.to(getattr(module, "compute_dtype", None) or torch.float32)
+
+
+def _unpacked_for_cpu(data: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any]:
+    """A 4-bit weight that bitsandbytes repacked for its AVX512-BF16 kernel, back in the layout ``dequantize_4bit``
+    reads: the layer's data and state are left as they are (a copy of the state is changed).
+
+    bitsandbytes 0.50 repacks a layer's weight the first time it runs in eval mode without gradients on a CPU with
+    AVX512-BF16: the nibbles reordered, the block scales (``absmax``) un-nested to bf16 and transposed to (K/bs, N).
+    Its own inverse (``_convert_weight_packed_for_cpu_inverse``) restores the nibbles; the scales are taken as the
+    kernel uses them (bf16, exact), not quantized again, so the matrix is the one the layer multiplies by."""
+    from bitsandbytes.functional import _convert_weight_packed_for_cpu_inverse
+
+    state = copy.copy(state)
+    state.original_nested = False  # keep the kernel's bf16 scales as they are (the inverse would re-quantize them)
+    data, state = _convert_weight_packed_for_cpu_inverse(data, state)
+    state.absmax = state.absmax.T.reshape(-1).float()  # (K/bs, N) -> (N * K/bs,): the blocks in row order
+    return data, state
 
 
 def _plain_linear_forward(weight: torch.Tensor, bias: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor:
@@ -201,7 +221,14 @@ def _install_plain(module: torch.nn.Module, weight: torch.Tensor) -> None:
 
 
 def _packed_linear_forward(packed: torch.Tensor, bias: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor:
-    return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+    if x.dtype == packed.dtype and (bias is None or bias.dtype == packed.dtype):
+        return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+    # oneDNN multiplies one dtype: in the weight's, as bitsandbytes' 4-bit forward does in its compute dtype (a bf16
+    # model whose 4-bit layers compute in fp32: Unsloth's CPU loader on a CPU with AVX512-BF16), back in x's
+    out = torch.ops.mkldnn._linear_pointwise(
+        x.to(packed.dtype), packed, None if bias is None else bias.to(packed.dtype), "none", [], ""
+    )
+    return out.to(x.dtype)
 
 
 def _install_packed(module: torch.nn.Module, weight: torch.Tensor, rows: int) -> bool:

@@ -433,7 +433,7 @@ def test_4bit_layers_are_dequantized_once_and_sample_what_the_4bit_model_samples
                 p.normal_(
                     0, 0.2, generator=torch.Generator().manual_seed(len(name))
                 )  # an adapter that matters
-    model.eval()
+    model.train()  # fp32 4-bit forwards: in eval mode, on a CPU with AVX512-BF16, bitsandbytes repacks for bf16
     quantized = [m for m in model.modules() if isinstance(m, bnb.nn.Linear4bit)]
     assert len(quantized) == 14
     data = {id(m): m.weight.data.clone() for m in quantized}
@@ -465,7 +465,7 @@ def test_a_4bit_model_without_lora_samples_from_dequantized_weights_too(tmp_path
     from grpo_kit.models import load_model
 
     model, tokenizer = load_model("tiny", quantization="4bit")
-    model.eval()
+    model.train()  # the fp32 4-bit forward (see above)
     ids = tokenizer(["the cat"], return_tensors="pt")["input_ids"]
     with torch.no_grad():
         reference = model(input_ids=ids).logits
@@ -475,3 +475,64 @@ def test_a_4bit_model_without_lora_samples_from_dequantized_weights_too(tmp_path
             dequantized = model(input_ids=ids).logits
     torch.testing.assert_close(dequantized, reference, rtol=1e-4, atol=1e-4)
     assert not any("forward" in vars(m) for m in model.modules())
+
+
+def test_a_4bit_weight_repacked_for_the_cpu_bf16_kernel_dequantizes_to_the_same_matrix(tmp_path, monkeypatch):
+    """On a CPU with AVX512-BF16, bitsandbytes 0.50 repacks a 4-bit layer's weight the first time it runs in eval
+    mode without gradients: the nibbles reordered, the block scales un-nested to bf16 and transposed. Read as if it
+    were not, the "dequantized" matrix is noise (logits 0.93 off where they are 0.69 at most, found on such a CPU).
+    The sampler's copy must be the same matrix either way, to the bf16 rounding of the scales, and reading it must
+    leave the repacked layer as it was. The repack is bitsandbytes' own, called as its eval forward calls it, so
+    this runs on any CPU."""
+    pytest.importorskip("bitsandbytes")
+    from bitsandbytes.functional import _convert_weight_packed_for_cpu
+
+    from grpo_kit.core.sampling import _dequantized
+    from grpo_kit.models import load_model
+
+    monkeypatch.setenv("GRPO_KIT_CACHE", str(tmp_path / "cache"))
+    model, _ = load_model("tiny", quantization="4bit")
+    layers = [m for m in model.modules() if getattr(m._parameters.get("weight"), "quant_state", None) is not None]
+    assert len(layers) == 14
+    for layer in layers:
+        before = _dequantized(layer)  # (out, in)
+        layer.weight.data, layer.weight.quant_state = _convert_weight_packed_for_cpu(
+            layer.weight.data, layer.weight.quant_state
+        )
+        data, absmax = layer.weight.data.clone(), layer.weight.quant_state.absmax.clone()
+        after = _dequantized(layer)
+        torch.testing.assert_close(after, before, rtol=2**-8, atol=0.0)  # bf16 scales: 8 bits of mantissa
+        assert layer.weight.quant_state.packing_format_for_cpu  # still the kernel's layout
+        assert torch.equal(layer.weight.data, data) and torch.equal(layer.weight.quant_state.absmax, absmax)
+
+
+
+def test_a_bf16_model_whose_4bit_layers_compute_in_fp32_samples_with_packed_weights(tmp_path, monkeypatch):
+    """Unsloth's CPU loader on a CPU with AVX512-BF16 gives a bf16 model whose 4-bit layers compute in fp32: the
+    sampler's packed copy is fp32 and the hidden states reaching it bf16. oneDNN multiplies one dtype ("could not
+    create a primitive descriptor", the first run of gsm8k-unsloth-cpu on such a CPU): the packed layer computes
+    in its weight's dtype and answers in the input's, as the plain one and bitsandbytes' own forward do."""
+    bnb = pytest.importorskip("bitsandbytes")
+    monkeypatch.setenv("GRPO_KIT_CACHE", str(tmp_path / "cache"))
+    from grpo_kit.models import load_model
+
+    model, tokenizer = load_model("tiny", quantization="4bit", lora={"r": 4, "lora_dropout": 0.0}, seed=0)
+    for module in model.modules():  # everything but the 4-bit layers in bf16
+        if not isinstance(module, bnb.nn.Linear4bit):
+            for param in module.parameters(recurse=False):
+                param.data = param.data.to(torch.bfloat16)
+    model.train()  # no repack for bitsandbytes' bf16 kernel (see above)
+    enc = tokenizer(["Hi", "A longer prompt here"], return_tensors="pt", padding=True, padding_side="left")
+    ids, mask = enc["input_ids"], enc["attention_mask"]
+    with torch.no_grad():
+        with merged_lora(model) as merged:
+            assert merged
+            plain = model(input_ids=ids, attention_mask=mask).logits
+        with merged_lora(model, pack_rows=4):
+            packed = model(input_ids=ids, attention_mask=mask).logits
+            sampled = sample_completions(
+                model, ids, mask, num_generations=2, max_new_tokens=4, top_k=1,
+                eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id,
+            )  # fmt: skip
+    assert packed.dtype == torch.bfloat16 and sampled.shape[0] == 4
+    torch.testing.assert_close(packed, plain)  # bf16's tolerance: the same fp32 products, rounded to bf16
