@@ -201,7 +201,9 @@ def _unpacked_for_cpu(data: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any
     from bitsandbytes.functional import _convert_weight_packed_for_cpu_inverse
 
     state = copy.copy(state)
-    state.original_nested = False  # keep the kernel's bf16 scales as they are (the inverse would re-quantize them)
+    state.original_nested = (
+        False  # keep the kernel's bf16 scales as they are (the inverse would re-quantize them)
+    )
     data, state = _convert_weight_packed_for_cpu_inverse(data, state)
     state.absmax = state.absmax.T.reshape(-1).float()  # (K/bs, N) -> (N * K/bs,): the blocks in row order
     return data, state

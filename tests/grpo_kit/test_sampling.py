@@ -492,7 +492,9 @@ def test_a_4bit_weight_repacked_for_the_cpu_bf16_kernel_dequantizes_to_the_same_
 
     monkeypatch.setenv("GRPO_KIT_CACHE", str(tmp_path / "cache"))
     model, _ = load_model("tiny", quantization="4bit")
-    layers = [m for m in model.modules() if getattr(m._parameters.get("weight"), "quant_state", None) is not None]
+    layers = [
+        m for m in model.modules() if getattr(m._parameters.get("weight"), "quant_state", None) is not None
+    ]
     assert len(layers) == 14
     for layer in layers:
         before = _dequantized(layer)  # (out, in)
@@ -504,7 +506,6 @@ def test_a_4bit_weight_repacked_for_the_cpu_bf16_kernel_dequantizes_to_the_same_
         torch.testing.assert_close(after, before, rtol=2**-8, atol=0.0)  # bf16 scales: 8 bits of mantissa
         assert layer.weight.quant_state.packing_format_for_cpu  # still the kernel's layout
         assert torch.equal(layer.weight.data, data) and torch.equal(layer.weight.quant_state.absmax, absmax)
-
 
 
 def test_a_bf16_model_whose_4bit_layers_compute_in_fp32_samples_with_packed_weights(tmp_path, monkeypatch):
