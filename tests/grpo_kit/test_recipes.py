@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from grpo_kit.config.rules import grpo_config_field_names
+from grpo_kit.config.rules import LOOP_ONLY_FIELDS, grpo_config_field_names
 from grpo_kit.recipes.catalogue import (
     RECIPES,
     LoraSettings,
@@ -25,7 +25,9 @@ def test_every_recipe_is_valid_for_the_pinned_grpo_config():
         recipe.validate()
         # Every training dict really builds a GRPOConfig (TRL's own __post_init__ checks included),
         # with the recipe's reward weights, on CPU.
-        config = GRPOConfig(output_dir="unused", use_cpu=True, bf16=False, **recipe.grpo_training())
+        # grpo-kit's own settings (stop_on_no_signal, ...) stay out of GRPOConfig, as trainers.builder leaves them
+        trl_fields = {k: v for k, v in recipe.grpo_training().items() if k not in LOOP_ONLY_FIELDS}
+        config = GRPOConfig(output_dir="unused", use_cpu=True, bf16=False, **trl_fields)
         assert config.reward_weights == recipe.reward_weights
         assert config.generation_batch_size % config.num_generations == 0
 
