@@ -404,6 +404,15 @@ _DECLARED = (
         own_default="the fp32 loop is the one proven equal to TRL step for step",
     ),
     Setting(
+        "bf16_sampling",
+        False,
+        "grpo-kit only. Sample with bf16 copies of the LoRA-merged weights and keep the log-probs and the loss in "
+        "fp32 (as vLLM-backed trainers sample in bf16); only where the hardware multiplies bf16 natively (else "
+        "refused). bf16=True does both in bf16.",
+        applied_by=_LOOP_ONLY,
+        trl=False,
+    ),
+    Setting(
         "gradient_checkpointing",
         False,
         "Recompute each decoder layer in the backward pass instead of keeping its activations: less memory "

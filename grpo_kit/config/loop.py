@@ -72,6 +72,7 @@ class GRPOLoopConfig:
     repetition_penalty: float = loop_field("repetition_penalty")
     chat_template_kwargs: dict[str, Any] | None = loop_field("chat_template_kwargs")  # noqa: RUF009 (a field)
     bf16: bool = loop_field("bf16")
+    bf16_sampling: bool = loop_field("bf16_sampling")
     gradient_checkpointing: bool = loop_field("gradient_checkpointing")
 
     # --- optimisation ---

@@ -77,10 +77,12 @@ def check_inputs(
             "(no second model copy), but the model has no adapter. Load it with LoRA "
             "(grpo_kit.models.load_model(..., lora=...)) or set beta=0.0."
         )
-    if config.bf16:
+    if config.bf16 or config.bf16_sampling:
         from grpo_kit.support.hardware import require_native_bf16
 
-        require_native_bf16(device.type)  # emulated bf16 would be slower than fp32
+        require_native_bf16(
+            device.type, "bf16" if config.bf16 else "bf16_sampling"
+        )  # emulated: slower than fp32
     if tokenizer.pad_token_id is None:
         raise ValueError(
             "the tokenizer has no pad token; set tokenizer.pad_token (grpo_kit.models does this)."

@@ -284,9 +284,10 @@ def _sample(model, tokenizer, unique_rows, config: GRPOLoopConfig, eos_token_ids
             model, tokenizer, [prompt_to_sample_from(r) for r in unique_rows], config
         )  # (N/G, P'): what the completions are drawn from
         check_fits_context(model, prompt_ids.size(1), config.max_completion_length)  # scored under (N/G, P)
-    # One matmul per adapted layer while decoding, with oneDNN-packed weights on CPU (grpo_kit.core.sampling); bf16:
-    # with bf16 copies of the weights.
-    with merged_lora(model, torch.bfloat16 if config.bf16 else None, pack_rows=len(rows)):
+    # One matmul per adapted layer while decoding, with oneDNN-packed weights on CPU (grpo_kit.core.sampling); bf16 or
+    # bf16_sampling: with bf16 copies of the weights.
+    sampling_dtype = torch.bfloat16 if config.bf16 or config.bf16_sampling else None
+    with merged_lora(model, sampling_dtype, pack_rows=len(rows)):
         sampled = sample_completions(
             model,
             sampling_ids,

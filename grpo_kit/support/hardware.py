@@ -87,19 +87,24 @@ def cpu_has_native_bf16() -> bool:
     return cpu_bf16_kind() is not None
 
 
-def require_native_bf16(device_type: str) -> None:
+def require_native_bf16(device_type: str, setting: str = "bf16") -> None:
     """Raise a one-line ``ValueError`` naming the fix unless ``device_type`` ("cpu", "cuda", ...) multiplies
     bf16 natively: a CPU with AMX or AVX512-BF16 (:func:`cpu_has_native_bf16`), a GPU with compute capability
-    >= 8.0. Elsewhere bf16 is emulated, slower than fp32 (the standalone loop's ``bf16=True``)."""
+    >= 8.0. Elsewhere bf16 is emulated, slower than fp32 (the standalone loop's ``bf16=True`` and
+    ``bf16_sampling=True``; ``setting`` names the one asked for)."""
     if device_type == "cpu" and not cpu_has_native_bf16():
         raise ValueError(
-            "bf16=True: this CPU has neither AMX nor AVX512-BF16, so torch would emulate bf16, slower than "
-            "fp32; set bf16=False."
+            f"{setting}=True: this CPU has neither AMX nor AVX512-BF16, so torch would emulate bf16, slower than "
+            f"fp32; set {setting}=False."
         )
     if device_type == "cuda" and not supports_bf16(detect_cuda_capability()):
-        raise ValueError("bf16=True: this GPU has no native bf16 (compute capability < 8.0); set bf16=False.")
+        raise ValueError(
+            f"{setting}=True: this GPU has no native bf16 (compute capability < 8.0); set {setting}=False."
+        )
     if device_type not in ("cpu", "cuda"):
-        raise ValueError(f"bf16=True is for CPU and CUDA; the model is on {device_type}: set bf16=False.")
+        raise ValueError(
+            f"{setting}=True is for CPU and CUDA; the model is on {device_type}: set {setting}=False."
+        )
 
 
 def supports_bf16(capability: tuple[int, int] | None) -> bool:

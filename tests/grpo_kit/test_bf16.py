@@ -120,3 +120,42 @@ def test_bf16_is_refused_where_the_cpu_would_emulate_it(tmp_path, monkeypatch):
             config,
         )
     assert not any(tmp_path.iterdir())  # refused before anything was written
+
+
+@needs_native_bf16
+def test_bf16_sampling_samples_with_bf16_weights_and_scores_in_fp32(tmp_path):
+    """``bf16_sampling=True``: the completions are drawn with bf16 copies of the weights, and the log-probs the loss
+    reads are computed in fp32 (no autocast), as a vLLM-backed trainer samples in bf16 and trains in fp32."""
+    model, tokenizer = tiny_model(seed=0, lora={"r": 8, "lora_alpha": 16, "lora_dropout": 0.0})
+    seen = []  # (grad enabled, dtype of the first layer's q_proj input)
+    layer = model.get_base_model().model.layers[0].self_attn.q_proj
+    layer.register_forward_pre_hook(
+        lambda module, args: seen.append((torch.is_grad_enabled(), args[0].dtype))
+    )
+    config = tiny_loop_config(tmp_path, learning_rate=1e-2, save_steps=0, bf16_sampling=True)
+    rows = [{"prompt": f"Question {i}:"} for i in range(8)]
+    result = train(
+        model, tokenizer, rows, [lambda completion_ids, **k: [len(c) for c in completion_ids]], config
+    )
+    assert result.global_step == 2
+    sampling = {dtype for grad, dtype in seen if not grad}
+    scoring = {dtype for grad, dtype in seen if grad}
+    assert sampling == {torch.bfloat16} and scoring == {torch.float32}
+    assert all(p.dtype == torch.float32 for p in model.parameters() if p.requires_grad)
+
+
+def test_bf16_sampling_is_refused_where_the_cpu_would_emulate_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(grpo_kit.support.hardware, "cpu_has_native_bf16", lambda: False)
+    model, tokenizer = tiny_model(seed=0, lora={"r": 4})
+    config = GRPOLoopConfig(
+        output_dir=str(tmp_path), max_steps=1, save_steps=0, disable_tqdm=True, bf16_sampling=True
+    )
+    with pytest.raises(ValueError, match="bf16_sampling=True: this CPU has neither.*set bf16_sampling=False"):
+        train(
+            model,
+            tokenizer,
+            [{"prompt": "Hi"}] * 4,
+            [lambda completions, **k: [0.0] * len(completions)],
+            config,
+        )
+    assert not any(tmp_path.iterdir())
