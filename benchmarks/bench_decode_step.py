@@ -15,7 +15,7 @@ main job's temperature 1. No row ends early: the stop-token list is empty, so ev
 - the ratio of the two: how far the step is from what memory allows.
 
 Simplifications: the bandwidth is a read-only sum, which streams better than a matmul's reads; the KV cache and
-activations are left out of the bytes (about 1 % at this shape). Prints a table, then one JSON line.
+activations are left out of the bytes (about 1 % at this shape). Prints two lines, then one JSON line.
 """
 
 from __future__ import annotations

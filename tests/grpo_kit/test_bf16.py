@@ -105,13 +105,18 @@ def test_the_loop_trains_in_bf16_with_fp32_weights_and_times_every_phase(tmp_pat
         assert all(s > 0 for s in phases) and sum(phases) <= record["step_time"]
 
 
-def test_bf16_is_refused_where_the_cpu_would_emulate_it(tmp_path, monkeypatch):
+@pytest.mark.parametrize("setting", ["bf16", "bf16_sampling"])
+def test_bf16_is_refused_where_the_cpu_would_emulate_it(setting, tmp_path, monkeypatch):
     monkeypatch.setattr(
         grpo_kit.support.hardware, "cpu_has_native_bf16", lambda: False
     )  # a CPU without AMX/AVX512-BF16
     model, tokenizer = tiny_model(seed=0, lora={"r": 4})
-    config = GRPOLoopConfig(output_dir=str(tmp_path), max_steps=1, save_steps=0, disable_tqdm=True, bf16=True)
-    with pytest.raises(ValueError, match="neither AMX nor AVX512-BF16.*set bf16=False"):
+    config = GRPOLoopConfig(
+        output_dir=str(tmp_path), max_steps=1, save_steps=0, disable_tqdm=True, **{setting: True}
+    )
+    with pytest.raises(
+        ValueError, match=f"{setting}=True: this CPU has neither AMX nor AVX512-BF16.*set {setting}=False"
+    ):
         train(
             model,
             tokenizer,
@@ -142,20 +147,3 @@ def test_bf16_sampling_samples_with_bf16_weights_and_scores_in_fp32(tmp_path):
     scoring = {dtype for grad, dtype in seen if grad}
     assert sampling == {torch.bfloat16} and scoring == {torch.float32}
     assert all(p.dtype == torch.float32 for p in model.parameters() if p.requires_grad)
-
-
-def test_bf16_sampling_is_refused_where_the_cpu_would_emulate_it(tmp_path, monkeypatch):
-    monkeypatch.setattr(grpo_kit.support.hardware, "cpu_has_native_bf16", lambda: False)
-    model, tokenizer = tiny_model(seed=0, lora={"r": 4})
-    config = GRPOLoopConfig(
-        output_dir=str(tmp_path), max_steps=1, save_steps=0, disable_tqdm=True, bf16_sampling=True
-    )
-    with pytest.raises(ValueError, match="bf16_sampling=True: this CPU has neither.*set bf16_sampling=False"):
-        train(
-            model,
-            tokenizer,
-            [{"prompt": "Hi"}] * 4,
-            [lambda completions, **k: [0.0] * len(completions)],
-            config,
-        )
-    assert not any(tmp_path.iterdir())
