@@ -36,6 +36,11 @@ what GRPO does not need), with two savings that GRPO's batch shape makes possibl
   embedded model), enough to flip a rare draw, so a 2-thread run's completions are equally distributed but not
   bit-identical to those of the all-rows batch. Measured on the embedded model, 2 threads: 2 prompts × G = 4 at
   T = 1, 0.84× the time; 32 greedy held-out prompts, 0.76×.
+* **key/value heads read once** (``core.attention``): transformers' ``sdpa`` copies each grouped key/value head per
+  query head whenever there is a mask (every left-padded batch), the whole cache every token; SDPA's own grouped
+  path gives the same numbers bit for bit without the copy. **Greedy** (``top_k=1``) takes a row's one maximum
+  without the softmax and float64 sum. Both keep the draws of a seed exactly: the main job's run, with the decoding
+  of its training and evaluations, trained to the same held-out figures at every step (docs/benchmarks.md).
 
 The logits are warped in the order transformers' ``generate`` uses: repetition penalty, temperature,
 top-k, top-p, min-p. Position ids follow the attention mask, as ``generate`` does for left padding.
@@ -50,6 +55,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+
+from grpo_kit.core.attention import grouped_query_attention
 
 __all__ = [
     "check_fits_context",
@@ -112,6 +119,9 @@ def merged_lora(
     adapts it; packed when ``pack_rows`` is given), through a plain matmul that replaces its forward; its 4-bit
     data is not touched.
 
+    Each LoRA layer calls its base layer directly inside the block (what PEFT's forward does with the adapter
+    disabled, without its Python on every call).
+
     The merged matrices are new tensors: the original weights are only set aside and put back on exit
     (even after an exception), so training never sees a merged or cast weight. No-op for models without
     LoRA or 4-bit layers when ``dtype`` is None.
@@ -134,6 +144,7 @@ def merged_lora(
         module._parameters[name] = copies[id(original)]
 
     packed_bases: list[torch.nn.Module] = []  # base layers whose forward multiplies with a packed W + ΔW
+    bypassed: list[torch.nn.Module] = []  # LoRA layers whose forward is their base layer's call
     try:
         with torch.no_grad():
             if dtype is not None:  # first, so a packed base layer picks up its bias's stand-in
@@ -162,10 +173,20 @@ def merged_lora(
                     _install_plain(base, weight)
                 packed_bases.append(base)
                 del weight
+        # With its adapter disabled, a LoRA layer's forward only calls its base layer: call the base directly and
+        # spare PEFT's Python on every decode step (the packed matmul itself, else the base's __call__, so that a
+        # forward packed later by packed_linears is used too).
+        for module, _ in layers or []:
+            if "forward" not in vars(module):  # (one already replaced by someone else is left alone)
+                base = module.base_layer
+                module.forward = vars(base).get("forward", base.__call__)
+                bypassed.append(module)
         adapter_off = model.disable_adapter() if layers is not None else contextlib.nullcontext()
         with adapter_off:  # the LoRA branch is already inside W + ΔW
             yield layers is not None
     finally:
+        for module in bypassed:
+            vars(module).pop("forward", None)
         for base in packed_bases:
             vars(base).pop("forward", None)
         for module, name, original in reversed(saved):
@@ -316,7 +337,18 @@ def warp_logits(
 
 def sample_next_token(logits: torch.Tensor, uniform: torch.Tensor | None = None, **warp) -> torch.Tensor:
     """One token per row from ``softmax(warp_logits(logits))``: ``(B, V) -> (B,)``. ``uniform``: the (B, 1)
-    float64 numbers in [0, 1) that pick the tokens; drawn here (``torch.rand``) when not given."""
+    float64 numbers in [0, 1) that pick the tokens; drawn here (``torch.rand``) when not given.
+
+    ``top_k=1`` (greedy decoding) where every row has one finite maximum: that token is the only one left, and
+    the inverse CDF picks it whatever the number, so it is returned without the (B, V) softmax and float64 sum (the
+    number is still drawn, so the random stream is the same either way). Ties go the general way."""
+    if warp.get("top_k") == 1:
+        tempered = logits.float() / warp.get("temperature", 1.0)  # (B, V) what top-k compares
+        best = tempered.max(dim=-1, keepdim=True).values  # (B, 1)
+        if bool(torch.isfinite(best).all() and (tempered == best).sum(-1).eq(1).all()):
+            if uniform is None:
+                torch.rand(logits.size(0), 1, device=logits.device, dtype=torch.float64)  # the same stream
+            return tempered.argmax(dim=-1)  # (B,)
     probs = warp_logits(logits.float(), **warp).softmax(-1)  # (B, V)
     # float64: a float32 running sum over a 49k vocabulary rounds each token's share to float32 steps near 1
     # (per-token total variation from softmax ~2e-4 on SmolLM2); in float64 the shares are exact to ~1e-12.
@@ -428,9 +460,11 @@ def sample_completions(
     from transformers import DynamicCache
 
     check_fits_context(model, prompt_ids.size(1), max_new_tokens)
-    # Every linear multiplies with a oneDNN-packed copy of its weight while decoding (CPU); a layer that
-    # checkpoints for training would drop the key/value cache, so none does here.
-    with packed_linears(model, rows=prompt_ids.size(0) * num_generations), _no_checkpointing(model):
+    # Every linear multiplies with a oneDNN-packed copy of its weight while decoding (CPU); attention reads each
+    # key/value head once (core.attention); a layer that checkpoints for training would drop the key/value cache,
+    # so none does here.
+    rows = prompt_ids.size(0) * num_generations
+    with packed_linears(model, rows=rows), grouped_query_attention(model), _no_checkpointing(model):
         G = num_generations
         cache = DynamicCache(config=getattr(model, "config", None))
         position_ids = (prompt_mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, P) left padding starts at 0

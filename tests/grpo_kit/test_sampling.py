@@ -66,6 +66,34 @@ def test_sampled_frequencies_are_the_probabilities():
     assert counts[3] == 0  # a filtered token is never drawn
 
 
+def test_top_1_takes_the_only_token_left_and_ties_go_the_general_way():
+    """top_k=1 (greedy evaluation) returns a row's single finite maximum without the softmax and the float64 sum:
+    the token the inverse CDF picks whatever the number (checked against top_k=2 with the runner-up filtered
+    out by min_p, which goes the general way). A row with a tie goes the general way, and picks one of the tied
+    tokens by its number. The random stream is the same as the general path's."""
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(5, 40, generator=g) * 3
+    logits[2, 7] = logits[2, 30] = logits[2].max() + 1  # a tie for the maximum
+    uniform = torch.rand(5, 1, generator=g, dtype=torch.float64)
+    fast = sample_next_token(logits, uniform, top_k=1)
+    general = sample_next_token(logits, uniform, top_k=2, min_p=1.0)  # only tokens as likely as the best stay
+    unique = [0, 1, 3, 4]
+    assert torch.equal(fast[unique], logits[unique].argmax(-1))
+    assert torch.equal(fast, general)
+    picked = {
+        int(sample_next_token(logits[2:3], torch.tensor([[u]], dtype=torch.float64), top_k=1))
+        for u in (0.1, 0.9)
+    }
+    assert picked == {7, 30}  # the tie: each tied token for its half of the numbers
+
+    torch.manual_seed(5)
+    sample_next_token(logits[unique], top_k=1)  # the fast path, drawing its own numbers
+    after_fast = torch.rand(3)
+    torch.manual_seed(5)
+    sample_next_token(logits[unique], top_k=2)  # the general path
+    assert torch.equal(torch.rand(3), after_fast)
+
+
 def test_greedy_sampling_equals_generate_with_shared_prefill():
     """top_k=1 makes sampling greedy: every completion must equal `generate(do_sample=False)` on the
     repeated, left-padded prompts — checks the shared prefill, cache expansion, positions and EOS padding."""
@@ -186,6 +214,8 @@ def test_packed_weights_compute_the_adapted_model_and_leave_nothing_behind(monke
     before = {name: (p, p.detach().clone()) for name, p in model.named_parameters()}
     enc = tokenizer(["Hi", "A longer prompt"], return_tensors="pt", padding=True, padding_side="left")
     lora_layers = [n for n, m in model.named_modules() if n.endswith(".base_layer")]
+    # inside merged_lora each adapted layer's base multiplies with its packed W + ΔW, and the LoRA wrapper calls it
+    lora_layers += [n.removesuffix(".base_layer") for n in lora_layers]
     with torch.no_grad():
         adapter = model(**enc).logits  # (2, P, V)
         with model.disable_adapter():
@@ -206,8 +236,9 @@ def test_packed_weights_compute_the_adapted_model_and_leave_nothing_behind(monke
     # Without oneDNN the merged weights stand in for the originals, as before.
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
     with torch.no_grad(), merged_lora(model, pack_rows=4) as merged:
-        assert merged and _overridden(model) == []
+        assert merged and all(not n.endswith(".base_layer") for n in _overridden(model))  # only the wrappers
         torch.testing.assert_close(model(**enc).logits, adapter, atol=1e-5, rtol=1e-5)
+    assert _overridden(model) == []
 
 
 def test_sampling_and_generate_build_no_autograd_graph():
