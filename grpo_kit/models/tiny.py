@@ -10,10 +10,11 @@ from grpo_kit.models.embedded import smollm2_tokenizer
 from grpo_kit.models.lora import add_lora, check_lora
 
 
-def tiny_model(seed: int = 0, lora=None):
+def tiny_model(seed: int = 0, lora=None, *, key_value_heads: int = 4):
     """A random 2-layer Llama (hidden 64, 4 heads, MLP 128, tied embeddings) + SmolLM2 tokenizer.
 
-    ``seed`` fixes the weights and the LoRA adapter's init without touching the caller's global RNG; ``lora`` as in
+    ``key_value_heads``: 2 or 1 give grouped-query attention (query heads sharing key/value heads, as SmolLM2's 9
+    share 3). ``seed`` fixes the weights and the LoRA adapter's init without touching the caller's global RNG; ``lora`` as in
     :func:`grpo_kit.models.load_model` (a ``LoraConfig`` or a dict of its fields).
     """
     import torch
@@ -27,7 +28,7 @@ def tiny_model(seed: int = 0, lora=None):
         intermediate_size=128,
         num_hidden_layers=2,
         num_attention_heads=4,
-        num_key_value_heads=4,
+        num_key_value_heads=key_value_heads,
         max_position_embeddings=2048,
         tie_word_embeddings=True,
         bos_token_id=tokenizer.bos_token_id,

@@ -19,21 +19,12 @@ from grpo_kit.core.sampling import merged_lora, sample_completions
 
 
 def _grouped_llama():
-    """A random 2-layer Llama with 4 query heads sharing 2 key/value heads, attending through ``sdpa``."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    """The tiny random Llama with its 4 query heads sharing 2 key/value heads, attending through ``sdpa``."""
+    from grpo_kit.models import tiny_model
 
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        attn_implementation="sdpa",
-    )
-    return LlamaForCausalLM(config).eval()
+    model, _ = tiny_model(seed=0, key_value_heads=2)
+    assert model.config._attn_implementation == "sdpa"
+    return model.eval()
 
 
 def _left_padded(batch: int, width: int, vocab: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -53,7 +44,7 @@ def _sample(model, ids, mask, eos: list[int], pad: int, tokens: int) -> torch.Te
 
 def test_grouped_attention_computes_sdpa_bit_for_bit_and_puts_the_config_back(monkeypatch):
     model = _grouped_llama()
-    ids, mask = _left_padded(3, 9, 64)
+    ids, mask = _left_padded(3, 9, 500)
     with torch.no_grad():
         # (3, 9, V) through transformers' sdpa, which copies the key/value heads (repeat_kv)
         reference = model(input_ids=ids, attention_mask=mask).logits
