@@ -3,15 +3,15 @@
 SmolLM2-135M has 9 query heads and 3 key/value heads. transformers' ``sdpa`` attention hands SDPA the grouped heads
 directly (``enable_gqa=True``) only when there is no attention mask; with one (left-padded prompts: every batch the
 sampler decodes) it first copies each key and value head 3 times (``repeat_kv``). At a decode step that copy is the
-whole key/value cache, every layer, every token: with 8 rows and ~150 cached positions, ~80 MB written per token
-for 1.4 MB of new keys and values.
+whole key/value cache, every layer, every token: with 8 rows and ~150 cached positions, ~165 MB written per token
+(8 rows × 30 layers × keys and values × 9 heads × 150 positions × 64 × 4 bytes) for 0.4 MB of new keys and values.
 
 Inside :func:`grouped_query_attention`, a model that attends through ``sdpa`` calls SDPA with ``enable_gqa=True``
 and the mask instead. PyTorch's CPU kernel then reads each key/value head once for its group of query heads, and
-returns the same numbers bit for bit (``tests/grpo_kit/test_sampling.py`` checks the sampled tokens; measured alone
-at a decode shape, 8 rows, 2 threads: 76 µs a layer against 163 µs). It is for decoding only: in a training
-forward with a 4-D mask it is no faster here, and its gradients differ from ``repeat_kv``'s by float rounding, so
-the log-prob pass keeps transformers' own path.
+returns the same numbers bit for bit (``tests/grpo_kit/test_attention.py`` checks the logits and the sampled
+tokens; measured alone at a decode shape, 8 rows, 2 threads: 76 µs a layer against 163 µs). It is for decoding only:
+in a training forward with a 4-D mask it is no faster here, and its gradients differ from ``repeat_kv``'s by float
+rounding, so the log-prob pass keeps transformers' own path.
 """
 
 from __future__ import annotations

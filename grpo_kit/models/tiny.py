@@ -13,9 +13,9 @@ from grpo_kit.models.lora import add_lora, check_lora
 def tiny_model(seed: int = 0, lora=None, *, key_value_heads: int = 4):
     """A random 2-layer Llama (hidden 64, 4 heads, MLP 128, tied embeddings) + SmolLM2 tokenizer.
 
-    ``key_value_heads``: 2 or 1 give grouped-query attention (query heads sharing key/value heads, as SmolLM2's 9
-    share 3). ``seed`` fixes the weights and the LoRA adapter's init without touching the caller's global RNG; ``lora`` as in
-    :func:`grpo_kit.models.load_model` (a ``LoraConfig`` or a dict of its fields).
+    ``seed`` fixes the weights and the LoRA adapter's init without touching the caller's global RNG; ``lora`` as in
+    :func:`grpo_kit.models.load_model` (a ``LoraConfig`` or a dict of its fields). ``key_value_heads``: 2 or 1 give
+    grouped-query attention (query heads sharing key/value heads, as SmolLM2's 9 share 3).
     """
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
