@@ -28,6 +28,7 @@ from grpo_kit.core.sampling import check_fits_context
 from grpo_kit.loop.bookkeeping import RunContext
 from grpo_kit.models.lora import is_peft_model
 from grpo_kit.rollout.reward_models import RewardModelFunc, as_reward_funcs
+from grpo_kit.support.hardware import require_native_bf16
 
 __all__ = [
     "build_optimizer",
@@ -77,12 +78,8 @@ def check_inputs(
             "(no second model copy), but the model has no adapter. Load it with LoRA "
             "(grpo_kit.models.load_model(..., lora=...)) or set beta=0.0."
         )
-    if config.bf16 or config.bf16_sampling:
-        from grpo_kit.support.hardware import require_native_bf16
-
-        require_native_bf16(
-            device.type, "bf16" if config.bf16 else "bf16_sampling"
-        )  # emulated: slower than fp32
+    # emulated bf16 would be slower than fp32: refused
+    require_native_bf16(device.type, bf16=config.bf16, bf16_sampling=config.bf16_sampling)
     if tokenizer.pad_token_id is None:
         raise ValueError(
             "the tokenizer has no pad token; set tokenizer.pad_token (grpo_kit.models does this)."

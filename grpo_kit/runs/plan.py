@@ -157,15 +157,12 @@ def _path_config(recipe: Recipe, loop: str, output_dir: Path, checkpoint: Path |
     from grpo_kit.config.trainers import check_path_settings, check_recipe_fields
 
     if loop == "standalone":
-        if recipe.training.get("bf16") or recipe.training.get(
-            "bf16_sampling"
-        ):  # emulated bf16 is slower than fp32: refused here, before the model loads
+        bf16, bf16_sampling = recipe.training.get("bf16"), recipe.training.get("bf16_sampling")
+        if bf16 or bf16_sampling:  # emulated bf16 is slower than fp32: refused here, before the model loads
             from grpo_kit.support.hardware import cuda_available, require_native_bf16
 
-            require_native_bf16(
-                "cuda" if cuda_available() else "cpu",
-                "bf16" if recipe.training.get("bf16") else "bf16_sampling",
-            )
+            device = "cuda" if cuda_available() else "cpu"  # (only asked when needed: it imports torch)
+            require_native_bf16(device, bf16=bool(bf16), bf16_sampling=bool(bf16_sampling))
         if recipe.quantization == "8bit":
             raise ValueError(
                 f"recipe {recipe.name!r} uses 8bit quantization, which the standalone loop does not do (it "

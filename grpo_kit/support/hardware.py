@@ -87,11 +87,14 @@ def cpu_has_native_bf16() -> bool:
     return cpu_bf16_kind() is not None
 
 
-def require_native_bf16(device_type: str, setting: str = "bf16") -> None:
-    """Raise a one-line ``ValueError`` naming the fix unless ``device_type`` ("cpu", "cuda", ...) multiplies
-    bf16 natively: a CPU with AMX or AVX512-BF16 (:func:`cpu_has_native_bf16`), a GPU with compute capability
-    >= 8.0. Elsewhere bf16 is emulated, slower than fp32 (the standalone loop's ``bf16=True`` and
-    ``bf16_sampling=True``; ``setting`` names the one asked for)."""
+def require_native_bf16(device_type: str, *, bf16: bool = False, bf16_sampling: bool = False) -> None:
+    """Where the standalone loop's ``bf16=True`` or ``bf16_sampling=True`` is asked for, raise a one-line
+    ``ValueError`` naming that setting and the fix unless ``device_type`` ("cpu", "cuda", ...) multiplies bf16
+    natively: a CPU with AMX or AVX512-BF16 (:func:`cpu_has_native_bf16`), a GPU with compute capability >= 8.0.
+    Elsewhere bf16 is emulated, slower than fp32. Neither asked for: nothing to check."""
+    setting = "bf16" if bf16 else "bf16_sampling" if bf16_sampling else None
+    if setting is None:
+        return
     if device_type == "cpu" and not cpu_has_native_bf16():
         raise ValueError(
             f"{setting}=True: this CPU has neither AMX nor AVX512-BF16, so torch would emulate bf16, slower than "
