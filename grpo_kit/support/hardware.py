@@ -87,7 +87,7 @@ def cpu_has_native_bf16() -> bool:
     return cpu_bf16_kind() is not None
 
 
-def require_native_bf16(device_type: str, *, bf16: bool = False, bf16_sampling: bool = False) -> None:
+def require_native_bf16(device_type: str, *, bf16: bool, bf16_sampling: bool) -> None:
     """Where the standalone loop's ``bf16=True`` or ``bf16_sampling=True`` is asked for, raise a one-line
     ``ValueError`` naming that setting and the fix unless ``device_type`` ("cpu", "cuda", ...) multiplies bf16
     natively: a CPU with AMX or AVX512-BF16 (:func:`cpu_has_native_bf16`), a GPU with compute capability >= 8.0.
