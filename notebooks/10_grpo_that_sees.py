@@ -46,6 +46,11 @@ def _(mo):
     16 vectors that say nothing about the picture. GRPO cannot fix that alone: when every answer in a group is
     a guess, the groups whose answers all score the same carry no signal.
 
+    One thing in the tower is not random: its **position embeddings** start as a sine-cosine code of each
+    patch's row and column (as in MAE's ViT), large enough to outweigh what a patch shows. With CLIP's own
+    random start, a tiny one, the tower's 16 vectors said where *nothing* was: the side of a shape could not
+    be read from them, and no amount of alignment taught "left" from "right" (docs/results.md).
+
     Real VLMs are never trained that way. LLaVA first runs a **feature-alignment** stage: image-caption pairs,
     the language model frozen, only the projector learning to turn picture features into words the model
     already knows. Task tuning comes after. (The Unsloth vision GRPO notebook starts from a VLM that already

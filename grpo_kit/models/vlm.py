@@ -10,9 +10,13 @@ No VLM weights can be downloaded here (no Hub, and no PyPI package ships them), 
   ``LlavaProcessor`` (the SmolLM2 tokenizer plus the special token ``<image>``, a PIL CLIP image processor and a
   ChatML template that renders ``{"type": "image"}`` content blocks as ``<image>``).
 
-Simplifications (stated): the vision tower is not pretrained (it learns from the reward alone, with the
-projector); the new ``<image>`` embedding row is a seeded random row, never read (Llava overwrites
-the image-token positions with projected image features); images are resized and centre-cropped to the tower's
+Simplifications (stated): the vision tower is not pretrained (it learns from the reward or an alignment stage,
+with the projector), except that its position embeddings start as a fixed 2-D sine-cosine code
+(:func:`grid_position_code`, as in MAE's ViT; trainable after). CLIP's own random start (std 0.02, 1/50 of a
+patch's embedding) left a patch's place invisible past the tower's LayerNorm, and no amount of alignment taught
+"left" from "right" (docs/results.md, "Align first, then GRPO"). The new ``<image>`` embedding row is a seeded
+random row, never read (Llava overwrites the image-token positions with projected image features); images are
+resized and centre-cropped to the tower's
 ``image_size`` (no tiling, one image = ``(image_size / patch_size) ** 2`` tokens, CLS dropped).
 
 ``smolvlm-cpu`` is built once per seed and cached as a plain Hugging Face folder (``save_pretrained``: config,
@@ -48,6 +52,7 @@ __all__ = [
     "assemble_vlm",
     "build_processor",
     "check_model_takes_images",
+    "grid_position_code",
     "image_token_count",
     "is_vlm",
     "is_vlm_folder",
@@ -66,7 +71,7 @@ VLM_NAMES = (SMOLVLM_CPU, TINY_VLM)
 #: The placeholder token the processor expands into one token per image patch.
 IMAGE_TOKEN = "<image>"
 #: Bump when the assembly changes: cached folders of an older build are not reused.
-ASSEMBLY_VERSION = "2"
+ASSEMBLY_VERSION = "3"
 
 #: ChatML (SmolLM2's format) for content that is a string or a list of ``{"type": "text" | "image"}`` blocks.
 #: A prompt whose last message is the assistant's is an *answer opening* (a prefill): with ``add_generation_prompt``
@@ -97,6 +102,9 @@ class VisionSpec:
     intermediate_size: int = 256
     num_hidden_layers: int = 2
     num_attention_heads: int = 4
+    #: The size of the starting 2-D sine-cosine position code (:func:`grid_position_code`): at 3 it outweighs a
+    #: patch's embedding (std ~1.1), so where a shape is survives the tower (measured: docs/results.md).
+    position_scale: float = 3.0
 
     def __post_init__(self):
         if self.image_size % self.patch_size:
@@ -115,6 +123,26 @@ TINY_VLM_VISION = VisionSpec(
 
 #: The parts of a Llava model that can be trained, by the names recipes use -> the module name inside it.
 VISION_PARTS = {"vision_tower": "vision_tower", "projector": "multi_modal_projector"}
+
+
+def grid_position_code(grid: int, width: int):
+    """A ``(1 + grid**2, width)`` tensor: a zero row for CLS, then for each patch in raster order the sines and cosines
+    of its column and of its row, a quarter of ``width`` each, at frequencies from 1 down to 1/10 per patch (MAE's
+    2-D sine-cosine code with base 10 in place of 10,000: a grid 4 patches wide needs the fast ones). Patches in the
+    same column share the column's half, so "left" is one direction in it."""
+    import torch
+
+    if width % 4:
+        raise ValueError(
+            f"the vision tower's hidden_size {width} is not a multiple of 4; pick one that is (e.g. 128)."
+        )
+    quarter = width // 4
+    frequencies = 10.0 ** (-torch.arange(quarter, dtype=torch.float64) / quarter)  # (width/4,)
+    row, column = torch.meshgrid(torch.arange(grid), torch.arange(grid), indexing="ij")
+    column = column.reshape(-1, 1) * frequencies  # (grid², width/4)
+    row = row.reshape(-1, 1) * frequencies
+    code = torch.cat([column.sin(), column.cos(), row.sin(), row.cos()], dim=1)  # (grid², width)
+    return torch.cat([torch.zeros(1, width, dtype=code.dtype), code]).float()
 
 
 def image_token_count(vision: VisionSpec) -> int:
@@ -178,6 +206,10 @@ def assemble_vlm(language_model, tokenizer, vision: VisionSpec, *, seed: int = 0
             tie_word_embeddings=bool(getattr(text_config, "tie_word_embeddings", False)),
         )
         model = LlavaForConditionalGeneration(config)
+    embeddings = model.model.vision_tower.embeddings.position_embedding
+    with torch.no_grad():
+        grid = vision.image_size // vision.patch_size
+        embeddings.weight.copy_(grid_position_code(grid, vision.hidden_size) * vision.position_scale)
     model.model.language_model.load_state_dict(language_model.model.state_dict())
     model.lm_head.load_state_dict(language_model.lm_head.state_dict())
     model.tie_weights()

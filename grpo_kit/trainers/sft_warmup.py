@@ -103,12 +103,18 @@ def _batch(tokenized: Sequence[tuple[list[int], list[int]]], pad_id: int, device
 def completion_loss(model: Any, input_ids: Any, attention_mask: Any, completion_mask: Any, **inputs: Any):
     """The mean next-token cross-entropy over the completion tokens of the batch (B, T): position t predicts
     token t + 1, counted only where token t + 1 is a completion token (padding and prompt count nothing).
-    ``inputs``: the model's other inputs (a VLM's ``pixel_values``)."""
+    ``inputs``: the model's other inputs (a VLM's ``pixel_values``).
+
+    The LM head runs only at the positions some row reads (transformers' ``logits_to_keep`` as indices): the
+    (B, T, V) logits of every prompt and picture position would be ~a fifth of an alignment step, and unread."""
     import torch.nn.functional as F
 
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, **inputs).logits[:, :-1]
-    targets = input_ids[:, 1:]
-    mask = (completion_mask[:, 1:] * attention_mask[:, 1:]).to(logits.dtype)
+    # (B, T-1): position t predicts token t + 1, read where that token is a completion token
+    read = (completion_mask[:, 1:] * attention_mask[:, 1:]).bool()
+    kept = read.any(0).nonzero()[:, 0]  # (K,) the positions any row reads
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=kept, **inputs).logits
+    targets = input_ids[:, 1:][:, kept]  # (B, K)
+    mask = read[:, kept].to(logits.dtype)  # (B, K)
     per_token = F.cross_entropy(
         logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none"
     ).view_as(targets)

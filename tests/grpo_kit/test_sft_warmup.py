@@ -116,8 +116,9 @@ class _FixedLogits(torch.nn.Module):
         super().__init__()
         self.logits = torch.nn.Parameter(torch.zeros(shape))
 
-    def forward(self, input_ids, attention_mask):
-        return type("Out", (), {"logits": self.logits})()
+    def forward(self, input_ids, attention_mask, logits_to_keep=0):  # transformers' meaning of logits_to_keep
+        kept = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+        return type("Out", (), {"logits": self.logits[:, kept]})()
 
 
 def test_the_loss_is_on_completion_tokens_only():
@@ -153,6 +154,29 @@ def test_the_loss_is_on_completion_tokens_only():
     n_targets = int(completion[:, 1:].sum())
     assert loss.item() == pytest.approx(torch.log(torch.tensor(float(len(tokenizer)))).item(), rel=1e-5)
     assert n_targets == sum(sum(mask) for _, mask in tokenized) - sum(m[0] for _, m in tokenized)
+
+
+def test_the_loss_read_at_the_kept_positions_is_the_loss_over_the_whole_logits():
+    import torch.nn.functional as F
+
+    from grpo_kit.trainers.sft_warmup import _batch, completion_loss, tokenize_row
+
+    model, tokenizer = _tiny()
+    rows = [
+        {"prompt": "What is 2 + 3? Think first.", "completion": "5"},
+        {"prompt": "Hi.", "completion": "Hello there!"},
+    ]
+    input_ids, attention, completion = _batch(
+        [tokenize_row(row, tokenizer, 512) for row in rows], tokenizer.pad_token_id or 0, "cpu"
+    )
+    with torch.no_grad():
+        # (B, T-1, V): the logits at every position, as the loss read them before logits_to_keep
+        logits = model(input_ids=input_ids, attention_mask=attention).logits[:, :-1]
+        mask = (completion[:, 1:] * attention[:, 1:]).float()
+        per_token = F.cross_entropy(logits.transpose(1, 2), input_ids[:, 1:], reduction="none")
+        whole = (per_token * mask).sum() / mask.sum()
+        kept = completion_loss(model, input_ids, attention, completion)
+        assert torch.allclose(kept, whole, rtol=1e-6, atol=0)
 
 
 # --- refusals ------------------------------------------------------------------------------------------
